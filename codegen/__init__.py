@@ -1,0 +1,6 @@
+"""Code generator: ``schemas/*.yaml`` -> ``generated/fleet_api`` (run ``python -m codegen``)."""
+
+from .generate import CodegenError, check, generate, render_all
+from .spec import SpecError, load_spec
+
+__all__ = ["CodegenError", "SpecError", "check", "generate", "load_spec", "render_all"]

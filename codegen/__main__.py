@@ -1,0 +1,54 @@
+"""``python -m codegen [--check] [--schemas DIR] [--out DIR]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .generate import DEFAULT_OUT, DEFAULT_SCHEMAS, PROJECT_ROOT, CodegenError, check, generate
+from .spec import SpecError
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(PROJECT_ROOT))
+    except ValueError:
+        return str(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m codegen", description=__doc__)
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="generate into a temporary directory and exit 1 with a diff if --out differs",
+    )
+    parser.add_argument("--schemas", type=Path, default=DEFAULT_SCHEMAS, help="directory of *.yaml schemas")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the generated fleet_api package dir")
+    args = parser.parse_args(argv)
+    try:
+        if args.check:
+            diff = check(args.schemas, args.out)
+            if diff:
+                sys.stdout.write(diff)
+                print(
+                    f"\n{_display(args.out)} is out of date with {_display(args.schemas)}; "
+                    "run `nox -s generate` (python -m codegen).",
+                    file=sys.stderr,
+                )
+                return 1
+            print(f"{_display(args.out)} is up to date with {_display(args.schemas)}.")
+            return 0
+        changed = generate(args.schemas, args.out)
+    except (SpecError, CodegenError) as exc:
+        print(f"codegen: error: {exc}", file=sys.stderr)
+        return 2
+    for rel in changed:
+        print(f"updated {_display(args.out / rel)}")
+    print(f"{_display(args.out)}: {len(changed)} file(s) changed.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

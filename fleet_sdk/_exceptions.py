@@ -1,0 +1,219 @@
+"""The one error hierarchy of ``fleet_sdk``, shared by sync and async code.
+
+Errors are chosen by HTTP status code and by the structured error body
+(``{"detail": ..., "code": ..., "retryable": ...}``), never by matching
+substrings of a message::
+
+    FleetError
+    ├── ConfigurationError              bad or missing settings (no API key, bad URL)
+    ├── APIError                        anything that went wrong talking to an API
+    │   ├── APIConnectionError          no response: DNS, refused, reset
+    │   │   └── APITimeoutError         connect/read timeout, or the call's deadline ran out
+    │   ├── APIResponseValidationError  a 2xx whose body is not JSON or not the schema's shape
+    │   └── APIStatusError              a 4xx/5xx response
+    │       ├── BadRequestError             400
+    │       ├── AuthenticationError         401
+    │       ├── PermissionDeniedError       403
+    │       ├── NotFoundError               404
+    │       │   ├── EnvNotFoundError            code "env_not_found"
+    │       │   └── VersionNotFoundError        code "version_not_found"
+    │       ├── ConflictError               409
+    │       ├── UnprocessableEntityError    422
+    │       ├── RateLimitError              429
+    │       └── InternalServerError         5xx
+    └── (facade errors, defined beside the facades, also derive from FleetError)
+
+Every ``APIError`` carries the ``request_id`` sent as ``X-Request-ID`` (the same
+across the retries of one call), the method and URL, and, for status errors,
+``status_code``, the parsed ``body``, its ``code`` and ``retryable`` flag.
+Messages never contain secrets: they pass through the runtime's redactor.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+__all__ = [
+    "APIConnectionError",
+    "APIError",
+    "APIResponseValidationError",
+    "APIStatusError",
+    "APITimeoutError",
+    "AuthenticationError",
+    "BadRequestError",
+    "ConfigurationError",
+    "ConflictError",
+    "EnvNotFoundError",
+    "FleetError",
+    "InternalServerError",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "RateLimitError",
+    "UnprocessableEntityError",
+    "VersionNotFoundError",
+]
+
+
+class FleetError(Exception):
+    """Base class of every error raised by ``fleet_sdk``."""
+
+
+class ConfigurationError(FleetError):
+    """A setting is missing or invalid; the message names it."""
+
+
+class APIError(FleetError):
+    """A call to one of the Fleet APIs failed.
+
+    Attributes:
+        message: Human-readable, already redacted.
+        method: HTTP method of the failed call.
+        url: Full URL of the failed call (no credentials are ever put in URLs).
+        request_id: The ``X-Request-ID`` the SDK sent, stable across retries.
+    """
+
+    def __init__(self, message: str, *, method: str, url: str, request_id: str | None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.method = method
+        self.url = url
+        self.request_id = request_id
+
+    def __str__(self) -> str:
+        suffix = f" (request_id={self.request_id})" if self.request_id else ""
+        return f"{self.message}{suffix}"
+
+
+class APIConnectionError(APIError):
+    """No response was received (connection refused, reset, DNS failure...)."""
+
+
+class APITimeoutError(APIConnectionError):
+    """The request timed out, or the call's overall deadline ran out."""
+
+
+class APIResponseValidationError(APIError):
+    """A successful response whose body was not JSON, or not the documented shape.
+
+    Attributes:
+        status_code: The HTTP status of the response.
+        body: The parsed JSON body, or the raw text when it was not JSON.
+    """
+
+    def __init__(
+        self, message: str, *, method: str, url: str, request_id: str | None, status_code: int, body: Any
+    ) -> None:
+        super().__init__(message, method=method, url=url, request_id=request_id)
+        self.status_code = status_code
+        self.body = body
+
+
+class APIStatusError(APIError):
+    """The API answered with a 4xx or 5xx status.
+
+    Attributes:
+        status_code: HTTP status code.
+        body: Parsed JSON error body (``dict``), or the raw text if it was not JSON.
+        code: Machine-readable error code from the body (``body["code"]``), if any.
+        retryable: The server's own ``retryable`` flag from the body, if it sent one.
+        response: The ``httpx.Response``, for headers.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        method: str,
+        url: str,
+        request_id: str | None,
+        response: httpx.Response,
+        body: Any,
+    ) -> None:
+        super().__init__(message, method=method, url=url, request_id=request_id)
+        self.response = response
+        self.status_code = response.status_code
+        self.body = body
+        self.code: str | None = None
+        self.retryable: bool | None = None
+        if isinstance(body, dict):
+            code = body.get("code")
+            self.code = code if isinstance(code, str) else None
+            retryable = body.get("retryable")
+            self.retryable = retryable if isinstance(retryable, bool) else None
+
+
+class BadRequestError(APIStatusError):
+    """400: the request was malformed."""
+
+
+class AuthenticationError(APIStatusError):
+    """401: the API key is missing, wrong, or sent with the wrong scheme."""
+
+
+class PermissionDeniedError(APIStatusError):
+    """403: the key is valid but not allowed to do this."""
+
+
+class NotFoundError(APIStatusError):
+    """404: the resource does not exist."""
+
+
+class EnvNotFoundError(NotFoundError):
+    """404 with code ``env_not_found``: the environment key is unknown (permanent)."""
+
+
+class VersionNotFoundError(NotFoundError):
+    """404 with code ``version_not_found``: the environment has no such version (permanent)."""
+
+
+class ConflictError(APIStatusError):
+    """409: the request conflicts with the resource's state."""
+
+
+class UnprocessableEntityError(APIStatusError):
+    """422: the body failed validation; ``body["detail"]`` names the fields."""
+
+
+class RateLimitError(APIStatusError):
+    """429: too many requests."""
+
+
+class InternalServerError(APIStatusError):
+    """5xx: the server failed."""
+
+
+_BY_STATUS: dict[int, type[APIStatusError]] = {
+    400: BadRequestError,
+    401: AuthenticationError,
+    403: PermissionDeniedError,
+    404: NotFoundError,
+    409: ConflictError,
+    422: UnprocessableEntityError,
+    429: RateLimitError,
+}
+
+# Refinements chosen by the structured body's ``code``, within a status class.
+_BY_CODE: dict[tuple[int, str], type[APIStatusError]] = {
+    (404, "env_not_found"): EnvNotFoundError,
+    (404, "version_not_found"): VersionNotFoundError,
+}
+
+
+def status_error_class(status_code: int, body: Any) -> type[APIStatusError]:
+    """Pick the exception class for an error response.
+
+    Args:
+        status_code: The HTTP status (>= 400).
+        body: The parsed body; a ``dict`` with a string ``code`` refines the class.
+    """
+    if isinstance(body, dict):
+        code = body.get("code")
+        if isinstance(code, str) and (status_code, code) in _BY_CODE:
+            return _BY_CODE[(status_code, code)]
+    if status_code in _BY_STATUS:
+        return _BY_STATUS[status_code]
+    if status_code >= 500:
+        return InternalServerError
+    return APIStatusError

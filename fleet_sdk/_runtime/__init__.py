@@ -1,0 +1,31 @@
+"""The one HTTP policy of ``fleet_sdk``: URLs, auth, timeouts, deadlines, retries,
+errors and redaction. Generated clients (``fleet_api``) call ``HTTPClient`` /
+``AsyncHTTPClient``; nothing above this package knows about retries or auth."""
+
+from ._async import AsyncHTTPClient
+from ._base import REQUEST_ID_HEADER, BaseHTTPClient, QueryValue
+from ._config import ORCHESTRATOR_URL, PLATFORM_URL, FleetConfig, Surface
+from ._policy import IDEMPOTENCY_HEADER, Deadline, RequestOptions, RetryPolicy, Timeout
+from ._redact import REDACTED, Redactor
+from ._response import APIResponse
+from ._sync import HTTPClient
+
+__all__ = [
+    "IDEMPOTENCY_HEADER",
+    "ORCHESTRATOR_URL",
+    "PLATFORM_URL",
+    "REDACTED",
+    "REQUEST_ID_HEADER",
+    "APIResponse",
+    "AsyncHTTPClient",
+    "BaseHTTPClient",
+    "Deadline",
+    "FleetConfig",
+    "HTTPClient",
+    "QueryValue",
+    "Redactor",
+    "RequestOptions",
+    "RetryPolicy",
+    "Surface",
+    "Timeout",
+]

@@ -1,0 +1,132 @@
+"""The asynchronous HTTP client: the source of truth for async facades; never blocks the loop."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import anyio
+import httpx
+
+from ._base import BaseHTTPClient, QueryValue
+from ._policy import RequestOptions, RetryPolicy, Timeout
+from ._response import APIResponse
+
+T = TypeVar("T")
+
+
+class AsyncHTTPClient(BaseHTTPClient):
+    """Async client for one API surface; generated clients call ``request``.
+
+    Args:
+        base_url: Root URL of the surface.
+        api_key: Bearer key, or None for unauthenticated surfaces.
+        timeout: Per-attempt timeouts.
+        retry: Retry policy for safe calls.
+        deadline: Default overall seconds per call.
+        default_headers: Headers added to every request.
+        http_client: An ``httpx.AsyncClient`` to use (for custom transports); owned by the caller.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout: Timeout | None = None,
+        retry: RetryPolicy | None = None,
+        deadline: float | None = 180.0,
+        default_headers: Mapping[str, str] | None = None,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        super().__init__(
+            base_url,
+            api_key=api_key,
+            timeout=timeout,
+            retry=retry,
+            deadline=deadline,
+            default_headers=default_headers,
+        )
+        self._owns_client = http_client is None
+        self._client = http_client or httpx.AsyncClient(follow_redirects=False)
+
+    def with_options(self, **overrides: Any) -> AsyncHTTPClient:
+        """A copy with some settings replaced, sharing this client's connection pool.
+
+        Args:
+            **overrides: Any of ``base_url``, ``api_key``, ``timeout``, ``retry``,
+                ``deadline``, ``default_headers``.
+        """
+        kwargs = {"base_url": self.base_url, **self._option_kwargs(), **overrides}
+        return AsyncHTTPClient(http_client=self._client, **kwargs)
+
+    async def close(self) -> None:
+        """Close the connection pool if this client created it."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> AsyncHTTPClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        cast_to: type[T],
+        path_params: Mapping[str, Any] | None = None,
+        params: Mapping[str, QueryValue] | None = None,
+        body: Any = None,
+        options: RequestOptions | None = None,
+    ) -> T:
+        """Send one call (with safe retries) and return its body as ``cast_to``.
+
+        Args:
+            method: HTTP method.
+            path: Path template relative to the base URL, e.g. ``/v1/env/instances/{instance_id}``.
+            cast_to: The type to validate the JSON body into (``type(None)`` for no body).
+            path_params: Values for the template's placeholders (URL-quoted).
+            params: Query parameters; None values are dropped.
+            body: JSON body: a pydantic model (None fields omitted) or plain data.
+            options: Per-call overrides (timeout, deadline, retries, idempotency key, headers).
+        """
+        raw = await self.request_raw(
+            method, path, cast_to=cast_to, path_params=path_params, params=params, body=body, options=options
+        )
+        return raw.parse()
+
+    async def request_raw(
+        self,
+        method: str,
+        path: str,
+        *,
+        cast_to: type[T],
+        path_params: Mapping[str, Any] | None = None,
+        params: Mapping[str, QueryValue] | None = None,
+        body: Any = None,
+        options: RequestOptions | None = None,
+    ) -> APIResponse[T]:
+        """Like ``request`` but returns the ``APIResponse`` (headers, retries, ``parse()``)."""
+        call = self._prepare(
+            self._client, method, path, path_params=path_params, params=params, body=body, options=options
+        )
+        loop = self._retry_loop(call)
+        step = next(loop)
+        try:
+            while True:
+                if step is not None:
+                    await anyio.sleep(step)
+                    step = loop.send(None)
+                    continue
+                try:
+                    response = await self._client.send(call.request)
+                except httpx.TransportError as exc:
+                    step = loop.send(exc)
+                else:
+                    step = loop.send(response)
+        except StopIteration as done:
+            final, retries_taken = done.value
+            return self._raw_response(call, final, retries_taken, cast_to)

@@ -1,0 +1,140 @@
+"""Timeout, deadline and retry policy: the one place that decides when to retry.
+
+A call is retried only when repeating it is safe (an idempotent method, or a
+POST/PATCH that carries an idempotency key) and the failure is transient
+(connect error, timeout, 408, 429, 502, 503, 504). Waits grow exponentially
+with jitter, honour ``Retry-After`` up to a cap, and never run past the call's
+deadline.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import random
+import time
+from dataclasses import dataclass, replace
+from typing import TypedDict
+
+import httpx
+
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+RETRYABLE_STATUS = frozenset({408, 429, 502, 503, 504})
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+
+
+@dataclass(frozen=True)
+class Timeout:
+    """Per-attempt timeouts in seconds.
+
+    Attributes:
+        total: Read/write/pool timeout of one attempt.
+        connect: Connect timeout of one attempt (kept short so a dead host fails fast).
+    """
+
+    total: float = 60.0
+    connect: float = 10.0
+
+    def to_httpx(self, remaining: float | None) -> httpx.Timeout:
+        """An ``httpx.Timeout`` for one attempt, never longer than the time left."""
+        total = self.total if remaining is None else max(0.001, min(self.total, remaining))
+        return httpx.Timeout(total, connect=min(self.connect, total))
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How many times and how patiently to retry a safe call.
+
+    Attributes:
+        max_retries: Retries after the first attempt (0 disables retries).
+        backoff_base: First backoff in seconds; doubles each retry.
+        backoff_max: Upper bound of one backoff.
+        retry_after_cap: Largest ``Retry-After`` honoured; longer values are clamped to it.
+    """
+
+    max_retries: int = 3
+    backoff_base: float = 0.5
+    backoff_max: float = 8.0
+    retry_after_cap: float = 30.0
+
+    def backoff(self, retry_number: int, retry_after: float | None = None) -> float:
+        """Seconds to wait before retry ``retry_number`` (1-based).
+
+        Args:
+            retry_number: Which retry this is, starting at 1.
+            retry_after: The server's ``Retry-After`` in seconds, if it sent one.
+        """
+        if retry_after is not None and retry_after >= 0:
+            return min(retry_after, self.retry_after_cap)
+        ceiling = min(self.backoff_max, self.backoff_base * 2 ** (retry_number - 1))
+        # "Equal jitter": at least half the ceiling, so waits still grow, but
+        # hundreds of rollouts retrying together spread out.
+        return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+class RequestOptions(TypedDict, total=False):
+    """Per-call overrides accepted by every generated client method.
+
+    Keys:
+        timeout: Per-attempt timeout (seconds, or a ``Timeout``).
+        deadline: Overall seconds for the call, retries and waits included.
+        max_retries: Override of the client's ``RetryPolicy.max_retries``.
+        idempotency_key: Sent as ``Idempotency-Key``; makes a POST safe to retry.
+        extra_headers: Additional headers for this call.
+    """
+
+    timeout: float | Timeout
+    deadline: float
+    max_retries: int
+    idempotency_key: str
+    extra_headers: dict[str, str]
+
+
+class Deadline:
+    """A point in monotonic time after which no more work starts."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self._end = None if seconds is None else time.monotonic() + seconds
+
+    def remaining(self) -> float | None:
+        """Seconds left (never negative), or None for no deadline."""
+        return None if self._end is None else max(0.0, self._end - time.monotonic())
+
+    def expired(self) -> bool:
+        """True once the deadline has passed."""
+        left = self.remaining()
+        return left is not None and left <= 0
+
+    def allows(self, wait: float) -> bool:
+        """True when waiting ``wait`` seconds still leaves time for another attempt."""
+        left = self.remaining()
+        return left is None or wait < left
+
+
+def is_safe_to_retry(method: str, headers: httpx.Headers) -> bool:
+    """A call may be repeated: idempotent by method, or carrying an idempotency key."""
+    return method.upper() in IDEMPOTENT_METHODS or IDEMPOTENCY_HEADER in headers
+
+
+def parse_retry_after(response: httpx.Response) -> float | None:
+    """``Retry-After`` in seconds (delta-seconds or an HTTP date), or None."""
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        parsed = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, parsed.timestamp() - time.time())
+
+
+def resolve_timeout(value: float | Timeout | None, default: Timeout) -> Timeout:
+    """Normalise a timeout option: a bare number replaces the total, keeping connect."""
+    if value is None:
+        return default
+    if isinstance(value, Timeout):
+        return value
+    return replace(default, total=float(value), connect=min(default.connect, float(value)))

@@ -1,0 +1,89 @@
+"""Errors the local server answers with, in the schemas' ``ErrorResponse`` shape:
+``{"detail": ..., "code": ..., "retryable": ...}``. FastAPI's own validation
+errors keep their ``detail: [{loc, msg, type}]`` list, so a 422 names the field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+
+class LocalAPIError(Exception):
+    """Raise from a route to answer ``status`` with a structured error body.
+
+    Args:
+        status: HTTP status code.
+        detail: Human-readable message.
+        code: Machine-readable code (``env_not_found``, ``read_only``...).
+        retryable: Whether the client may retry the same request.
+        headers: Extra response headers (``Retry-After``...).
+    """
+
+    def __init__(
+        self,
+        status: int,
+        detail: str,
+        *,
+        code: str | None = None,
+        retryable: bool | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.code = code
+        self.retryable = retryable
+        self.headers = headers
+
+    def body(self) -> dict[str, Any]:
+        """The ``ErrorResponse`` JSON body."""
+        body: dict[str, Any] = {"detail": self.detail}
+        if self.code is not None:
+            body["code"] = self.code
+        if self.retryable is not None:
+            body["retryable"] = self.retryable
+        return body
+
+
+def not_found(kind: str, id: str, code: str = "not_found") -> LocalAPIError:
+    """A 404 naming what was not found."""
+    return LocalAPIError(404, f"{kind} {id!r} not found", code=code, retryable=False)
+
+
+async def _local_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, LocalAPIError)
+    return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
+
+
+async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    return JSONResponse({"detail": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers)
+
+
+async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    issues = [
+        {"loc": [str(p) if not isinstance(p, int) else p for p in err.get("loc", ())], "msg": err.get("msg", ""),
+         "type": err.get("type", "value_error")}
+        for err in exc.errors()
+    ]
+    return JSONResponse({"detail": issues, "code": "validation_error", "retryable": False}, status_code=422)
+
+
+async def _unexpected_error(_: Request, exc: Exception) -> JSONResponse:
+    return JSONResponse(
+        {"detail": f"internal error: {type(exc).__name__}: {exc}", "code": "internal", "retryable": True},
+        status_code=500,
+    )
+
+
+EXCEPTION_HANDLERS = {
+    LocalAPIError: _local_error,
+    StarletteHTTPException: _http_error,
+    RequestValidationError: _validation_error,
+    Exception: _unexpected_error,
+}

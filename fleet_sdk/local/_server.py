@@ -1,0 +1,270 @@
+"""Running the local server: in this process (``serve``, used by the CLI) or as
+a child process managed by ``LocalFleet`` (tests, scripts, the demo)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from .._exceptions import ConfigurationError, FleetError
+from ._state import LocalSettings
+
+if TYPE_CHECKING:
+    from .._client import AsyncFleet, Fleet
+
+API_KEY_ENV = "FLEET_LOCAL_API_KEY"
+READY_EVENT = "ready"
+
+
+def build_state(settings: LocalSettings) -> Any:
+    """Create the server state (store, environments, fault injector) for ``settings``."""
+    from ._faults import FaultInjector
+    from ._state import LocalState
+    from ._store import Store
+    from .environments import registry
+
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    return LocalState(
+        settings=settings,
+        store=Store(settings.data_dir / "fleet.db"),
+        environments=registry(),
+        faults=FaultInjector(enabled=settings.faults_enabled),
+    )
+
+
+def serve(settings: LocalSettings, *, announce: bool = True) -> None:
+    """Serve until SIGINT/SIGTERM, printing one JSON ``ready`` line once started.
+
+    Args:
+        settings: Server configuration.
+        announce: Print ``{"event": "ready", "url": ..., "s3_url": ...}`` to stdout when ready.
+    """
+    import uvicorn
+
+    from ._app import create_app
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((settings.host, settings.port))
+    host, port = sock.getsockname()[:2]
+    state = build_state(settings)
+    state.public_url = f"http://{host}:{port}"
+
+    def ready() -> None:
+        if announce:
+            line = {"event": READY_EVENT, "url": state.public_url, "s3_url": state.s3_url, "pid": os.getpid()}
+            sys.stdout.write(json.dumps(line) + "\n")
+            sys.stdout.flush()
+
+    state.extras["on_ready"] = ready
+    config = uvicorn.Config(
+        create_app(state), log_level="warning", lifespan="on", timeout_graceful_shutdown=5, access_log=False
+    )
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        state.store.close()
+        sock.close()
+
+
+class LocalFleet:
+    """A local Fleet server in a child process, for tests, scripts and the demo.
+
+    ``with LocalFleet() as local:`` starts the server on a free loopback port and
+    stops it (and everything it started) on exit.
+
+    Args:
+        data_dir: State directory; a temporary one (deleted on stop) when None.
+        api_key: The bearer key the server requires; random when None.
+        faults: Enable the fault-injection admin API.
+        s3: Start the S3-compatible screenshot endpoint.
+        startup_timeout: Seconds to wait for the server to be ready.
+        settings: Further ``LocalSettings`` fields (``verifier_timeout``, ``job_concurrency``...).
+
+    Attributes:
+        base_url: Where every surface is served, e.g. ``http://127.0.0.1:43121``.
+        s3_url: The S3-compatible endpoint, or None.
+        api_key: The bearer key to use.
+    """
+
+    def __init__(
+        self,
+        data_dir: str | Path | None = None,
+        *,
+        api_key: str | None = None,
+        faults: bool = False,
+        s3: bool = True,
+        startup_timeout: float = 30.0,
+        **settings: Any,
+    ) -> None:
+        self._temp_dir = None if data_dir is not None else tempfile.mkdtemp(prefix="fleet-local-")
+        self.data_dir = Path(data_dir if data_dir is not None else self._temp_dir or "")
+        self.api_key = api_key or f"local-{secrets.token_urlsafe(24)}"
+        self._faults = faults
+        self._s3 = s3
+        self._startup_timeout = startup_timeout
+        self._settings = settings
+        self._process: subprocess.Popen[str] | None = None
+        self._stderr: list[str] = []
+        self.base_url = ""
+        self.s3_url: str | None = None
+
+    def __repr__(self) -> str:
+        return f"LocalFleet(base_url={self.base_url!r}, data_dir={str(self.data_dir)!r})"
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process id while running."""
+        return self._process.pid if self._process is not None else None
+
+    def start(self) -> LocalFleet:
+        """Start the server and wait until it is ready; returns self."""
+        if self._process is not None:
+            return self
+        argv = [sys.executable, "-m", "fleet_sdk.cli", "serve", "--data-dir", str(self.data_dir), "--port", "0"]
+        if self._faults:
+            argv.append("--enable-faults")
+        if not self._s3:
+            argv.append("--no-s3")
+        for name, value in self._settings.items():
+            argv += [f"--{name.replace('_', '-')}", str(value)]
+        env = {**os.environ, API_KEY_ENV: self.api_key, "PYTHONUNBUFFERED": "1"}
+        self._process = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+        )
+        threading.Thread(target=self._drain_stderr, daemon=True).start()
+        ready = self._wait_ready()
+        self.base_url, self.s3_url = ready["url"], ready.get("s3_url")
+        return self
+
+    def _drain_stderr(self) -> None:
+        assert self._process is not None and self._process.stderr is not None
+        for line in self._process.stderr:
+            self._stderr.append(line)
+            del self._stderr[:-200]
+
+    def _wait_ready(self) -> dict[str, Any]:
+        assert self._process is not None and self._process.stdout is not None
+        result: dict[str, Any] = {}
+        stdout = self._process.stdout
+
+        def read() -> None:
+            for line in stdout:
+                with contextlib.suppress(ValueError):
+                    event = json.loads(line)
+                    if isinstance(event, dict) and event.get("event") == READY_EVENT:
+                        result.update(event)
+                        return
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(self._startup_timeout)
+        if not result:
+            code = self._process.poll()
+            self.stop()
+            tail = "".join(self._stderr[-30:])
+            state = f"exited with {code}" if code is not None else f"not ready after {self._startup_timeout}s"
+            raise FleetError(f"local server {state}:\n{tail}")
+        # Keep draining stdout so a chatty server never blocks on a full pipe.
+        threading.Thread(target=lambda: [None for _ in stdout], daemon=True).start()
+        return result
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the server and every process it started; remove a temporary data dir."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        if process is not None:
+            # Whatever the server started (verifier sandboxes) is in its session: end them all.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout)
+        if self._temp_dir is not None:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+
+    def __enter__(self) -> LocalFleet:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> LocalFleet:
+        import anyio
+
+        return await anyio.to_thread.run_sync(self.start)
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        import anyio
+
+        await anyio.to_thread.run_sync(self.stop)
+
+    def _require_running(self) -> None:
+        if not self.base_url:
+            raise ConfigurationError("LocalFleet is not started: use `with LocalFleet() as local:`")
+
+    def fleet(self, **kwargs: Any) -> Fleet:
+        """A ``Fleet`` client whose every surface points at this server.
+
+        Args:
+            **kwargs: Passed to ``Fleet`` (``timeout``, ``retry``...).
+        """
+        from .._client import Fleet
+
+        self._require_running()
+        return Fleet(self.api_key, **self._urls(), **kwargs)
+
+    def async_fleet(self, **kwargs: Any) -> AsyncFleet:
+        """An ``AsyncFleet`` client whose every surface points at this server.
+
+        Args:
+            **kwargs: Passed to ``AsyncFleet``.
+        """
+        from .._client import AsyncFleet
+
+        self._require_running()
+        return AsyncFleet(self.api_key, **self._urls(), **kwargs)
+
+    def _urls(self) -> dict[str, str]:
+        return {"base_url": self.base_url, "platform_url": self.base_url, "browser_url": self.base_url}
+
+    def inject_fault(self, path: str, *, mode: str = "status", status: int = 503, count: int = 1,
+                     method: str = "*", delay: float = 30.0) -> None:
+        """Make the next ``count`` requests to ``path`` fail (server started with ``faults=True``).
+
+        Args:
+            path: Exact path or glob, e.g. ``/v1/env/instances`` or ``/instances/*/mcp*``.
+            mode: ``status`` (answer ``status``), ``hang`` (wait ``delay`` then 504), ``drop`` (close).
+            status: HTTP status for ``status`` mode.
+            count: Number of requests to fail.
+            method: HTTP method to match, or ``*``.
+            delay: Seconds to hang.
+        """
+        self._require_running()
+        rule = {"path": path, "mode": mode, "status": status, "count": count, "method": method, "delay": delay}
+        response = httpx.post(f"{self.base_url}/_admin/faults", json=rule, timeout=10)
+        if response.status_code != 200:
+            raise FleetError(f"could not arm fault ({response.status_code}): {response.text}")
+
+    def clear_faults(self) -> None:
+        """Disarm all faults."""
+        self._require_running()
+        httpx.delete(f"{self.base_url}/_admin/faults", timeout=10)

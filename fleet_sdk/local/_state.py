@@ -1,0 +1,103 @@
+"""Everything one local server process shares between its routes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._store import Store
+
+if TYPE_CHECKING:
+    from ._faults import FaultInjector
+    from .environments import EnvironmentSpec
+
+
+def utcnow() -> dt.datetime:
+    """Aware UTC now."""
+    return dt.datetime.now(dt.UTC)
+
+
+def iso(moment: dt.datetime | None = None) -> str:
+    """ISO-8601 UTC timestamp (now by default)."""
+    return (moment or utcnow()).isoformat()
+
+
+def new_id(prefix: str) -> str:
+    """A short random id with a readable prefix, e.g. ``inst_3f9a...``."""
+    return f"{prefix}_{secrets.token_hex(8)}"
+
+
+@dataclass
+class LocalSettings:
+    """How a local server is configured.
+
+    Attributes:
+        data_dir: Where state, seed and instance databases live.
+        api_key: The bearer key clients must send; None accepts any bearer key.
+        host: Interface to bind (loopback by default).
+        port: Port to bind (0 picks a free one).
+        s3: Start the S3-compatible endpoint for screenshots.
+        verifier_timeout: Default wall-clock seconds for a verifier run.
+        verifier_memory_mb: Address-space limit of a verifier process.
+        job_concurrency: Sessions a job runs at once.
+        model_base_url: OpenAI-compatible chat-completions URL for non-local policies.
+        model_api_key: Key for ``model_base_url``.
+        instance_ttl_seconds: Default TTL of an instance.
+        faults_enabled: Serve the fault-injection admin API (tests only; off by default).
+    """
+
+    data_dir: Path
+    api_key: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 0
+    s3: bool = True
+    verifier_timeout: float = 30.0
+    verifier_memory_mb: int = 512
+    job_concurrency: int = 8
+    model_base_url: str | None = None
+    model_api_key: str | None = field(default=None, repr=False)
+    instance_ttl_seconds: int = 3600
+    faults_enabled: bool = False
+
+
+@dataclass
+class LocalState:
+    """Shared state of one running local server.
+
+    Attributes:
+        settings: Its configuration.
+        store: The SQLite document store.
+        environments: Bundled environments by ``env_key``.
+        public_url: The base URL clients reach this server at (set once bound).
+        s3_url: The S3-compatible endpoint URL, once started.
+        faults: The fault injector (inactive unless a test arms it).
+        extras: Per-feature runtime objects (MCP managers, job tasks...).
+    """
+
+    settings: LocalSettings
+    store: Store
+    environments: dict[str, EnvironmentSpec]
+    faults: FaultInjector
+    public_url: str = ""
+    s3_url: str | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def data_dir(self) -> Path:
+        """The data directory."""
+        return self.settings.data_dir
+
+    def instance_dir(self, instance_id: str) -> Path:
+        """Folder holding an instance's ``seed.db`` and ``current.db``."""
+        return self.data_dir / "instances" / instance_id
+
+    def seed_path(self, env_key: str, version: str) -> Path:
+        """Built seed database of an environment version."""
+        return self.data_dir / "seeds" / f"{env_key}-{version}.db"
+
+    def instance_root(self, instance_id: str) -> str:
+        """``urls.root`` of an instance (ends with a slash)."""
+        return f"{self.public_url}/instances/{instance_id}/"

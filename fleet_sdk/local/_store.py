@@ -1,0 +1,126 @@
+"""The local server's state: a small document store in one SQLite file.
+
+Every record (instance, task, job, session, trace job, lease, verifier
+execution) is a JSON document of a kind, keyed by id, with a few indexed
+columns for the lookups the API needs. State survives a restart because it is
+all in ``<data_dir>/fleet.db``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS docs (
+    kind TEXT NOT NULL,
+    id TEXT NOT NULL,
+    parent TEXT,
+    created REAL NOT NULL,
+    doc TEXT NOT NULL,
+    PRIMARY KEY (kind, id)
+);
+CREATE INDEX IF NOT EXISTS docs_parent ON docs (kind, parent);
+CREATE TABLE IF NOT EXISTS messages (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    doc TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+);
+"""
+
+
+class Store:
+    """Thread-safe JSON document store over SQLite (WAL mode).
+
+    Args:
+        path: The database file; created with its tables when missing.
+    """
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        """Close the database."""
+        with self._lock:
+            self._db.close()
+
+    def put(self, kind: str, id: str, doc: dict[str, Any], *, parent: str | None = None) -> dict[str, Any]:
+        """Insert or replace a document; returns it.
+
+        Args:
+            kind: Record type, e.g. ``"instance"``.
+            id: Record id, unique within the kind.
+            doc: The JSON-serialisable document.
+            parent: Optional owner id for listing (e.g. a session's job id).
+        """
+        with self._lock:
+            row = self._db.execute("SELECT created FROM docs WHERE kind=? AND id=?", (kind, id)).fetchone()
+            created = row[0] if row else time.time()
+            self._db.execute(
+                "INSERT OR REPLACE INTO docs (kind, id, parent, created, doc) VALUES (?, ?, ?, ?, ?)",
+                (kind, id, parent, created, json.dumps(doc, default=str)),
+            )
+        return doc
+
+    def get(self, kind: str, id: str) -> dict[str, Any] | None:
+        """The document, or None."""
+        with self._lock:
+            row = self._db.execute("SELECT doc FROM docs WHERE kind=? AND id=?", (kind, id)).fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
+    def delete(self, kind: str, id: str) -> bool:
+        """Remove a document; True if it existed."""
+        with self._lock:
+            cursor = self._db.execute("DELETE FROM docs WHERE kind=? AND id=?", (kind, id))
+        return cursor.rowcount > 0
+
+    def list(self, kind: str, *, parent: str | None = None) -> list[dict[str, Any]]:
+        """All documents of a kind (optionally of one parent), oldest first."""
+        with self._lock:
+            if parent is None:
+                rows = self._db.execute("SELECT doc FROM docs WHERE kind=? ORDER BY created, id", (kind,))
+            else:
+                rows = self._db.execute(
+                    "SELECT doc FROM docs WHERE kind=? AND parent=? ORDER BY created, id", (kind, parent)
+                )
+            return [dict(json.loads(row[0])) for row in rows.fetchall()]
+
+    def update(self, kind: str, id: str, **changes: Any) -> dict[str, Any] | None:
+        """Merge ``changes`` into a document atomically; returns the new document or None."""
+        with self._lock:
+            doc = self.get(kind, id)
+            if doc is None:
+                return None
+            row = self._db.execute("SELECT parent FROM docs WHERE kind=? AND id=?", (kind, id)).fetchone()
+            doc.update(changes)
+            return self.put(kind, id, doc, parent=row[0])
+
+    def append_messages(self, session_id: str, messages: list[dict[str, Any]]) -> int:
+        """Append chat messages to a session's transcript; returns the new total."""
+        with self._lock:
+            (count,) = self._db.execute("SELECT COUNT(*) FROM messages WHERE session_id=?", (session_id,)).fetchone()
+            self._db.executemany(
+                "INSERT INTO messages (session_id, seq, doc) VALUES (?, ?, ?)",
+                [(session_id, count + i, json.dumps(m)) for i, m in enumerate(messages)],
+            )
+            return int(count) + len(messages)
+
+    def messages(self, session_id: str) -> Iterator[dict[str, Any]]:
+        """A session's transcript in order."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT doc FROM messages WHERE session_id=? ORDER BY seq", (session_id,)
+            ).fetchall()
+        for (doc,) in rows:
+            yield dict(json.loads(doc))

@@ -1,0 +1,106 @@
+"""Source text shared by the bundled verifiers.
+
+A verifier is a string of Python run in the verifier namespace of PROTOCOL §6 (``normalized_contains``,
+``TASK_SUCCESSFUL_SCORE``, ``TASK_FAILED_SCORE``, ``json``, ``re`` ... as globals). Each bundled
+verifier is self-contained: the helpers it needs are written out above its ``verify`` function, so
+the code runs the same on the local runner and on a remote one. Helpers only use
+``env.db(name).query(sql, args)`` (``.columns`` and ``.rows``), the call every runner offers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def prelude(tables: Sequence[str]) -> str:
+    """Helper functions for a verifier of an environment whose tables are ``tables``."""
+    table_list = ", ".join(repr(t) for t in tables)
+    return f'''import json
+import re
+
+TABLES = [{table_list}]
+
+
+def table_rows(env, db, table):
+    """Rows of a table keyed by their first column (the primary key)."""
+    result = env.db(db).query("SELECT * FROM " + table + " ORDER BY 1", [])
+    return {{row[0]: dict(zip(result.columns, row)) for row in result.rows}}
+
+
+def table_diff(env, table):
+    """(added, removed, modified) rows between the seed and the current database."""
+    before = table_rows(env, "seed", table)
+    after = table_rows(env, "current", table)
+    added = [after[k] for k in sorted(after) if k not in before]
+    removed = [before[k] for k in sorted(before) if k not in after]
+    modified = [(before[k], after[k]) for k in sorted(before) if k in after and before[k] != after[k]]
+    return added, removed, modified
+
+
+def unexpected_changes(env, allowed=()):
+    """Describe every change in a table outside ``allowed``."""
+    problems = []
+    for table in TABLES:
+        if table in allowed:
+            continue
+        added, removed, modified = table_diff(env, table)
+        if added or removed or modified:
+            problems.append(
+                "%s changed unexpectedly (%d added, %d removed, %d modified)"
+                % (table, len(added), len(removed), len(modified))
+            )
+    return problems
+
+
+def answer_text(final_answer):
+    if final_answer is None:
+        return ""
+    if isinstance(final_answer, str):
+        return final_answer
+    return json.dumps(final_answer, sort_keys=True)
+
+
+def answer_numbers(final_answer):
+    """Every number in the answer ("$1,234.50" counts as 1234.5)."""
+    text = answer_text(final_answer).replace(",", "")
+    return [float(n) for n in re.findall(r"-?\\d+(?:\\.\\d+)?", text)]
+
+
+def report_app(app, successes, errors):
+    """Print one per-app block (PROTOCOL §6 partial reward) and return 1 when the app passed."""
+    print("<<< VERIFY_" + app + " <<<")
+    print(">>> SUCCESS_ACCUMULATOR >>>")
+    print(repr([str(s) for s in successes]))
+    print("<<< SUCCESS_ACCUMULATOR <<<")
+    print(">>> ERROR_ACCUMULATOR >>>")
+    print(repr([str(e) for e in errors]))
+    print("<<< ERROR_ACCUMULATOR <<<")
+    print(">>> VERIFY_" + app + " >>>")
+    passed = 1 if successes and not errors else 0
+    print("App %s: %d" % (app, passed))
+    return passed
+
+
+def report_combined(results):
+    """Print the combined line; TASK_SUCCESSFUL_SCORE only when every app passed."""
+    passed = sum(results)
+    print("Combined result: %d/%d apps passed" % (passed, len(results)))
+    return TASK_SUCCESSFUL_SCORE if passed == len(results) else TASK_FAILED_SCORE
+
+
+def report_single(successes, errors):
+    """Print the accumulators of a single-app verifier and return its score."""
+    print(">>> SUCCESS_ACCUMULATOR >>>")
+    print(repr([str(s) for s in successes]))
+    print("<<< SUCCESS_ACCUMULATOR <<<")
+    print(">>> ERROR_ACCUMULATOR >>>")
+    print(repr([str(e) for e in errors]))
+    print("<<< ERROR_ACCUMULATOR <<<")
+    return TASK_SUCCESSFUL_SCORE if not errors else TASK_FAILED_SCORE
+
+'''
+
+
+def verifier(tables: Sequence[str], body: str) -> str:
+    """The full verifier code: the prelude for ``tables`` followed by ``body`` (which defines verify)."""
+    return prelude(tables) + "\n" + body.strip("\n") + "\n"

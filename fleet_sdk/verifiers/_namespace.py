@@ -1,0 +1,196 @@
+"""The globals a verifier runs in: helpers, score constants, the ``Environment`` type.
+
+Standard library only: the sandbox child loads this file without importing ``fleet_sdk``.
+
+Every helper is a *global* of the namespace returned by :func:`build_namespace`, so it is
+reachable from inside ``verify`` (the public SDK's async path put the helpers in the ``locals``
+of ``exec``, where a function body cannot see them, and verifiers failed with ``NameError``).
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import math
+import re
+import string
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "TASK_FAILED_SCORE",
+    "TASK_SUCCESSFUL_SCORE",
+    "Database",
+    "Environment",
+    "QueryResultLike",
+    "build_namespace",
+    "contains_number",
+    "extract_numbers",
+    "normalized_contains",
+    "normalized_string_comparison",
+]
+
+TASK_SUCCESSFUL_SCORE = 1
+"""The score a verifier returns when the task was solved."""
+
+TASK_FAILED_SCORE = 0
+"""The score a verifier returns when the task was not solved."""
+
+
+@runtime_checkable
+class QueryResultLike(Protocol):
+    """What ``Database.query`` returns: column names and rows, in the order of the query."""
+
+    @property
+    def columns(self) -> list[str]: ...
+
+    @property
+    def rows(self) -> list[list[Any]]: ...
+
+
+@runtime_checkable
+class Database(Protocol):
+    """One database of an environment (``"current"``, ``"seed"``, ...)."""
+
+    def query(self, sql: str, args: Sequence[Any] | None = None) -> QueryResultLike:
+        """Run one SQL statement.
+
+        Args:
+            sql: The statement, with ``?`` placeholders.
+            args: Values for the placeholders.
+        """
+        ...
+
+
+@runtime_checkable
+class Environment(Protocol):
+    """What a verifier receives as its first argument.
+
+    ``env.db("current")`` is the state after the episode, ``env.db("seed")`` the state before.
+    The local :class:`~fleet_sdk.verifiers.SQLiteDatabase` also offers ``rows()`` (a list of
+    dicts) and ``scalar()`` (the first column of the first row).
+    """
+
+    def db(self, name: str = "current") -> Database:
+        """Return the database called ``name``.
+
+        Args:
+            name: The database name, ``"current"`` by default.
+        """
+        ...
+
+
+_PUNCTUATION_TO_SPACE = str.maketrans(dict.fromkeys(string.punctuation, " "))
+
+# A number not glued to a word on its left: "3-5" gives 3 and 5, "-5" gives -5, "1,234.5" gives
+# 1234.5 (commas only as thousands separators), "v2" gives 2. No exponents ("12E3" is 12 and 3).
+_NUMBER = re.compile(
+    r"(?:(?<![\w.])[-+])?(?<![\d.])(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?"
+    r"|(?:(?<![\w.])[-+])?(?<![\d.])\.\d+"
+)
+
+
+def _to_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, dict | list):
+        return json.dumps(value, sort_keys=True, default=str)
+    return str(value)
+
+
+def _squash(value: Any) -> str:
+    """Lowercase, punctuation to spaces, then every whitespace removed."""
+    return "".join(_to_text(value).lower().translate(_PUNCTUATION_TO_SPACE).split())
+
+
+def normalized_contains(needle: Any, haystack: Any) -> bool:
+    """Whether ``needle`` occurs in ``haystack``, ignoring case, punctuation and whitespace.
+
+    Both sides are lowercased, ASCII punctuation becomes spaces and then all whitespace is
+    removed, so ``"Dr. O'Neil"`` is found in ``"dr oneil"``. Dicts and lists are compared as
+    their JSON text with sorted keys; ``None`` is the empty string. An empty needle is found
+    everywhere.
+
+    Args:
+        needle: The text (or dict/list/value) to look for.
+        haystack: The text (or dict/list/value) to look in.
+    """
+    return _squash(needle) in _squash(haystack)
+
+
+def extract_numbers(text: Any) -> list[float]:
+    """All the numbers written in ``text``, in order, as floats.
+
+    Handles signs (``"-5"``), decimals (``"3.14"``, ``".5"``) and thousands separators
+    (``"$1,234.50"`` gives ``1234.5``). A ``-`` between two numbers (``"3-5"``) is a dash, not a
+    sign. Exponents are not recognised.
+
+    Args:
+        text: The text to scan; other values are converted with ``str()`` (dicts and lists as
+            JSON).
+    """
+    return [float(match.replace(",", "")) for match in _NUMBER.findall(_to_text(text))]
+
+
+def contains_number(text: Any, number: float | str, tolerance: float = 1e-6) -> bool:
+    """Whether ``text`` mentions ``number``, within an absolute ``tolerance``.
+
+    Args:
+        text: The text to scan (see :func:`extract_numbers`).
+        number: The number to find; a string such as ``"1,234.5"`` is parsed first.
+        tolerance: The largest accepted absolute difference.
+
+    Raises:
+        ValueError: ``number`` is a string with no number in it.
+    """
+    if isinstance(number, str):
+        parsed = extract_numbers(number)
+        if not parsed:
+            raise ValueError(f"no number in {number!r}")
+        target = parsed[0]
+    else:
+        target = float(number)
+    return any(math.isclose(found, target, rel_tol=0.0, abs_tol=tolerance) for found in extract_numbers(text))
+
+
+def normalized_string_comparison(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` are the same text, ignoring case, punctuation and spacing.
+
+    Both sides are lowercased, ASCII punctuation becomes spaces and runs of whitespace collapse
+    to one space, so ``"Hello,   World!"`` equals ``"hello world"`` (but ``"ab"`` does not equal
+    ``"a b"``).
+
+    Args:
+        a: The first text (dicts and lists as JSON, ``None`` as ``""``).
+        b: The second text.
+    """
+
+    def words(value: Any) -> list[str]:
+        return _to_text(value).lower().translate(_PUNCTUATION_TO_SPACE).split()
+
+    return words(a) == words(b)
+
+
+def build_namespace() -> dict[str, Any]:
+    """Return a fresh globals dict for ``exec`` of a verifier's code.
+
+    It holds the helpers (:func:`normalized_contains`, :func:`extract_numbers`,
+    :func:`contains_number`, :func:`normalized_string_comparison`), ``TASK_SUCCESSFUL_SCORE``,
+    ``TASK_FAILED_SCORE``, the ``Environment`` type and the modules ``json``, ``re`` and
+    ``string``. They are globals, so functions defined by the verifier see them.
+    """
+    return {
+        "__name__": "verifier",
+        "__builtins__": builtins,
+        "json": json,
+        "re": re,
+        "string": string,
+        "Environment": Environment,
+        "Database": Database,
+        "TASK_SUCCESSFUL_SCORE": TASK_SUCCESSFUL_SCORE,
+        "TASK_FAILED_SCORE": TASK_FAILED_SCORE,
+        "normalized_contains": normalized_contains,
+        "extract_numbers": extract_numbers,
+        "contains_number": contains_number,
+        "normalized_string_comparison": normalized_string_comparison,
+    }

@@ -1,0 +1,189 @@
+"""A local :class:`Environment` backed by SQLite files.
+
+Standard library only: the sandbox child loads this file without importing ``fleet_sdk``.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from ._compat import ErrorBase
+
+__all__ = ["QueryResult", "SQLiteDatabase", "SQLiteEnvironment", "UnknownDatabaseError"]
+
+
+class UnknownDatabaseError(ErrorBase, LookupError):
+    """``env.db(name)`` was asked for a database the environment does not have.
+
+    Attributes:
+        name: The name asked for.
+        known: The names the environment does have, sorted.
+    """
+
+    def __init__(self, name: str, known: Sequence[str]) -> None:
+        self.name = name
+        self.known = sorted(known)
+        listed = ", ".join(repr(k) for k in self.known) or "none"
+        super().__init__(f"no database named {name!r}; known databases: {listed}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """The answer to one SQL statement.
+
+    Attributes:
+        columns: The column names, in order (empty for statements that return no rows).
+        rows: The rows, each a list in the order of ``columns``.
+    """
+
+    columns: list[str]
+    rows: list[list[Any]] = field(default_factory=list)
+
+    def as_dicts(self) -> list[dict[str, Any]]:
+        """Return the rows as dicts keyed by column name."""
+        return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
+
+
+class SQLiteDatabase:
+    """One SQLite file, opened lazily and (by default) read-only.
+
+    Args:
+        path: The database file.
+        name: The name the environment knows it by, used in messages.
+        read_only: Open with the ``mode=ro`` URI so the verifier cannot change the data.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, name: str = "current", read_only: bool = True) -> None:
+        self.path = Path(path)
+        self.name = name
+        self.read_only = read_only
+        self._conn: sqlite3.Connection | None = None
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            if not self.path.is_file():
+                raise FileNotFoundError(f"database {self.name!r}: no such file: {self.path}")
+            if self.read_only:
+                uri = f"{self.path.resolve().as_uri()}?mode=ro"
+                self._conn = sqlite3.connect(uri, uri=True)
+            else:
+                self._conn = sqlite3.connect(self.path)
+        return self._conn
+
+    def query(self, sql: str, args: Sequence[Any] | None = None) -> QueryResult:
+        """Run one SQL statement and return its columns and rows.
+
+        Args:
+            sql: The statement, with ``?`` (or ``:name``) placeholders.
+            args: Values for the placeholders.
+
+        Raises:
+            sqlite3.Error: The statement failed (including any write on a read-only database).
+        """
+        conn = self._connection()
+        cursor = conn.execute(sql, tuple(args) if args is not None else ())
+        try:
+            columns = [d[0] for d in cursor.description] if cursor.description else []
+            rows = [list(row) for row in cursor.fetchall()]
+        finally:
+            cursor.close()
+        if not self.read_only:
+            conn.commit()
+        return QueryResult(columns=columns, rows=rows)
+
+    def rows(self, sql: str, args: Sequence[Any] | None = None) -> list[dict[str, Any]]:
+        """Run a query and return its rows as dicts keyed by column name.
+
+        Args:
+            sql: The statement.
+            args: Values for the placeholders.
+        """
+        return self.query(sql, args).as_dicts()
+
+    def scalar(self, sql: str, args: Sequence[Any] | None = None) -> Any:
+        """Run a query and return the first column of the first row, or ``None`` without rows.
+
+        Args:
+            sql: The statement.
+            args: Values for the placeholders.
+        """
+        result = self.query(sql, args)
+        return result.rows[0][0] if result.rows and result.rows[0] else None
+
+    def close(self) -> None:
+        """Close the connection, if one was opened."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __repr__(self) -> str:
+        return f"SQLiteDatabase(name={self.name!r}, path={str(self.path)!r}, read_only={self.read_only})"
+
+
+class SQLiteEnvironment:
+    """An :class:`Environment` whose databases are local SQLite files.
+
+    Typical use is a verifier that compares ``env.db("seed")`` with ``env.db("current")``.
+    Each database opens on first use and stays open until :meth:`close` (or the end of a
+    ``with`` block).
+
+    Args:
+        databases: Name to file, e.g. ``{"seed": "seed.db", "current": "current.db"}``.
+        read_only: Open every file read-only (``mode=ro``).
+    """
+
+    def __init__(self, databases: Mapping[str, str | os.PathLike[str]], *, read_only: bool = True) -> None:
+        self._paths = {name: Path(path) for name, path in databases.items()}
+        self.read_only = read_only
+        self._open: dict[str, SQLiteDatabase] = {}
+
+    @property
+    def database_names(self) -> list[str]:
+        """The names this environment knows, sorted."""
+        return sorted(self._paths)
+
+    def db(self, name: str = "current") -> SQLiteDatabase:
+        """Return the database called ``name``.
+
+        Args:
+            name: ``"current"`` by default.
+
+        Raises:
+            UnknownDatabaseError: No database has that name; the message lists the known names.
+        """
+        if name not in self._paths:
+            raise UnknownDatabaseError(name, list(self._paths))
+        database = self._open.get(name)
+        if database is None:
+            database = SQLiteDatabase(self._paths[name], name=name, read_only=self.read_only)
+            self._open[name] = database
+        return database
+
+    def close(self) -> None:
+        """Close every database opened so far."""
+        for database in self._open.values():
+            database.close()
+        self._open.clear()
+
+    def __enter__(self) -> SQLiteEnvironment:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteEnvironment(databases={self.database_names!r}, read_only={self.read_only})"
