@@ -157,8 +157,8 @@ class _Resolver:
             if not isinstance(ref, str) or not ref.startswith("#/"):
                 raise SpecError(f"{self.where}: only local $refs are supported, got {ref!r}")
             target: Any = self.doc
-            for part in ref[2:].split("/"):
-                part = part.replace("~1", "/").replace("~0", "~")
+            for raw_part in ref[2:].split("/"):
+                part = raw_part.replace("~1", "/").replace("~0", "~")
                 if not isinstance(target, dict) or part not in target:
                     raise SpecError(f"{self.where}: unresolvable $ref {ref!r}")
                 target = target[part]
@@ -246,6 +246,7 @@ def _server(servers: Any) -> str | None:
 
 def _operation(
     resolver: _Resolver,
+    *,
     path: str,
     method: str,
     op: dict[str, Any],
@@ -301,8 +302,7 @@ def _operation(
                 location="header",
                 annotation="str",
                 required=False,
-                description=clean_text(param.get("description"))
-                or "Sent as ``Idempotency-Key``; makes the call safe to retry.",
+                description=clean_text(param.get("description")) or "makes the call safe to retry.",
             )
             continue
         record = Param(
@@ -407,7 +407,14 @@ def load_spec(path: Path) -> Spec:
         for method, op in path_item.items():
             if method not in HTTP_METHODS:
                 continue
-            operation = _operation(resolver, str(path_name), method, op, path_item, server_url)
+            operation = _operation(
+                resolver,
+                path=str(path_name),
+                method=method,
+                op=op,
+                path_item=path_item,
+                default_server=server_url,
+            )
             if operation.operation_id in seen_ids:
                 raise SpecError(f"{where}: duplicate operationId {operation.operation_id!r}")
             seen_ids.add(operation.operation_id)

@@ -8,12 +8,15 @@ themselves.
 
 from __future__ import annotations
 
+import logging
+import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
+import anyio
 import httpx
-
 from fleet_api.browser_lease.client import AsyncBrowserLeaseClient, BrowserLeaseClient
+from fleet_api.env_instance import models
 from fleet_api.env_instance.client import (
     AsyncControlPlaneClient,
     AsyncInstanceManagerClient,
@@ -23,9 +26,17 @@ from fleet_api.env_instance.client import (
 from fleet_api.sessions_ingest.client import AsyncSessionsClient, SessionsClient
 from fleet_api.traces_jobs.client import AsyncTracesJobsClient, TracesJobsClient
 
-from ._runtime import AsyncHTTPClient, FleetConfig, HTTPClient, RetryPolicy, Surface, Timeout
+from ._exceptions import APIConnectionError, APIStatusError, FleetError, RateLimitError
+from ._runtime import AsyncHTTPClient, Deadline, FleetConfig, HTTPClient, RetryPolicy, Surface, Timeout
+from ._runtime._bridge import run_sync
+from .env import AsyncEnv, Env
+from .specs import parse_spec
 
-__all__ = ["AsyncFleet", "AsyncFleetAPI", "Fleet", "FleetAPI"]
+__all__ = ["AsyncFleet", "AsyncFleetAPI", "Fleet", "FleetAPI", "is_transient_provisioning_error"]
+
+log = logging.getLogger("fleet_sdk.fleet")
+
+InstanceStatus = Literal["pending", "running", "stopped", "terminated", "error"]
 
 _POOL_LIMITS = httpx.Limits(max_connections=256, max_keepalive_connections=64)
 
@@ -45,7 +56,9 @@ class FleetAPI:
         self._policy = policy
 
         def http(surface: Surface) -> HTTPClient:
-            return HTTPClient(config.url_for(surface), api_key=config.key_for(surface), http_client=pool, **policy)
+            return HTTPClient(
+                config.url_for(surface), api_key=config.key_for(surface), http_client=pool, **policy
+            )
 
         self.control_plane = ControlPlaneClient(http(Surface.CONTROL_PLANE))
         self.sessions = SessionsClient(http(Surface.SESSIONS))
@@ -61,7 +74,9 @@ class FleetAPI:
         """
         headers = {"X-Runner-Token": runner_token} if runner_token else None
         return InstanceManagerClient(
-            HTTPClient(manager_url, api_key=None, default_headers=headers, http_client=self._pool, **self._policy)
+            HTTPClient(
+                manager_url, api_key=None, default_headers=headers, http_client=self._pool, **self._policy
+            )
         )
 
 
@@ -91,7 +106,9 @@ class AsyncFleetAPI:
         """
         headers = {"X-Runner-Token": runner_token} if runner_token else None
         return AsyncInstanceManagerClient(
-            AsyncHTTPClient(manager_url, api_key=None, default_headers=headers, http_client=self._pool, **self._policy)
+            AsyncHTTPClient(
+                manager_url, api_key=None, default_headers=headers, http_client=self._pool, **self._policy
+            )
         )
 
 
@@ -143,15 +160,63 @@ class Fleet:
         self.config.require_key(Surface.CONTROL_PLANE)
         self._owns_pool = http_client is None
         self._pool = http_client or httpx.Client(limits=_POOL_LIMITS)
+        self._policy_kwargs: dict[str, Any] = {"timeout": timeout, "retry": retry, "deadline": deadline}
+        self._async: AsyncFleet | None = None
         self.api = FleetAPI(self.config, self._pool, **_policy(timeout, retry, deadline))
 
     def __repr__(self) -> str:
         return f"Fleet(base_url={self.config.base_url!r}, platform_url={self.config.platform_url!r})"
 
+    @property
+    def async_fleet(self) -> AsyncFleet:
+        """The async client the facade methods run on (created on first use)."""
+        if self._async is None:
+            self._async = AsyncFleet(
+                self.config.api_key,
+                base_url=self.config.base_url,
+                platform_url=self.config.platform_url,
+                browser_url=self.config.browser_url,
+                browser_api_key=self.config.browser_api_key,
+                **self._policy_kwargs,
+            )
+        return self._async
+
+    def list_envs(self) -> list[models.EnvironmentInfo]:
+        """Every environment the key can use."""
+        return self.api.control_plane.list_envs()
+
+    def make(self, env: str, **kwargs: Any) -> Env:
+        """Create an environment instance and wait until it runs (see ``AsyncFleet.make``).
+
+        Args:
+            env: ``"key"`` or ``"key:version"``.
+            **kwargs: The keyword arguments of ``AsyncFleet.make``.
+        """
+        return Env(run_sync(self.async_fleet.make(env, **kwargs)))
+
+    def instances(self, **filters: Any) -> list[models.InstanceResponse]:
+        """Instances visible to the key (filters as ``AsyncFleet.instances``).
+
+        Args:
+            **filters: ``status``, ``region``, ``run_id``, ``profile_id``.
+        """
+        return self.api.control_plane.list_instances(**filters)
+
+    def instance(self, instance_id: str) -> Env:
+        """Attach to an existing instance.
+
+        Args:
+            instance_id: The instance id.
+        """
+        return Env(run_sync(self.async_fleet.instance(instance_id)))
+
     def close(self) -> None:
-        """Close the connection pool (if this client created it)."""
+        """Close the connection pools (if this client created them)."""
         if self._owns_pool:
             self._pool.close()
+        if self._async is not None:
+            run_sync(self._async.close())
+            self._async = None
 
     def __enter__(self) -> Fleet:
         return self
@@ -206,6 +271,137 @@ class AsyncFleet:
     def __repr__(self) -> str:
         return f"AsyncFleet(base_url={self.config.base_url!r}, platform_url={self.config.platform_url!r})"
 
+    async def list_envs(self) -> list[models.EnvironmentInfo]:
+        """Every environment the key can use."""
+        return await self.api.control_plane.list_envs()
+
+    async def make(
+        self,
+        env: str,
+        *,
+        data_key: str | None = None,
+        data_version: str | None = None,
+        env_variables: Mapping[str, Any] | None = None,
+        image_type: str | None = None,
+        ttl_seconds: int | None = None,
+        region: str | None = None,
+        run_id: str | None = None,
+        heartbeat_interval: int | None = None,
+        max_wait_seconds: int | None = None,
+        provision_deadline: float = 600.0,
+        retry: RetryPolicy | None = None,
+    ) -> AsyncEnv:
+        """Create an environment instance and wait until it runs.
+
+        Transient provisioning failures (connection errors, timeouts, 429, 502-504, and any
+        error whose body says ``"retryable": true``) are retried with backoff inside
+        ``provision_deadline``, each retry logged; permanent ones (``env_not_found``,
+        ``version_not_found``, ``"retryable": false``) raise at once.
+
+        Args:
+            env: ``"key"`` or ``"key:version"`` (``"fira:1.2.3"`` -> ``fira`` at ``v1.2.3``).
+            data_key: ``"key"`` or ``"key:version"`` of the data snapshot.
+            data_version: The data version, when not given inside ``data_key``.
+            env_variables: Variables for the instance (``CURRENT_DATE``, ``LOGGED_IN_USER``...).
+            image_type: Image flavour (None lets the platform choose the standard image).
+            ttl_seconds: Lifetime before the platform reaps the instance.
+            region: Region to run in.
+            run_id: Groups instances of one training run.
+            heartbeat_interval: Seconds between expected heartbeats.
+            max_wait_seconds: How long to wait for the instance to be running.
+            provision_deadline: Overall seconds for creation, retries and waiting.
+            retry: Backoff policy between provisioning attempts.
+        """
+        env_spec = parse_spec(env, what="env")
+        data_spec = parse_spec(data_key, version=data_version, what="data") if data_key else None
+        fields: dict[str, Any] = {
+            "env_key": env_spec.key,
+            "env_version": env_spec.version,
+            "data_key": data_spec.key if data_spec else None,
+            "data_version": data_spec.version if data_spec else None,
+            "env_variables": dict(env_variables) if env_variables is not None else None,
+            "image_type": image_type,
+            "ttl_seconds": ttl_seconds,
+            "region": region,
+            "run_id": run_id,
+            "heartbeat_interval": heartbeat_interval,
+            "max_wait_seconds": max_wait_seconds,
+            "created_from": "fleet_sdk",
+        }
+        request = models.InstanceRequest(**{k: v for k, v in fields.items() if v is not None})
+        deadline = Deadline(provision_deadline)
+        policy = retry or RetryPolicy(max_retries=5, backoff_base=2.0, backoff_max=30.0)
+        attempt = 0
+        while True:
+            try:
+                # A fresh key per attempt: the runtime may safely retry 502/503 within it.
+                instance = await self.api.control_plane.create_instance(
+                    request, idempotency_key=str(uuid.uuid4()), options=_within(deadline)
+                )
+                break
+            except FleetError as exc:
+                attempt += 1
+                wait = policy.backoff(attempt)
+                if (
+                    not is_transient_provisioning_error(exc)
+                    or attempt > policy.max_retries
+                    or not deadline.allows(wait)
+                ):
+                    raise
+                log.warning("creating %s failed (%s); retry %d in %.1fs", env_spec.key, exc, attempt, wait)
+                await anyio.sleep(wait)
+        instance = await self._wait_running(instance, deadline)
+        return AsyncEnv(self, instance)
+
+    async def _wait_running(
+        self, instance: models.InstanceResponse, deadline: Deadline
+    ) -> models.InstanceResponse:
+        delay = 0.5
+        while instance.status == "pending":
+            if not deadline.allows(delay):
+                raise FleetError(
+                    f"instance {instance.instance_id} still pending at the provisioning deadline"
+                )
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+            instance = await self.api.control_plane.get_instance(
+                instance.instance_id, options=_within(deadline)
+            )
+        if instance.status != "running":
+            raise FleetError(f"instance {instance.instance_id} is {instance.status}, not running")
+        return instance
+
+    async def instances(
+        self,
+        *,
+        status: InstanceStatus | None = None,
+        region: str | None = None,
+        run_id: str | None = None,
+        profile_id: str | None = None,
+    ) -> list[models.InstanceResponse]:
+        """Instances visible to the key, optionally filtered.
+
+        Args:
+            status: Only instances in this status (``running``, ``terminated``...).
+            region: Only this region.
+            run_id: Only this training run.
+            profile_id: Only this profile.
+        """
+        return await self.api.control_plane.list_instances(
+            status=status,
+            region=region,
+            run_id=run_id,
+            profile_id=profile_id,
+        )
+
+    async def instance(self, instance_id: str) -> AsyncEnv:
+        """Attach to an existing instance.
+
+        Args:
+            instance_id: The instance id.
+        """
+        return AsyncEnv(self, await self.api.control_plane.get_instance(instance_id))
+
     async def close(self) -> None:
         """Close the connection pool (if this client created it)."""
         if self._owns_pool:
@@ -216,3 +412,27 @@ class AsyncFleet:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
+
+
+def _within(deadline: Deadline) -> Any:
+    """Request options that keep one call inside an outer deadline."""
+    remaining = deadline.remaining()
+    return {"deadline": remaining} if remaining is not None else None
+
+
+def is_transient_provisioning_error(exc: BaseException) -> bool:
+    """Whether creating an instance may succeed if tried again (PROTOCOL section 2).
+
+    Decided by type, status and the structured body's ``retryable`` flag, never by
+    the message text.
+
+    Args:
+        exc: The error from ``create_instance``.
+    """
+    if isinstance(exc, APIConnectionError):
+        return True
+    if isinstance(exc, APIStatusError):
+        if exc.retryable is not None:
+            return exc.retryable
+        return isinstance(exc, RateLimitError) or exc.status_code in (408, 502, 503, 504)
+    return False

@@ -21,7 +21,11 @@ substrings of a message::
     │       ├── UnprocessableEntityError    422
     │       ├── RateLimitError              429
     │       └── InternalServerError         5xx
-    └── (facade errors, defined beside the facades, also derive from FleetError)
+    ├── MCPError                        an instance's MCP endpoints failed
+    │   ├── ToolsUnavailableError       no endpoint listed any tool
+    │   └── ToolNotFoundError           the tool does not exist (never retried)
+    ├── EpisodeError                    a task-environment episode was misused (step after done)
+    └── TaskConfigError                 a task file or task config is malformed (names index and field)
 
 Every ``APIError`` carries the ``request_id`` sent as ``X-Request-ID`` (the same
 across the retries of one call), the method and URL, and, for status errors,
@@ -46,11 +50,16 @@ __all__ = [
     "ConfigurationError",
     "ConflictError",
     "EnvNotFoundError",
+    "EpisodeError",
     "FleetError",
     "InternalServerError",
+    "MCPError",
     "NotFoundError",
     "PermissionDeniedError",
     "RateLimitError",
+    "TaskConfigError",
+    "ToolNotFoundError",
+    "ToolsUnavailableError",
     "UnprocessableEntityError",
     "VersionNotFoundError",
 ]
@@ -217,3 +226,23 @@ def status_error_class(status_code: int, body: Any) -> type[APIStatusError]:
     if status_code >= 500:
         return InternalServerError
     return APIStatusError
+
+
+class MCPError(FleetError):
+    """The MCP endpoints of an instance failed (after retries, inside the deadline)."""
+
+
+class ToolsUnavailableError(MCPError):
+    """No MCP endpoint of the instance listed any tool (an empty union is a failure)."""
+
+
+class ToolNotFoundError(MCPError):
+    """The tool does not exist on the instance; retrying cannot help, so it never is."""
+
+
+class EpisodeError(FleetError):
+    """A task-environment episode was used out of order (for example a step after done)."""
+
+
+class TaskConfigError(FleetError, ValueError):
+    """A task file or task config is malformed; the message names the task index and field."""

@@ -25,6 +25,8 @@ def _serve(args: argparse.Namespace) -> int:
         job_concurrency=args.job_concurrency,
         model_base_url=args.model_base_url,
         model_api_key=os.environ.get("FLEET_LOCAL_MODEL_API_KEY") or None,
+        instance_ttl_seconds=args.instance_ttl_seconds,
+        reaper_interval=args.reaper_interval,
     )
     if not args.quiet:
         print(f"fleet-sdk local server: data in {settings.data_dir}", file=sys.stderr)
@@ -47,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--verifier-memory-mb", type=int, default=512, help="memory limit per verifier run")
     serve.add_argument("--job-concurrency", type=int, default=8, help="sessions a job runs at once")
     serve.add_argument("--model-base-url", default=None, help="OpenAI-compatible URL for model policies")
+    serve.add_argument("--instance-ttl-seconds", type=int, default=3600, help="default instance TTL")
+    serve.add_argument("--reaper-interval", type=float, default=5.0, help="seconds between TTL reaper passes")
     serve.add_argument("--quiet", action="store_true", help="print only the ready line")
     serve.set_defaults(handler=_serve)
     return parser

@@ -77,7 +77,9 @@ def test_bad_url_is_named() -> None:
 
 
 def test_repr_hides_keys() -> None:
-    config = FleetConfig.resolve(api_key="sk-very-secret-key", environ={"FLEET_TEAM_API_KEY": "team-secret-key"})
+    config = FleetConfig.resolve(
+        api_key="sk-very-secret-key", environ={"FLEET_TEAM_API_KEY": "team-secret-key"}
+    )
     assert "sk-very-secret-key" not in repr(config)
     assert "team-secret-key" not in repr(config)
 

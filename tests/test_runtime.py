@@ -7,6 +7,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
+from datetime import UTC
 from typing import Any
 
 import httpx
@@ -95,7 +96,9 @@ ok = httpx.Response(200, json={"id": "a", "n": 1})
 
 
 def status(code: int, body: Any = None, headers: dict[str, str] | None = None) -> httpx.Response:
-    return httpx.Response(code, json=body if body is not None else {"detail": f"status {code}"}, headers=headers)
+    return httpx.Response(
+        code, json=body if body is not None else {"detail": f"status {code}"}, headers=headers
+    )
 
 
 both = pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
@@ -198,7 +201,9 @@ async def test_backoff_grows_exponentially_with_jitter(is_async: bool, fast_slee
 
 @both
 async def test_retry_after_is_honoured_and_capped(is_async: bool, fast_sleep: list[float]) -> None:
-    server = Recorder(status(429, headers={"Retry-After": "2"}), status(503, headers={"Retry-After": "999"}), ok)
+    server = Recorder(
+        status(429, headers={"Retry-After": "2"}), status(503, headers={"Retry-After": "999"}), ok
+    )
     policy = RetryPolicy(max_retries=3, backoff_base=0.01, retry_after_cap=5.0)
     client = make_client(server, is_async=is_async, retry=policy)
     raw = await call(client, "GET")
@@ -339,7 +344,9 @@ async def test_wrong_shape_names_the_bad_field(is_async: bool) -> None:
 
 @both
 async def test_list_and_none_casts(is_async: bool) -> None:
-    server = Recorder(httpx.Response(200, json=[{"id": "a", "n": 1}, {"id": "b", "n": 2}]), httpx.Response(204))
+    server = Recorder(
+        httpx.Response(200, json=[{"id": "a", "n": 1}, {"id": "b", "n": 2}]), httpx.Response(204)
+    )
     client = make_client(server, is_async=is_async)
     raw = await call(client, "GET", cast_to=list[Item])
     assert [item.id for item in raw.parse()] == ["a", "b"]
@@ -368,7 +375,9 @@ async def test_bearer_auth_and_request_id_stable_across_retries(is_async: bool) 
 @both
 async def test_no_auth_header_without_a_key(is_async: bool) -> None:
     server = Recorder(ok)
-    client = make_client(server, is_async=is_async, api_key=None, default_headers={"X-Runner-Token": "tok-123456"})
+    client = make_client(
+        server, is_async=is_async, api_key=None, default_headers={"X-Runner-Token": "tok-123456"}
+    )
     await call(client, "GET")
     assert "Authorization" not in server.requests[0].headers
     assert server.requests[0].headers["X-Runner-Token"] == "tok-123456"
@@ -436,12 +445,12 @@ def test_with_options_shares_the_pool_and_overrides() -> None:
 
 
 def test_retry_after_http_date() -> None:
+    from datetime import datetime, timedelta
     from email.utils import format_datetime
-    from datetime import datetime, timedelta, timezone
 
     from fleet_sdk._runtime._policy import parse_retry_after
 
-    when = format_datetime(datetime.now(timezone.utc) + timedelta(seconds=30), usegmt=True)
+    when = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
     wait = parse_retry_after(httpx.Response(503, headers={"Retry-After": when}))
     assert wait is not None and 25 <= wait <= 31
     assert parse_retry_after(httpx.Response(503, headers={"Retry-After": "soon"})) is None

@@ -46,7 +46,9 @@ log = logging.getLogger("fleet_sdk.http")
 
 QueryValue = str | int | float | bool | None | list[str] | list[int]
 # Yields None ("send now") or seconds to sleep; receives the attempt's outcome.
-RetryLoop = Generator[float | None, "httpx.Response | httpx.TransportError | None", tuple[httpx.Response, int]]
+RetryLoop = Generator[
+    float | None, "httpx.Response | httpx.TransportError | None", tuple[httpx.Response, int]
+]
 
 
 @functools.lru_cache(maxsize=512)
@@ -219,7 +221,10 @@ class BaseHTTPClient:
         self, call: PreparedCall, response: httpx.Response, retries_taken: int, cast_to: Any
     ) -> APIResponse[Any]:
         return APIResponse(
-            response, request_id=call.request_id, retries_taken=retries_taken, parser=self._parser(call, cast_to)
+            response,
+            request_id=call.request_id,
+            retries_taken=retries_taken,
+            parser=self._parser(call, cast_to),
         )
 
     # -- deciding ---------------------------------------------------------------------
@@ -228,7 +233,9 @@ class BaseHTTPClient:
         self, call: PreparedCall, retries_taken: int, response: httpx.Response | None
     ) -> float | None:
         """Seconds to wait before the next attempt, or None to stop now."""
-        if retries_taken >= call.max_retries or not is_safe_to_retry(call.request.method, call.request.headers):
+        if retries_taken >= call.max_retries or not is_safe_to_retry(
+            call.request.method, call.request.headers
+        ):
             return None
         if response is not None and response.status_code not in RETRYABLE_STATUS:
             return None
@@ -316,7 +323,8 @@ class BaseHTTPClient:
                 return _adapter(cast_to).validate_python(data)
             except pydantic.ValidationError as exc:
                 problems = "; ".join(
-                    f"{'.'.join(str(p) for p in err['loc']) or '<body>'}: {err['msg']}" for err in exc.errors()[:5]
+                    f"{'.'.join(str(p) for p in err['loc']) or '<body>'}: {err['msg']}"
+                    for err in exc.errors()[:5]
                 )
                 raise APIResponseValidationError(
                     f"{method} {url} -> {response.status_code}: response does not match "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 from .._exceptions import ConfigurationError
 
@@ -26,7 +26,7 @@ ENV_BROWSER_URL = "BROWSER_API_BASE_URL"
 BROWSER_KEY_CHAIN = ("FLEET_TEAM_API_KEY", "BROWSER_API_TOKEN")
 
 
-class Surface(str, Enum):
+class Surface(StrEnum):
     """The API surfaces a ``Fleet`` client talks to."""
 
     CONTROL_PLANE = "control_plane"
@@ -92,7 +92,9 @@ class FleetConfig:
         for name in BROWSER_KEY_CHAIN:
             browser_key = browser_key or env.get(name) or None
         return cls(
-            base_url=_clean_url(base_url or env.get(ENV_BASE_URL) or ORCHESTRATOR_URL, "base_url / FLEET_BASE_URL"),
+            base_url=_clean_url(
+                base_url or env.get(ENV_BASE_URL) or ORCHESTRATOR_URL, "base_url / FLEET_BASE_URL"
+            ),
             platform_url=resolved_platform,
             browser_url=_clean_url(
                 browser_url or env.get(ENV_BROWSER_URL) or resolved_platform,

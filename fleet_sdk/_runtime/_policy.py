@@ -65,7 +65,7 @@ class RetryPolicy:
         """
         if retry_after is not None and retry_after >= 0:
             return min(retry_after, self.retry_after_cap)
-        ceiling = min(self.backoff_max, self.backoff_base * 2 ** (retry_number - 1))
+        ceiling = min(self.backoff_max, self.backoff_base * 2.0 ** (retry_number - 1))
         # "Equal jitter": at least half the ceiling, so waits still grow, but
         # hundreds of rollouts retrying together spread out.
         return ceiling / 2 + random.uniform(0, ceiling / 2)

@@ -1,12 +1,268 @@
-"""(placeholder: being written)"""
+"""Browser leases of the platform host (``schemas/browser-lease.yaml``).
+
+A lease is created ``running`` at once (there is no scheduler to wait for)
+and its ``mcp_url`` / ``cdp_url`` / ``stream_url`` point at this server under
+``/browser/{lease_id}/...``. Those endpoints are not served yet (the local
+``computer`` tool comes later), so they answer 404 for now and ``stream_ready``
+stays false. ``GET /v1/browser/{lease_id}/mcp-tools`` already lists the
+``computer`` tool with its input schema (``COMPUTER_TOOL``).
+
+Leases end three ways: ``DELETE`` (status ``terminated``), their TTL
+(``expired``), or never being created. Expiry is applied both lazily, whenever
+a lease is read, and by a reaper task started in ``lifespan`` so the store
+reflects it without a read. Deleting an ended lease answers 410, an unknown one
+404. ``Idempotency-Key`` on create returns the lease first created with that key.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+from urllib.parse import urlsplit
 
-from ._state import LocalState
+from fastapi import APIRouter, Header
+from fleet_api.browser_lease import models
+
+from ._errors import LocalAPIError, not_found
+from ._state import LocalState, new_id
+
+LEASE_KIND = "browser_lease"
+IDEMPOTENCY_KIND = "browser_lease_idempotency"
+LIVE_STATUSES = frozenset({"pending", "starting", "running"})
+ENDED_STATUSES = frozenset({"expired", "terminated", "error"})
+CLUSTER_NAME = "local"
+REAPER_INTERVAL = 0.5
+"""Seconds between two sweeps of the TTL reaper."""
+
+COMPUTER_ACTIONS = ("screenshot", "click", "type", "scroll", "navigate")
+
+COMPUTER_TOOL: dict[str, Any] = {
+    "name": "computer",
+    "description": (
+        "Control the lease's browser. Actions: `screenshot` (returns a PNG of the page), "
+        "`click` at (`x`, `y`) in screenshot pixels, `type` the given `text` into the focused element, "
+        "`scroll` by `amount` steps in `direction` (at (`x`, `y`) when given), "
+        "`navigate` to `url` (one of the lease's allowed hosts)."
+    ),
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "action": {
+                "type": "string",
+                "enum": list(COMPUTER_ACTIONS),
+                "description": "What to do.",
+            },
+            "x": {"type": "integer", "minimum": 0, "description": "Horizontal pixel (click, scroll)."},
+            "y": {"type": "integer", "minimum": 0, "description": "Vertical pixel (click, scroll)."},
+            "button": {
+                "type": "string",
+                "enum": ["left", "right", "middle"],
+                "default": "left",
+                "description": "Mouse button (click).",
+            },
+            "text": {"type": "string", "description": "Text to type (type)."},
+            "direction": {
+                "type": "string",
+                "enum": ["up", "down", "left", "right"],
+                "default": "down",
+                "description": "Scroll direction (scroll).",
+            },
+            "amount": {
+                "type": "integer",
+                "minimum": 1,
+                "default": 3,
+                "description": "Scroll steps (scroll).",
+            },
+            "url": {"type": "string", "description": "Absolute URL to open (navigate)."},
+        },
+        "required": ["action"],
+        "additionalProperties": False,
+    },
+}
+"""The ``computer`` tool a lease's MCP endpoint serves (MCP ``Tool`` shape, ``input_schema``)."""
+
+
+def now_ms() -> int:
+    """Unix epoch milliseconds."""
+    return int(time.time() * 1000)
+
+
+class LeaseBook:
+    """Lease records in the store, with expiry applied on every read.
+
+    Keeps the ids and deadlines of live leases in memory so the reaper does not
+    scan every lease ever created.
+
+    Args:
+        state: The server state (store, public URL).
+    """
+
+    def __init__(self, state: LocalState) -> None:
+        self._state = state
+        self._lock = threading.Lock()
+        self._live: dict[str, int] = {}
+        for doc in state.store.list(LEASE_KIND):
+            if doc.get("status") in LIVE_STATUSES:
+                self._live[doc["lease_id"]] = int(doc["expires_timestamp_ms"])
+
+    def create(self, body: models.BrowserLeaseRequest, idempotency_key: str | None) -> dict[str, Any]:
+        """Create a running lease (or return the one an idempotency key or live lease id names)."""
+        store = self._state.store
+        with self._lock:
+            if idempotency_key is not None:
+                seen = store.get(IDEMPOTENCY_KIND, idempotency_key)
+                if seen is not None:
+                    earlier = self._read(seen["lease_id"])
+                    if earlier is not None:
+                        return earlier
+            lease_id = body.lease_id or new_id("lease")
+            existing = self._read(lease_id)
+            if existing is not None and existing["status"] in LIVE_STATUSES:
+                # A client-chosen id that is still live: creating it again is a no-op (schema gap: no 409).
+                lease = existing
+            else:
+                lease = self._new_lease(lease_id, body)
+                store.put(LEASE_KIND, lease_id, lease)
+                self._live[lease_id] = lease["expires_timestamp_ms"]
+            if idempotency_key is not None:
+                store.put(IDEMPOTENCY_KIND, idempotency_key, {"lease_id": lease_id})
+            return lease
+
+    def _new_lease(self, lease_id: str, body: models.BrowserLeaseRequest) -> dict[str, Any]:
+        base = f"{self._state.public_url}/browser/{lease_id}"
+        host_domain = urlsplit(self._state.public_url).netloc or "127.0.0.1"
+        created = now_ms()
+        lease = models.BrowserLease(
+            id=lease_id,
+            lease_id=lease_id,
+            browser_id=new_id("browser"),
+            host_domain=host_domain,
+            mcp_url=f"{base}/mcp",
+            cdp_url=f"{base}/cdp",
+            stream_url=f"{base}/stream",
+            status="running",
+            stream_ready=False,
+            # Default policy: the host of this server, where every local instance's web UI lives.
+            allowed_hosts=list(body.allowed_hosts) if body.allowed_hosts is not None else [host_domain],
+            created_timestamp_ms=created,
+            expires_timestamp_ms=created + body.ttl_seconds * 1000,
+            cluster_name=CLUSTER_NAME,
+        )
+        return lease.model_dump(mode="json")
+
+    def get(self, lease_id: str) -> dict[str, Any] | None:
+        """The lease with its TTL applied, or None when unknown."""
+        with self._lock:
+            return self._read(lease_id)
+
+    def _read(self, lease_id: str) -> dict[str, Any] | None:
+        lease = self._state.store.get(LEASE_KIND, lease_id)
+        if lease is None:
+            return None
+        if lease["status"] in LIVE_STATUSES and now_ms() >= lease["expires_timestamp_ms"]:
+            lease = self._end(lease_id, "expired") or lease
+        return lease
+
+    def _end(self, lease_id: str, status: str) -> dict[str, Any] | None:
+        self._live.pop(lease_id, None)
+        changes: dict[str, Any] = {"status": status, "stream_ready": False}
+        return self._state.store.update(LEASE_KIND, lease_id, **changes)
+
+    def terminate(self, lease_id: str) -> dict[str, Any]:
+        """End a live lease; 404 when unknown, 410 when it already ended."""
+        with self._lock:
+            lease = self._read(lease_id)
+            if lease is None:
+                raise not_found("browser lease", lease_id)
+            if lease["status"] in ENDED_STATUSES:
+                raise LocalAPIError(
+                    410, f"browser lease {lease_id!r} is already {lease['status']}", code="gone", retryable=False
+                )
+            ended = self._end(lease_id, "terminated")
+            assert ended is not None
+            return ended
+
+    def reap(self) -> list[str]:
+        """Expire every live lease past its TTL; returns their ids."""
+        deadline = now_ms()
+        with self._lock:
+            due = [lease_id for lease_id, expires in self._live.items() if expires <= deadline]
+            for lease_id in due:
+                self._read(lease_id)
+                self._live.pop(lease_id, None)
+        return due
+
+
+def _book(state: LocalState) -> LeaseBook:
+    book = state.extras.get("browser_leases")
+    if book is None:
+        book = state.extras["browser_leases"] = LeaseBook(state)
+    assert isinstance(book, LeaseBook)
+    return book
+
+
+@contextlib.asynccontextmanager
+async def lifespan(state: LocalState) -> AsyncIterator[None]:
+    """Run the TTL reaper for the server's lifetime."""
+    book = _book(state)
+
+    async def reaper() -> None:
+        while True:
+            await asyncio.sleep(REAPER_INTERVAL)
+            book.reap()
+
+    task = asyncio.create_task(reaper(), name="browser-lease-reaper")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 def router(state: LocalState) -> APIRouter:
-    """Routes of this surface."""
-    return APIRouter()
+    """Routes of the browser-lease surface (bearer auth is added by the app)."""
+    api = APIRouter(tags=["browser-lease"])
+
+    @api.post("/v1/browser", response_model=models.BrowserLease)
+    async def create_browser_lease(
+        body: models.BrowserLeaseRequest,
+        idempotency_key: Annotated[
+            str | None, Header(alias="Idempotency-Key", min_length=1, max_length=255)
+        ] = None,
+    ) -> dict[str, Any]:
+        """Start a lease, ``running`` at once; the same ``Idempotency-Key`` returns the same lease."""
+        return _book(state).create(body, idempotency_key)
+
+    @api.get("/v1/browser/{lease_id}", response_model=models.BrowserLease)
+    async def get_browser_lease(lease_id: str) -> dict[str, Any]:
+        """The lease; one past its TTL reports ``expired``."""
+        lease = _book(state).get(lease_id)
+        if lease is None:
+            raise not_found("browser lease", lease_id)
+        return lease
+
+    @api.delete("/v1/browser/{lease_id}", response_model=models.BrowserLeaseDeleted)
+    async def delete_browser_lease(lease_id: str) -> models.BrowserLeaseDeleted:
+        """Terminate a lease: 200, or 404 (unknown) / 410 (already ended)."""
+        lease = _book(state).terminate(lease_id)
+        return models.BrowserLeaseDeleted(success=True, lease_id=lease_id, status=lease["status"])
+
+    @api.get("/v1/browser/{lease_id}/mcp-tools", response_model=models.BrowserMCPTools)
+    async def get_browser_lease_mcp_tools(lease_id: str) -> models.BrowserMCPTools:
+        """The tools of a live lease's MCP endpoint (the ``computer`` tool); 404 once it ended."""
+        lease = _book(state).get(lease_id)
+        if lease is None:
+            raise not_found("browser lease", lease_id)
+        if lease["status"] not in LIVE_STATUSES:
+            raise LocalAPIError(
+                404, f"browser lease {lease_id!r} is {lease['status']}: its MCP endpoint is gone",
+                code="not_found", retryable=False,
+            )
+        return models.BrowserMCPTools(lease_id=lease_id, tools=[models.MCPToolInfo(**COMPUTER_TOOL)])
+
+    return api

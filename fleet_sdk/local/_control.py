@@ -1,12 +1,290 @@
-"""(placeholder: being written)"""
+"""The control plane of ``schemas/env-instance.yaml`` (tag ``control-plane``), except ``/v1/jobs``.
+
+Environments come from the bundled registry; instances live in ``_instances``;
+tasks are ``"task"`` documents in the store (the bundled ones are loaded at
+startup when absent); verifier runs go through ``_verifier_exec``. POSTs that
+create something honour ``Idempotency-Key``: the same key with the same body
+returns the first response, with another body answers 409.
+
+The lifespan loads the bundled tasks, builds the seeds and runs the TTL reaper.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import asyncio
+import contextlib
+import hashlib
+import json
+import threading
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Any, Literal, TypeVar
 
+import anyio
+from fastapi import APIRouter, Header, Query
+from fleet_api.env_instance import models
+from pydantic import BaseModel
+
+from . import _instances, _verifier_exec
+from ._errors import LocalAPIError, not_found
 from ._state import LocalState
+
+__all__ = ["DEFAULT_PROJECT", "TASK_KIND", "lifespan", "load_bundled_tasks", "router"]
+
+TASK_KIND = "task"
+IDEMPOTENCY_KIND = "idempotency"
+DEFAULT_PROJECT = "default"
+"""Project of tasks imported without ``project_key`` and of the bundled tasks."""
+
+DEFAULT_REAPER_INTERVAL = 5.0
+
+IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", min_length=1, max_length=255)]
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+_idem_lock = threading.Lock()
+
+
+def _digest(payload: Any) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _idempotent(
+    state: LocalState,
+    *,
+    scope: str,
+    key: str | None,
+    payload: Any,
+    model: type[ModelT],
+    create: Callable[[], ModelT],
+) -> ModelT:
+    """Run ``create`` once per ``(scope, key)``; replay its response for the same payload.
+
+    Raises:
+        LocalAPIError: 409 when the key was used with a different payload.
+    """
+    if key is None:
+        return create()
+    record_id = f"{scope}:{key}"
+    digest = _digest(payload)
+    with _idem_lock:  # serialises creations that carry a key (rare, and local)
+        record = state.store.get(IDEMPOTENCY_KIND, record_id)
+        if record is not None:
+            if record.get("digest") != digest:
+                raise LocalAPIError(
+                    409,
+                    f"Idempotency-Key {key!r} was already used with a different request body",
+                    code="idempotency_conflict",
+                    retryable=False,
+                )
+            return model.model_validate(record["response"])
+        response = create()
+        state.store.put(
+            IDEMPOTENCY_KIND, record_id, {"digest": digest, "response": response.model_dump(mode="json")}
+        )
+        return response
+
+
+# ---------------------------------------------------------------- tasks
+
+
+def _task_model(doc: dict[str, Any]) -> models.Task:
+    return models.Task.model_validate(doc)
+
+
+def load_bundled_tasks(state: LocalState) -> int:
+    """Store every bundled task that is not in the store yet; returns how many were added."""
+    added = 0
+    for spec in state.environments.values():
+        for task in spec.tasks:
+            key = task["task_key"]
+            if state.store.get(TASK_KIND, key) is None:
+                doc = models.Task.model_validate(dict(task)).model_dump(mode="json")
+                doc["project_key"] = DEFAULT_PROJECT
+                state.store.put(TASK_KIND, key, doc)
+                added += 1
+    return added
+
+
+def _list_tasks(
+    state: LocalState,
+    *,
+    env_key: str | None,
+    task_keys: list[str] | None,
+    project_key: str | None,
+    data_id: str | None,
+    data_version: str | None,
+) -> models.TaskList:
+    wanted_keys = set(task_keys) if task_keys else None
+    version = _instances.normalize_version(data_version)
+    tasks = [
+        _task_model(doc)
+        for doc in state.store.list(TASK_KIND)
+        if (env_key is None or doc.get("env_key") == env_key)
+        and (wanted_keys is None or doc.get("task_key") in wanted_keys)
+        and (project_key is None or doc.get("project_key") == project_key)
+        and (data_id is None or doc.get("data_key") == data_id)
+        and (version is None or _instances.normalize_version(doc.get("data_version")) == version)
+    ]
+    return models.TaskList(tasks=tasks, total=len(tasks))
+
+
+def _import_task(state: LocalState, task: models.Task, project_key: str | None) -> models.Task:
+    if state.store.get(TASK_KIND, task.task_key) is not None:
+        raise LocalAPIError(
+            409,
+            f"task {task.task_key!r} already exists; use PUT /v1/tasks/{task.task_key} to change it",
+            code="conflict",
+            retryable=False,
+        )
+    doc = task.model_dump(mode="json")
+    doc["project_key"] = project_key or DEFAULT_PROJECT
+    state.store.put(TASK_KIND, task.task_key, doc)
+    return _task_model(doc)
+
+
+def _update_task(state: LocalState, task_key: str, update: models.TaskUpdate) -> models.Task:
+    changes = {
+        name: getattr(update, name)
+        for name in update.model_fields_set
+        if name in ("prompt", "verifier_code", "metadata") and getattr(update, name) is not None
+    }
+    doc = state.store.update(TASK_KIND, task_key, **changes)
+    if doc is None:
+        raise not_found("task", task_key)
+    return _task_model(doc)
+
+
+# ---------------------------------------------------------------- router
 
 
 def router(state: LocalState) -> APIRouter:
-    """Routes of this surface."""
-    return APIRouter()
+    """Routes of the control plane (environments, instances, tasks, verifiers)."""
+    api = APIRouter(tags=["control-plane"])
+
+    # Instance routes come first: ``/v1/env/instances`` must not match ``/v1/env/{env_key}``.
+    @api.post("/v1/env/instances", response_model=models.InstanceResponse)
+    def create_instance(
+        body: models.InstanceRequest, idempotency_key: IdempotencyKey = None
+    ) -> models.InstanceResponse:
+        """Create a running instance of a bundled environment."""
+        return _idempotent(
+            state,
+            scope="create_instance",
+            key=idempotency_key,
+            payload=body.model_dump(mode="json", exclude_none=True),
+            model=models.InstanceResponse,
+            create=lambda: _instances.create_instance(state, body),
+        )
+
+    @api.get("/v1/env/instances", response_model=list[models.InstanceResponse])
+    def list_instances(
+        status: Literal["pending", "running", "stopped", "terminated", "error"] | None = None,
+        region: str | None = None,
+        run_id: str | None = None,
+        profile_id: str | None = None,
+    ) -> list[models.InstanceResponse]:
+        """List instances; filters combine with AND."""
+        return _instances.list_instances(
+            state, status=status, region=region, run_id=run_id, profile_id=profile_id
+        )
+
+    @api.get("/v1/env/instances/{instance_id}", response_model=models.InstanceResponse)
+    def get_instance(instance_id: str) -> models.InstanceResponse:
+        """One instance."""
+        return _instances.get_instance(state, instance_id)
+
+    @api.delete("/v1/env/instances/{instance_id}", response_model=models.InstanceResponse)
+    def delete_instance(instance_id: str) -> models.InstanceResponse:
+        """Terminate an instance (idempotent)."""
+        return _instances.delete_instance(state, instance_id)
+
+    @api.post("/v1/env/instances/{instance_id}/heartbeat", response_model=models.HeartbeatResponse)
+    def heartbeat_instance(instance_id: str, body: models.HeartbeatRequest) -> models.HeartbeatResponse:
+        """Push an instance's deadline back."""
+        return _instances.heartbeat(state, instance_id)
+
+    @api.get("/v1/env/", response_model=list[models.EnvironmentInfo])
+    def list_envs() -> list[models.EnvironmentInfo]:
+        """Every bundled environment."""
+        return [_instances.env_info(state, key) for key in sorted(state.environments)]
+
+    @api.get("/v1/env/{env_key}", response_model=models.EnvironmentInfo)
+    def get_env(env_key: str) -> models.EnvironmentInfo:
+        """One bundled environment."""
+        return _instances.env_info(state, env_key)
+
+    @api.get("/v1/tasks", response_model=models.TaskList)
+    def list_tasks(
+        env_key: str | None = None,
+        task_keys: Annotated[list[str] | None, Query()] = None,
+        project_key: str | None = None,
+        data_id: str | None = None,
+        data_version: str | None = None,
+    ) -> models.TaskList:
+        """Task configs matching every given filter."""
+        return _list_tasks(
+            state,
+            env_key=env_key,
+            task_keys=task_keys,
+            project_key=project_key,
+            data_id=data_id,
+            data_version=data_version,
+        )
+
+    @api.post("/v1/tasks", response_model=models.Task)
+    def import_task(
+        body: models.Task, project_key: str | None = None, idempotency_key: IdempotencyKey = None
+    ) -> models.Task:
+        """Store one task config (409 when the key exists)."""
+        payload = {"task": body.model_dump(mode="json", exclude_none=True), "project_key": project_key}
+        return _idempotent(
+            state,
+            scope="import_task",
+            key=idempotency_key,
+            payload=payload,
+            model=models.Task,
+            create=lambda: _import_task(state, body, project_key),
+        )
+
+    @api.get("/v1/tasks/{task_key}", response_model=models.Task)
+    def get_task(task_key: str) -> models.Task:
+        """One task config."""
+        doc = state.store.get(TASK_KIND, task_key)
+        if doc is None:
+            raise not_found("task", task_key)
+        return _task_model(doc)
+
+    @api.put("/v1/tasks/{task_key}", response_model=models.Task)
+    def update_task(task_key: str, body: models.TaskUpdate) -> models.Task:
+        """Change a task's prompt, verifier code and/or metadata (fields left out are kept)."""
+        return _update_task(state, task_key, body)
+
+    @api.post("/v1/verifiers/execute", response_model=models.VerifierExecuteResponse)
+    async def execute_verifier(body: models.VerifierExecuteRequest) -> models.VerifierExecuteResponse:
+        """Run a verifier against the instance named in ``args.instance_id``."""
+        return await _verifier_exec.execute_verifier(state, body, None)
+
+    return api
+
+
+# ---------------------------------------------------------------- lifespan
+
+
+def _prepare(state: LocalState) -> None:
+    load_bundled_tasks(state)
+    for spec in state.environments.values():
+        for version in spec.versions:
+            _instances.ensure_seed(state, spec.env_key, version)
+
+
+@contextlib.asynccontextmanager
+async def lifespan(state: LocalState) -> AsyncIterator[None]:
+    """Load the bundled tasks and seeds, then run the TTL reaper until shutdown."""
+    await anyio.to_thread.run_sync(_prepare, state)
+    interval = float(state.settings.reaper_interval or DEFAULT_REAPER_INTERVAL)
+    reaper = asyncio.create_task(_instances.reap_forever(state, interval), name="fleet-local-reaper")
+    try:
+        yield
+    finally:
+        reaper.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reaper

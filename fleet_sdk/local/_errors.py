@@ -67,8 +67,11 @@ async def _http_error(_: Request, exc: Exception) -> JSONResponse:
 async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     issues = [
-        {"loc": [str(p) if not isinstance(p, int) else p for p in err.get("loc", ())], "msg": err.get("msg", ""),
-         "type": err.get("type", "value_error")}
+        {
+            "loc": [str(p) if not isinstance(p, int) else p for p in err.get("loc", ())],
+            "msg": err.get("msg", ""),
+            "type": err.get("type", "value_error"),
+        }
         for err in exc.errors()
     ]
     return JSONResponse({"detail": issues, "code": "validation_error", "retryable": False}, status_code=422)

@@ -114,7 +114,11 @@ class FaultMiddleware:
         if rule.mode == "hang":
             await asyncio.sleep(rule.delay)
             status = 504
-        body = rule.body or {"detail": f"injected fault: {status}", "code": "injected_fault", "retryable": True}
+        body = rule.body or {
+            "detail": f"injected fault: {status}",
+            "code": "injected_fault",
+            "retryable": True,
+        }
         await _json(send, status, body)
 
     async def _admin(self, method: str, receive: Receive, send: Send) -> None:
@@ -146,7 +150,10 @@ async def _json(send: Send, status: int, body: dict[str, Any]) -> None:
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())],
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+            ],
         }
     )
     await send({"type": "http.response.body", "body": payload})

@@ -1,11 +1,258 @@
-"""(placeholder: being written)"""
+"""MCP (streamable HTTP) for every local instance, and the one in-process tool runner.
+
+Each instance serves its environment's tools at ``{urls.root}mcp`` and, as aggregator images do,
+at ``{urls.root}api/v1/mcp`` (PROTOCOL §4); both endpoints serve the same tools, with or without a
+trailing slash (no redirect, so a POST is never turned into a GET). The instance id comes from the
+path; a tool runs against that instance's ``current`` database.
+
+The server is the ``mcp`` package's low-level :class:`~mcp.server.lowlevel.Server` behind one
+stateless :class:`~mcp.server.streamable_http_manager.StreamableHTTPSessionManager` answering JSON
+(no SSE stream is needed: every tool call is a single request/response). Job policies call tools
+through :func:`execute_tool`, the same function the MCP handlers use.
+
+Results:
+
+* success → one text block holding the JSON of the value (plus ``structuredContent`` when the value
+  is an object);
+* a tool error (:class:`ToolError`, e.g. a bad argument or "order 999 not found") →
+  ``isError: true`` with the message as the only text block;
+* an unknown tool → ``isError: true``, ``"Unknown tool: <name>"``;
+* an unknown or terminated instance → HTTP 404 (``code: instance_not_found``) before MCP is spoken.
+"""
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+import anyio
+import mcp.types as types
+from fastapi import FastAPI
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from ._errors import LocalAPIError
 from ._state import LocalState
+
+if TYPE_CHECKING:
+    from .environments import EnvironmentSpec, ToolSpec
+
+__all__ = [
+    "MCP_PATHS",
+    "InstanceUnavailableError",
+    "ToolOutcome",
+    "execute_tool",
+    "instance_environment",
+    "lifespan",
+    "mount",
+    "to_call_tool_result",
+]
+
+logger = logging.getLogger(__name__)
+
+MCP_PATHS = ("/instances/{instance_id}/mcp", "/instances/{instance_id}/api/v1/mcp")
+"""The two MCP endpoints of an instance, relative to the server (``{urls.root}mcp`` and ``api/v1/mcp``)."""
+
+_MANAGER_KEY = "mcp.session_manager"
+_SCOPE_KEY = "fleet.instance_id"
+_LIVE_STATUSES = frozenset({"pending", "running"})
+
+
+class InstanceUnavailableError(Exception):
+    """The instance does not exist, is terminated, or runs an environment this server lacks."""
+
+    def __init__(self, instance_id: str, reason: str) -> None:
+        super().__init__(f"instance {instance_id!r} {reason}")
+        self.instance_id = instance_id
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """The result of one tool call, before it is shaped for MCP or a transcript.
+
+    Attributes:
+        name: The tool called.
+        value: The handler's JSON-serialisable return value (None on error).
+        error: The agent-facing error message, or None on success.
+    """
+
+    name: str
+    value: Any = None
+    error: str | None = None
+
+    @property
+    def is_error(self) -> bool:
+        """True when the call failed."""
+        return self.error is not None
+
+    def text(self) -> str:
+        """The single text block: the value as JSON, or the error message."""
+        if self.error is not None:
+            return self.error
+        return json.dumps(self.value, default=str)
+
+
+async def instance_environment(state: LocalState, instance_id: str) -> EnvironmentSpec:
+    """The environment of a live instance (the store lookup runs in a worker thread).
+
+    Raises:
+        InstanceUnavailableError: The instance is unknown, terminated or of an unknown environment.
+    """
+    from . import _instances
+
+    try:
+        record = await anyio.to_thread.run_sync(_instances.get_instance, state, instance_id)
+    except LocalAPIError as exc:
+        raise InstanceUnavailableError(instance_id, "not found") from exc
+    if record.status not in _LIVE_STATUSES:
+        raise InstanceUnavailableError(instance_id, f"is {record.status}")
+    env = state.environments.get(record.env_key)
+    if env is None:
+        raise InstanceUnavailableError(instance_id, f"runs unknown environment {record.env_key!r}")
+    return env
+
+
+def _run_tool_sync(state: LocalState, instance_id: str, tool: ToolSpec, arguments: dict[str, Any]) -> Any:
+    """Run one tool against the instance's ``current`` database (blocking; call from a thread)."""
+    from . import _instances
+
+    conn = _instances.open_db(state, instance_id, "current", tool.read_only)
+    try:
+        value = tool.call(conn, arguments)
+        if not tool.read_only:
+            conn.commit()
+        return value
+    finally:
+        conn.close()
+
+
+async def execute_tool(
+    state: LocalState, instance_id: str, name: str, arguments: dict[str, Any] | None
+) -> ToolOutcome:
+    """Call one environment tool on an instance: the single tool path of MCP and job policies.
+
+    Tool errors, unknown tools and handler crashes come back as an error outcome (never raised), so
+    an agent sees them as observations. The blocking SQLite work runs in a worker thread.
+
+    Args:
+        state: Server state.
+        instance_id: The instance whose ``current`` database the tool acts on.
+        name: Tool name.
+        arguments: Tool arguments (validated against the tool's ``input_schema``).
+
+    Raises:
+        InstanceUnavailableError: The instance is unknown or terminated.
+    """
+    from .environments import ToolError
+
+    env = await instance_environment(state, instance_id)
+    tool = next((t for t in env.tools if t.name == name), None)
+    if tool is None:
+        return ToolOutcome(name=name, error=f"Unknown tool: {name}")
+    try:
+        value = await anyio.to_thread.run_sync(_run_tool_sync, state, instance_id, tool, dict(arguments or {}))
+    except ToolError as exc:
+        return ToolOutcome(name=name, error=exc.message)
+    except Exception as exc:
+        logger.exception("tool %s crashed on instance %s", name, instance_id)
+        return ToolOutcome(name=name, error=f"Tool {name} failed: {type(exc).__name__}: {exc}")
+    return ToolOutcome(name=name, value=json.loads(json.dumps(value, default=str)))
+
+
+def to_call_tool_result(outcome: ToolOutcome) -> types.CallToolResult:
+    """Shape an outcome as an MCP ``CallToolResult``."""
+    content: list[types.ContentBlock] = [types.TextContent(type="text", text=outcome.text())]
+    if outcome.is_error:
+        return types.CallToolResult(content=content, isError=True)
+    structured = outcome.value if isinstance(outcome.value, dict) else None
+    return types.CallToolResult(content=content, structuredContent=structured, isError=False)
+
+
+def mcp_tool(tool: ToolSpec) -> types.Tool:
+    """An environment tool as MCP ``tools/list`` shows it."""
+    return types.Tool(
+        name=tool.name,
+        description=tool.description,
+        inputSchema=tool.input_schema,
+        annotations=types.ToolAnnotations(readOnlyHint=tool.read_only, destructiveHint=not tool.read_only),
+    )
+
+
+def _build_server(state: LocalState) -> Server[Any, Any]:
+    """The low-level MCP server; the instance id of each request is read from its ASGI scope."""
+    server: Server[Any, Any] = Server("fleet-local-instance", instructions="Tools of a local Fleet env instance.")
+
+    def current_instance() -> str:
+        request = server.request_context.request
+        scope = getattr(request, "scope", None)
+        if not isinstance(scope, dict) or not isinstance(scope.get(_SCOPE_KEY), str):
+            raise RuntimeError("MCP request without an instance id")
+        return str(scope[_SCOPE_KEY])
+
+    @server.list_tools()  # type: ignore[untyped-decorator, no-untyped-call]
+    async def list_tools() -> list[types.Tool]:
+        env = await instance_environment(state, current_instance())
+        return [mcp_tool(tool) for tool in env.tools]
+
+    @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator, no-untyped-call]
+    async def call_tool(name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+        instance_id = current_instance()
+        try:
+            outcome = await execute_tool(state, instance_id, name, arguments)
+        except InstanceUnavailableError as exc:
+            return types.CallToolResult(content=[types.TextContent(type="text", text=str(exc))], isError=True)
+        return to_call_tool_result(outcome)
+
+    return server
+
+
+def _manager(state: LocalState) -> StreamableHTTPSessionManager:
+    manager = state.extras.get(_MANAGER_KEY)
+    if manager is None:
+        manager = StreamableHTTPSessionManager(_build_server(state), json_response=True, stateless=True)
+        state.extras[_MANAGER_KEY] = manager
+    assert isinstance(manager, StreamableHTTPSessionManager)
+    return manager
+
+
+class _InstanceMCPEndpoint:
+    """Raw ASGI endpoint: checks the instance is live, tags the scope with its id, serves MCP."""
+
+    def __init__(self, state: LocalState) -> None:
+        self._state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        instance_id = str(scope.get("path_params", {}).get("instance_id", ""))
+        try:
+            await instance_environment(self._state, instance_id)
+        except InstanceUnavailableError as exc:
+            body = {"detail": str(exc), "code": "instance_not_found", "retryable": False}
+            await JSONResponse(body, status_code=404)(scope, receive, send)
+            return
+        await _manager(self._state).handle_request({**scope, _SCOPE_KEY: instance_id}, receive, send)
 
 
 def mount(app: FastAPI, state: LocalState) -> None:
-    """Mount the per-instance MCP endpoints."""
+    """Mount the per-instance MCP endpoints (both paths, with and without a trailing slash).
+
+    The routes go first in the routing table so no catch-all route of another surface shadows them.
+    """
+    endpoint = _InstanceMCPEndpoint(state)
+    _manager(state)
+    routes = [Route(path + suffix, endpoint) for path in MCP_PATHS for suffix in ("", "/")]
+    app.router.routes[0:0] = routes
+
+
+@contextlib.asynccontextmanager
+async def lifespan(state: LocalState) -> AsyncIterator[None]:
+    """Run the MCP session manager for the life of the server."""
+    async with _manager(state).run():
+        yield

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -135,7 +134,16 @@ class LocalFleet:
         """Start the server and wait until it is ready; returns self."""
         if self._process is not None:
             return self
-        argv = [sys.executable, "-m", "fleet_sdk.cli", "serve", "--data-dir", str(self.data_dir), "--port", "0"]
+        argv = [
+            sys.executable,
+            "-m",
+            "fleet_sdk.cli",
+            "serve",
+            "--data-dir",
+            str(self.data_dir),
+            "--port",
+            "0",
+        ]
         if self._faults:
             argv.append("--enable-faults")
         if not self._s3:
@@ -189,10 +197,8 @@ class LocalFleet:
         if process is not None and process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 process.send_signal(signal.SIGTERM)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                pass
         if process is not None:
             # Whatever the server started (verifier sandboxes) is in its session: end them all.
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -230,7 +236,8 @@ class LocalFleet:
         from .._client import Fleet
 
         self._require_running()
-        return Fleet(self.api_key, **self._urls(), **kwargs)
+        urls = self._urls()
+        return Fleet(self.api_key, base_url=urls[0], platform_url=urls[1], browser_url=urls[2], **kwargs)
 
     def async_fleet(self, **kwargs: Any) -> AsyncFleet:
         """An ``AsyncFleet`` client whose every surface points at this server.
@@ -241,13 +248,23 @@ class LocalFleet:
         from .._client import AsyncFleet
 
         self._require_running()
-        return AsyncFleet(self.api_key, **self._urls(), **kwargs)
+        urls = self._urls()
+        return AsyncFleet(self.api_key, base_url=urls[0], platform_url=urls[1], browser_url=urls[2], **kwargs)
 
-    def _urls(self) -> dict[str, str]:
-        return {"base_url": self.base_url, "platform_url": self.base_url, "browser_url": self.base_url}
+    def _urls(self) -> tuple[str, str, str]:
+        """Orchestrator, platform and browser URLs: one process serves all three."""
+        return self.base_url, self.base_url, self.base_url
 
-    def inject_fault(self, path: str, *, mode: str = "status", status: int = 503, count: int = 1,
-                     method: str = "*", delay: float = 30.0) -> None:
+    def inject_fault(
+        self,
+        path: str,
+        *,
+        mode: str = "status",
+        status: int = 503,
+        count: int = 1,
+        method: str = "*",
+        delay: float = 30.0,
+    ) -> None:
         """Make the next ``count`` requests to ``path`` fail (server started with ``faults=True``).
 
         Args:
@@ -259,7 +276,14 @@ class LocalFleet:
             delay: Seconds to hang.
         """
         self._require_running()
-        rule = {"path": path, "mode": mode, "status": status, "count": count, "method": method, "delay": delay}
+        rule = {
+            "path": path,
+            "mode": mode,
+            "status": status,
+            "count": count,
+            "method": method,
+            "delay": delay,
+        }
         response = httpx.post(f"{self.base_url}/_admin/faults", json=rule, timeout=10)
         if response.status_code != 200:
             raise FleetError(f"could not arm fault ({response.status_code}): {response.text}")

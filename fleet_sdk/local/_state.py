@@ -46,6 +46,7 @@ class LocalSettings:
         model_base_url: OpenAI-compatible chat-completions URL for non-local policies.
         model_api_key: Key for ``model_base_url``.
         instance_ttl_seconds: Default TTL of an instance.
+        reaper_interval: Seconds between two passes of the TTL reaper.
         faults_enabled: Serve the fault-injection admin API (tests only; off by default).
     """
 
@@ -60,6 +61,7 @@ class LocalSettings:
     model_base_url: str | None = None
     model_api_key: str | None = field(default=None, repr=False)
     instance_ttl_seconds: int = 3600
+    reaper_interval: float = 5.0
     faults_enabled: bool = False
 
 

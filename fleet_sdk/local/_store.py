@@ -8,6 +8,7 @@ all in ``<data_dir>/fleet.db``.
 
 from __future__ import annotations
 
+import builtins
 import json
 import sqlite3
 import threading
@@ -85,7 +86,7 @@ class Store:
             cursor = self._db.execute("DELETE FROM docs WHERE kind=? AND id=?", (kind, id))
         return cursor.rowcount > 0
 
-    def list(self, kind: str, *, parent: str | None = None) -> list[dict[str, Any]]:
+    def list(self, kind: str, *, parent: str | None = None) -> builtins.list[dict[str, Any]]:
         """All documents of a kind (optionally of one parent), oldest first."""
         with self._lock:
             if parent is None:
@@ -106,10 +107,12 @@ class Store:
             doc.update(changes)
             return self.put(kind, id, doc, parent=row[0])
 
-    def append_messages(self, session_id: str, messages: list[dict[str, Any]]) -> int:
+    def append_messages(self, session_id: str, messages: builtins.list[dict[str, Any]]) -> int:
         """Append chat messages to a session's transcript; returns the new total."""
         with self._lock:
-            (count,) = self._db.execute("SELECT COUNT(*) FROM messages WHERE session_id=?", (session_id,)).fetchone()
+            (count,) = self._db.execute(
+                "SELECT COUNT(*) FROM messages WHERE session_id=?", (session_id,)
+            ).fetchone()
             self._db.executemany(
                 "INSERT INTO messages (session_id, seq, doc) VALUES (?, ?, ?)",
                 [(session_id, count + i, json.dumps(m)) for i, m in enumerate(messages)],

@@ -18,7 +18,7 @@ from ._compat import ErrorBase
 __all__ = ["QueryResult", "SQLiteDatabase", "SQLiteEnvironment", "UnknownDatabaseError"]
 
 
-class UnknownDatabaseError(ErrorBase, LookupError):
+class UnknownDatabaseError(LookupError, ErrorBase):
     """``env.db(name)`` was asked for a database the environment does not have.
 
     Attributes:
@@ -62,13 +62,20 @@ class SQLiteDatabase:
         read_only: Open with the ``mode=ro`` URI so the verifier cannot change the data.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, name: str = "current", read_only: bool = True) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, name: str = "current", read_only: bool = True
+    ) -> None:
         self.path = Path(path)
         self.name = name
         self.read_only = read_only
         self._conn: sqlite3.Connection | None = None
 
-    def _connection(self) -> sqlite3.Connection:
+    def connect(self) -> sqlite3.Connection:
+        """Open the file if that was not done yet, and return the ``sqlite3`` connection.
+
+        Raises:
+            FileNotFoundError: The file does not exist.
+        """
         if self._conn is None:
             if not self.path.is_file():
                 raise FileNotFoundError(f"database {self.name!r}: no such file: {self.path}")
@@ -89,7 +96,7 @@ class SQLiteDatabase:
         Raises:
             sqlite3.Error: The statement failed (including any write on a read-only database).
         """
-        conn = self._connection()
+        conn = self.connect()
         cursor = conn.execute(sql, tuple(args) if args is not None else ())
         try:
             columns = [d[0] for d in cursor.description] if cursor.description else []

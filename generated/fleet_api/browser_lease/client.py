@@ -119,9 +119,9 @@ class BrowserLeaseClient:
 
         Args:
             body: Request to start a remote browser.
-            idempotency_key: Optional client-chosen unique key (e.g. a uuid4 reused across retries of one call)
+            idempotency_key: Sent as the ``Idempotency-Key`` header; optional client-chosen unique key (e.g. a uuid4 reused across retries of one call)
                 that makes the POST safe to retry: the same key returns the same lease instead of
-                starting a second browser. Sent as ``Idempotency-Key``.
+                starting a second browser.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -266,9 +266,9 @@ class BrowserLeaseClientWithRawResponse:
 
         Args:
             body: Request to start a remote browser.
-            idempotency_key: Optional client-chosen unique key (e.g. a uuid4 reused across retries of one call)
+            idempotency_key: Sent as the ``Idempotency-Key`` header; optional client-chosen unique key (e.g. a uuid4 reused across retries of one call)
                 that makes the POST safe to retry: the same key returns the same lease instead of
-                starting a second browser. Sent as ``Idempotency-Key``.
+                starting a second browser.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -424,9 +424,9 @@ class AsyncBrowserLeaseClient:
 
         Args:
             body: Request to start a remote browser.
-            idempotency_key: Optional client-chosen unique key (e.g. a uuid4 reused across retries of one call)
+            idempotency_key: Sent as the ``Idempotency-Key`` header; optional client-chosen unique key (e.g. a uuid4 reused across retries of one call)
                 that makes the POST safe to retry: the same key returns the same lease instead of
-                starting a second browser. Sent as ``Idempotency-Key``.
+                starting a second browser.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -571,9 +571,9 @@ class AsyncBrowserLeaseClientWithRawResponse:
 
         Args:
             body: Request to start a remote browser.
-            idempotency_key: Optional client-chosen unique key (e.g. a uuid4 reused across retries of one call)
+            idempotency_key: Sent as the ``Idempotency-Key`` header; optional client-chosen unique key (e.g. a uuid4 reused across retries of one call)
                 that makes the POST safe to retry: the same key returns the same lease instead of
-                starting a second browser. Sent as ``Idempotency-Key``.
+                starting a second browser.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:

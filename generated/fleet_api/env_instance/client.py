@@ -350,7 +350,7 @@ class ControlPlaneClient:
             body: Body of `create_instance`. Only `env_key` is required; fields that are `null` are omitted
                 on the wire. A version that starts with a digit gets a `v` prefix (`1.2.3` -> `v1.2.3`) for
                 both `env_version` and `data_version`.
-            idempotency_key: makes the POST safe to retry; the server returns the first result for a repeated key Sent as ``Idempotency-Key``.
+            idempotency_key: Sent as the ``Idempotency-Key`` header; makes the POST safe to retry; the server returns the first result for a repeated key.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -578,7 +578,7 @@ class ControlPlaneClient:
                 (`task_key`), `env_id` (`env_key`), `version` (`env_version`) and `data_id` (`data_key`),
                 and task files shaped `{"tasks": [...]}` or a bare list.
             project_key: Project to import the task into. Design choice - when absent, the team's default project is used.
-            idempotency_key: makes the POST safe to retry; the server returns the first result for a repeated key Sent as ``Idempotency-Key``.
+            idempotency_key: Sent as the ``Idempotency-Key`` header; makes the POST safe to retry; the server returns the first result for a repeated key.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -731,7 +731,7 @@ class ControlPlaneClient:
             body: Body of `create_job`. Design choice: tasks are chosen by `task_keys` when given, else all
                 tasks of `project_key`, else all tasks of `env_key`, less `excluded_task_keys`; at least one
                 of the three selectors should be given.
-            idempotency_key: makes the POST safe to retry; the server returns the first result for a repeated key Sent as ``Idempotency-Key``.
+            idempotency_key: Sent as the ``Idempotency-Key`` header; makes the POST safe to retry; the server returns the first result for a repeated key.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -905,7 +905,7 @@ class ControlPlaneClientWithRawResponse:
             body: Body of `create_instance`. Only `env_key` is required; fields that are `null` are omitted
                 on the wire. A version that starts with a digit gets a `v` prefix (`1.2.3` -> `v1.2.3`) for
                 both `env_version` and `data_version`.
-            idempotency_key: makes the POST safe to retry; the server returns the first result for a repeated key Sent as ``Idempotency-Key``.
+            idempotency_key: Sent as the ``Idempotency-Key`` header; makes the POST safe to retry; the server returns the first result for a repeated key.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -1139,7 +1139,7 @@ class ControlPlaneClientWithRawResponse:
                 (`task_key`), `env_id` (`env_key`), `version` (`env_version`) and `data_id` (`data_key`),
                 and task files shaped `{"tasks": [...]}` or a bare list.
             project_key: Project to import the task into. Design choice - when absent, the team's default project is used.
-            idempotency_key: makes the POST safe to retry; the server returns the first result for a repeated key Sent as ``Idempotency-Key``.
+            idempotency_key: Sent as the ``Idempotency-Key`` header; makes the POST safe to retry; the server returns the first result for a repeated key.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -1296,7 +1296,7 @@ class ControlPlaneClientWithRawResponse:
             body: Body of `create_job`. Design choice: tasks are chosen by `task_keys` when given, else all
                 tasks of `project_key`, else all tasks of `env_key`, less `excluded_task_keys`; at least one
                 of the three selectors should be given.
-            idempotency_key: makes the POST safe to retry; the server returns the first result for a repeated key Sent as ``Idempotency-Key``.
+            idempotency_key: Sent as the ``Idempotency-Key`` header; makes the POST safe to retry; the server returns the first result for a repeated key.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -1478,7 +1478,7 @@ class AsyncControlPlaneClient:
             body: Body of `create_instance`. Only `env_key` is required; fields that are `null` are omitted
                 on the wire. A version that starts with a digit gets a `v` prefix (`1.2.3` -> `v1.2.3`) for
                 both `env_version` and `data_version`.
-            idempotency_key: makes the POST safe to retry; the server returns the first result for a repeated key Sent as ``Idempotency-Key``.
+            idempotency_key: Sent as the ``Idempotency-Key`` header; makes the POST safe to retry; the server returns the first result for a repeated key.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -1706,7 +1706,7 @@ class AsyncControlPlaneClient:
                 (`task_key`), `env_id` (`env_key`), `version` (`env_version`) and `data_id` (`data_key`),
                 and task files shaped `{"tasks": [...]}` or a bare list.
             project_key: Project to import the task into. Design choice - when absent, the team's default project is used.
-            idempotency_key: makes the POST safe to retry; the server returns the first result for a repeated key Sent as ``Idempotency-Key``.
+            idempotency_key: Sent as the ``Idempotency-Key`` header; makes the POST safe to retry; the server returns the first result for a repeated key.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -1859,7 +1859,7 @@ class AsyncControlPlaneClient:
             body: Body of `create_job`. Design choice: tasks are chosen by `task_keys` when given, else all
                 tasks of `project_key`, else all tasks of `env_key`, less `excluded_task_keys`; at least one
                 of the three selectors should be given.
-            idempotency_key: makes the POST safe to retry; the server returns the first result for a repeated key Sent as ``Idempotency-Key``.
+            idempotency_key: Sent as the ``Idempotency-Key`` header; makes the POST safe to retry; the server returns the first result for a repeated key.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -2033,7 +2033,7 @@ class AsyncControlPlaneClientWithRawResponse:
             body: Body of `create_instance`. Only `env_key` is required; fields that are `null` are omitted
                 on the wire. A version that starts with a digit gets a `v` prefix (`1.2.3` -> `v1.2.3`) for
                 both `env_version` and `data_version`.
-            idempotency_key: makes the POST safe to retry; the server returns the first result for a repeated key Sent as ``Idempotency-Key``.
+            idempotency_key: Sent as the ``Idempotency-Key`` header; makes the POST safe to retry; the server returns the first result for a repeated key.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -2267,7 +2267,7 @@ class AsyncControlPlaneClientWithRawResponse:
                 (`task_key`), `env_id` (`env_key`), `version` (`env_version`) and `data_id` (`data_key`),
                 and task files shaped `{"tasks": [...]}` or a bare list.
             project_key: Project to import the task into. Design choice - when absent, the team's default project is used.
-            idempotency_key: makes the POST safe to retry; the server returns the first result for a repeated key Sent as ``Idempotency-Key``.
+            idempotency_key: Sent as the ``Idempotency-Key`` header; makes the POST safe to retry; the server returns the first result for a repeated key.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -2424,7 +2424,7 @@ class AsyncControlPlaneClientWithRawResponse:
             body: Body of `create_job`. Design choice: tasks are chosen by `task_keys` when given, else all
                 tasks of `project_key`, else all tasks of `env_key`, less `excluded_task_keys`; at least one
                 of the three selectors should be given.
-            idempotency_key: makes the POST safe to retry; the server returns the first result for a repeated key Sent as ``Idempotency-Key``.
+            idempotency_key: Sent as the ``Idempotency-Key`` header; makes the POST safe to retry; the server returns the first result for a repeated key.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 from typing import Annotated, Any, Literal
+from datetime import datetime
 
 
 class ValidationIssue(BaseModel):
@@ -197,15 +198,15 @@ class InstanceResponse(BaseModel):
     """
     The instance's subdomain (the host part before the platform domain).
     """
-    created_at: AwareDatetime
+    created_at: datetime
     """
     When the instance was created.
     """
-    updated_at: AwareDatetime | None = None
+    updated_at: datetime | None = None
     """
     When the instance last changed.
     """
-    terminated_at: AwareDatetime | None = None
+    terminated_at: datetime | None = None
     """
     When the instance was terminated; null while it is alive.
     """
@@ -275,11 +276,11 @@ class HeartbeatResponse(BaseModel):
     """
     The instance the heartbeat was for.
     """
-    last_heartbeat: AwareDatetime | None = None
+    last_heartbeat: datetime | None = None
     """
     When this heartbeat was recorded. Design choice - an RFC 3339 timestamp (a Unix number also parses).
     """
-    deadline_timestamp: AwareDatetime | None = None
+    deadline_timestamp: datetime | None = None
     """
     The instance is reclaimed if no heartbeat arrives before this time. Design choice - an RFC 3339 timestamp (a Unix number also parses).
     """
@@ -597,7 +598,7 @@ class JobSummary(BaseModel):
     """
     The job's name.
     """
-    created_at: AwareDatetime | None = None
+    created_at: datetime | None = None
     """
     When the job was created.
     """
@@ -639,11 +640,11 @@ class Job(BaseModel):
     """
     State of the job (see `JobStatus`); terminal states are `completed`, `errored`, `failed`, `cancelled`.
     """
-    created_at: AwareDatetime | None = None
+    created_at: datetime | None = None
     """
     When the job was created.
     """
-    updated_at: AwareDatetime | None = None
+    updated_at: datetime | None = None
     """
     When the job last changed.
     """

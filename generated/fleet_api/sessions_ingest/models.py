@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 from typing import Annotated, Any, Literal
+from datetime import datetime
 
 
 class ValidationIssue(BaseModel):
@@ -200,15 +201,15 @@ class SessionSummary(BaseModel):
     """
     Current state of the session.
     """
-    created_at: AwareDatetime
+    created_at: datetime
     """
     When the session record was created.
     """
-    started_at: AwareDatetime | None
+    started_at: datetime | None
     """
     When the rollout started; null while pending (a designer's choice, PROTOCOL is silent).
     """
-    ended_at: AwareDatetime | None
+    ended_at: datetime | None
     """
     When the rollout ended; null until the session is terminal.
     """
@@ -439,11 +440,11 @@ class SessionIngestRequest(BaseModel):
     """
     Free-form metadata; `metadata.score` carries the reward.
     """
-    started_at: AwareDatetime | None = None
+    started_at: datetime | None = None
     """
     When the rollout started (ISO 8601, timezone-aware).
     """
-    ended_at: AwareDatetime | None = None
+    ended_at: datetime | None = None
     """
     When the rollout ended (ISO 8601, timezone-aware).
     """

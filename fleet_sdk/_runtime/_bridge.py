@@ -1,0 +1,101 @@
+"""Run async SDK code from sync code, anywhere: a script, a thread, or inside a
+running event loop (a notebook cell, an async trainer).
+
+The sync classes are thin twins of the async ones. They never call
+``asyncio.run`` or ``run_until_complete`` on the caller's loop (which raises
+inside a running loop, and deadlocks when it doesn't); instead the coroutine
+runs on one SDK-owned loop in a daemon thread, and the caller waits for its
+result with a bound. Async resources (httpx pools, MCP sessions) created by a
+sync object live on that loop for their whole life, so they are never used
+from two loops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class LoopBridge:
+    """One background event loop that sync wrappers submit coroutines to."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
+
+    def _ensure(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._pid != os.getpid():  # after fork the thread is gone; start afresh
+                self._loop, self._thread, self._pid = None, None, os.getpid()
+            if self._loop is None or self._thread is None or not self._thread.is_alive():
+                loop = asyncio.new_event_loop()
+                started = threading.Event()
+
+                def run() -> None:
+                    asyncio.set_event_loop(loop)
+                    loop.call_soon(started.set)
+                    loop.run_forever()
+
+                thread = threading.Thread(target=run, name="fleet-sdk-loop", daemon=True)
+                thread.start()
+                started.wait()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The bridge's loop (started on first use)."""
+        return self._ensure()
+
+    def in_bridge_thread(self) -> bool:
+        """True when called from the bridge's own loop thread."""
+        return self._thread is not None and threading.current_thread() is self._thread
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run ``coro`` on the bridge loop and return its result.
+
+        Args:
+            coro: The coroutine to run.
+            timeout: Seconds to wait before cancelling it and raising ``TimeoutError``;
+                the SDK's own calls carry deadlines, so None is safe for them.
+        """
+        if self.in_bridge_thread():
+            coro.close()
+            raise RuntimeError("a sync fleet_sdk method was called from inside an async fleet_sdk callback")
+        future = asyncio.run_coroutine_threadsafe(coro, self._ensure())
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise TimeoutError(f"fleet_sdk call did not finish within {timeout}s") from None
+        except BaseException:
+            # KeyboardInterrupt in the waiting thread: stop the work too.
+            if not future.done():
+                future.cancel()
+            raise
+
+
+_BRIDGE = LoopBridge()
+
+
+def run_sync(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+    """Run an SDK coroutine from sync code (see ``LoopBridge.run``).
+
+    Args:
+        coro: The coroutine.
+        timeout: Optional bound in seconds.
+    """
+    return _BRIDGE.run(coro, timeout)
+
+
+def bridge() -> LoopBridge:
+    """The process-wide bridge."""
+    return _BRIDGE

@@ -1,0 +1,305 @@
+"""``AsyncEnv`` / ``Env``: one environment instance, its databases and its tools.
+
+An env is created by ``AsyncFleet.make`` (or ``Fleet.make``). It speaks to the
+control plane for its lifecycle, to the instance manager API for reset,
+databases and diffs, and to the instance's MCP endpoints for tools. The sync
+``Env`` runs the async one on the SDK's loop bridge.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+from fleet_api.env_instance import models
+
+from ._exceptions import NotFoundError, ToolNotFoundError
+from ._runtime._bridge import run_sync
+from .mcp import MCPClient
+from .tools import Tool
+
+if TYPE_CHECKING:
+    from ._client import AsyncFleet
+
+__all__ = ["AsyncDatabase", "AsyncEnv", "Database", "Env", "Modality"]
+
+Modality = Literal["tool_use", "computer_use", "browser_use"]
+COMPUTER_TOOL = "computer"
+
+
+def filter_tools(tools: list[Tool], modality: str) -> list[Tool]:
+    """The tools an agent may use for a task modality (PROTOCOL section 4).
+
+    Args:
+        tools: Every tool of the instance.
+        modality: ``tool_use`` (all but ``computer``), ``computer_use`` or ``browser_use``
+            (only ``computer``; an error when it is missing).
+    """
+    if modality == "tool_use":
+        return [t for t in tools if t.name != COMPUTER_TOOL]
+    if modality in ("computer_use", "browser_use"):
+        computer = [t for t in tools if t.name == COMPUTER_TOOL]
+        if not computer:
+            names = sorted(t.name for t in tools)
+            raise ToolNotFoundError(f"{modality} needs the {COMPUTER_TOOL!r} tool; the instance has {names}")
+        return computer
+    raise ValueError(f"unknown modality {modality!r}: expected tool_use, computer_use or browser_use")
+
+
+class AsyncDatabase:
+    """A SQLite resource of an instance (``seed`` or ``current``), read-only.
+
+    Args:
+        env: The owning environment.
+        name: Resource name.
+    """
+
+    def __init__(self, env: AsyncEnv, name: str) -> None:
+        self._env = env
+        self.name = name
+
+    async def describe(self) -> models.DescribeResponse:
+        """Tables, their SQL and columns."""
+        return await self._env.manager.describe_database(self.name)
+
+    async def query(self, sql: str, args: list[Any] | None = None) -> models.QueryResponse:
+        """Run a read-only query.
+
+        Args:
+            sql: The SQL text; writes are refused (``PermissionDeniedError``).
+            args: Positional parameters for ``?`` placeholders.
+        """
+        request = models.QueryRequest(query=sql, args=args, read_only=True)
+        return await self._env.manager.query_database(self.name, request)
+
+
+class AsyncEnv:
+    """An environment instance (async).
+
+    Args:
+        fleet: The client that created it.
+        instance: The instance as the control plane described it.
+        mcp_endpoints: MCP URLs to use (default: ``{root}mcp`` then ``{root}api/v1/mcp``).
+        call_deadline: Default wall-clock seconds per tool call.
+    """
+
+    def __init__(
+        self,
+        fleet: AsyncFleet,
+        instance: models.InstanceResponse,
+        *,
+        mcp_endpoints: list[str] | None = None,
+        call_deadline: float = 120.0,
+    ) -> None:
+        self._fleet = fleet
+        self.instance = instance
+        root = instance.urls.root if instance.urls.root.endswith("/") else instance.urls.root + "/"
+        self.manager = fleet.api.manager(instance.urls.manager.api)
+        self.mcp = MCPClient(
+            mcp_endpoints or [f"{root}mcp", f"{root}api/v1/mcp"], call_deadline=call_deadline
+        )
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"AsyncEnv(instance_id={self.instance_id!r}, env_key={self.instance.env_key!r})"
+
+    @property
+    def instance_id(self) -> str:
+        """The instance id."""
+        return self.instance.instance_id
+
+    @property
+    def env_key(self) -> str:
+        """The environment key."""
+        return self.instance.env_key
+
+    async def reset(self, seed: int | None = None) -> models.ResetResponse:
+        """Restore the instance's data to its seed.
+
+        Args:
+            seed: Optional seed forwarded to the instance.
+        """
+        request = models.ResetRequest(seed=seed) if seed is not None else models.ResetRequest()
+        return await self.manager.reset_instance(request)
+
+    def db(self, name: str = "current") -> AsyncDatabase:
+        """A database resource.
+
+        Args:
+            name: ``current`` (live data) or ``seed`` (the data the instance started from).
+        """
+        return AsyncDatabase(self, name)
+
+    async def resources(self) -> list[models.Resource]:
+        """The instance's resources (databases, browsers, APIs)."""
+        return await self.manager.list_resources()
+
+    async def diff(self, ignore: models.DiffIgnoreConfig | None = None) -> models.DiffResponse:
+        """Structured diff of ``seed`` vs ``current``.
+
+        Args:
+            ignore: Tables, fields and per-table fields to leave out.
+        """
+        request = models.DiffRequest(ignore_config=ignore) if ignore is not None else models.DiffRequest()
+        return await self.manager.structured_diff(request)
+
+    async def list_tools(self, modality: Modality = "tool_use", *, refresh: bool = False) -> list[Tool]:
+        """The tools for a task modality, the union over the instance's MCP endpoints.
+
+        Args:
+            modality: ``tool_use``, ``computer_use`` or ``browser_use``.
+            refresh: Ask the endpoints again instead of using the cached list.
+        """
+        return filter_tools(await self.mcp.list_tools(refresh=refresh), modality)
+
+    async def call_tool(
+        self, name: str, arguments: Mapping[str, Any] | None = None, *, deadline: float | None = None
+    ) -> Any:
+        """Call a tool; returns the agent-facing value (PROTOCOL section 4).
+
+        Args:
+            name: Tool name.
+            arguments: Tool arguments.
+            deadline: Wall-clock seconds for the call, retries included.
+        """
+        return await self.mcp.call_tool(name, arguments, deadline=deadline)
+
+    async def heartbeat(self) -> models.HeartbeatResponse:
+        """Extend the instance's TTL."""
+        return await self._fleet.api.control_plane.heartbeat_instance(
+            self.instance_id, models.HeartbeatRequest()
+        )
+
+    async def refresh(self) -> models.InstanceResponse:
+        """Fetch the instance's current state from the control plane."""
+        self.instance = await self._fleet.api.control_plane.get_instance(self.instance_id)
+        return self.instance
+
+    async def close(self) -> None:
+        """Delete the instance (idempotent; an already-deleted instance is fine)."""
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(NotFoundError):
+            await self._fleet.api.control_plane.delete_instance(self.instance_id)
+
+    async def __aenter__(self) -> AsyncEnv:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+
+class Database:
+    """Sync twin of ``AsyncDatabase``."""
+
+    def __init__(self, inner: AsyncDatabase) -> None:
+        self._inner = inner
+        self.name = inner.name
+
+    def describe(self) -> models.DescribeResponse:
+        """Tables, their SQL and columns."""
+        return run_sync(self._inner.describe())
+
+    def query(self, sql: str, args: list[Any] | None = None) -> models.QueryResponse:
+        """Run a read-only query.
+
+        Args:
+            sql: The SQL text; writes are refused.
+            args: Positional parameters.
+        """
+        return run_sync(self._inner.query(sql, args))
+
+
+class Env:
+    """An environment instance (sync twin of ``AsyncEnv``; every method runs the async one)."""
+
+    def __init__(self, inner: AsyncEnv) -> None:
+        self._inner = inner
+
+    def __repr__(self) -> str:
+        return f"Env(instance_id={self.instance_id!r}, env_key={self.env_key!r})"
+
+    @property
+    def async_env(self) -> AsyncEnv:
+        """The async environment this wraps."""
+        return self._inner
+
+    @property
+    def instance(self) -> models.InstanceResponse:
+        """The instance as last described by the control plane."""
+        return self._inner.instance
+
+    @property
+    def instance_id(self) -> str:
+        """The instance id."""
+        return self._inner.instance_id
+
+    @property
+    def env_key(self) -> str:
+        """The environment key."""
+        return self._inner.env_key
+
+    def reset(self, seed: int | None = None) -> models.ResetResponse:
+        """Restore the instance's data to its seed.
+
+        Args:
+            seed: Optional seed forwarded to the instance.
+        """
+        return run_sync(self._inner.reset(seed))
+
+    def db(self, name: str = "current") -> Database:
+        """A database resource.
+
+        Args:
+            name: ``current`` or ``seed``.
+        """
+        return Database(self._inner.db(name))
+
+    def resources(self) -> list[models.Resource]:
+        """The instance's resources."""
+        return run_sync(self._inner.resources())
+
+    def diff(self, ignore: models.DiffIgnoreConfig | None = None) -> models.DiffResponse:
+        """Structured diff of ``seed`` vs ``current``.
+
+        Args:
+            ignore: Tables, fields and per-table fields to leave out.
+        """
+        return run_sync(self._inner.diff(ignore))
+
+    def list_tools(self, modality: Modality = "tool_use", *, refresh: bool = False) -> list[Tool]:
+        """The tools for a task modality.
+
+        Args:
+            modality: ``tool_use``, ``computer_use`` or ``browser_use``.
+            refresh: Ask the endpoints again.
+        """
+        return run_sync(self._inner.list_tools(modality, refresh=refresh))
+
+    def call_tool(
+        self, name: str, arguments: Mapping[str, Any] | None = None, *, deadline: float | None = None
+    ) -> Any:
+        """Call a tool; returns the agent-facing value.
+
+        Args:
+            name: Tool name.
+            arguments: Tool arguments.
+            deadline: Wall-clock seconds for the call, retries included.
+        """
+        return run_sync(self._inner.call_tool(name, arguments, deadline=deadline))
+
+    def heartbeat(self) -> models.HeartbeatResponse:
+        """Extend the instance's TTL."""
+        return run_sync(self._inner.heartbeat())
+
+    def close(self) -> None:
+        """Delete the instance (idempotent)."""
+        run_sync(self._inner.close())
+
+    def __enter__(self) -> Env:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,435 @@
+"""The lifecycle of local environment instances.
+
+An instance is a folder ``<data_dir>/instances/<id>/`` holding two SQLite files,
+``seed.db`` (the data it started from, read-only) and ``current.db`` (the live
+data), plus one ``"instance"`` document in the store. The document is the
+``InstanceResponse`` the API answers with, plus a few private keys (prefixed
+``_``) for the TTL bookkeeping; pydantic ignores them when the response is built.
+
+Everything here is synchronous (file and SQLite work): routes are declared
+``def`` so FastAPI runs them in its thread pool, and async callers (the job
+harness) use ``anyio.to_thread.run_sync``. The one coroutine is :func:`reap_forever`,
+the TTL reaper the control plane's lifespan runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import hashlib
+import logging
+import shutil
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+from fleet_api.env_instance import models
+
+from ._errors import LocalAPIError, not_found
+from ._state import LocalState, iso, new_id, utcnow
+
+__all__ = [
+    "DATABASES",
+    "create_instance",
+    "database_path",
+    "delete_instance",
+    "ensure_seed",
+    "env_info",
+    "get_instance",
+    "heartbeat",
+    "list_instances",
+    "normalize_version",
+    "open_db",
+    "reap_expired",
+    "reap_forever",
+    "require_live",
+    "reset_instance",
+]
+
+_log = logging.getLogger(__name__)
+
+KIND = "instance"
+DATABASES: tuple[str, ...] = ("seed", "current")
+"""The SQLite resources of every instance: ``seed`` (read-only) and ``current`` (read-write)."""
+
+DatabaseName = Literal["seed", "current"]
+InstanceStatus = Literal["pending", "running", "stopped", "terminated", "error"]
+
+TEAM_ID = "local"
+DEFAULT_REGION = "local"
+# Without an explicit TTL, an instance created with ``heartbeat_interval`` is reclaimed after this
+# many intervals without a heartbeat.
+MISSED_HEARTBEATS = 3
+
+_seed_locks: dict[tuple[str, str], threading.Lock] = {}
+_seed_locks_guard = threading.Lock()
+_instance_locks: dict[str, threading.Lock] = {}
+_instance_locks_guard = threading.Lock()
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def normalize_version(version: str | None) -> str | None:
+    """Apply the ``v`` rule of PROTOCOL §2: ``"1.2.3"`` -> ``"v1.2.3"``; others unchanged.
+
+    Args:
+        version: A version tag, or None.
+    """
+    if version is None:
+        return None
+    version = version.strip()
+    if version[:1].isdigit():
+        return f"v{version}"
+    return version or None
+
+
+def env_info(state: LocalState, env_key: str) -> models.EnvironmentInfo:
+    """The ``EnvironmentInfo`` of a bundled environment.
+
+    Raises:
+        LocalAPIError: 404 ``env_not_found`` naming the environments there are.
+    """
+    spec = state.environments.get(env_key)
+    if spec is None:
+        available = ", ".join(sorted(state.environments)) or "none"
+        raise LocalAPIError(
+            404,
+            f"env_key not found: {env_key!r} (available: {available})",
+            code="env_not_found",
+            retryable=False,
+        )
+    return models.EnvironmentInfo(
+        env_key=spec.env_key,
+        name=spec.name,
+        description=spec.description,
+        default_version=spec.default_version,
+        versions={version: f"{spec.name} {version}" for version in spec.versions},
+    )
+
+
+def _lock_for(registry: dict[Any, threading.Lock], guard: threading.Lock, key: Any) -> threading.Lock:
+    with guard:
+        lock = registry.get(key)
+        if lock is None:
+            lock = registry[key] = threading.Lock()
+        return lock
+
+
+def ensure_seed(state: LocalState, env_key: str, version: str) -> Path:
+    """Build the seed database of an environment version once and return its path.
+
+    Thread-safe: concurrent callers for the same version wait for one build. A seed built from
+    different SQL (the bundled environment changed since) is rebuilt.
+    """
+    spec = state.environments[env_key]
+    path = state.seed_path(env_key, version)
+    digest = hashlib.sha256(spec.seed_sql.encode()).hexdigest()
+    marker = path.with_name(path.name + ".sha256")
+    with _lock_for(_seed_locks, _seed_locks_guard, (env_key, version)):
+        fresh = path.is_file() and marker.is_file() and marker.read_text().strip() == digest
+        if not fresh:
+            spec.build_seed(path)
+            marker.write_text(digest + "\n")
+    return path
+
+
+def _to_model(doc: dict[str, Any]) -> models.InstanceResponse:
+    return models.InstanceResponse.model_validate(doc)
+
+
+def _urls(state: LocalState, instance_id: str) -> dict[str, Any]:
+    root = state.instance_root(instance_id)
+    manager = root + "api/v1/env"
+    return {
+        "root": root,
+        "app": [root],
+        "api": manager,
+        "health": manager + "/health",
+        "api_docs": manager + "/docs",
+        "manager": {
+            "api": manager,
+            "docs": manager + "/docs",
+            "reset": manager + "/reset",
+            "diff": manager + "/diff/structured",
+            "snapshot": manager + "/snapshot",
+            "execute_verifier_function": manager + "/execute_verifier_function",
+        },
+    }
+
+
+def _window(ttl_seconds: int, heartbeat_interval: int | None, explicit_ttl: bool) -> int:
+    """Seconds an instance lives after its last heartbeat (or creation)."""
+    if heartbeat_interval is None:
+        return ttl_seconds
+    by_heartbeat = heartbeat_interval * MISSED_HEARTBEATS
+    return min(ttl_seconds, by_heartbeat) if explicit_ttl else by_heartbeat
+
+
+def _load(state: LocalState, instance_id: str) -> dict[str, Any]:
+    doc = state.store.get(KIND, instance_id)
+    if doc is None:
+        raise not_found("instance", instance_id, code="instance_not_found")
+    return doc
+
+
+def require_live(state: LocalState, instance_id: str) -> dict[str, Any]:
+    """The stored document of a running instance.
+
+    Raises:
+        LocalAPIError: 404 ``instance_not_found`` when unknown or terminated.
+    """
+    doc = _load(state, instance_id)
+    if doc.get("status") == "terminated":
+        raise LocalAPIError(
+            404, f"instance {instance_id!r} is terminated", code="instance_not_found", retryable=False
+        )
+    return doc
+
+
+def database_path(state: LocalState, instance_id: str, name: str) -> Path:
+    """Path of an instance's ``seed`` or ``current`` database (the instance must be live).
+
+    Raises:
+        LocalAPIError: 404 ``instance_not_found``, or 404 ``not_found`` for another name.
+    """
+    require_live(state, instance_id)
+    if name not in DATABASES:
+        raise LocalAPIError(
+            404,
+            f"no SQLite resource named {name!r}; resources: {', '.join(DATABASES)}",
+            code="not_found",
+            retryable=False,
+        )
+    path = state.instance_dir(instance_id) / f"{name}.db"
+    if not path.is_file():
+        raise LocalAPIError(
+            404,
+            f"instance {instance_id!r} has no {name} database",
+            code="instance_not_found",
+            retryable=False,
+        )
+    return path
+
+
+# ---------------------------------------------------------------- lifecycle
+
+
+def create_instance(state: LocalState, req: models.InstanceRequest) -> models.InstanceResponse:
+    """Create a running instance: resolve the version, copy the seed, store the document.
+
+    Args:
+        state: Server state.
+        req: The request; ``env_version`` and ``data_version`` get the ``v`` rule.
+
+    Raises:
+        LocalAPIError: 404 ``env_not_found`` / ``version_not_found``.
+    """
+    info = env_info(state, req.env_key)
+    spec = state.environments[req.env_key]
+    version = normalize_version(req.env_version) or spec.default_version
+    if version not in spec.versions:
+        raise LocalAPIError(
+            404,
+            f"version not found: {req.env_key}:{version} (available: {', '.join(spec.versions)})",
+            code="version_not_found",
+            retryable=False,
+        )
+    seed = ensure_seed(state, req.env_key, version)
+    instance_id = new_id("inst")
+    folder = state.instance_dir(instance_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(seed, folder / "current.db")
+    shutil.copyfile(seed, folder / "seed.db")
+    (folder / "seed.db").chmod(0o444)
+
+    explicit_ttl = req.ttl_seconds is not None
+    ttl = req.ttl_seconds if req.ttl_seconds is not None else state.settings.instance_ttl_seconds
+    window = _window(ttl, req.heartbeat_interval, explicit_ttl)
+    now = utcnow()
+    doc: dict[str, Any] = {
+        "instance_id": instance_id,
+        "env_key": info.env_key,
+        "version": version,
+        "status": "running",
+        "subdomain": instance_id,
+        "created_at": iso(now),
+        "updated_at": iso(now),
+        "terminated_at": None,
+        "team_id": TEAM_ID,
+        "region": req.region or DEFAULT_REGION,
+        "env_variables": {**spec.env_variables, **(req.env_variables or {})},
+        "data_key": req.data_key,
+        "data_version": normalize_version(req.data_version),
+        "urls": _urls(state, instance_id),
+        "health": True,
+        "run_id": req.run_id,
+        "profile_id": None,
+        "heartbeat_interval": req.heartbeat_interval,
+        # Private bookkeeping (not part of InstanceResponse).
+        "_window_seconds": window,
+        "_deadline": time.time() + window,
+        "_last_heartbeat": None,
+        "_image_type": req.image_type,
+        "_created_from": req.created_from,
+    }
+    state.store.put(KIND, instance_id, doc)
+    return _to_model(doc)
+
+
+def get_instance(state: LocalState, instance_id: str) -> models.InstanceResponse:
+    """One instance, whatever its status.
+
+    Raises:
+        LocalAPIError: 404 ``instance_not_found``.
+    """
+    return _to_model(_load(state, instance_id))
+
+
+def list_instances(
+    state: LocalState,
+    status: str | None = None,
+    region: str | None = None,
+    run_id: str | None = None,
+    profile_id: str | None = None,
+) -> list[models.InstanceResponse]:
+    """Instances matching every given filter, oldest first."""
+    wanted = {"status": status, "region": region, "run_id": run_id, "profile_id": profile_id}
+    docs = state.store.list(KIND)
+    return [
+        _to_model(doc)
+        for doc in docs
+        if all(value is None or doc.get(field) == value for field, value in wanted.items())
+    ]
+
+
+def delete_instance(state: LocalState, instance_id: str) -> models.InstanceResponse:
+    """Terminate an instance and remove its files; deleting a terminated instance is a no-op.
+
+    Raises:
+        LocalAPIError: 404 ``instance_not_found`` for an unknown id.
+    """
+    with _lock_for(_instance_locks, _instance_locks_guard, instance_id):
+        doc = _load(state, instance_id)
+        if doc.get("status") != "terminated":
+            now = iso()
+            doc = (
+                state.store.update(
+                    KIND, instance_id, status="terminated", terminated_at=now, updated_at=now, health=False
+                )
+                or doc
+            )
+        shutil.rmtree(state.instance_dir(instance_id), ignore_errors=True)
+    return _to_model(doc)
+
+
+def heartbeat(state: LocalState, instance_id: str) -> models.HeartbeatResponse:
+    """Record a heartbeat: push the instance's deadline back by its window.
+
+    Raises:
+        LocalAPIError: 404 ``instance_not_found`` when unknown or terminated.
+    """
+    with _lock_for(_instance_locks, _instance_locks_guard, instance_id):
+        doc = require_live(state, instance_id)
+        window = int(doc.get("_window_seconds") or state.settings.instance_ttl_seconds)
+        now = utcnow()
+        deadline = now.timestamp() + window
+        state.store.update(
+            KIND, instance_id, _deadline=deadline, _last_heartbeat=iso(now), updated_at=iso(now)
+        )
+    interval = doc.get("heartbeat_interval") or max(1, window // MISSED_HEARTBEATS)
+    return models.HeartbeatResponse(
+        success=True,
+        instance_id=instance_id,
+        last_heartbeat=now,
+        deadline_timestamp=dt.datetime.fromtimestamp(deadline, dt.UTC),
+        interval_seconds=int(interval),
+    )
+
+
+def open_db(state: LocalState, instance_id: str, name: str, read_only: bool) -> sqlite3.Connection:
+    """Open one of an instance's databases.
+
+    ``seed`` is always opened read-only. A read-only connection uses the ``mode=ro`` URI plus
+    ``PRAGMA query_only``, so no statement can change the file. Read-write connections are in
+    autocommit mode (``isolation_level=None``): a statement is committed when it finishes unless
+    the caller opens a transaction (``BEGIN``/``SAVEPOINT``). Connections may be used from
+    another thread than the one that opened them (never from two at once); the caller closes it.
+
+    Args:
+        state: Server state.
+        instance_id: The instance.
+        name: ``"seed"`` or ``"current"``.
+        read_only: Open ``current`` read-only.
+
+    Raises:
+        LocalAPIError: 404 ``instance_not_found`` (unknown or terminated), 404 ``not_found`` (name).
+    """
+    path = database_path(state, instance_id, name)
+    if read_only or name == "seed":
+        conn = sqlite3.connect(
+            f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False, isolation_level=None
+        )
+        conn.execute("PRAGMA query_only = ON")
+        return conn
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=10.0)
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+def reset_instance(state: LocalState, instance_id: str, seed: int | None = None) -> models.ResetResponse:
+    """Restore ``current`` from ``seed`` in place (SQLite backup, safe with open connections).
+
+    Args:
+        state: Server state.
+        instance_id: The instance.
+        seed: Random seed to record (the bundled environments are deterministic).
+
+    Raises:
+        LocalAPIError: 404 ``instance_not_found``.
+    """
+    source = open_db(state, instance_id, "seed", read_only=True)
+    try:
+        target = open_db(state, instance_id, "current", read_only=False)
+        try:
+            source.backup(target)
+        finally:
+            target.close()
+    finally:
+        source.close()
+    state.store.update(KIND, instance_id, updated_at=iso(), _reset_seed=seed)
+    return models.ResetResponse(success=True, message=f"instance {instance_id} reset to its seed data")
+
+
+# ---------------------------------------------------------------- TTL reaper
+
+
+def reap_expired(state: LocalState, now: float | None = None) -> list[str]:
+    """Terminate every live instance whose deadline has passed; returns their ids."""
+    moment = time.time() if now is None else now
+    reaped: list[str] = []
+    for doc in state.store.list(KIND):
+        if doc.get("status") == "terminated":
+            continue
+        deadline = doc.get("_deadline")
+        if isinstance(deadline, int | float) and deadline <= moment:
+            with contextlib.suppress(LocalAPIError):
+                delete_instance(state, str(doc["instance_id"]))
+                reaped.append(str(doc["instance_id"]))
+    return reaped
+
+
+async def reap_forever(state: LocalState, interval: float) -> None:
+    """Run :func:`reap_expired` every ``interval`` seconds until cancelled."""
+    while True:
+        try:
+            reaped = await anyio.to_thread.run_sync(reap_expired, state)
+            if reaped:
+                _log.info("reaped expired instances: %s", ", ".join(reaped))
+        except Exception:  # the reaper must outlive one bad pass
+            _log.exception("instance reaper pass failed")
+        await asyncio.sleep(interval)

@@ -1,0 +1,288 @@
+"""Running verifiers for ``POST /v1/verifiers/execute``, the manager's
+``/execute_verifier_function`` and the job harness.
+
+Code is found, in order: in the request's ``bundle`` (a base64 zip made by
+``fleet_sdk.verifiers.bundle_verifier``), among the bundles stored before under
+``(key, sha256)``, or in the task whose ``task_key`` is ``key`` when its code
+has that sha256. Unknown code answers 404 ``not_found`` so the client resends
+with ``bundle``. The verifier runs in the sandbox (``run_sandboxed_async``)
+against the instance's ``seed`` and ``current`` databases; every fault of the
+verifier comes back as ``success: false`` with a structured ``error`` (HTTP
+200). Each run is stored as a ``"verifier_execution"`` document.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import io
+import json
+import logging
+import math
+import zipfile
+from typing import Any
+
+import anyio
+from fleet_api.env_instance import models
+
+from ..verifiers import BUNDLE_ENTRY_NAME, VerifierOutcome, bundle_sha256, run_sandboxed_async
+from . import _instances
+from ._errors import LocalAPIError
+from ._state import LocalState, iso, new_id
+
+__all__ = [
+    "BUNDLE_KIND",
+    "EXECUTION_KIND",
+    "decode_bundle",
+    "execute_for_session",
+    "execute_verifier",
+    "run_code",
+]
+
+_log = logging.getLogger(__name__)
+
+BUNDLE_KIND = "verifier_bundle"
+EXECUTION_KIND = "verifier_execution"
+TASK_KIND = "task"
+_MAX_BUNDLE_BYTES = 5 * 1024 * 1024
+
+
+def _verifier_id(sha256: str) -> str:
+    return f"ver_{sha256[:16]}"
+
+
+def decode_bundle(bundle_b64: str, sha256: str | None = None) -> str:
+    """The verifier source inside a base64 bundle.
+
+    Args:
+        bundle_b64: The ``bundle`` field.
+        sha256: When given, the zip's sha256 must equal it.
+
+    Raises:
+        LocalAPIError: 400 when the bundle is not base64, not a zip, has no ``verifier.py``, or
+            does not match ``sha256``.
+    """
+    try:
+        raw = base64.b64decode(bundle_b64, validate=True)
+    except (binascii.Error, ValueError):
+        raise LocalAPIError(400, "bundle is not valid base64", code="bad_bundle", retryable=False) from None
+    if len(raw) > _MAX_BUNDLE_BYTES:
+        raise LocalAPIError(400, "bundle is larger than 5 MiB", code="bad_bundle", retryable=False)
+    if sha256 is not None:
+        actual = hashlib.sha256(raw).hexdigest()
+        if actual != sha256:
+            raise LocalAPIError(
+                400, f"bundle sha256 is {actual}, not the {sha256} sent", code="bad_bundle", retryable=False
+            )
+    try:
+        with zipfile.ZipFile(io.BytesIO(raw)) as archive:
+            names = archive.namelist()
+            entry = BUNDLE_ENTRY_NAME if BUNDLE_ENTRY_NAME in names else None
+            if entry is None:
+                python = [n for n in names if n.endswith(".py")]
+                entry = python[0] if len(python) == 1 else None
+            if entry is None:
+                raise LocalAPIError(
+                    400,
+                    f"bundle has no {BUNDLE_ENTRY_NAME} (entries: {', '.join(names) or 'none'})",
+                    code="bad_bundle",
+                    retryable=False,
+                )
+            return archive.read(entry).decode("utf-8")
+    except (zipfile.BadZipFile, UnicodeDecodeError, KeyError) as exc:
+        raise LocalAPIError(
+            400, f"bundle is not a readable zip: {exc}", code="bad_bundle", retryable=False
+        ) from None
+
+
+def _task_code(task: dict[str, Any]) -> str | None:
+    code = task.get("verifier_code") or task.get("verifier_func")
+    return code if isinstance(code, str) and code.strip() else None
+
+
+def _resolve_code(state: LocalState, req: models.VerifierExecuteRequest) -> str:
+    """The code a request names (and store a new bundle by ``(key, sha256)``)."""
+    record_id = f"{req.key}:{req.sha256}"
+    if req.bundle is not None:
+        bundled = decode_bundle(req.bundle, req.sha256)
+        if state.store.get(BUNDLE_KIND, record_id) is None:
+            state.store.put(
+                BUNDLE_KIND,
+                record_id,
+                {
+                    "key": req.key,
+                    "sha256": req.sha256,
+                    "verifier_id": _verifier_id(req.sha256),
+                    "code": bundled,
+                    "created_at": iso(),
+                },
+            )
+        return bundled
+    stored = state.store.get(BUNDLE_KIND, record_id)
+    if stored is not None:
+        return str(stored["code"])
+    task = state.store.get(TASK_KIND, req.key)
+    if task is not None:
+        code = _task_code(task)
+        if code is not None and bundle_sha256(code) == req.sha256:
+            return code
+    raise LocalAPIError(
+        404,
+        f"no verifier bundle for key {req.key!r} with sha256 {req.sha256}; resend with 'bundle'",
+        code="not_found",
+        retryable=False,
+    )
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return repr(value)
+    return value
+
+
+def _error(kind: str, message: str) -> dict[str, Any]:
+    return {"type": kind, "message": message, "traceback": None}
+
+
+async def run_code(
+    state: LocalState,
+    code: str,
+    instance_id: str,
+    *,
+    final_answer: Any = None,
+    function_name: str | None = None,
+    timeout_seconds: float | None = None,
+    key: str | None = None,
+    sha256: str | None = None,
+) -> dict[str, Any]:
+    """Run verifier ``code`` against a live instance and store the execution record.
+
+    Verifier faults never raise: they come back with ``success: False`` and ``error``.
+
+    Returns:
+        The record: ``VerifierExecuteResponse`` fields plus ``score``, ``key``, ``sha256``,
+        ``instance_id`` and ``created_at``.
+
+    Raises:
+        LocalAPIError: 404 ``instance_not_found`` when the instance is unknown or terminated.
+    """
+    seed = await anyio.to_thread.run_sync(_instances.database_path, state, instance_id, "seed")
+    current = seed.with_name("current.db")
+    limit = float(state.settings.verifier_timeout)
+    run_timeout = min(float(timeout_seconds), limit) if timeout_seconds is not None else limit
+    digest = sha256 or bundle_sha256(code)
+    entry = function_name if function_name and function_name != "verify" else None
+    try:
+        outcome: VerifierOutcome = await run_sandboxed_async(
+            code,
+            databases={"seed": seed, "current": current},
+            final_answer=final_answer,
+            function_name=entry,
+            timeout=run_timeout,
+            memory_mb=state.settings.verifier_memory_mb,
+        )
+        error = outcome.error.model_dump() if outcome.error is not None else None
+        success, score, result = outcome.success, outcome.score, _jsonable(outcome.result)
+        stdout, elapsed = outcome.stdout, outcome.execution_time_ms
+    except Exception as exc:  # the runner itself failed (e.g. a final_answer that is not JSON)
+        _log.warning("verifier runner failed: %s", exc)
+        error = _error("exception", f"the verifier could not be run: {type(exc).__name__}: {exc}")
+        success, score, result, stdout, elapsed = False, None, None, "", 0.0
+    if score is not None and not math.isfinite(score):
+        score = None
+    record: dict[str, Any] = {
+        "success": success,
+        "result": result,
+        "verifier_id": _verifier_id(digest),
+        "execution_id": new_id("vexec"),
+        "error": error,
+        "execution_time_ms": max(0.0, float(elapsed)),
+        "stdout": stdout,
+        "score": score,
+        "key": key,
+        "sha256": digest,
+        "instance_id": instance_id,
+        "created_at": iso(),
+    }
+    await anyio.to_thread.run_sync(
+        lambda: state.store.put(EXECUTION_KIND, record["execution_id"], record, parent=instance_id)
+    )
+    return record
+
+
+async def execute_verifier(
+    state: LocalState, req: models.VerifierExecuteRequest, instance_id: str | None
+) -> models.VerifierExecuteResponse:
+    """Run the verifier a request names against an instance.
+
+    Args:
+        state: Server state.
+        req: The request; ``args.instance_id`` names the instance unless ``instance_id`` is given.
+        instance_id: The instance the route is bound to (the manager's endpoint), or None.
+
+    Raises:
+        LocalAPIError: 400 without an instance or with a bad bundle, 404 for unknown code
+            (``not_found``) or instance (``instance_not_found``).
+    """
+    target = instance_id or req.args.instance_id
+    if not target:
+        raise LocalAPIError(400, "args.instance_id is required", code="bad_request", retryable=False)
+    code = await anyio.to_thread.run_sync(_resolve_code, state, req)
+    record = await run_code(
+        state,
+        code,
+        target,
+        final_answer=req.args.final_answer,
+        function_name=req.function_name,
+        timeout_seconds=float(req.timeout),
+        key=req.key,
+        sha256=req.sha256,
+    )
+    return models.VerifierExecuteResponse.model_validate(record)
+
+
+async def execute_for_session(
+    state: LocalState, task: dict[str, Any], instance_id: str, final_answer: Any
+) -> dict[str, Any]:
+    """Run a task's verifier against an instance, for the job harness.
+
+    Args:
+        state: Server state.
+        task: The task document (``verifier_code`` or ``verifier_func``, ``task_key``).
+        instance_id: The session's instance (must still be live).
+        final_answer: The agent's final answer, or None.
+
+    Returns:
+        The stored execution record: ``success``, ``score`` (None after a fault; 1.0 for a
+        verifier that returned None), ``result``, ``stdout``, ``error``, ``execution_time_ms``,
+        ``execution_id``, ``verifier_id``. A task without verifier code gives ``success: False``
+        with error type ``no_entry_point``.
+
+    Raises:
+        LocalAPIError: 404 ``instance_not_found`` when the instance is gone.
+    """
+    code = _task_code(task)
+    key = str(task.get("task_key") or task.get("key") or "")
+    if code is None:
+        record: dict[str, Any] = {
+            "success": False,
+            "result": None,
+            "verifier_id": None,
+            "execution_id": new_id("vexec"),
+            "error": _error("no_entry_point", f"task {key!r} has no verifier_code"),
+            "execution_time_ms": 0.0,
+            "stdout": "",
+            "score": None,
+            "key": key,
+            "sha256": None,
+            "instance_id": instance_id,
+            "created_at": iso(),
+        }
+        await anyio.to_thread.run_sync(
+            lambda: state.store.put(EXECUTION_KIND, record["execution_id"], record, parent=instance_id)
+        )
+        return record
+    return await run_code(state, code, instance_id, final_answer=final_answer, key=key)

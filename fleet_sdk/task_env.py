@@ -1,0 +1,336 @@
+"""``TaskEnv``: the episode loop a trainer drives (PROTOCOL section 5).
+
+``reset`` provisions (or restores) the task's environment and returns the
+prompt and the tools in one observation; ``step`` runs one tool call; the
+episode ends when the agent says so (``done`` or ``submit_final_answer``), at
+``max_steps``, or when the trainer closes it. The verifier always runs at the
+end, an abandoned episode included, and its reward is kept in
+``final_reward``.
+
+Rewards are ``float | None``: None means unknown (the verifier could not be run
+or crashed, a judge failed), 0.0 means graded and failed. Treating failures as 0
+once poisoned 42% of training groups, so the two are never confused.
+
+Async is the source; ``reset``/``step``/``close`` run the async methods on the
+SDK's loop bridge, so they work from scripts, threads and running loops alike.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+from ._exceptions import EpisodeError, FleetError, MCPError
+from ._runtime._bridge import run_sync
+from .env import AsyncEnv, filter_tools
+from .tasks import Task
+from .tools import Tool
+
+if TYPE_CHECKING:
+    from ._client import AsyncFleet, Fleet
+    from .verifiers._remote import RemoteVerifierOutcome
+
+__all__ = ["SUBMIT_FINAL_ANSWER", "DoneReason", "TaskEnv"]
+
+log = logging.getLogger("fleet_sdk.task_env")
+
+SUBMIT_FINAL_ANSWER = "submit_final_answer"
+DoneReason = Literal["agent", "submitted", "max_steps", "closed"]
+
+SUBMIT_TOOL = Tool(
+    name=SUBMIT_FINAL_ANSWER,
+    description="Submit your final answer to the task. This ends the episode.",
+    input_schema={
+        "type": "object",
+        "properties": {"answer": {"description": "The final answer."}},
+        "required": ["answer"],
+    },
+)
+
+
+class TaskEnv:
+    """A task-environment episode over a Fleet (or local) environment instance.
+
+    Args:
+        task: The task (a ``Task`` or its config dict).
+        fleet: The client: an ``AsyncFleet`` for the async methods, a ``Fleet`` for the sync
+            ones (None creates one from the environment).
+        max_steps: Steps before the episode ends with ``done_reason == "max_steps"``.
+        partial_reward: Use the partial reward of PROTOCOL section 6 when the score is 0.0.
+        call_deadline: Wall-clock seconds per tool call, retries included.
+        verifier_timeout: Seconds the platform gives one verifier run.
+        verifier_deadline: Overall seconds for the verifier, retries included.
+        ttl_seconds: Lifetime of the instance.
+        make_kwargs: More arguments for ``make`` (``region``, ``image_type``...).
+    """
+
+    def __init__(
+        self,
+        task: Task | Mapping[str, Any],
+        *,
+        fleet: AsyncFleet | Fleet | None = None,
+        max_steps: int = 50,
+        partial_reward: bool = False,
+        call_deadline: float = 120.0,
+        verifier_timeout: int = 60,
+        verifier_deadline: float = 300.0,
+        ttl_seconds: int | None = None,
+        make_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        if max_steps < 1:
+            raise ValueError(f"max_steps must be at least 1, got {max_steps}")
+        self.task = task if isinstance(task, Task) else Task.model_validate(task)
+        self._fleet_arg = fleet
+        self._fleet: AsyncFleet | None = None
+        self.max_steps = max_steps
+        self.partial_reward = partial_reward
+        self.call_deadline = call_deadline
+        self.verifier_timeout = verifier_timeout
+        self.verifier_deadline = verifier_deadline
+        self.ttl_seconds = ttl_seconds
+        self.make_kwargs = dict(make_kwargs or {})
+        self.env: AsyncEnv | None = None
+        self.tools: list[Tool] = []
+        self._reset_episode()
+
+    def __repr__(self) -> str:
+        return f"TaskEnv(task_key={self.task.task_key!r}, step={self.step_count}, done={self.done})"
+
+    def _reset_episode(self) -> None:
+        self.step_count = 0
+        self.done = False
+        self.done_reason: DoneReason | None = None
+        self.final_answer: Any = None
+        self.final_reward: float | None = None
+        self.verifier_stdout: str | None = None
+        self.verifier_error: str | None = None
+        self.verifier_execution_id: str | None = None
+        self.verifier_outcome: RemoteVerifierOutcome | None = None
+        self.tool_errors: list[str] = []
+        self._verified = False
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _async_fleet(self) -> AsyncFleet:
+        if self._fleet is None:
+            from ._client import AsyncFleet, Fleet
+
+            if isinstance(self._fleet_arg, Fleet):
+                self._fleet = self._fleet_arg.async_fleet
+            elif isinstance(self._fleet_arg, AsyncFleet):
+                self._fleet = self._fleet_arg
+            else:
+                self._fleet = AsyncFleet()
+        return self._fleet
+
+    @property
+    def multimodal(self) -> bool:
+        """Whether the task is computer- or browser-use (observations carry images)."""
+        return self.task.task_modality != "tool_use"
+
+    def _offers_submit(self) -> bool:
+        return self.task.task_modality == "tool_use" and SUBMIT_FINAL_ANSWER in self.task.prompt
+
+    def _turn_footer(self) -> dict[str, Any]:
+        return {"type": "text", "text": f"[Turn {self.step_count}/{self.max_steps}]"}
+
+    def _content(self, value: Any) -> Any:
+        """A tool value as the model sees it; multimodal observations get the turn footer."""
+        if not self.multimodal:
+            return value
+        blocks = value if isinstance(value, list) else [{"type": "text", "text": str(value)}]
+        return [*blocks, self._turn_footer()]
+
+    # -- the episode --------------------------------------------------------------------
+
+    async def reset_async(self, seed: int | None = None) -> dict[str, Any]:
+        """Start an episode: provision or restore the instance, list tools, return the first observation.
+
+        Args:
+            seed: Forwarded to the instance's reset.
+
+        Returns:
+            ``{"prompt", "tools" (OpenAI format), "step", "task_key", "max_steps"}``, plus
+            ``"content"`` (a screenshot and the turn footer) for multimodal tasks.
+        """
+        self._reset_episode()
+        fleet = self._async_fleet()
+        if self.env is None:
+            self.env = await fleet.make(
+                self.task.env_spec,
+                data_key=self.task.data_spec,
+                env_variables=self.task.env_variables or None,
+                ttl_seconds=self.ttl_seconds,
+                **self.make_kwargs,
+            )
+            all_tools = await self.env.mcp.list_tools()
+        else:
+            await self.env.reset(seed)
+            all_tools = await self.env.mcp.list_tools()
+        tools = filter_tools(all_tools, self.task.task_modality)
+        if self._offers_submit():
+            tools = [*tools, SUBMIT_TOOL]
+        self.tools = tools
+        observation: dict[str, Any] = {
+            "prompt": self.task.prompt,
+            "tools": [tool.to_openai() for tool in tools],
+            "step": 0,
+            "task_key": self.task.task_key,
+            "max_steps": self.max_steps,
+        }
+        if self.multimodal:
+            screenshot = await self.env.call_tool(
+                "computer", {"action": "screenshot"}, deadline=self.call_deadline
+            )
+            observation["content"] = self._content(screenshot)
+        return observation
+
+    async def step_async(
+        self, action: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], float | None, bool, dict[str, Any]]:
+        """Run one action.
+
+        Args:
+            action: ``{"tool": name, "params": {...}, "done": bool}``; ``tool`` may be omitted
+                when only ``done`` is given.
+
+        Returns:
+            ``(observation, reward, done, info)``. The reward is 0.0 until the episode ends, then
+            the verifier's reward (``None`` when unknown).
+
+        Raises:
+            EpisodeError: The episode already ended, or ``reset`` was not called.
+        """
+        if self.env is None:
+            raise EpisodeError("call reset() before step()")
+        if self.done:
+            raise EpisodeError(
+                f"the episode of {self.task.task_key!r} is done ({self.done_reason}); call reset()"
+            )
+        name = action.get("tool")
+        params = action.get("params") or {}
+        if name is not None and not isinstance(name, str):
+            raise EpisodeError(f"action['tool'] must be a string, got {type(name).__name__}")
+        if not isinstance(params, Mapping):
+            raise EpisodeError(f"action['params'] must be an object, got {type(params).__name__}")
+        self.step_count += 1
+        value: Any = None
+        tool_error: str | None = None
+        if name == SUBMIT_FINAL_ANSWER and self._offers_submit():
+            self.final_answer = params.get("answer")
+            value = "Final answer submitted."
+            self._finish("submitted")
+        elif name:
+            try:
+                value = await self.env.call_tool(name, params, deadline=self.call_deadline)
+            except MCPError as exc:
+                value = {"error": str(exc)}
+            if isinstance(value, dict) and set(value) == {"error"}:
+                tool_error = f"{name}(): {value['error']}"
+                self.tool_errors.append(tool_error)
+        if not self.done and action.get("done"):
+            self._finish("agent")
+        if not self.done and self.step_count >= self.max_steps:
+            self._finish("max_steps")
+        reward: float | None = 0.0
+        if self.done:
+            reward = await self._verify()
+        observation = {"tool": name, "content": self._content(value), "step": self.step_count}
+        info = {
+            "step": self.step_count,
+            "done_reason": self.done_reason,
+            "tool_error": tool_error,
+            "verifier_execution_id": self.verifier_execution_id,
+            "verifier_error": self.verifier_error,
+        }
+        return observation, reward, self.done, info
+
+    def _finish(self, reason: DoneReason) -> None:
+        self.done = True
+        self.done_reason = reason
+
+    async def _verify(self) -> float | None:
+        """Run the verifier once per episode and set the feedback properties."""
+        if self._verified:
+            return self.final_reward
+        self._verified = True
+        if not self.task.verifier_code:
+            self.verifier_error = f"task {self.task.task_key!r} has no verifier_code; reward unknown"
+            self.final_reward = None
+            return None
+        assert self.env is not None
+        from .rewards import reward_from_outcome
+        from .verifiers._remote import run_remote_async
+
+        try:
+            outcome = await run_remote_async(
+                self._async_fleet(),
+                self.task.verifier_code,
+                key=self.task.task_key,
+                instance_id=self.env.instance_id,
+                final_answer=self.final_answer,
+                run_timeout=self.verifier_timeout,
+                deadline=self.verifier_deadline,
+            )
+        except FleetError as exc:
+            self.verifier_error = f"verifier could not be executed: {exc}"
+            log.warning("task %s: %s", self.task.task_key, self.verifier_error)
+            self.final_reward = None
+            return None
+        self.verifier_outcome = outcome
+        self.verifier_stdout = outcome.stdout
+        self.verifier_execution_id = outcome.execution_id
+        if outcome.error is not None:
+            self.verifier_error = f"{outcome.error.type}: {outcome.error.message}"
+            log.warning("task %s: verifier failed: %s", self.task.task_key, self.verifier_error)
+        self.final_reward = reward_from_outcome(outcome, partial=self.partial_reward)
+        return self.final_reward
+
+    async def close_async(self) -> None:
+        """End the episode (running the verifier if it was abandoned) and delete the instance."""
+        env, self.env = self.env, None
+        if env is None:
+            return
+        try:
+            if not self.done and self.step_count > 0:
+                self._finish("closed")
+                self.env = env
+                await self._verify()
+                self.env = None
+        finally:
+            await env.close()
+
+    # -- sync twins ---------------------------------------------------------------------
+
+    def reset(self, seed: int | None = None) -> dict[str, Any]:
+        """Sync twin of ``reset_async``.
+
+        Args:
+            seed: Forwarded to the instance's reset.
+        """
+        return run_sync(self.reset_async(seed))
+
+    def step(self, action: Mapping[str, Any]) -> tuple[dict[str, Any], float | None, bool, dict[str, Any]]:
+        """Sync twin of ``step_async``.
+
+        Args:
+            action: ``{"tool": name, "params": {...}, "done": bool}``.
+        """
+        return run_sync(self.step_async(action))
+
+    def close(self) -> None:
+        """Sync twin of ``close_async``."""
+        run_sync(self.close_async())
+
+    async def __aenter__(self) -> TaskEnv:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close_async()
+
+    def __enter__(self) -> TaskEnv:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

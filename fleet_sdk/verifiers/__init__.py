@@ -1,0 +1,87 @@
+"""Verifiers: the namespace they run in, finding their entry point, and running them.
+
+- :func:`run_local` / :func:`run_local_async` run a verifier in this process (debugging only,
+  not a sandbox);
+- :func:`run_sandboxed` / :func:`run_sandboxed_async` run it in a fresh, limited child process;
+- :func:`bundle_verifier` / :func:`bundle_sha256` make the deterministic bundle the remote
+  ``/v1/verifiers/execute`` takes;
+- :class:`SQLiteEnvironment` is a local ``env`` over SQLite files (``env.db("seed")``,
+  ``env.db("current")``).
+
+Every runner returns a :class:`VerifierOutcome`; verifier faults are in ``outcome.error``.
+Importing this package loads only the standard library and pydantic.
+"""
+
+from ._audit import DENIED_PREFIX, SandboxPolicy
+from ._bundle import BUNDLE_ENTRY_NAME, bundle_sha256, bundle_verifier
+from ._entry import (
+    VERIFIER_FILENAME,
+    ErrorType,
+    InvalidResultError,
+    VerifierCodeError,
+    find_entry_point,
+    load_verifier,
+    score_from_result,
+)
+from ._local import run_local, run_local_async
+from ._namespace import (
+    TASK_FAILED_SCORE,
+    TASK_SUCCESSFUL_SCORE,
+    Database,
+    Environment,
+    QueryResultLike,
+    build_namespace,
+    contains_number,
+    extract_numbers,
+    normalized_contains,
+    normalized_string_comparison,
+)
+from ._outcome import VerifierError, VerifierOutcome
+from ._sandbox import (
+    DEFAULT_MEMORY_MB,
+    DEFAULT_TIMEOUT,
+    OUTPUT_LIMIT_BYTES,
+    SandboxError,
+    run_sandboxed,
+    run_sandboxed_async,
+)
+from ._sqlite import QueryResult, SQLiteDatabase, SQLiteEnvironment, UnknownDatabaseError
+
+__all__ = [
+    "BUNDLE_ENTRY_NAME",
+    "DEFAULT_MEMORY_MB",
+    "DEFAULT_TIMEOUT",
+    "DENIED_PREFIX",
+    "OUTPUT_LIMIT_BYTES",
+    "TASK_FAILED_SCORE",
+    "TASK_SUCCESSFUL_SCORE",
+    "VERIFIER_FILENAME",
+    "Database",
+    "Environment",
+    "ErrorType",
+    "InvalidResultError",
+    "QueryResult",
+    "QueryResultLike",
+    "SQLiteDatabase",
+    "SQLiteEnvironment",
+    "SandboxError",
+    "SandboxPolicy",
+    "UnknownDatabaseError",
+    "VerifierCodeError",
+    "VerifierError",
+    "VerifierOutcome",
+    "build_namespace",
+    "bundle_sha256",
+    "bundle_verifier",
+    "contains_number",
+    "extract_numbers",
+    "find_entry_point",
+    "load_verifier",
+    "normalized_contains",
+    "normalized_string_comparison",
+    "run_local",
+    "run_local_async",
+    "run_sandboxed",
+    "run_sandboxed_async",
+    "score_from_result",
+]

@@ -1,0 +1,221 @@
+"""The PEP 578 audit-hook policy of the verifier sandbox.
+
+Standard library only: the sandbox child loads this file without importing ``fleet_sdk``.
+
+:class:`SandboxPolicy` decides, for each audit event, whether the verifier may go on;
+:func:`install_audit_hook` makes a denial raise :class:`PermissionError` whose message starts
+with ``"denied by the verifier sandbox"``. Once installed a hook cannot be removed.
+
+What it denies:
+
+- ``open`` (and ``os.open``, ``io.open_code``...) of any path that is not the scratch directory,
+  one of the given database files (read-only) or its ``-wal``/``-shm``/``-journal`` sibling, or
+  (read-only) the standard library; symlinks are resolved first and cannot be created;
+- every ``sqlite3.connect`` (the databases are opened before the hook, with an authorizer
+  that refuses ``ATTACH``: see :func:`lock_down_connection`) and loading SQLite extensions;
+- starting processes: ``subprocess.Popen``, ``os.system``, ``os.exec*``, ``os.fork``,
+  ``os.forkpty``, ``os.posix_spawn*``, ``os.spawn*``, importing ``_posixsubprocess``; sending
+  signals (``os.kill``, ``os.killpg``, ``signal.pthread_kill``);
+- the network: every ``socket.*`` event except creating a socket object (``connect``, ``bind``,
+  ``sendto``, ``sendmsg``, ``getaddrinfo``...), so asyncio's internal socketpair still works;
+- ``ctypes`` (and importing it), raising resource limits, ``gc.get_objects``/``get_referrers``/
+  ``get_referents``, listing directories outside the allowed ones, and changing files outside
+  the scratch directory.
+
+This is a tripwire for accidents and casual misuse, not a jail: PEP 578 cannot see what C code
+does, and a determined verifier can, for example, remove the SQLite authorizer from the
+connection it was given and ``ATTACH`` another SQLite file. Run untrusted code in a container or VM as well.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+__all__ = ["DENIED_PREFIX", "SandboxPolicy", "install_audit_hook", "lock_down_connection"]
+
+DENIED_PREFIX = "denied by the verifier sandbox"
+
+_PROCESS_EVENTS = frozenset(
+    {
+        "subprocess.Popen",
+        "os.system",
+        "os.exec",
+        "os.fork",
+        "os.forkpty",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.startfile",
+        "pty.spawn",
+        "os.kill",
+        "os.killpg",
+        "signal.pthread_kill",
+    }
+)
+_ALWAYS_DENIED = _PROCESS_EVENTS | frozenset(
+    {
+        "os.symlink",
+        "os.link",
+        "resource.setrlimit",
+        "resource.prlimit",
+        "gc.get_objects",
+        "gc.get_referrers",
+        "gc.get_referents",
+        "sqlite3.connect",
+        "sqlite3.enable_load_extension",
+        "sqlite3.load_extension",
+        "sys.remote_exec",
+    }
+)
+_DENIED_IMPORTS = frozenset({"_posixsubprocess", "_ctypes", "ctypes"})
+# Events whose listed arguments are paths that must stay inside the scratch directory.
+_WRITE_PATH_ARGS: dict[str, tuple[int, ...]] = {
+    "os.remove": (0,),
+    "os.rename": (0, 1),
+    "os.rmdir": (0,),
+    "os.mkdir": (0,),
+    "os.chmod": (0,),
+    "os.chown": (0,),
+    "os.chflags": (0,),
+    "os.lchflags": (0,),
+    "os.truncate": (0,),
+    "os.utime": (0,),
+    "os.setxattr": (0,),
+    "os.removexattr": (0,),
+    "shutil.rmtree": (0,),
+    "shutil.chown": (0,),
+}
+# Events that read a directory listing or metadata: allowed inside the readable trees.
+_LIST_PATH_ARGS: dict[str, tuple[int, ...]] = {
+    "os.listdir": (0,),
+    "os.scandir": (0,),
+    "os.getxattr": (0,),
+    "os.listxattr": (0,),
+}
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+
+def _real(path: Any) -> str | None:
+    """The resolved absolute path, or ``None`` for a file descriptor / no path."""
+    if path is None or isinstance(path, int):
+        return None
+    return os.path.realpath(os.fsdecode(os.fspath(path)))
+
+
+def _inside(path: str, roots: Iterable[str]) -> bool:
+    return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+
+class SandboxPolicy:
+    """The allow-list of one sandboxed run.
+
+    Args:
+        workdir: The scratch directory (the child's cwd): anything may be done inside it.
+        databases: The database files the verifier may read (their journal siblings too).
+        read_roots: Trees the verifier may read, normally the standard library (``sys.path``
+            of an isolated interpreter).
+    """
+
+    def __init__(self, *, workdir: str, databases: Iterable[str], read_roots: Iterable[str]) -> None:
+        self.workdir = os.path.realpath(workdir)
+        files: set[str] = set()
+        for database in databases:
+            real = os.path.realpath(database)
+            files.update({real, real + "-wal", real + "-shm", real + "-journal"})
+        self.database_files = frozenset(files)
+        self.read_roots = tuple(os.path.realpath(root) for root in read_roots)
+
+    def check(self, event: str, args: tuple[Any, ...]) -> str | None:
+        """Return why ``event`` is denied, or ``None`` when it may go on.
+
+        Args:
+            event: The audit event name.
+            args: The event's arguments, as passed to the hook.
+        """
+        if event in _ALWAYS_DENIED:
+            return f"{event}{_describe(args)}"
+        if event.startswith("socket.") and event != "socket.__new__":
+            return f"{event}{_describe(args)}"
+        if event.startswith("ctypes."):
+            return event
+        if event == "import" and args and args[0] in _DENIED_IMPORTS:
+            return f"import of {args[0]}"
+        if event == "open":
+            return self._check_open(args)
+        if event in _WRITE_PATH_ARGS:
+            for index in _WRITE_PATH_ARGS[event]:
+                real = _real(args[index]) if index < len(args) else None
+                if real is not None and not _inside(real, (self.workdir,)):
+                    return f"{event}({real!r})"
+        if event in _LIST_PATH_ARGS:
+            real = _real(args[0]) if args else None
+            if real is not None and not _inside(real, (self.workdir, *self.read_roots)):
+                return f"{event}({real!r})"
+        return None
+
+    def _check_open(self, args: tuple[Any, ...]) -> str | None:
+        path = args[0] if args else None
+        real = _real(path)
+        if real is None:
+            return None
+        mode = args[1] if len(args) > 1 else None
+        flags = args[2] if len(args) > 2 else 0
+        writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+            isinstance(flags, int) and bool(flags & _WRITE_FLAGS)
+        )
+        if _inside(real, (self.workdir,)):
+            return None
+        if not writes and (real in self.database_files or _inside(real, self.read_roots)):
+            return None
+        return f"open({real!r}{', for writing' if writes else ''})"
+
+
+def _describe(args: tuple[Any, ...]) -> str:
+    text = repr(args)
+    return text if len(text) <= 160 else text[:157] + "...)"
+
+
+def _deny_attach(action: int, *_: Any) -> int:
+    return sqlite3.SQLITE_DENY if action == sqlite3.SQLITE_ATTACH else sqlite3.SQLITE_OK
+
+
+def lock_down_connection(connection: sqlite3.Connection) -> None:
+    """Refuse ``ATTACH`` on ``connection``, so it cannot open other database files.
+
+    Args:
+        connection: A connection opened before the hook (the hook denies opening new ones).
+    """
+    connection.set_authorizer(_deny_attach)
+    connection.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+
+
+def install_audit_hook(policy: SandboxPolicy) -> Callable[[str, tuple[Any, ...]], None]:
+    """Install ``policy`` as an audit hook for the rest of this process's life.
+
+    Only call this in a throw-away process (the sandbox child): hooks cannot be removed.
+
+    Args:
+        policy: The allow-list to enforce.
+    """
+    state = threading.local()
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if getattr(state, "busy", False):  # an event raised by this thread's own check
+            return
+        state.busy = True
+        try:
+            try:
+                reason = policy.check(event, args)
+            except Exception as exc:  # a path that cannot even be resolved is not allowed
+                reason = f"{event} (could not be checked: {type(exc).__name__})"
+        finally:
+            state.busy = False
+        if reason is not None:
+            raise PermissionError(f"{DENIED_PREFIX}: {reason}")
+
+    sys.addaudithook(hook)
+    return hook

@@ -1,0 +1,171 @@
+"""Run a verifier on the platform (``POST /v1/verifiers/execute``), the default for episodes.
+
+Retries transient failures inside a deadline: connection errors, timeouts,
+502/503/504 (fresh instances answer 502 while warming up), an error body that
+says ``"retryable": true``, and a run whose stdout carries a ``JUDGE ERROR:``
+line (seed). The ``execution_id`` is kept, because the dashboard only counts
+sessions that link one (seed).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from .._exceptions import APIConnectionError, APIStatusError, FleetError
+from .._runtime import Deadline, RetryPolicy
+from ._bundle import bundle_sha256, bundle_verifier
+from ._entry import VerifierCodeError, find_entry_point, score_from_result
+from ._outcome import VerifierError, VerifierOutcome
+
+if TYPE_CHECKING:
+    from .._client import AsyncFleet
+
+__all__ = ["RemoteVerifierOutcome", "is_judge_error", "run_remote_async"]
+
+log = logging.getLogger("fleet_sdk.verifiers")
+
+JUDGE_ERROR_PREFIX = "JUDGE ERROR:"
+
+
+class RemoteVerifierOutcome(VerifierOutcome):
+    """A ``VerifierOutcome`` from the platform, with its ids.
+
+    Attributes:
+        execution_id: The platform's id of this run (link it to traces).
+        verifier_id: The platform's id of the verifier.
+        attempts: How many times the verifier was executed.
+        transient: The run failed for a reason a retry might fix (the reward is unknown).
+    """
+
+    execution_id: str | None = None
+    verifier_id: str | None = None
+    attempts: int = 1
+    transient: bool = False
+
+
+def is_judge_error(stdout: str | None) -> bool:
+    """Whether a verifier's stdout reports an LLM-judge failure (a line starting ``JUDGE ERROR:``).
+
+    Args:
+        stdout: The verifier's captured output.
+    """
+    return bool(stdout) and any(
+        line.lstrip().startswith(JUDGE_ERROR_PREFIX) for line in (stdout or "").splitlines()
+    )
+
+
+def _transient(exc: FleetError) -> bool:
+    if isinstance(exc, APIConnectionError):
+        return True
+    if isinstance(exc, APIStatusError):
+        if exc.retryable is not None:
+            return exc.retryable
+        return exc.status_code in (408, 429, 502, 503, 504)
+    return False
+
+
+def _outcome(response: Any, attempts: int) -> RemoteVerifierOutcome:
+    error = None
+    if response.error is not None:
+        error = VerifierError(
+            type=response.error.type, message=response.error.message, traceback=response.error.traceback
+        )
+    score: float | None = None
+    if response.success and error is None:
+        try:
+            score = score_from_result(response.result)
+        except (TypeError, ValueError) as exc:
+            error = VerifierError(type="invalid_result", message=str(exc))
+    return RemoteVerifierOutcome(
+        success=score is not None,
+        score=score,
+        result=response.result,
+        stdout=response.stdout or "",
+        error=error,
+        execution_time_ms=float(response.execution_time_ms or 0),
+        execution_id=response.execution_id,
+        verifier_id=response.verifier_id,
+        attempts=attempts,
+    )
+
+
+async def run_remote_async(
+    fleet: AsyncFleet,
+    code: str,
+    *,
+    key: str,
+    instance_id: str,
+    final_answer: Any = None,
+    run_timeout: int = 60,
+    deadline: float = 300.0,
+    retry: RetryPolicy | None = None,
+) -> RemoteVerifierOutcome:
+    """Execute a verifier on the platform against an instance; never raises for verifier faults.
+
+    Args:
+        fleet: The client to call through.
+        code: The verifier's Python source.
+        key: The verifier key (normally the task key).
+        instance_id: The instance the verifier grades.
+        final_answer: The agent's final answer, if any.
+        run_timeout: Seconds the platform gives one run.
+        deadline: Overall seconds, retries included.
+        retry: Backoff between attempts (default 3 retries, 3 s then doubling).
+
+    Returns:
+        The outcome; ``transient=True`` with ``score=None`` when every attempt failed for a
+        reason a retry might have fixed.
+    """
+    from fleet_api.env_instance import models
+
+    policy = retry or RetryPolicy(max_retries=3, backoff_base=3.0, backoff_max=12.0)
+    try:
+        function_name = find_entry_point(code)
+    except VerifierCodeError:
+        function_name = "verify"  # let the platform report the syntax error / missing entry point
+    request = models.VerifierExecuteRequest(
+        key=key,
+        sha256=bundle_sha256(code),
+        args=models.VerifierArgs(instance_id=instance_id, final_answer=final_answer),
+        function_name=function_name,
+        timeout=run_timeout,
+        bundle=base64.b64encode(bundle_verifier(code)).decode("ascii"),
+    )
+    limit = Deadline(deadline)
+    attempts = 0
+    problem = ""
+    last: RemoteVerifierOutcome | None = None
+    while True:
+        attempts += 1
+        try:
+            response = await fleet.api.control_plane.execute_verifier(
+                request, options={"deadline": limit.remaining() or deadline}
+            )
+        except FleetError as exc:
+            if not _transient(exc):
+                raise
+            problem = f"verifier execution failed: {exc}"
+        else:
+            outcome = last = _outcome(response, attempts)
+            if not is_judge_error(outcome.stdout):
+                if not outcome.execution_id:
+                    log.warning("verifier %s returned no execution_id; its trace cannot be linked", key)
+                return outcome
+            problem = "verifier stdout reported a JUDGE ERROR"
+        wait = policy.backoff(attempts)
+        if attempts > policy.max_retries or not limit.allows(wait):
+            log.warning("verifier %s: giving up after %d attempts: %s", key, attempts, problem)
+            failure = VerifierError(type="exception", message=problem)
+            if last is not None:  # keep the last run's ids and output for the trace
+                return last.model_copy(
+                    update={"success": False, "score": None, "error": failure, "transient": True}
+                )
+            return RemoteVerifierOutcome(
+                success=False, score=None, error=failure, attempts=attempts, transient=True
+            )
+        log.warning("verifier %s: %s; retry %d in %.1fs", key, problem, attempts, wait)
+        await anyio.sleep(wait)

@@ -1,0 +1,462 @@
+"""Running a verifier in a fresh, limited child process.
+
+Each run starts ``python -I -S _child.py`` (``sys.executable``) in a new session, with an empty
+environment, a fresh scratch directory as cwd, ``RLIMIT_AS``/``RLIMIT_CPU`` limits and an audit
+hook (see ``_audit.py``) installed before the verifier's code runs. The job goes in on stdin as
+JSON; the result comes back in a file outside the scratch directory, so the verifier's prints
+(stdout) stay its own. stdout and stderr are read continuously and capped, the whole process
+group is killed at the deadline and after the run, and every fault comes back as
+``VerifierOutcome.error``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from .._exceptions import FleetError
+from ._outcome import VerifierError, VerifierOutcome
+
+__all__ = [
+    "DEFAULT_MEMORY_MB",
+    "DEFAULT_TIMEOUT",
+    "OUTPUT_LIMIT_BYTES",
+    "SandboxError",
+    "run_sandboxed",
+    "run_sandboxed_async",
+]
+
+DEFAULT_TIMEOUT = 30.0
+"""Seconds of wall-clock time a sandboxed verifier gets by default."""
+
+DEFAULT_MEMORY_MB = 512
+"""Address-space limit (``RLIMIT_AS``) of the sandbox child by default, in MiB."""
+
+OUTPUT_LIMIT_BYTES = 1024 * 1024
+"""At most this much of the child's stdout (and, separately, stderr) is kept."""
+
+_CHILD_SCRIPT = Path(__file__).with_name("_child.py")
+_READ_CHUNK = 65536
+_STDERR_TAIL = 4000
+# How long to wait for stdout/stderr to reach EOF once the child has exited or been killed.
+_DRAIN_GRACE = 2.0
+
+
+class SandboxError(FleetError):
+    """The sandbox could not run at all: invalid arguments or no interpreter to start.
+
+    Faults of the verifier itself never raise; they are returned in ``VerifierOutcome.error``.
+    """
+
+
+@dataclass
+class _Job:
+    root: Path
+    workdir: Path
+    result_path: Path
+    payload: bytes
+    argv: list[str]
+    timeout: float
+    memory_mb: int
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _prepare(
+    code: str,
+    *,
+    databases: Mapping[str, str | os.PathLike[str]],
+    final_answer: Any,
+    function_name: str | None,
+    timeout: float,
+    memory_mb: int,
+) -> _Job:
+    if not isinstance(code, str):
+        raise SandboxError(f"code must be a str, not {type(code).__name__}")
+    if not (isinstance(timeout, int | float) and math.isfinite(timeout) and timeout > 0):
+        raise SandboxError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    if not (isinstance(memory_mb, int) and memory_mb >= 32):
+        raise SandboxError(f"memory_mb must be an int of at least 32, not {memory_mb!r}")
+    resolved = {str(name): str(Path(path).resolve()) for name, path in databases.items()}
+    root = Path(tempfile.mkdtemp(prefix="fleet-verifier-"))
+    workdir = root / "work"
+    workdir.mkdir()
+    result_path = root / "result.json"
+    job = {
+        "code": code,
+        "final_answer": final_answer,
+        "function_name": function_name,
+        "databases": resolved,
+        "result_path": str(result_path),
+        "memory_mb": memory_mb,
+        "cpu_seconds": math.ceil(timeout) + 1,
+        "result_limit": OUTPUT_LIMIT_BYTES,
+    }
+    try:
+        payload = json.dumps(job).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        shutil.rmtree(root, ignore_errors=True)
+        raise SandboxError(f"final_answer must be JSON-serializable: {exc}") from None
+    argv = [sys.executable, "-I", "-S", str(_CHILD_SCRIPT)]
+    return _Job(root, workdir, result_path, payload, argv, float(timeout), memory_mb)
+
+
+def _kill_group(pid: int) -> None:
+    """SIGKILL the child's process group (it leads it: ``start_new_session=True``)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _decode(data: bytes, dropped: int) -> str:
+    text = data.decode("utf-8", errors="replace")
+    if dropped:
+        text += f"\n[fleet_sdk: output truncated, {dropped} more bytes dropped]"
+    return text
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _finish(
+    job: _Job,
+    *,
+    returncode: int,
+    timed_out: bool,
+    stdout: str,
+    stderr: str,
+    elapsed_ms: float,
+) -> VerifierOutcome:
+    """Build the outcome from what the child left behind; never raises for the child's faults."""
+    stderr_tail = stderr[-_STDERR_TAIL:] or None
+
+    def failed(kind: Any, message: str, traceback: str | None = stderr_tail) -> VerifierOutcome:
+        return VerifierOutcome(
+            success=False,
+            stdout=stdout,
+            error=VerifierError(type=kind, message=message, traceback=traceback),
+            execution_time_ms=elapsed_ms,
+        )
+
+    if timed_out:
+        return failed("timeout", f"the verifier did not finish within {job.timeout:g}s and was killed")
+    try:
+        record = json.loads(job.result_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        record = None
+    if isinstance(record, dict):
+        error = record.get("error")
+        if error is not None:
+            return VerifierOutcome(
+                success=False,
+                result=record.get("result"),
+                stdout=stdout,
+                error=VerifierError.model_validate(error),
+                execution_time_ms=elapsed_ms,
+            )
+        return VerifierOutcome(
+            success=True,
+            score=record.get("score"),
+            result=record.get("result"),
+            stdout=stdout,
+            execution_time_ms=elapsed_ms,
+        )
+    if returncode < 0:
+        number = -returncode
+        name = _signal_name(number)
+        if number == signal.SIGXCPU:
+            return failed("timeout", f"the verifier used up its CPU time and was killed ({name})")
+        if number in (signal.SIGKILL, signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT):
+            return failed(
+                "memory_limit",
+                f"the verifier process was killed by {name}, most likely at its "
+                f"{job.memory_mb} MiB memory limit",
+            )
+        return failed("exception", f"the verifier process was killed by {name}")
+    return failed("exception", f"the verifier process exited with status {returncode} without a result")
+
+
+# -- sync ---------------------------------------------------------------------------------------
+
+
+class _CappedReader(threading.Thread):
+    """Drains a pipe to EOF, keeping the first ``limit`` bytes."""
+
+    def __init__(self, stream: IO[bytes], limit: int) -> None:
+        super().__init__(name="fleet-verifier-pipe", daemon=True)
+        self._fd = stream.fileno()
+        self._limit = limit
+        self._chunks: list[bytes] = []
+        self._kept = 0
+        self.dropped = 0
+
+    def run(self) -> None:
+        try:
+            while chunk := os.read(self._fd, _READ_CHUNK):
+                room = self._limit - self._kept
+                if room > 0:
+                    self._chunks.append(chunk[:room])
+                    self._kept += min(room, len(chunk))
+                self.dropped += max(0, len(chunk) - max(room, 0))
+        except OSError:
+            pass
+
+    def text(self) -> str:
+        return _decode(b"".join(self._chunks), self.dropped)
+
+
+def _feed(stream: IO[bytes], payload: bytes) -> None:
+    try:
+        stream.write(payload)
+        stream.close()
+    except (BrokenPipeError, OSError):  # the child died before reading its job
+        pass
+
+
+def _wait(process: subprocess.Popen[bytes], timeout: float) -> bool:
+    """Wait for the child to exit without reaping it; return whether the deadline passed.
+
+    ``WNOWAIT`` leaves the child a zombie, so its pid (and process group id) cannot be reused
+    before :func:`_kill_group` runs.
+    """
+    deadline = time.monotonic() + timeout
+    delay = 0.0005
+    while True:
+        try:
+            if os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return False
+        except ChildProcessError:  # already reaped elsewhere
+            return False
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return True
+        time.sleep(min(delay, remaining))
+        delay = min(delay * 2, 0.01)
+
+
+def run_sandboxed(
+    code: str,
+    *,
+    databases: Mapping[str, str | os.PathLike[str]],
+    final_answer: Any = None,
+    function_name: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    memory_mb: int = DEFAULT_MEMORY_MB,
+) -> VerifierOutcome:
+    """Run a verifier in a fresh, limited child process and return its outcome.
+
+    The child is ``sys.executable -I -S`` (no site-packages, no ``PYTHON*`` variables) started
+    with an empty environment (no secret is inherited), a new scratch directory as cwd, and
+    ``RLIMIT_AS = memory_mb`` MiB and ``RLIMIT_CPU`` just above ``timeout``. Before the verifier
+    runs, an audit hook denies opening anything but the scratch directory, the given database
+    files (read-only) and the standard library, starting processes, sending signals, the
+    network and ``ctypes``; a denied call raises ``PermissionError("denied by the verifier
+    sandbox: ...")`` inside the verifier. The verifier gets ``SQLiteEnvironment(databases,
+    read_only=True)`` as ``env``. At most :data:`OUTPUT_LIMIT_BYTES` of its stdout is kept.
+    The process group is SIGKILLed at the deadline and after every run: nothing is left
+    behind. The audit hook is a tripwire, not a jail (see ``fleet_sdk.verifiers._audit``).
+
+    Every fault of the verifier (syntax error, no entry point, exception, timeout, memory
+    limit, invalid result, a crash of the child) is returned in ``outcome.error``. This call
+    blocks; use :func:`run_sandboxed_async` from async code.
+
+    Args:
+        code: The verifier's source; its entry point is ``verify`` (else the only function).
+        databases: Database name to SQLite file, e.g. ``{"seed": ..., "current": ...}``.
+        final_answer: The agent's final answer (JSON-serializable), passed when ``verify``
+            takes two parameters.
+        function_name: Call this top-level function instead of finding the entry point.
+        timeout: Wall-clock seconds before the child is killed (``error.type == "timeout"``).
+        memory_mb: Address-space limit of the child, in MiB (at least 32).
+
+    Raises:
+        SandboxError: Invalid arguments (e.g. a ``final_answer`` that is not JSON), or the
+            interpreter could not be started.
+    """
+    job = _prepare(
+        code,
+        databases=databases,
+        final_answer=final_answer,
+        function_name=function_name,
+        timeout=timeout,
+        memory_mb=memory_mb,
+    )
+    try:
+        start = time.perf_counter()
+        try:
+            process = subprocess.Popen(
+                job.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=job.workdir,
+                env={},
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as exc:
+            raise SandboxError(f"could not start the sandbox interpreter {sys.executable!r}: {exc}") from exc
+        assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+        readers = [
+            _CappedReader(process.stdout, OUTPUT_LIMIT_BYTES),
+            _CappedReader(process.stderr, OUTPUT_LIMIT_BYTES),
+        ]
+        feeder = threading.Thread(target=_feed, args=(process.stdin, job.payload), daemon=True)
+        for thread in (*readers, feeder):
+            thread.start()
+        try:
+            timed_out = _wait(process, job.timeout)
+        finally:
+            _kill_group(process.pid)  # the deadline passed, or stragglers: none may survive
+            process.kill()
+            process.wait()
+        elapsed_ms = (time.perf_counter() - start) * 1000.0
+        for thread in (*readers, feeder):
+            thread.join(_DRAIN_GRACE)
+        process.stdout.close()
+        process.stderr.close()
+        return _finish(
+            job,
+            returncode=process.returncode,
+            timed_out=timed_out,
+            stdout=readers[0].text(),
+            stderr=readers[1].text(),
+            elapsed_ms=elapsed_ms,
+        )
+    finally:
+        job.cleanup()
+
+
+# -- async --------------------------------------------------------------------------------------
+
+
+async def _read_capped(stream: asyncio.StreamReader, limit: int) -> str:
+    chunks: list[bytes] = []
+    kept = dropped = 0
+    while chunk := await stream.read(_READ_CHUNK):
+        room = limit - kept
+        if room > 0:
+            chunks.append(chunk[:room])
+            kept += min(room, len(chunk))
+        dropped += max(0, len(chunk) - max(room, 0))
+    return _decode(b"".join(chunks), dropped)
+
+
+async def _feed_async(stream: asyncio.StreamWriter, payload: bytes) -> None:
+    try:
+        stream.write(payload)
+        await stream.drain()
+        stream.close()
+        await stream.wait_closed()
+    except (BrokenPipeError, ConnectionResetError, OSError):
+        pass
+
+
+async def run_sandboxed_async(
+    code: str,
+    *,
+    databases: Mapping[str, str | os.PathLike[str]],
+    final_answer: Any = None,
+    function_name: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,  # noqa: ASYNC109 - the child's limit, enforced by killing it
+    memory_mb: int = DEFAULT_MEMORY_MB,
+) -> VerifierOutcome:
+    """Async twin of :func:`run_sandboxed`: same child, limits and outcome.
+
+    The child is started with ``asyncio.create_subprocess_exec`` and its pipes are read on the
+    running loop, so the loop is never blocked while the verifier runs. Cancelling the call
+    kills the child's process group before the cancellation propagates.
+
+    Args:
+        code: The verifier's source.
+        databases: Database name to SQLite file.
+        final_answer: The agent's final answer (JSON-serializable).
+        function_name: Call this top-level function instead of finding the entry point.
+        timeout: Wall-clock seconds before the child is killed.
+        memory_mb: Address-space limit of the child, in MiB (at least 32).
+
+    Raises:
+        SandboxError: Invalid arguments, or the interpreter could not be started.
+    """
+    job = _prepare(
+        code,
+        databases=databases,
+        final_answer=final_answer,
+        function_name=function_name,
+        timeout=timeout,
+        memory_mb=memory_mb,
+    )
+    try:
+        start = time.perf_counter()
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *job.argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=job.workdir,
+                env={},
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise SandboxError(f"could not start the sandbox interpreter {sys.executable!r}: {exc}") from exc
+        assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+        readers = [
+            asyncio.ensure_future(_read_capped(process.stdout, OUTPUT_LIMIT_BYTES)),
+            asyncio.ensure_future(_read_capped(process.stderr, OUTPUT_LIMIT_BYTES)),
+        ]
+        feeder = asyncio.ensure_future(_feed_async(process.stdin, job.payload))
+        timed_out = False
+        try:
+            try:
+                await asyncio.wait_for(process.wait(), job.timeout)
+            except TimeoutError:
+                timed_out = True
+                _kill_group(process.pid)  # not reaped yet: the pid is still ours
+                await process.wait()
+            else:
+                # Exited. Anything still holding its pipes is a straggler of its group, which
+                # then still exists, so the group id cannot have been reused.
+                _, pending = await asyncio.wait(readers, timeout=_DRAIN_GRACE)
+                if pending:
+                    _kill_group(process.pid)
+        except BaseException:
+            if process.returncode is None:
+                _kill_group(process.pid)
+                await asyncio.shield(process.wait())
+            for task in (*readers, feeder):
+                task.cancel()
+            raise
+        elapsed_ms = (time.perf_counter() - start) * 1000.0
+        await asyncio.wait([*readers, feeder], timeout=_DRAIN_GRACE)
+        for task in (*readers, feeder):
+            task.cancel()  # a no-op for the finished ones
+        stdout, stderr = (task.result() if task.done() and not task.cancelled() else "" for task in readers)
+        return _finish(
+            job,
+            returncode=process.returncode if process.returncode is not None else -signal.SIGKILL,
+            timed_out=timed_out,
+            stdout=stdout,
+            stderr=stderr,
+            elapsed_ms=elapsed_ms,
+        )
+    finally:
+        job.cleanup()

@@ -1,0 +1,58 @@
+"""Developer and CI entry points: ``nox -s tests|contracts|generate|lint|typecheck``.
+
+Every session installs the project with its ``dev`` extra, which pins the tools whose
+output is committed (``datamodel-code-generator``, ``ruff``), so ``nox -s generate``
+reproduces ``generated/`` byte for byte on any machine.
+"""
+
+from __future__ import annotations
+
+import nox
+
+PYTHON = "3.11"
+LINT_TARGETS = ("fleet_sdk", "codegen", "tests", "contracts", "noxfile.py")
+PYTEST_NO_TESTS_COLLECTED = 5
+
+nox.options.default_venv_backend = "venv"
+nox.options.reuse_venv = "yes"
+nox.options.sessions = ["lint", "typecheck", "tests", "contracts"]
+
+
+def _install(session: nox.Session) -> None:
+    session.install("-e", ".[dev]")
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """Unit tests (``tests/``); extra arguments go to pytest, e.g. ``nox -s tests -- -k codegen``."""
+    _install(session)
+    session.run("pytest", *(session.posargs or ["tests"]))
+
+
+@nox.session(python=PYTHON)
+def contracts(session: nox.Session) -> None:
+    """Contract tests (``contracts/``); an empty suite is not a failure."""
+    _install(session)
+    session.run("pytest", "contracts", *session.posargs, success_codes=[0, PYTEST_NO_TESTS_COLLECTED])
+
+
+@nox.session(python=PYTHON)
+def generate(session: nox.Session) -> None:
+    """Regenerate ``generated/fleet_api`` from ``schemas/`` (``-- --check`` only diffs)."""
+    _install(session)
+    session.run("python", "-m", "codegen", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """``ruff check`` and ``ruff format --check`` (``generated/`` is excluded in pyproject)."""
+    _install(session)
+    session.run("ruff", "check", *LINT_TARGETS)
+    session.run("ruff", "format", "--check", *LINT_TARGETS)
+
+
+@nox.session(python=PYTHON)
+def typecheck(session: nox.Session) -> None:
+    """``mypy`` with the pyproject config (strict) on ``fleet_sdk`` and the generated package."""
+    _install(session)
+    session.run("mypy", "fleet_sdk", "generated/fleet_api", *session.posargs)

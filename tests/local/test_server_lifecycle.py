@@ -1,0 +1,111 @@
+"""Starting and stopping the local server: fast start, nothing left behind,
+state kept across restarts, and the ``fleet-sdk serve`` ready line."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from fleet_api.browser_lease import models as browser
+
+from fleet_sdk.local import LocalFleet
+
+STARTUP_BUDGET = 3.0
+"""Seconds ``LocalFleet().start()`` may take (an acceptance criterion of the issue)."""
+
+
+def _session_members(session_id: int) -> list[int]:
+    """Pids of live processes in a session or whose parent is ``session_id`` (read from /proc)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # Fields after the parenthesised command: state ppid pgrp session ...
+        fields = stat.rsplit(")", 1)[1].split()
+        state, ppid, session = fields[0], int(fields[1]), int(fields[3])
+        if state != "Z" and session_id in (ppid, session):
+            members.append(int(entry.name))
+    return members
+
+
+def _port_open(url: str) -> bool:
+    parsed = httpx.URL(url)
+    with contextlib.suppress(OSError), socket.create_connection((parsed.host, parsed.port or 80), timeout=1):
+        return True
+    return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_starts_fast_and_stops_clean() -> None:
+    server = LocalFleet()
+    started = time.monotonic()
+    server.start()
+    elapsed = time.monotonic() - started
+    try:
+        assert elapsed < STARTUP_BUDGET, f"server took {elapsed:.2f}s to start"
+        pid = server.pid
+        assert pid is not None
+        assert server.s3_url is not None and _port_open(server.s3_url)
+        assert _port_open(server.base_url)
+        s3_url, base_url = server.s3_url, server.base_url
+    finally:
+        server.stop()
+    assert _session_members(pid) == [], "processes of the server's session survived stop()"
+    assert not Path(f"/proc/{pid}").exists(), "the server process was not reaped"
+    assert not _port_open(s3_url), "moto's port is still open"
+    assert not _port_open(base_url)
+    assert not server.data_dir.exists(), "temporary data dir was not removed"
+
+
+def test_state_survives_restart(tmp_path: Path) -> None:
+    data_dir = tmp_path / "fleet-data"
+    with LocalFleet(data_dir, api_key="restart-key") as first, first.fleet() as fleet:
+        lease = fleet.api.browser.create_browser_lease(browser.BrowserLeaseRequest(ttl_seconds=3600))
+        ended = fleet.api.browser.create_browser_lease(browser.BrowserLeaseRequest(ttl_seconds=3600))
+        fleet.api.browser.delete_browser_lease(ended.lease_id)
+    assert (data_dir / "fleet.db").exists()
+    with LocalFleet(data_dir, api_key="restart-key") as second, second.fleet() as fleet:
+        again = fleet.api.browser.get_browser_lease(lease.lease_id)
+        assert again.status == "running"
+        assert again.created_timestamp_ms == lease.created_timestamp_ms
+        assert fleet.api.browser.get_browser_lease(ended.lease_id).status == "terminated"
+    assert data_dir.exists(), "a caller's data dir must be kept"
+
+
+def test_cli_serve_prints_ready_line(tmp_path: Path) -> None:
+    argv = [sys.executable, "-m", "fleet_sdk.cli", "serve", "--port", "0", "--data-dir", str(tmp_path), "--quiet"]
+    env = {**os.environ, "FLEET_LOCAL_API_KEY": "cli-key"}
+    process = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        ready = json.loads(line)
+        assert ready["event"] == "ready"
+        assert ready["url"].startswith("http://127.0.0.1:")
+        assert ready["pid"] == process.pid
+        assert ready["s3_url"] and ready["s3_url"] != ready["url"]
+        response = httpx.post(
+            f"{ready['url']}/v1/traces/jobs", json={"name": "cli"}, headers={"Authorization": "Bearer cli-key"}
+        )
+        assert response.status_code == 200, response.text
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=15) == 0
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()

@@ -1,0 +1,205 @@
+"""Traces jobs, browser leases and the S3 endpoint of the local server, over HTTP
+with the generated clients (``fleet.api.traces`` / ``fleet.api.browser``) and boto3."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+
+import boto3
+import httpx
+import pytest
+from fleet_api.browser_lease import models as browser
+from fleet_api.traces_jobs import models as traces
+
+from fleet_sdk import _exceptions as errors
+from fleet_sdk._client import Fleet
+from fleet_sdk.local import LocalFleet
+
+BUCKET = "fleet-sessions-images"
+X_API_KEY_REFUSAL = "Authentication required. Provide either API key or JWT token with team ID"
+
+
+@pytest.fixture()
+def fleet(local: LocalFleet) -> Iterator[Fleet]:
+    client = local.fleet()
+    yield client
+    client.close()
+
+
+# --- traces ---------------------------------------------------------------------------------------
+
+
+def test_create_trace_job(fleet: Fleet) -> None:
+    job = fleet.api.traces.create_trace_job(traces.TraceJobRequest(name="run-42"))
+    assert job.name == "run-42"
+    assert job.status == "active"
+    assert job.job_id
+    other = fleet.api.traces.create_trace_job(traces.TraceJobRequest(name="run-42"))
+    assert other.job_id != job.job_id
+
+
+def test_trace_job_validation_names_the_field(local: LocalFleet) -> None:
+    response = httpx.post(
+        f"{local.base_url}/v1/traces/jobs",
+        json={"name": ""},
+        headers={"Authorization": f"Bearer {local.api_key}"},
+    )
+    assert response.status_code == 422
+    body = response.json()
+    assert body["code"] == "validation_error"
+    assert ["body", "name"] in [issue["loc"] for issue in body["detail"]]
+
+
+def test_traces_refuse_x_api_key(local: LocalFleet) -> None:
+    response = httpx.post(f"{local.base_url}/v1/traces/jobs", json={"name": "x"}, headers={"X-API-Key": local.api_key})
+    assert response.status_code == 401
+    assert response.json()["detail"] == X_API_KEY_REFUSAL
+
+
+def test_legacy_trace_logs_are_stored_and_deprecated(fleet: Fleet) -> None:
+    job = fleet.api.traces.create_trace_job(traces.TraceJobRequest(name="legacy"))
+    request = traces.TraceLogsRequest(
+        job_id=job.job_id,
+        task_key="task-1",
+        model="gemini-2.5",
+        history=[
+            traces.TraceTurn(role="user", parts=[traces.TracePart(text="open the page")]),
+            traces.TraceTurn(
+                role="model",
+                parts=[traces.TracePart(function_call=traces.TraceFunctionCall(name="computer", args={"a": 1}))],
+            ),
+        ],
+        score=None,
+    )
+    with pytest.warns(DeprecationWarning):
+        raw = fleet.api.traces.with_raw_response.upload_trace_logs(request)
+    assert raw.headers.get("deprecation") == "true"
+    stored = raw.parse()
+    assert stored.success and stored.session_id
+    # Appending to the same session keeps its id.
+    again = request.model_copy(update={"session_id": stored.session_id})
+    with pytest.warns(DeprecationWarning):
+        assert fleet.api.traces.upload_trace_logs(again).session_id == stored.session_id
+
+
+# --- S3 endpoint ----------------------------------------------------------------------------------
+
+
+def _s3(local: LocalFleet):  # type: ignore[no-untyped-def]
+    assert local.s3_url is not None
+    return boto3.client(
+        "s3",
+        endpoint_url=local.s3_url,
+        region_name="us-east-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
+
+
+def test_s3_put_head_get_and_public_url(local: LocalFleet) -> None:
+    s3 = _s3(local)
+    key = f"harness/screenshot/{uuid.uuid4().hex[:24]}.png"
+    payload = b"\x89PNG\r\n\x1a\n" + uuid.uuid4().bytes * 64
+    with pytest.raises(s3.exceptions.ClientError):
+        s3.head_object(Bucket=BUCKET, Key=key)
+    s3.put_object(Bucket=BUCKET, Key=key, Body=payload, ContentType="image/png")
+    head = s3.head_object(Bucket=BUCKET, Key=key)
+    assert head["ContentLength"] == len(payload)
+    assert s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == payload
+    # Anonymous fetch at the public URL, like the dashboard does.
+    public = httpx.get(f"{local.s3_url}/{BUCKET}/{key}")
+    assert public.status_code == 200
+    assert public.content == payload
+    assert public.headers["content-type"] == "image/png"
+
+
+def test_s3_bucket_is_in_us_east_1(local: LocalFleet) -> None:
+    location = _s3(local).get_bucket_location(Bucket=BUCKET)
+    assert location.get("LocationConstraint") in (None, "us-east-1")
+
+
+# --- browser leases -------------------------------------------------------------------------------
+
+
+def test_lease_lifecycle(local: LocalFleet, fleet: Fleet) -> None:
+    before = int(time.time() * 1000)
+    lease = fleet.api.browser.create_browser_lease(
+        browser.BrowserLeaseRequest(ttl_seconds=600, allowed_hosts=["127.0.0.1"])
+    )
+    assert lease.status == "running"
+    assert lease.id == lease.lease_id
+    assert lease.allowed_hosts == ["127.0.0.1"]
+    assert lease.host_domain and lease.browser_id and lease.cluster_name
+    for url, suffix in ((lease.mcp_url, "mcp"), (lease.cdp_url, "cdp"), (lease.stream_url, "stream")):
+        assert url == f"{local.base_url}/browser/{lease.lease_id}/{suffix}"
+    assert before <= lease.created_timestamp_ms <= int(time.time() * 1000)
+    assert lease.expires_timestamp_ms == lease.created_timestamp_ms + 600_000
+
+    assert fleet.api.browser.get_browser_lease(lease.lease_id) == lease
+    tools = fleet.api.browser.get_browser_lease_mcp_tools(lease.lease_id)
+    assert [tool.name for tool in tools.tools] == ["computer"]
+    schema = tools.tools[0].input_schema
+    assert schema["properties"]["action"]["enum"] == ["screenshot", "click", "type", "scroll", "navigate"]
+    assert schema["required"] == ["action"]
+
+    deleted = fleet.api.browser.delete_browser_lease(lease.lease_id)
+    assert deleted.success and deleted.status == "terminated" and deleted.lease_id == lease.lease_id
+    assert fleet.api.browser.get_browser_lease(lease.lease_id).status == "terminated"
+    with pytest.raises(errors.APIStatusError) as gone:
+        fleet.api.browser.delete_browser_lease(lease.lease_id)
+    assert gone.value.status_code == 410
+    with pytest.raises(errors.NotFoundError):
+        fleet.api.browser.get_browser_lease_mcp_tools(lease.lease_id)
+
+
+def test_unknown_lease_is_404(fleet: Fleet) -> None:
+    with pytest.raises(errors.NotFoundError):
+        fleet.api.browser.get_browser_lease("lease_missing")
+    with pytest.raises(errors.NotFoundError):
+        fleet.api.browser.delete_browser_lease("lease_missing")
+    with pytest.raises(errors.NotFoundError):
+        fleet.api.browser.get_browser_lease_mcp_tools("lease_missing")
+
+
+def test_default_allowed_hosts_is_this_server(local: LocalFleet, fleet: Fleet) -> None:
+    lease = fleet.api.browser.create_browser_lease(browser.BrowserLeaseRequest(ttl_seconds=60))
+    assert lease.allowed_hosts == [httpx.URL(local.base_url).netloc.decode()]
+    fleet.api.browser.delete_browser_lease(lease.lease_id)
+
+
+def test_lease_expires_by_ttl(fleet: Fleet) -> None:
+    lease = fleet.api.browser.create_browser_lease(browser.BrowserLeaseRequest(ttl_seconds=1))
+    assert lease.status == "running"
+    deadline = time.monotonic() + 5
+    while fleet.api.browser.get_browser_lease(lease.lease_id).status != "expired":
+        assert time.monotonic() < deadline, "lease did not expire"
+        time.sleep(0.1)
+    # An expired lease is already gone: deleting it answers 410.
+    with pytest.raises(errors.APIStatusError) as gone:
+        fleet.api.browser.delete_browser_lease(lease.lease_id)
+    assert gone.value.status_code == 410
+
+
+def test_client_chosen_lease_id_and_idempotency_key(fleet: Fleet) -> None:
+    chosen = f"lease-{uuid.uuid4().hex[:8]}"
+    lease = fleet.api.browser.create_browser_lease(browser.BrowserLeaseRequest(ttl_seconds=60, lease_id=chosen))
+    assert lease.lease_id == chosen
+    key = str(uuid.uuid4())
+    first = fleet.api.browser.create_browser_lease(browser.BrowserLeaseRequest(ttl_seconds=60), idempotency_key=key)
+    second = fleet.api.browser.create_browser_lease(browser.BrowserLeaseRequest(ttl_seconds=60), idempotency_key=key)
+    assert first == second
+    third = fleet.api.browser.create_browser_lease(browser.BrowserLeaseRequest(ttl_seconds=60))
+    assert third.lease_id != first.lease_id
+    for lease_id in (chosen, first.lease_id, third.lease_id):
+        fleet.api.browser.delete_browser_lease(lease_id)
+
+
+def test_browser_requires_bearer(local: LocalFleet) -> None:
+    response = httpx.post(f"{local.base_url}/v1/browser", json={"ttl_seconds": 5})
+    assert response.status_code == 401
+    wrong = httpx.post(
+        f"{local.base_url}/v1/browser", json={"ttl_seconds": 5}, headers={"Authorization": "Bearer nope"}
+    )
+    assert wrong.status_code == 401
