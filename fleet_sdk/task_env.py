@@ -234,7 +234,7 @@ class TaskEnv:
         if not self.done and self.step_count >= self.max_steps:
             self._finish("max_steps")
         reward: float | None = 0.0
-        if self.done:
+        if self.done_reason is not None:  # this step ended the episode
             reward = await self._verify()
         observation = {"tool": name, "content": self._content(value), "step": self.step_count}
         info = {

@@ -109,7 +109,8 @@ class FaultMiddleware:
             await self.app(scope, receive, send)
             return
         if rule.mode == "drop":
-            raise DroppedConnection(f"fault injection dropped {method} {path}")
+            await _drop(send)
+            return
         status = rule.status
         if rule.mode == "hang":
             await asyncio.sleep(rule.delay)
@@ -142,6 +143,23 @@ class FaultMiddleware:
             return
         self.injector.arm(rule)
         await _json(send, 200, {"armed": rule.__dict__})
+
+
+async def _drop(send: Send) -> None:
+    """Break the connection mid-response.
+
+    ASGI gives no handle on the socket, and an exception raised here is turned
+    into a 500 by the app's error middleware. Instead, start a response that
+    promises a body and return without sending it: uvicorn then closes the
+    connection, and the client sees the peer hang up (a transport error, never a status).
+    """
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", b"1024")],
+        }
+    )
 
 
 async def _json(send: Send, status: int, body: dict[str, Any]) -> None:

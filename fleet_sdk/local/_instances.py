@@ -138,8 +138,9 @@ def ensure_seed(state: LocalState, env_key: str, version: str) -> Path:
     return path
 
 
-def _to_model(doc: dict[str, Any]) -> models.InstanceResponse:
-    return models.InstanceResponse.model_validate(doc)
+def _to_model(state: LocalState, doc: dict[str, Any]) -> models.InstanceResponse:
+    # URLs are rebuilt from the current public URL: a restarted server may listen elsewhere.
+    return models.InstanceResponse.model_validate({**doc, "urls": _urls(state, str(doc["instance_id"]))})
 
 
 def _urls(state: LocalState, instance_id: str) -> dict[str, Any]:
@@ -278,7 +279,7 @@ def create_instance(state: LocalState, req: models.InstanceRequest) -> models.In
         "_created_from": req.created_from,
     }
     state.store.put(KIND, instance_id, doc)
-    return _to_model(doc)
+    return _to_model(state, doc)
 
 
 def get_instance(state: LocalState, instance_id: str) -> models.InstanceResponse:
@@ -287,7 +288,7 @@ def get_instance(state: LocalState, instance_id: str) -> models.InstanceResponse
     Raises:
         LocalAPIError: 404 ``instance_not_found``.
     """
-    return _to_model(_load(state, instance_id))
+    return _to_model(state, _load(state, instance_id))
 
 
 def list_instances(
@@ -301,7 +302,7 @@ def list_instances(
     wanted = {"status": status, "region": region, "run_id": run_id, "profile_id": profile_id}
     docs = state.store.list(KIND)
     return [
-        _to_model(doc)
+        _to_model(state, doc)
         for doc in docs
         if all(value is None or doc.get(field) == value for field, value in wanted.items())
     ]
@@ -324,7 +325,7 @@ def delete_instance(state: LocalState, instance_id: str) -> models.InstanceRespo
                 or doc
             )
         shutil.rmtree(state.instance_dir(instance_id), ignore_errors=True)
-    return _to_model(doc)
+    return _to_model(state, doc)
 
 
 def heartbeat(state: LocalState, instance_id: str) -> models.HeartbeatResponse:
@@ -376,9 +377,7 @@ def open_db(state: LocalState, instance_id: str, name: str, read_only: bool) -> 
         )
         conn.execute("PRAGMA query_only = ON")
         return conn
-    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=10.0)
-    conn.execute("PRAGMA foreign_keys = ON")
-    return conn
+    return sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=10.0)
 
 
 def reset_instance(state: LocalState, instance_id: str, seed: int | None = None) -> models.ResetResponse:

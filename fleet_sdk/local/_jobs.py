@@ -1,4 +1,4 @@
-"""Evaluation jobs (``/v1/jobs``): run tasks × models × ``pass_k`` sessions and grade them.
+"""Evaluation jobs (``/v1/jobs``): run tasks x models x ``pass_k`` sessions and grade them.
 
 ``POST /v1/jobs`` selects tasks (``task_keys``, else ``project_key``, else ``env_key``, less
 ``excluded_task_keys``), stores a ``job`` document and one ``pending`` session per run, and starts
@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
+import threading
 from collections.abc import AsyncIterator, Mapping
 from typing import Annotated, Any
 
@@ -70,6 +72,7 @@ SESSION_KIND = "session"
 DEFAULT_MAX_STEPS = 30
 DEFAULT_MAX_DURATION_MINUTES = 10
 _TASKS_KEY = "jobs.tasks"
+_IDEMPOTENCY_KIND = "idempotency"
 _TERMINAL_SESSION = frozenset({"completed", "timed_out", "errored", "failed"})
 _TERMINAL_JOB = frozenset({"completed", "errored", "failed", "cancelled"})
 
@@ -107,7 +110,9 @@ def _select_tasks(state: LocalState, req: models.JobRequest) -> list[dict[str, A
         by_key = {doc.get("task_key"): doc for doc in docs}
         missing = [key for key in req.task_keys if key not in by_key]
         if missing:
-            raise LocalAPIError(404, f"task(s) not found: {', '.join(missing)}", code="not_found", retryable=False)
+            raise LocalAPIError(
+                404, f"task(s) not found: {', '.join(missing)}", code="not_found", retryable=False
+            )
         selected = [by_key[key] for key in dict.fromkeys(req.task_keys)]
     elif req.project_key:
         selected = [doc for doc in docs if doc.get("project_key") == req.project_key]
@@ -126,10 +131,15 @@ def _select_tasks(state: LocalState, req: models.JobRequest) -> list[dict[str, A
                     code="env_not_found",
                     retryable=False,
                 )
-            raise LocalAPIError(404, f"environment {req.env_key!r} has no tasks", code="not_found", retryable=False)
+            raise LocalAPIError(
+                404, f"environment {req.env_key!r} has no tasks", code="not_found", retryable=False
+            )
     else:
         raise LocalAPIError(
-            422, "select tasks with task_keys, project_key or env_key", code="validation_error", retryable=False
+            422,
+            "select tasks with task_keys, project_key or env_key",
+            code="validation_error",
+            retryable=False,
         )
     excluded = set(req.excluded_task_keys or ())
     selected = [doc for doc in selected if doc.get("task_key") not in excluded]
@@ -207,7 +217,41 @@ def _create_job(state: LocalState, req: models.JobRequest) -> models.JobCreated:
         "error": None,
     }
     state.store.put(JOB_KIND, job_id, doc)
-    return models.JobCreated(job_id=job_id, workflow_job_id=doc["workflow_job_id"], status="pending", name=name)
+    return models.JobCreated(
+        job_id=job_id, workflow_job_id=doc["workflow_job_id"], status="pending", name=name
+    )
+
+
+_idempotency_lock = threading.Lock()
+
+
+def _create_job_once(state: LocalState, req: models.JobRequest, key: str | None) -> models.JobCreated:
+    """:func:`_create_job`, once per ``Idempotency-Key`` (the same key and body replays the answer).
+
+    Raises:
+        LocalAPIError: 409 when the key was used with another body.
+    """
+    if key is None:
+        return _create_job(state, req)
+    payload = json.dumps(req.model_dump(mode="json", exclude_none=True), sort_keys=True)
+    digest = hashlib.sha256(payload.encode()).hexdigest()
+    record_id = f"create_job:{key}"
+    with _idempotency_lock:
+        record = state.store.get(_IDEMPOTENCY_KIND, record_id)
+        if record is not None:
+            if record.get("digest") != digest:
+                raise LocalAPIError(
+                    409,
+                    f"Idempotency-Key {key!r} was already used with a different request body",
+                    code="idempotency_conflict",
+                    retryable=False,
+                )
+            return models.JobCreated.model_validate(record["response"])
+        created = _create_job(state, req)
+        state.store.put(
+            _IDEMPOTENCY_KIND, record_id, {"digest": digest, "response": created.model_dump(mode="json")}
+        )
+        return created
 
 
 # ---------------------------------------------------------------- running
@@ -266,7 +310,11 @@ class _Episode:
                     await self.record({"role": "assistant", "content": turn.content})
                 return
             await self.record(
-                {"role": "assistant", "content": turn.content, "tool_calls": [c.openai() for c in turn.tool_calls]}
+                {
+                    "role": "assistant",
+                    "content": turn.content,
+                    "tool_calls": [c.openai() for c in turn.tool_calls],
+                }
             )
             self.steps += 1
             for call in turn.tool_calls:
@@ -279,7 +327,9 @@ class _Episode:
                 else:
                     outcome = await execute_tool(self.state, self.instance_id, call.name, call.arguments)
                     text = json.dumps({"error": outcome.error}) if outcome.is_error else outcome.text()
-                await self.record({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": text})
+                await self.record(
+                    {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": text}
+                )
             await _store(self.state, SESSION_KIND, self.session_id, step_count=self.steps)
 
 
@@ -287,13 +337,7 @@ def _verifier_record(raw: Mapping[str, Any]) -> dict[str, Any]:
     """The session's ``verifier_execution`` from an ``execute_for_session`` result."""
     score = raw.get("score")
     if not isinstance(score, int | float) or isinstance(score, bool):
-        result = raw.get("result")
-        if isinstance(result, int | float) and not isinstance(result, bool):
-            score = float(result)
-        elif isinstance(result, Mapping) and isinstance(result.get("score"), int | float):
-            score = float(result["score"])
-        else:
-            score = None
+        score = None
     elapsed = raw.get("execution_time_ms")
     return {
         "success": bool(raw.get("success")),
@@ -334,7 +378,11 @@ async def _run_session(state: LocalState, job: Mapping[str, Any], session: Mappi
         instance = await anyio.to_thread.run_sync(_instances.create_instance, state, request)
         instance_id = instance.instance_id
         await _store(
-            state, SESSION_KIND, session_id, instance_id=instance_id, instance=instance.model_dump(mode="json")
+            state,
+            SESSION_KIND,
+            session_id,
+            instance_id=instance_id,
+            instance=instance.model_dump(mode="json"),
         )
         env = state.environments[instance.env_key]
         prompt = str(task.get("prompt") or "")
@@ -355,7 +403,9 @@ async def _run_session(state: LocalState, job: Mapping[str, Any], session: Mappi
         policy = make_policy(state.settings, context)
         episode = _Episode(state, session_id, instance_id, max_steps)
         system_prompt = job.get("system_prompt") or _default_system_prompt(env.name, offer_submit)
-        await episode.record({"role": "system", "content": system_prompt}, {"role": "user", "content": prompt})
+        await episode.record(
+            {"role": "system", "content": system_prompt}, {"role": "user", "content": prompt}
+        )
         minutes = float(job.get("max_duration_minutes") or DEFAULT_MAX_DURATION_MINUTES)
         status = "completed"
         try:
@@ -432,7 +482,9 @@ async def _run_job(state: LocalState, job_id: str) -> None:
         raise
     except Exception as exc:
         logger.exception("job %s crashed", job_id)
-        await _store(state, JOB_KIND, job_id, status="failed", error=f"{type(exc).__name__}: {exc}", updated_at=iso())
+        await _store(
+            state, JOB_KIND, job_id, status="failed", error=f"{type(exc).__name__}: {exc}", updated_at=iso()
+        )
 
 
 def _start(state: LocalState, job_id: str) -> None:
@@ -485,18 +537,11 @@ def router(state: LocalState) -> APIRouter:
     api = APIRouter(tags=["control-plane"])
 
     @api.post("/v1/jobs", response_model=models.JobCreated)
-    async def create_job(body: models.JobRequest, idempotency_key: IdempotencyKey = None) -> models.JobCreated:
+    async def create_job(
+        body: models.JobRequest, idempotency_key: IdempotencyKey = None
+    ) -> models.JobCreated:
         """Create a job and start running it."""
-        created = await anyio.to_thread.run_sync(
-            lambda: _control._idempotent(
-                state,
-                "create_job",
-                idempotency_key,
-                body.model_dump(mode="json", exclude_none=True),
-                models.JobCreated,
-                lambda: _create_job(state, body),
-            )
-        )
+        created = await anyio.to_thread.run_sync(_create_job_once, state, body, idempotency_key)
         job = await anyio.to_thread.run_sync(state.store.get, JOB_KIND, created.job_id)
         if job is not None and job.get("status") == "pending":
             _start(state, created.job_id)
@@ -507,7 +552,9 @@ def router(state: LocalState) -> APIRouter:
         """Every job, oldest first."""
         docs = await anyio.to_thread.run_sync(state.store.list, JOB_KIND)
         jobs = [
-            models.JobSummary(id=d["id"], name=d.get("name"), created_at=d.get("created_at"), status=d["status"])
+            models.JobSummary.model_validate(
+                {key: d.get(key) for key in ("id", "name", "created_at", "status")}
+            )
             for d in docs
         ]
         return models.JobList(jobs=jobs, total=len(jobs))

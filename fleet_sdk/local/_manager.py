@@ -34,7 +34,12 @@ MANAGER_PREFIX = "/instances/{instance_id}/api/v1/env"
 
 # SQLite's primary result code for "attempt to write a readonly database" (SQLITE_READONLY).
 _SQLITE_READONLY = 8
-_SQLITE_AUTH = 23
+# Statements that would reach files other than the instance's own database (ATTACH, VACUUM INTO).
+_DENIED_ACTIONS = frozenset({sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH})
+
+
+def _authorizer(action: int, *_: str | None) -> int:
+    return sqlite3.SQLITE_DENY if action in _DENIED_ACTIONS else sqlite3.SQLITE_OK
 
 
 # ---------------------------------------------------------------- SQLite helpers
@@ -84,7 +89,7 @@ def describe(conn: sqlite3.Connection, name: str) -> models.DescribeResponse:
 
 def _is_read_only_error(exc: sqlite3.Error) -> bool:
     code = getattr(exc, "sqlite_errorcode", None)
-    return isinstance(code, int) and (code & 0xFF) in (_SQLITE_READONLY, _SQLITE_AUTH)
+    return isinstance(code, int) and (code & 0xFF) == _SQLITE_READONLY
 
 
 def query(
@@ -92,10 +97,13 @@ def query(
 ) -> models.QueryResponse:
     """Run one statement; SQL errors come back as ``success: false`` (the schema's choice).
 
+    ``ATTACH``, ``DETACH`` and ``VACUUM INTO`` are refused (they would reach other files).
+
     Raises:
         LocalAPIError: 403 ``read_only`` when the statement tried to write on a read-only connection.
     """
     args = tuple(request.args or ())
+    conn.set_authorizer(_authorizer)
     try:
         cursor = conn.execute(request.query, args)
         columns = [d[0] for d in cursor.description] if cursor.description else None

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import mcp.types as types
 from fastapi import FastAPI
+from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.responses import JSONResponse
@@ -158,7 +158,9 @@ async def execute_tool(
     if tool is None:
         return ToolOutcome(name=name, error=f"Unknown tool: {name}")
     try:
-        value = await anyio.to_thread.run_sync(_run_tool_sync, state, instance_id, tool, dict(arguments or {}))
+        value = await anyio.to_thread.run_sync(
+            _run_tool_sync, state, instance_id, tool, dict(arguments or {})
+        )
     except ToolError as exc:
         return ToolOutcome(name=name, error=exc.message)
     except Exception as exc:
@@ -188,7 +190,9 @@ def mcp_tool(tool: ToolSpec) -> types.Tool:
 
 def _build_server(state: LocalState) -> Server[Any, Any]:
     """The low-level MCP server; the instance id of each request is read from its ASGI scope."""
-    server: Server[Any, Any] = Server("fleet-local-instance", instructions="Tools of a local Fleet env instance.")
+    server: Server[Any, Any] = Server(
+        "fleet-local-instance", instructions="Tools of a local Fleet env instance."
+    )
 
     def current_instance() -> str:
         request = server.request_context.request
@@ -202,7 +206,7 @@ def _build_server(state: LocalState) -> Server[Any, Any]:
         env = await instance_environment(state, current_instance())
         return [mcp_tool(tool) for tool in env.tools]
 
-    @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator, no-untyped-call]
+    @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator]
     async def call_tool(name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
         instance_id = current_instance()
         try:

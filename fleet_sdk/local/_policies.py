@@ -94,7 +94,11 @@ class ToolCallRequest:
 
     def openai(self) -> dict[str, Any]:
         """The call in OpenAI ``tool_calls`` shape."""
-        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments_json}}
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments_json},
+        }
 
 
 @dataclass(frozen=True)
@@ -146,7 +150,10 @@ def openai_tool(name: str, description: str, input_schema: Mapping[str, Any]) ->
         "properties": dict(input_schema.get("properties") or {}),
         "required": list(input_schema.get("required") or []),
     }
-    return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": parameters},
+    }
 
 
 def submit_final_answer_tool() -> dict[str, Any]:
@@ -166,7 +173,9 @@ class ScriptedPolicy:
         metadata = context.task.get("metadata") or {}
         steps = metadata.get("reference_solution") if isinstance(metadata, Mapping) else None
         if not isinstance(steps, list) or not steps:
-            raise PolicyError(f"task {context.task.get('task_key')!r} has no metadata.reference_solution to script")
+            raise PolicyError(
+                f"task {context.task.get('task_key')!r} has no metadata.reference_solution to script"
+            )
         self._steps: list[Mapping[str, Any]] = [s for s in steps if isinstance(s, Mapping)]
         self._next = 0
 
@@ -210,10 +219,14 @@ class RandomPolicy:
 
 def random_value(rng: random.Random, schema: Mapping[str, Any], depth: int = 0) -> Any:
     """A random value valid for the subset of JSON Schema the bundled tools use."""
-    if "enum" in schema and schema["enum"]:
+    if schema.get("enum"):
         return rng.choice(list(schema["enum"]))
     declared = schema.get("type", "string")
-    kind = rng.choice([t for t in declared if t != "null"] or ["null"]) if isinstance(declared, list) else declared
+    kind = (
+        rng.choice([t for t in declared if t != "null"] or ["null"])
+        if isinstance(declared, list)
+        else declared
+    )
     if kind == "object":
         properties: Mapping[str, Any] = schema.get("properties") or {}
         required = set(schema.get("required") or [])
@@ -251,7 +264,9 @@ class ChatCompletionsPolicy:
         timeout: Seconds per HTTP attempt.
     """
 
-    def __init__(self, context: PolicyContext, base_url: str, api_key: str | None, timeout: float = 120.0) -> None:
+    def __init__(
+        self, context: PolicyContext, base_url: str, api_key: str | None, timeout: float = 120.0
+    ) -> None:
         base = base_url.rstrip("/")
         self._url = base if base.endswith("/chat/completions") else f"{base}/chat/completions"
         self._model = context.model_id
@@ -269,7 +284,9 @@ class ChatCompletionsPolicy:
         try:
             message = data["choices"][0]["message"]
         except (KeyError, IndexError, TypeError) as exc:
-            raise PolicyError(f"model endpoint answered without choices[0].message: {str(data)[:300]}") from exc
+            raise PolicyError(
+                f"model endpoint answered without choices[0].message: {str(data)[:300]}"
+            ) from exc
         calls: list[ToolCallRequest] = []
         for raw in message.get("tool_calls") or []:
             function = raw.get("function") or {}
@@ -305,11 +322,15 @@ class ChatCompletionsPolicy:
                 problem = f"HTTP {response.status_code}: {response.text[:300]}"
                 continue
             if response.status_code >= 400:
-                raise PolicyError(f"model endpoint {self._url} answered {response.status_code}: {response.text[:300]}")
+                raise PolicyError(
+                    f"model endpoint {self._url} answered {response.status_code}: {response.text[:300]}"
+                )
             try:
                 return response.json()
             except ValueError as exc:
-                raise PolicyError(f"model endpoint {self._url} answered non-JSON: {response.text[:300]}") from exc
+                raise PolicyError(
+                    f"model endpoint {self._url} answered non-JSON: {response.text[:300]}"
+                ) from exc
         raise PolicyError(f"model endpoint {self._url} failed after {_HTTP_ATTEMPTS} attempts: {problem}")
 
     async def aclose(self) -> None:
@@ -330,7 +351,8 @@ def make_policy(settings: LocalSettings, context: PolicyContext) -> Policy:
         return RandomPolicy(context)
     if not settings.model_base_url:
         raise PolicyError(
-            f"model {context.model_id!r} needs a model endpoint: start the local server with --model-base-url "
-            f"(an OpenAI-compatible chat-completions URL), or use {SCRIPTED_MODEL!r} / {RANDOM_MODEL!r}"
+            f"model {context.model_id!r} needs a model endpoint: start the local server with "
+            "--model-base-url (an OpenAI-compatible chat-completions URL), "
+            f"or use {SCRIPTED_MODEL!r} / {RANDOM_MODEL!r}"
         )
     return ChatCompletionsPolicy(context, settings.model_base_url, settings.model_api_key)

@@ -59,6 +59,9 @@ def serve(settings: LocalSettings, *, announce: bool = True) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((settings.host, settings.port))
+    # Listen now: the ready line is printed from the lifespan, before uvicorn starts accepting,
+    # and a bound socket that is not listening refuses the connections of a fast client.
+    sock.listen(2048)
     host, port = sock.getsockname()[:2]
     state = build_state(settings)
     state.public_url = f"http://{host}:{port}"

@@ -12,11 +12,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Response
 from fleet_api.traces_jobs import models
 
+from ._errors import strict_body
 from ._state import LocalState, iso, new_id
 
 TRACE_JOB_KIND = "trace_job"
@@ -28,14 +29,18 @@ def router(state: LocalState) -> APIRouter:
     api = APIRouter(tags=["traces-jobs"])
 
     @api.post("/v1/traces/jobs", response_model=models.TraceJob)
-    async def create_trace_job(body: models.TraceJobRequest) -> models.TraceJob:
+    async def create_trace_job(
+        body: Annotated[models.TraceJobRequest, strict_body(models.TraceJobRequest)],
+    ) -> models.TraceJob:
         """Create an ``active`` trace job; its id groups the sessions of one run."""
         job = models.TraceJob(job_id=new_id("tjob"), name=body.name, status="active")
         state.store.put(TRACE_JOB_KIND, job.job_id, {**job.model_dump(), "created_at": iso()})
         return job
 
     @api.post("/v1/traces/logs", response_model=models.TraceLogsResponse, deprecated=True)
-    async def upload_trace_logs(body: models.TraceLogsRequest, response: Response) -> models.TraceLogsResponse:
+    async def upload_trace_logs(
+        body: Annotated[models.TraceLogsRequest, strict_body(models.TraceLogsRequest)], response: Response
+    ) -> models.TraceLogsResponse:
         """Store a legacy Gemini-shape trace (deprecated; kept for replaying old traces).
 
         A known ``session_id`` gets the turns appended; an unknown or missing one

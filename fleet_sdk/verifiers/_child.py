@@ -3,9 +3,10 @@
 It must not import ``fleet_sdk``: that would pull in httpx and read the project's files. It
 registers this directory as a bare package (without running ``__init__``, which needs
 pydantic) so the stdlib-only modules beside it can import each other relatively, then hands
-over to :func:`_runner.main`.
+over to :func:`_runner.main`. Once the result is written it exits at once (``os._exit``).
 """
 
+import contextlib
 import importlib
 import os
 import sys
@@ -24,4 +25,9 @@ def _bootstrap() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_bootstrap())
+    _status = _bootstrap()
+    for _stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # the verifier may have closed it
+            _stream.flush()
+    # Leave now: do not wait for threads the verifier started or run its atexit handlers.
+    os._exit(_status)

@@ -17,18 +17,17 @@ import anyio
 
 from .._exceptions import APIConnectionError, APIStatusError, FleetError
 from .._runtime import Deadline, RetryPolicy
+from ..rewards import is_judge_error
 from ._bundle import bundle_sha256, bundle_verifier
 from ._entry import VerifierCodeError, find_entry_point, score_from_result
 from ._outcome import VerifierError, VerifierOutcome
 
 if TYPE_CHECKING:
-    from .._client import AsyncFleet
+    from .._client import AsyncFleet, Fleet
 
-__all__ = ["RemoteVerifierOutcome", "is_judge_error", "run_remote_async"]
+__all__ = ["RemoteVerifierOutcome", "run_remote", "run_remote_async"]
 
 log = logging.getLogger("fleet_sdk.verifiers")
-
-JUDGE_ERROR_PREFIX = "JUDGE ERROR:"
 
 
 class RemoteVerifierOutcome(VerifierOutcome):
@@ -45,17 +44,6 @@ class RemoteVerifierOutcome(VerifierOutcome):
     verifier_id: str | None = None
     attempts: int = 1
     transient: bool = False
-
-
-def is_judge_error(stdout: str | None) -> bool:
-    """Whether a verifier's stdout reports an LLM-judge failure (a line starting ``JUDGE ERROR:``).
-
-    Args:
-        stdout: The verifier's captured output.
-    """
-    return bool(stdout) and any(
-        line.lstrip().startswith(JUDGE_ERROR_PREFIX) for line in (stdout or "").splitlines()
-    )
 
 
 def _transient(exc: FleetError) -> bool:
@@ -169,3 +157,16 @@ async def run_remote_async(
             )
         log.warning("verifier %s: %s; retry %d in %.1fs", key, problem, attempts, wait)
         await anyio.sleep(wait)
+
+
+def run_remote(fleet: Fleet, code: str, **kwargs: Any) -> RemoteVerifierOutcome:
+    """Sync twin of ``run_remote_async`` (runs on the SDK's loop bridge).
+
+    Args:
+        fleet: The sync client.
+        code: The verifier's Python source.
+        **kwargs: ``key``, ``instance_id``, ``final_answer``, ``run_timeout``, ``deadline``, ``retry``.
+    """
+    from .._runtime._bridge import run_sync
+
+    return run_sync(run_remote_async(fleet.async_fleet, code, **kwargs))

@@ -5,8 +5,8 @@ environment, a fresh scratch directory as cwd, ``RLIMIT_AS``/``RLIMIT_CPU`` limi
 hook (see ``_audit.py``) installed before the verifier's code runs. The job goes in on stdin as
 JSON; the result comes back in a file outside the scratch directory, so the verifier's prints
 (stdout) stay its own. stdout and stderr are read continuously and capped, the whole process
-group is killed at the deadline and after the run, and every fault comes back as
-``VerifierOutcome.error``.
+group is killed at the deadline (and after the run, should anything of it be left), and every
+fault comes back as ``VerifierOutcome.error``.
 """
 
 from __future__ import annotations
@@ -28,8 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from pydantic import ValidationError
+
 from .._exceptions import FleetError
-from ._outcome import VerifierError, VerifierOutcome
+from ._outcome import ErrorType, VerifierError, VerifierOutcome
 
 __all__ = [
     "DEFAULT_MEMORY_MB",
@@ -148,7 +150,7 @@ def _finish(
     """Build the outcome from what the child left behind; never raises for the child's faults."""
     stderr_tail = stderr[-_STDERR_TAIL:] or None
 
-    def failed(kind: Any, message: str, traceback: str | None = stderr_tail) -> VerifierOutcome:
+    def failed(kind: ErrorType, message: str, traceback: str | None = stderr_tail) -> VerifierOutcome:
         return VerifierOutcome(
             success=False,
             stdout=stdout,
@@ -156,29 +158,25 @@ def _finish(
             execution_time_ms=elapsed_ms,
         )
 
-    if timed_out:
-        return failed("timeout", f"the verifier did not finish within {job.timeout:g}s and was killed")
     try:
         record = json.loads(job.result_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         record = None
-    if isinstance(record, dict):
-        error = record.get("error")
-        if error is not None:
+    if isinstance(record, dict):  # complete: the verifier finished, even if only just in time
+        try:
+            error = record.get("error")
             return VerifierOutcome(
-                success=False,
+                success=error is None,
+                score=record.get("score") if error is None else None,
                 result=record.get("result"),
                 stdout=stdout,
-                error=VerifierError.model_validate(error),
+                error=VerifierError.model_validate(error) if error is not None else None,
                 execution_time_ms=elapsed_ms,
             )
-        return VerifierOutcome(
-            success=True,
-            score=record.get("score"),
-            result=record.get("result"),
-            stdout=stdout,
-            execution_time_ms=elapsed_ms,
-        )
+        except ValidationError as exc:
+            return failed("exception", f"the verifier process wrote an invalid result: {exc}")
+    if timed_out:
+        return failed("timeout", f"the verifier did not finish within {job.timeout:g}s and was killed")
     if returncode < 0:
         number = -returncode
         name = _signal_name(number)

@@ -12,6 +12,8 @@ configs with verifiers and reference solutions)::
 
 from __future__ import annotations
 
+import functools
+
 from ._spec import (
     EnvironmentSpec,
     ReferenceStep,
@@ -44,15 +46,14 @@ def _load() -> dict[str, EnvironmentSpec]:
     return {env.env_key: env for env in (orderdesk, calendar)}
 
 
-_REGISTRY: dict[str, EnvironmentSpec] | None = None
+@functools.cache
+def _environments() -> dict[str, EnvironmentSpec]:
+    return _load()
 
 
 def registry() -> dict[str, EnvironmentSpec]:
     """Every bundled environment by ``env_key`` (a new dict each call; the specs are shared)."""
-    global _REGISTRY
-    if _REGISTRY is None:
-        _REGISTRY = _load()
-    return dict(_REGISTRY)
+    return dict(_environments())
 
 
 def get_environment(env_key: str) -> EnvironmentSpec:

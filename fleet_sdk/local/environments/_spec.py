@@ -165,20 +165,22 @@ def _check_value(path: str, value: Any, schema: Mapping[str, Any]) -> None:
 
 def _check_object(value: Mapping[str, Any], schema: Mapping[str, Any], prefix: str = "") -> None:
     properties: Mapping[str, Any] = schema.get("properties", {})
-    for name in schema.get("required", []):
-        if name not in value:
-            raise ToolError(f"Missing required argument '{prefix}{name}'")
+    # Unknown names first: "Unknown argument 'orderId' (allowed: order_id)" helps more than
+    # "Missing required argument 'order_id'" when the agent misspelled it.
     if schema.get("additionalProperties") is False:
         for name in value:
             if name not in properties:
                 allowed = ", ".join(sorted(properties)) or "none"
                 raise ToolError(f"Unknown argument '{prefix}{name}' (allowed: {allowed})")
+    for name in schema.get("required", []):
+        if name not in value:
+            raise ToolError(f"Missing required argument '{prefix}{name}'")
     for name, item in value.items():
         if name in properties:
             _check_value(f"{prefix}{name}", item, properties[name])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ToolSpec:
     """One MCP tool of a bundled environment.
 
@@ -255,7 +257,7 @@ class ToolSpec:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class EnvironmentSpec:
     """A bundled environment: seed data (SQL), MCP tools and tasks with verifiers."""
 

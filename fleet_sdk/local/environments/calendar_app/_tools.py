@@ -88,6 +88,7 @@ def _check_room(
     room_id: int,
     start_at: str,
     end_at: str,
+    *,
     people: int,
     exclude_event: int | None = None,
 ) -> dict[str, Any]:
@@ -101,7 +102,8 @@ def _check_room(
         )
     if people > room["capacity"]:
         raise ToolError(
-            f"Invalid argument 'room_id': {room['name']} seats {room['capacity']}, the event has {people} attendees"
+            f"Invalid argument 'room_id': {room['name']} seats {room['capacity']}, "
+            f"the event has {people} attendees"
         )
     return room
 
@@ -109,7 +111,8 @@ def _check_room(
 def _attendees(conn: sqlite3.Connection, event_id: int) -> list[dict[str, Any]]:
     return fetch_all(
         conn,
-        "SELECT u.id AS user_id, u.name, u.email, a.response FROM attendees a JOIN users u ON u.id = a.user_id "
+        "SELECT u.id AS user_id, u.name, u.email, a.response FROM attendees a "
+        "JOIN users u ON u.id = a.user_id "
         "WHERE a.event_id = ? ORDER BY a.id",
         (event_id,),
     )
@@ -183,7 +186,9 @@ def find_free_rooms(conn: sqlite3.Connection, args: dict[str, Any]) -> dict[str,
         "AND e.start_at < ? AND ? < e.end_at)"
     )
     params += [end_at, start_at]
-    rows = fetch_all(conn, f"SELECT * FROM rooms WHERE {' AND '.join(clauses)} ORDER BY capacity, name", params)
+    rows = fetch_all(
+        conn, f"SELECT * FROM rooms WHERE {' AND '.join(clauses)} ORDER BY capacity, name", params
+    )
     return {"start_at": start_at, "end_at": end_at, "rooms": [_room_view(r) for r in rows]}
 
 
@@ -250,13 +255,20 @@ def create_event(conn: sqlite3.Connection, args: dict[str, Any]) -> dict[str, An
             invitees.append(user["id"])
     room_id = args.get("room_id")
     if room_id is not None:
-        _check_room(conn, room_id, start_at, end_at, len(invitees) + 1)
+        _check_room(conn, room_id, start_at, end_at, people=len(invitees) + 1)
     event_id = execute(
         conn,
         "INSERT INTO events (calendar_id, title, description, start_at, end_at, room_id, status, created_at) "
         "VALUES (?, ?, ?, ?, ?, ?, 'confirmed', ?)",
-        (calendar["id"], args["title"].strip(), args.get("description", "").strip(), start_at, end_at,
-         room_id, setting(conn, "current_date")),
+        (
+            calendar["id"],
+            args["title"].strip(),
+            args.get("description", "").strip(),
+            start_at,
+            end_at,
+            room_id,
+            setting(conn, "current_date"),
+        ),
     )
     execute(
         conn,
@@ -290,7 +302,8 @@ def update_event(conn: sqlite3.Connection, args: dict[str, Any]) -> dict[str, An
             "Nothing to update: pass at least one of 'title', 'description', 'start_at', 'end_at', 'room_id'"
         )
     if room_id is not None and ("room_id" in changes or "start_at" in changes):
-        _check_room(conn, room_id, start_at, end_at, len(_attendees(conn, event["id"])), event["id"])
+        people = len(_attendees(conn, event["id"]))
+        _check_room(conn, room_id, start_at, end_at, people=people, exclude_event=event["id"])
     if changes:
         assignments = ", ".join(f"{column} = ?" for column in changes)
         execute(conn, f"UPDATE events SET {assignments} WHERE id = ?", [*changes.values(), event["id"]])
@@ -332,8 +345,12 @@ def remove_attendee(conn: sqlite3.Connection, args: dict[str, Any]) -> dict[str,
     event = _open_event(conn, args["event_id"])
     user = _user_by_email(conn, args["email"], "email")
     if user["email"] == event["organizer_email"]:
-        raise ToolError(f"Invalid argument 'email': {user['email']} organizes the event and cannot be removed")
-    cursor = conn.execute("DELETE FROM attendees WHERE event_id = ? AND user_id = ?", (event["id"], user["id"]))
+        raise ToolError(
+            f"Invalid argument 'email': {user['email']} organizes the event and cannot be removed"
+        )
+    cursor = conn.execute(
+        "DELETE FROM attendees WHERE event_id = ? AND user_id = ?", (event["id"], user["id"])
+    )
     if cursor.rowcount == 0:
         raise ToolError(f"Invalid argument 'email': {user['email']} is not invited to event {event['id']}")
     return _event_view(conn, event["id"])
@@ -437,8 +454,11 @@ TOOLS: list[ToolSpec] = [
         description="For each person, the confirmed events they have not declined that overlap "
         "[start_at, end_at).",
         input_schema=obj_schema(
-            {"emails": _EMAILS, "start_at": str_prop(_DATETIME, max_length=19),
-             "end_at": str_prop(_DATETIME, max_length=19)},
+            {
+                "emails": _EMAILS,
+                "start_at": str_prop(_DATETIME, max_length=19),
+                "end_at": str_prop(_DATETIME, max_length=19),
+            },
             ["emails", "start_at", "end_at"],
         ),
         handler=check_availability,

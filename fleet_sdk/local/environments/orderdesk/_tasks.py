@@ -54,9 +54,10 @@ def verify(env, final_answer=None):
     else:
         refund = added[0]
         if refund["order_id"] not in late:
-            errors.append("refund is on order %s, not on the late order %s" % (refund["order_id"], sorted(late)))
+            errors.append("refund is on order %s, not a late order %s" % (refund["order_id"], sorted(late)))
         elif refund["amount_cents"] != late[refund["order_id"]]:
-            errors.append("refund of %s cents is not the full %s" % (refund["amount_cents"], late[refund["order_id"]]))
+            full = late[refund["order_id"]]
+            errors.append("refund of %s cents is not the full %s" % (refund["amount_cents"], full))
         else:
             successes.append("full refund issued on late order %s" % refund["order_id"])
         if "late" not in (refund["reason"] or "").lower():
@@ -67,7 +68,7 @@ def verify(env, final_answer=None):
     return report_single(successes, errors)
 '''
 
-_CANCEL_PENDING = r'''
+_CANCEL_PENDING = r"""
 def verify(env, final_answer=None):
     successes, errors = [], []
     orders = table_rows(env, "current", "orders")
@@ -82,8 +83,9 @@ def verify(env, final_answer=None):
     others = [after["id"] for before, after in modified if after["id"] != 1021]
     if others:
         errors.append("other orders changed: %s" % others)
-    stock_before = env.db("seed").query("SELECT stock FROM products WHERE sku = 'KB-MECH-87'", []).rows[0][0]
-    stock_after = env.db("current").query("SELECT stock FROM products WHERE sku = 'KB-MECH-87'", []).rows[0][0]
+    stock_sql = "SELECT stock FROM products WHERE sku = 'KB-MECH-87'"
+    stock_before = env.db("seed").query(stock_sql, []).rows[0][0]
+    stock_after = env.db("current").query(stock_sql, []).rows[0][0]
     if stock_after != stock_before + 1:
         errors.append("keyboard stock is %s, expected %s after restocking" % (stock_after, stock_before + 1))
     _, _, product_changes = table_diff(env, "products")
@@ -91,9 +93,9 @@ def verify(env, final_answer=None):
         errors.append("other products changed")
     errors.extend(unexpected_changes(env, allowed=("orders", "products", "order_notes")))
     return report_single(successes, errors)
-'''
+"""
 
-_CREATE_ORDER = r'''
+_CREATE_ORDER = r"""
 def verify(env, final_answer=None):
     successes, errors = [], []
     added, removed, modified = table_diff(env, "orders")
@@ -140,9 +142,9 @@ def verify(env, final_answer=None):
     if not errors:
         successes.append("stock reserved and nothing else changed")
     return report_single(successes, errors)
-'''
+"""
 
-_DEACTIVATE_OUT_OF_STOCK = r'''
+_DEACTIVATE_OUT_OF_STOCK = r"""
 def verify(env, final_answer=None):
     successes, errors = [], []
     before = table_rows(env, "seed", "products")
@@ -158,7 +160,7 @@ def verify(env, final_answer=None):
         errors.append("products were added or removed")
     errors.extend(unexpected_changes(env, allowed=("products",)))
     return report_single(successes, errors)
-'''
+"""
 
 _SHIP_OVERDUE = r'''
 def overdue_paid_orders(env):
@@ -188,7 +190,7 @@ def verify(env, final_answer=None):
     return report_single(successes, errors)
 '''
 
-_UPDATE_EMAIL = r'''
+_UPDATE_EMAIL = r"""
 def verify(env, final_answer=None):
     before = table_rows(env, "seed", "customers")
     after = table_rows(env, "current", "customers")
@@ -210,9 +212,9 @@ def verify(env, final_answer=None):
         print(problems)
         return TASK_FAILED_SCORE
     return TASK_SUCCESSFUL_SCORE
-'''
+"""
 
-_DOCK_PRICE = r'''
+_DOCK_PRICE = r"""
 def verify(env, final_answer=None):
     successes, errors = [], []
     before = table_rows(env, "seed", "products")
@@ -228,7 +230,7 @@ def verify(env, final_answer=None):
             errors.append("product %s changed" % row["sku"])
     errors.extend(unexpected_changes(env, allowed=("products",)))
     return report_single(successes, errors)
-'''
+"""
 
 _UPGRADE_LOYAL = r'''
 def expected_upgrades(env, threshold_cents):
@@ -260,7 +262,7 @@ def verify(env, final_answer=None):
     return report_single(successes, errors)
 '''
 
-_COUNT_PENDING = r'''
+_COUNT_PENDING = r"""
 def verify(env, final_answer=None):
     expected = env.db("seed").query("SELECT COUNT(*) FROM orders WHERE status = 'pending'", []).rows[0][0]
     numbers = answer_numbers(final_answer)
@@ -272,9 +274,9 @@ def verify(env, final_answer=None):
         print("expected %d pending orders, answer was %r" % (expected, final_answer))
         return TASK_FAILED_SCORE
     return TASK_SUCCESSFUL_SCORE
-'''
+"""
 
-_OCTOBER_REFUNDS = r'''
+_OCTOBER_REFUNDS = r"""
 def verify(env, final_answer=None):
     total_cents = env.db("seed").query(
         "SELECT COALESCE(SUM(amount_cents), 0) FROM refunds "
@@ -289,9 +291,9 @@ def verify(env, final_answer=None):
         return TASK_SUCCESSFUL_SCORE
     print("expected $%.2f, answer was %r" % (total_cents / 100.0, final_answer))
     return TASK_FAILED_SCORE
-'''
+"""
 
-_TOP_SPENDER = r'''
+_TOP_SPENDER = r"""
 def delivered_totals(env):
     result = env.db("seed").query(
         "SELECT c.name, SUM(o.total_cents) FROM customers c JOIN orders o ON o.customer_id = c.id "
@@ -313,9 +315,9 @@ def verify(env, final_answer=None):
         print("expected %s, the answer names %s" % (winner, named))
         return TASK_FAILED_SCORE
     return TASK_SUCCESSFUL_SCORE
-'''
+"""
 
-_DAMAGED_SPEAKER = r'''
+_DAMAGED_SPEAKER = r"""
 def verify(env, final_answer=None):
     results = []
 
@@ -343,7 +345,8 @@ def verify(env, final_answer=None):
     notes = [n for n in added if n["order_id"] == 1007]
     if removed or modified or len(added) != len(notes):
         errors.append("notes other than a new one on order 1007 changed")
-    if not any("damaged" in (n["body"] or "").lower() and "speaker" in (n["body"] or "").lower() for n in notes):
+    bodies = [(n["body"] or "").lower() for n in notes]
+    if not any("damaged" in body and "speaker" in body for body in bodies):
         errors.append("no new note on order 1007 says the speaker arrived damaged")
     else:
         successes.append("[C] note added to order 1007")
@@ -363,7 +366,7 @@ def verify(env, final_answer=None):
     results.append(report_app("customers", successes, errors))
 
     return report_combined(results)
-'''
+"""
 
 _RECALL_SPEAKER = r'''
 def open_orders_with(env, sku):

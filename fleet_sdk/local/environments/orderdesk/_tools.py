@@ -105,9 +105,7 @@ def update_customer(conn: sqlite3.Connection, args: dict[str, Any]) -> dict[str,
     changes: dict[str, Any] = {}
     if "email" in args:
         email = parse_email("email", args["email"])
-        taken = scalar(
-            conn, "SELECT id FROM customers WHERE email = ? AND id != ?", (email, customer["id"])
-        )
+        taken = scalar(conn, "SELECT id FROM customers WHERE email = ? AND id != ?", (email, customer["id"]))
         if taken is not None:
             raise ToolError(f"Invalid argument 'email': {email} already belongs to customer {taken}")
         changes["email"] = email
@@ -271,7 +269,9 @@ def update_order_status(conn: sqlite3.Connection, args: dict[str, Any]) -> dict[
         )
     today = setting(conn, "current_date")
     if status == "shipped":
-        execute(conn, "UPDATE orders SET status = ?, shipped_at = ? WHERE id = ?", (status, today, order["id"]))
+        execute(
+            conn, "UPDATE orders SET status = ?, shipped_at = ? WHERE id = ?", (status, today, order["id"])
+        )
     elif status == "delivered":
         execute(
             conn, "UPDATE orders SET status = ?, delivered_at = ? WHERE id = ?", (status, today, order["id"])
@@ -318,8 +318,13 @@ def issue_refund(conn: sqlite3.Connection, args: dict[str, Any]) -> dict[str, An
         conn,
         "INSERT INTO refunds (order_id, amount_cents, reason, status, created_at, processed_by) "
         "VALUES (?, ?, ?, 'approved', ?, ?)",
-        (order["id"], amount, args["reason"].strip(), setting(conn, "current_date"),
-         setting(conn, "logged_in_user")),
+        (
+            order["id"],
+            amount,
+            args["reason"].strip(),
+            setting(conn, "current_date"),
+            setting(conn, "logged_in_user"),
+        ),
     )
     refund = fetch_one(conn, "SELECT * FROM refunds WHERE id = ?", (refund_id,))
     assert refund is not None
@@ -466,7 +471,10 @@ TOOLS: list[ToolSpec] = [
         description="Advance an order: pending -> paid -> shipped -> delivered. Shipping and delivery "
         "dates are set to today.",
         input_schema=obj_schema(
-            {"order_id": _ORDER_ID, "status": str_prop("The next status.", enum=("paid", "shipped", "delivered"))},
+            {
+                "order_id": _ORDER_ID,
+                "status": str_prop("The next status.", enum=("paid", "shipped", "delivered")),
+            },
             ["order_id", "status"],
         ),
         handler=update_order_status,

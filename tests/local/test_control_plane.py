@@ -1,0 +1,302 @@
+"""The local control plane over HTTP, through the generated clients: environments,
+instances (lifecycle, idempotency, TTL), tasks, remote verifier execution, and
+state surviving a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fleet_api.env_instance import models
+
+from fleet_sdk import (
+    ConflictError,
+    EnvNotFoundError,
+    NotFoundError,
+    UnprocessableEntityError,
+    VersionNotFoundError,
+)
+from fleet_sdk._client import Fleet
+from fleet_sdk.local import LocalFleet
+from fleet_sdk.verifiers import bundle_sha256, bundle_verifier
+
+ENV = "orderdesk"
+EMAIL_TASK = "orderdesk-update-customer-email"
+COUNT_TASK = "orderdesk-count-pending-orders"
+
+
+@pytest.fixture
+def fleet(local: LocalFleet) -> Iterator[Fleet]:
+    with local.fleet() as client:
+        yield client
+
+
+@pytest.fixture
+def instance(fleet: Fleet) -> Iterator[models.InstanceResponse]:
+    inst = fleet.api.control_plane.create_instance(models.InstanceRequest(env_key=ENV))
+    yield inst
+    fleet.api.control_plane.delete_instance(inst.instance_id)
+
+
+def _request(
+    code: str,
+    instance_id: str,
+    *,
+    key: str = "adhoc",
+    final_answer: object = None,
+    timeout: int = 20,
+    with_bundle: bool = True,
+) -> models.VerifierExecuteRequest:
+    return models.VerifierExecuteRequest(
+        key=key,
+        sha256=bundle_sha256(code),
+        args=models.VerifierArgs(instance_id=instance_id, final_answer=final_answer),
+        function_name="verify",
+        timeout=timeout,
+        bundle=base64.b64encode(bundle_verifier(code)).decode() if with_bundle else None,
+    )
+
+
+# ---------------------------------------------------------------- environments
+
+
+def test_list_and_get_envs(fleet: Fleet) -> None:
+    envs = {env.env_key: env for env in fleet.api.control_plane.list_envs()}
+    assert ENV in envs
+    info = fleet.api.control_plane.get_env(ENV)
+    assert info.default_version == "v1.0.0"
+    assert info.versions is not None and "v1.0.0" in info.versions
+    with pytest.raises(EnvNotFoundError):
+        fleet.api.control_plane.get_env("no-such-env")
+
+
+# ---------------------------------------------------------------- instances
+
+
+def test_instance_lifecycle(fleet: Fleet, local: LocalFleet) -> None:
+    cp = fleet.api.control_plane
+    run_id = f"run-{uuid.uuid4().hex[:8]}"
+    inst = cp.create_instance(
+        models.InstanceRequest(
+            env_key=ENV, env_version="1.0.0", data_version="1.0.0", run_id=run_id, region="us-west-1"
+        )
+    )
+    assert inst.version == "v1.0.0" and inst.data_version == "v1.0.0"
+    assert inst.status == "running" and inst.run_id == run_id and inst.region == "us-west-1"
+    root = f"{local.base_url}/instances/{inst.instance_id}/"
+    assert inst.urls.root == root and inst.urls.app == [root]
+    assert inst.urls.manager.api == root + "api/v1/env"
+    assert inst.urls.health == root + "api/v1/env/health"
+    assert inst.env_variables and "CURRENT_DATE" in inst.env_variables
+
+    assert cp.get_instance(inst.instance_id).instance_id == inst.instance_id
+    other = cp.create_instance(models.InstanceRequest(env_key=ENV, run_id=run_id))
+    listed = cp.list_instances(run_id=run_id)
+    assert {i.instance_id for i in listed} == {inst.instance_id, other.instance_id}
+    assert [i.instance_id for i in cp.list_instances(run_id=run_id, region="us-west-1")] == [inst.instance_id]
+
+    beat = cp.heartbeat_instance(inst.instance_id, models.HeartbeatRequest())
+    assert beat.success and beat.instance_id == inst.instance_id
+    assert beat.deadline_timestamp is not None and beat.last_heartbeat is not None
+    assert beat.deadline_timestamp > beat.last_heartbeat
+
+    gone = cp.delete_instance(inst.instance_id)
+    assert gone.status == "terminated" and gone.terminated_at is not None
+    assert cp.delete_instance(inst.instance_id).status == "terminated"  # repeat delete is fine
+    assert cp.get_instance(inst.instance_id).status == "terminated"
+    assert [i.instance_id for i in cp.list_instances(run_id=run_id, status="running")] == [other.instance_id]
+    with pytest.raises(NotFoundError) as err:
+        cp.heartbeat_instance(inst.instance_id, models.HeartbeatRequest())
+    assert err.value.code == "instance_not_found"
+    with pytest.raises(NotFoundError) as err:
+        fleet.api.manager(inst.urls.manager.api).manager_health()
+    assert err.value.code == "instance_not_found"
+    cp.delete_instance(other.instance_id)
+
+
+def test_unknown_env_and_version(fleet: Fleet) -> None:
+    with pytest.raises(EnvNotFoundError) as err:
+        fleet.api.control_plane.create_instance(models.InstanceRequest(env_key="no-such-env"))
+    assert err.value.retryable is False
+    with pytest.raises(VersionNotFoundError):
+        fleet.api.control_plane.create_instance(models.InstanceRequest(env_key=ENV, env_version="9.9.9"))
+    with pytest.raises(NotFoundError) as missing:
+        fleet.api.control_plane.get_instance("inst_missing")
+    assert missing.value.code == "instance_not_found"
+
+
+def test_validation_error_names_the_field(fleet: Fleet) -> None:
+    with pytest.raises(UnprocessableEntityError) as err:
+        fleet.api.control_plane.create_instance(models.InstanceRequest.model_construct())
+    assert isinstance(err.value.body, dict)
+    assert ["body", "env_key"] in [issue["loc"] for issue in err.value.body["detail"]]
+
+
+def test_idempotency_key(fleet: Fleet) -> None:
+    cp = fleet.api.control_plane
+    key = f"idem-{uuid.uuid4()}"
+    first = cp.create_instance(models.InstanceRequest(env_key=ENV, run_id="idem"), idempotency_key=key)
+    again = cp.create_instance(models.InstanceRequest(env_key=ENV, run_id="idem"), idempotency_key=key)
+    assert again.instance_id == first.instance_id
+    with pytest.raises(ConflictError):
+        cp.create_instance(models.InstanceRequest(env_key=ENV, run_id="other"), idempotency_key=key)
+    cp.delete_instance(first.instance_id)
+
+
+# ---------------------------------------------------------------- tasks
+
+
+def test_tasks_list_import_get_update(fleet: Fleet) -> None:
+    cp = fleet.api.control_plane
+    bundled = cp.list_tasks(env_key=ENV)
+    assert bundled.total == len(bundled.tasks) >= 5
+    assert all(t.env_key == ENV and t.verifier_code for t in bundled.tasks)
+    picked = cp.list_tasks(task_keys=[EMAIL_TASK, COUNT_TASK])
+    assert sorted(t.task_key for t in picked.tasks) == sorted([EMAIL_TASK, COUNT_TASK])
+
+    key = f"imported-{uuid.uuid4().hex[:8]}"
+    project = f"proj-{uuid.uuid4().hex[:6]}"
+    task = models.Task(
+        task_key=key,
+        prompt="Say hi.",
+        env_key=ENV,
+        data_key=ENV,
+        data_version="v1.0.0",
+        verifier_code="def verify(env, final_answer=None):\n    return 1.0\n",
+    )
+    stored = cp.import_task(task, project_key=project, idempotency_key=f"task-{key}")
+    assert stored.task_key == key and stored.task_modality == "tool_use"
+    assert cp.import_task(task, project_key=project, idempotency_key=f"task-{key}").task_key == key
+    with pytest.raises(ConflictError):
+        cp.import_task(task, project_key=project)
+    assert [t.task_key for t in cp.list_tasks(project_key=project).tasks] == [key]
+    assert key in [t.task_key for t in cp.list_tasks(data_id=ENV, data_version="1.0.0").tasks]
+
+    assert cp.get_task(key).prompt == "Say hi."
+    updated = cp.update_task(key, models.TaskUpdate(prompt="Say bye.", metadata={"difficulty": "easy"}))
+    assert updated.prompt == "Say bye." and updated.metadata == {"difficulty": "easy"}
+    assert updated.verifier_code == task.verifier_code  # left out, so kept
+    with pytest.raises(NotFoundError):
+        cp.get_task("no-such-task")
+
+
+# ---------------------------------------------------------------- verifiers
+
+
+def test_bundled_task_verifier_fails_then_passes(fleet: Fleet, instance: models.InstanceResponse) -> None:
+    cp = fleet.api.control_plane
+    code = cp.get_task(EMAIL_TASK).verifier_code
+    assert code is not None
+    # Known by (key, sha256) through the task: no bundle needed.
+    request = _request(code, instance.instance_id, key=EMAIL_TASK, with_bundle=False)
+    failed = cp.execute_verifier(request)
+    assert failed.success and failed.result == 0 and failed.execution_id
+    assert "not updated" in (failed.stdout or "")
+
+    manager = fleet.api.manager(instance.urls.manager.api)
+    manager.query_database(
+        "current",
+        models.QueryRequest(
+            query="UPDATE customers SET email = ? WHERE name = ?",
+            args=["grace.kim@newmail.example", "Grace Kim"],
+            read_only=False,
+        ),
+    )
+    passed = manager.execute_verifier_function(request)  # the instance's own endpoint
+    assert passed.success and passed.result == 1 and passed.error is None
+    assert passed.execution_id != failed.execution_id
+
+
+def test_answer_task_verifier(fleet: Fleet, instance: models.InstanceResponse) -> None:
+    cp = fleet.api.control_plane
+    code = cp.get_task(COUNT_TASK).verifier_code
+    assert code is not None
+    manager = fleet.api.manager(instance.urls.manager.api)
+    count = manager.query_database(
+        "seed", models.QueryRequest(query="SELECT COUNT(*) FROM orders WHERE status = 'pending'")
+    ).rows
+    assert count is not None
+    right = cp.execute_verifier(
+        _request(
+            code,
+            instance.instance_id,
+            key=COUNT_TASK,
+            final_answer=f"There are {count[0][0]} pending orders.",
+        )
+    )
+    wrong = cp.execute_verifier(_request(code, instance.instance_id, key=COUNT_TASK, final_answer="none"))
+    assert (right.success, right.result) == (True, 1)
+    assert (wrong.success, wrong.result) == (True, 0)
+
+
+def test_unknown_code_needs_bundle(fleet: Fleet, instance: models.InstanceResponse) -> None:
+    cp = fleet.api.control_plane
+    code = f"def verify(env, final_answer=None):\n    return 0.5  # {uuid.uuid4()}\n"
+    key = f"adhoc-{uuid.uuid4().hex[:6]}"
+    with pytest.raises(NotFoundError):
+        cp.execute_verifier(_request(code, instance.instance_id, key=key, with_bundle=False))
+    assert cp.execute_verifier(_request(code, instance.instance_id, key=key)).result == 0.5
+    # Stored now: the same (key, sha256) runs without the bundle.
+    assert cp.execute_verifier(_request(code, instance.instance_id, key=key, with_bundle=False)).result == 0.5
+    with pytest.raises(NotFoundError) as err:
+        cp.execute_verifier(_request(code, "inst_missing", key=key))
+    assert err.value.code == "instance_not_found"
+
+
+FAULTS = {
+    "syntax_error": "def verify(env, final_answer=None)\n    return 1\n",
+    "no_entry_point": "def helper_a():\n    return 1\n\ndef helper_b():\n    return 2\n",
+    "exception": "def verify(env, final_answer=None):\n    return 1 / 0\n",
+    "timeout": "def verify(env, final_answer=None):\n    while True:\n        pass\n",
+    "memory_limit": "def verify(env, final_answer=None):\n    blob = bytearray(2**30)\n    return 1\n",
+}
+
+
+async def test_verifier_faults_are_structured(
+    local: LocalFleet, fleet: Fleet, instance: models.InstanceResponse
+) -> None:
+    async with local.async_fleet() as client:
+        cp = client.api.control_plane
+        outcomes = await asyncio.gather(
+            *(
+                cp.execute_verifier(
+                    _request(code, instance.instance_id, timeout=2 if kind == "timeout" else 20)
+                )
+                for kind, code in FAULTS.items()
+            )
+        )
+    for kind, outcome in zip(FAULTS, outcomes, strict=True):
+        assert outcome.success is False, kind
+        assert outcome.error is not None and outcome.error.type == kind, (kind, outcome.error)
+        assert outcome.error.message and outcome.execution_id
+    assert "helper_a" in (outcomes[1].error.message if outcomes[1].error else "")
+
+
+# ---------------------------------------------------------------- TTL and restart
+
+
+def test_ttl_expiry_and_restart(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    with LocalFleet(data_dir, reaper_interval=0.2, s3=False) as server, server.fleet() as client:
+        cp = client.api.control_plane
+        short = cp.create_instance(models.InstanceRequest(env_key=ENV, ttl_seconds=1))
+        kept = cp.create_instance(models.InstanceRequest(env_key=ENV, ttl_seconds=600))
+        cp.import_task(models.Task(task_key="survivor", prompt="p", env_key=ENV))
+        deadline = time.monotonic() + 10
+        while cp.get_instance(short.instance_id).status != "terminated":
+            assert time.monotonic() < deadline, "the reaper never terminated the expired instance"
+            time.sleep(0.1)
+        assert cp.get_instance(kept.instance_id).status == "running"
+        assert not (data_dir / "instances" / short.instance_id).exists()
+    with LocalFleet(data_dir, s3=False) as server, server.fleet() as client:
+        cp = client.api.control_plane
+        assert cp.get_task("survivor").prompt == "p"
+        assert cp.get_instance(short.instance_id).status == "terminated"
+        revived = cp.get_instance(kept.instance_id)
+        assert revived.status == "running"
+        assert revived.urls.root.startswith(server.base_url)

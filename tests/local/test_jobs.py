@@ -1,0 +1,261 @@
+"""Evaluation jobs on the local server: task selection, policies, sessions, transcripts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from fleet_api.env_instance import models
+from fleet_api.sessions_ingest import models as smodels
+
+from fleet_sdk._client import AsyncFleet
+from fleet_sdk._exceptions import ConflictError, EnvNotFoundError, NotFoundError, UnprocessableEntityError
+from fleet_sdk.local import LocalFleet
+
+ENV_KEY = "orderdesk"
+TERMINAL_JOB = {"completed", "errored", "failed", "cancelled"}
+TERMINAL_SESSION = {"completed", "timed_out", "errored", "failed"}
+
+
+async def wait_for_job(fleet: AsyncFleet, job_id: str, timeout: float = 40.0) -> models.Job:
+    """Poll ``get_job`` (async sleep) until it is terminal, within ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        job = await fleet.api.control_plane.get_job(job_id)
+        if job.status in TERMINAL_JOB:
+            return job
+        if loop.time() > deadline:
+            raise AssertionError(f"job {job_id} still {job.status} after {timeout}s")
+        await asyncio.sleep(0.2)
+
+
+def score(session: smodels.SessionSummary) -> float:
+    """The PROTOCOL §9 score of a graded session."""
+    execution = session.verifier_execution
+    assert execution is not None, f"session {session.session_id} has no verifier execution"
+    if execution.score is not None:
+        return execution.score
+    return 1.0 if execution.success else 0.0
+
+
+def env_task_keys(local: LocalFleet) -> list[str]:
+    """Keys of the environment's bundled tasks (other tests may import tasks into it too)."""
+    with local.fleet() as fleet:
+        tasks = fleet.api.control_plane.list_tasks(env_key=ENV_KEY).tasks
+    return [t.task_key for t in tasks if (t.metadata or {}).get("reference_solution")]
+
+
+def other_task_keys(local: LocalFleet) -> list[str]:
+    """Keys of tasks imported into the environment by other tests (no reference solution)."""
+    with local.fleet() as fleet:
+        tasks = fleet.api.control_plane.list_tasks(env_key=ENV_KEY).tasks
+    return [t.task_key for t in tasks if not (t.metadata or {}).get("reference_solution")]
+
+
+async def test_scripted_policy_solves_every_task_of_an_environment(local: LocalFleet) -> None:
+    task_keys = env_task_keys(local)
+    assert task_keys
+    async with local.async_fleet() as fleet:
+        created = await fleet.api.control_plane.create_job(
+            models.JobRequest(
+                models=["local/scripted"],
+                env_key=ENV_KEY,
+                excluded_task_keys=other_task_keys(local) or None,
+                name="scripted-eval",
+            )
+        )
+        assert created.status in {"pending", "running"}
+        assert created.name == "scripted-eval"
+        job = await wait_for_job(fleet, created.job_id)
+        assert job.status == "completed"
+        assert job.models == ["local/scripted"]
+        assert sorted(job.task_keys or []) == sorted(task_keys)
+        listed = await fleet.api.control_plane.list_jobs()
+        assert created.job_id in {j.id for j in listed.jobs}
+
+        results = await fleet.api.sessions.get_job_sessions(created.job_id)
+        assert results.total_sessions == len(task_keys)
+        assert sorted(t.task_id for t in results.tasks) == sorted(task_keys)
+        for task in results.tasks:
+            assert task.total_sessions == task.passed_sessions == 1
+            assert task.pass_rate == 1.0 and task.average_score == 1.0
+            (session,) = task.sessions
+            assert session.status == "completed"
+            assert session.model == "scripted"  # bare, although the job said local/scripted
+            assert session.step_count >= 1
+            assert session.started_at is not None and session.ended_at is not None
+            assert session.verifier_execution is not None and session.verifier_execution.execution_id
+            assert score(session) == 1.0
+
+        # One transcript, in OpenAI chat shape.
+        first = results.tasks[0].sessions[0]
+        transcript = await fleet.api.sessions.get_session_transcript(first.session_id)
+        assert transcript.task is not None and transcript.task.task_key == results.tasks[0].task_id
+        assert transcript.instance is not None and transcript.instance["env_key"] == ENV_KEY
+        assert transcript.verifier_execution is not None and transcript.verifier_execution.success
+        roles = [m.role for m in transcript.transcript]
+        assert roles[:2] == ["system", "user"]
+        assert transcript.transcript[1].content == transcript.task.prompt
+        calls = {c.id: c for m in transcript.transcript if m.role == "assistant" for c in m.tool_calls or []}
+        answers = [m for m in transcript.transcript if m.role == "tool"]
+        assert calls and len(answers) == len(calls)
+        assert {m.tool_call_id for m in answers} == set(calls)
+        assert all(isinstance(json.loads(c.function.arguments), dict) for c in calls.values())
+        assert (
+            sum(1 for m in transcript.transcript if m.role == "assistant" and m.tool_calls)
+            == first.step_count
+        )
+
+
+async def test_random_policy_with_pass_k_gives_k_graded_sessions_per_task(local: LocalFleet) -> None:
+    keys = env_task_keys(local)[:2]
+    async with local.async_fleet() as fleet:
+        created = await fleet.api.control_plane.create_job(
+            models.JobRequest(models=["local/random"], task_keys=keys, pass_k=2, max_concurrent_per_model=2)
+        )
+        job = await wait_for_job(fleet, created.job_id)
+        assert job.status == "completed"
+        results = await fleet.api.sessions.get_job_sessions(created.job_id)
+        assert results.total_sessions == 4
+        assert sorted(t.task_id for t in results.tasks) == sorted(keys)
+        for task in results.tasks:
+            assert task.total_sessions == 2
+            assert len({s.session_id for s in task.sessions}) == 2
+            for session in task.sessions:
+                assert session.status == "completed"
+                assert session.model == "random"
+                assert 0.0 <= score(session) <= 1.0
+            assert task.average_score is not None
+            assert task.passed_sessions == sum(1 for s in task.sessions if score(s) >= 1.0)
+
+
+async def test_models_without_an_endpoint_error_clearly_and_report_bare_names(local: LocalFleet) -> None:
+    keys = env_task_keys(local)
+    async with local.async_fleet() as fleet:
+        created = await fleet.api.control_plane.create_job(
+            models.JobRequest(
+                models=["anthropic/claude-sonnet-4.5"],
+                env_key=ENV_KEY,
+                excluded_task_keys=keys[1:] + other_task_keys(local),
+            )
+        )
+        job = await wait_for_job(fleet, created.job_id)
+        assert job.status == "errored"  # every session errored: nothing was graded
+        results = await fleet.api.sessions.get_job_sessions(created.job_id)
+        ((session,),) = [t.sessions for t in results.tasks]
+        assert results.tasks[0].task_id == keys[0]
+        assert session.model == "claude-sonnet-4.5"
+        assert session.status == "errored"
+        assert session.verifier_execution is None  # an error, never a 0
+        assert results.tasks[0].average_score is None
+
+
+async def test_job_requests_are_validated(local: LocalFleet) -> None:
+    async with local.async_fleet() as fleet:
+        jobs = fleet.api.control_plane
+        with pytest.raises(NotFoundError, match="no-such-task"):
+            await jobs.create_job(models.JobRequest(models=["local/scripted"], task_keys=["no-such-task"]))
+        with pytest.raises(EnvNotFoundError):
+            await jobs.create_job(models.JobRequest(models=["local/scripted"], env_key="no-such-env"))
+        with pytest.raises(UnprocessableEntityError):
+            await jobs.create_job(models.JobRequest(models=["local/scripted"]))
+        keys = [t.task_key for t in (await jobs.list_tasks(env_key=ENV_KEY)).tasks]
+        bundled = env_task_keys(local)
+        with pytest.raises(UnprocessableEntityError):
+            await jobs.create_job(
+                models.JobRequest(models=["local/scripted"], env_key=ENV_KEY, excluded_task_keys=keys)
+            )
+        with pytest.raises(NotFoundError):
+            await jobs.get_job("job_missing")
+
+        # The same Idempotency-Key replays the first job; another body with it is a conflict.
+        body = models.JobRequest(models=["local/scripted"], task_keys=bundled[:1])
+        first = await jobs.create_job(body, idempotency_key="job-key-1")
+        again = await jobs.create_job(body, idempotency_key="job-key-1")
+        assert again.job_id == first.job_id
+        with pytest.raises(ConflictError):
+            await jobs.create_job(body.model_copy(update={"pass_k": 2}), idempotency_key="job-key-1")
+        assert (await wait_for_job(fleet, first.job_id)).status == "completed"
+        assert (await fleet.api.sessions.get_job_sessions(first.job_id)).total_sessions == 1
+
+
+# ---------------------------------------------------------------- a chat-completions model
+
+
+class _FakeModel(BaseHTTPRequestHandler):
+    """An OpenAI-compatible ``/chat/completions`` that lists pending orders, then answers."""
+
+    requests: list[dict[str, Any]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append(
+            {"path": self.path, "auth": self.headers.get("Authorization"), "body": body}
+        )
+        tool_results = [m for m in body["messages"] if m["role"] == "tool"]
+        if not tool_results:
+            call = {"name": "list_orders", "arguments": json.dumps({"status": "pending"})}
+        else:
+            pending = json.loads(tool_results[-1]["content"])
+            count = len(pending["orders"]) if isinstance(pending, dict) and "orders" in pending else 0
+            call = {"name": "submit_final_answer", "arguments": json.dumps({"answer": str(count)})}
+        message = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": f"call_{len(tool_results)}", "type": "function", "function": call}],
+        }
+        payload = json.dumps({"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]})
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload.encode())
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def fake_model() -> Iterator[str]:
+    """Base URL of a fake OpenAI-compatible model endpoint on loopback."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeModel)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _FakeModel.requests = []
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+async def test_chat_completions_policy_drives_the_tools(fake_model: str) -> None:
+    async with LocalFleet(s3=False, model_base_url=fake_model) as local, local.async_fleet() as fleet:
+        created = await fleet.api.control_plane.create_job(
+            models.JobRequest(models=["openai/fake-model"], task_keys=["orderdesk-count-pending-orders"])
+        )
+        job = await wait_for_job(fleet, created.job_id)
+        assert job.status == "completed"
+        results = await fleet.api.sessions.get_job_sessions(created.job_id)
+        (session,) = results.tasks[0].sessions
+        assert session.model == "fake-model"
+        assert session.status == "completed" and session.step_count == 2
+        assert score(session) == 1.0
+        transcript = await fleet.api.sessions.get_session_transcript(session.session_id)
+        names = [c.function.name for m in transcript.transcript for c in m.tool_calls or []]
+        assert names == ["list_orders", "submit_final_answer"]
+
+    first = _FakeModel.requests[0]
+    assert first["path"] == "/v1/chat/completions"
+    assert first["body"]["model"] == "openai/fake-model"
+    tools = {t["function"]["name"]: t for t in first["body"]["tools"]}
+    assert tools["list_orders"]["type"] == "function"
+    assert tools["list_orders"]["function"]["parameters"]["type"] == "object"
+    assert "submit_final_answer" in tools  # the prompt mentions it
+    assert [m["role"] for m in first["body"]["messages"]] == ["system", "user"]

@@ -1,0 +1,141 @@
+"""Session ingest and read-back on the local server (a trace job's sessions)."""
+
+from __future__ import annotations
+
+import pytest
+from fleet_api.sessions_ingest import models as smodels
+from fleet_api.traces_jobs import models as tmodels
+
+from fleet_sdk._exceptions import NotFoundError, UnprocessableEntityError
+from fleet_sdk.local import LocalFleet
+
+TASK_KEY = "orderdesk-count-pending-orders"
+
+
+def chat(*messages: dict[str, object]) -> list[smodels.ChatMessage]:
+    return [smodels.ChatMessage.model_validate(m) for m in messages]
+
+
+async def test_ingest_then_append_then_read_back(local: LocalFleet) -> None:
+    async with local.async_fleet() as fleet:
+        trace_job = await fleet.api.traces.create_trace_job(tmodels.TraceJobRequest(name="ingest-test"))
+        first = smodels.SessionIngestRequest(
+            messages=chat(
+                {"role": "system", "content": "You are a support agent."},
+                {"role": "user", "content": "How many orders are pending?"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "list_orders", "arguments": '{"status": "pending"}'},
+                        }
+                    ],
+                },
+            ),
+            job_id=trace_job.job_id,
+            task_key=TASK_KEY,
+            model="anthropic/claude-sonnet-4.5",
+            status="running",
+            metadata=smodels.SessionMetadata(score=None),
+        )
+        created = await fleet.api.sessions.ingest_session(first)
+        assert created.success and created.created_new_session
+        assert created.message_count == 3
+
+        rest = smodels.SessionIngestRequest(
+            messages=chat(
+                {"role": "tool", "tool_call_id": "call_1", "content": '{"orders": []}'},
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "Screenshot:"},
+                        {"type": "image_url", "image_url": {"url": "https://example.com/shot.png"}},
+                    ],
+                },
+            ),
+            session_id=created.session_id,
+            job_id=trace_job.job_id,
+            task_key=TASK_KEY,
+            model="anthropic/claude-sonnet-4.5",
+            status="completed",
+            metadata=smodels.SessionMetadata.model_validate({"score": 0.5, "turns": 2}),
+            verifier_execution_id="vexec_remote_1",
+        )
+        appended = await fleet.api.sessions.ingest_session(rest)
+        assert appended.success and not appended.created_new_session
+        assert appended.session_id == created.session_id
+        assert appended.message_count == 5  # grows: the session's total
+
+        transcript = await fleet.api.sessions.get_session_transcript(created.session_id)
+        assert [m.role for m in transcript.transcript] == ["system", "user", "assistant", "tool", "user"]
+        call = transcript.transcript[2].tool_calls
+        assert call is not None and call[0].function.name == "list_orders"
+        assert transcript.transcript[3].tool_call_id == "call_1"
+        blocks = transcript.transcript[4].content
+        assert isinstance(blocks, list) and blocks[1].type == "image_url"
+        assert transcript.task is not None and transcript.task.task_key == TASK_KEY
+        assert transcript.verifier_execution is not None
+        assert transcript.verifier_execution.execution_id == "vexec_remote_1"
+        assert transcript.verifier_execution.score == 0.5
+
+        results = await fleet.api.sessions.get_job_sessions(trace_job.job_id)
+        assert results.job_id == trace_job.job_id and results.total_sessions == 1
+        (task,) = results.tasks
+        assert task.task_id == TASK_KEY and task.total_sessions == 1
+        assert task.passed_sessions == 0 and task.average_score == 0.5
+        (session,) = task.sessions
+        assert session.model == "claude-sonnet-4.5"
+        assert session.status == "completed"
+        assert session.step_count == 1
+
+
+async def test_ungraded_and_passing_sessions_are_told_apart(local: LocalFleet) -> None:
+    async with local.async_fleet() as fleet:
+        job_id = (await fleet.api.traces.create_trace_job(tmodels.TraceJobRequest(name="grading"))).job_id
+
+        async def ingest(score: float | None, execution_id: str | None, session_id: str | None = None) -> str:
+            body = smodels.SessionIngestRequest(
+                messages=chat({"role": "user", "content": "hi"}),
+                session_id=session_id,
+                job_id=job_id,
+                task_key=TASK_KEY,
+                model="local-model",
+                metadata=smodels.SessionMetadata(score=score),
+                verifier_execution_id=execution_id,
+            )
+            return (await fleet.api.sessions.ingest_session(body)).session_id
+
+        passed = await ingest(1.0, "vexec_a")
+        ungraded = await ingest(0.0, None)  # no verifier execution: not graded, never a 0
+        chosen = await ingest(None, "vexec_b", session_id="sess_client_chosen")  # unknown id: created
+        assert chosen == "sess_client_chosen"
+        results = await fleet.api.sessions.get_job_sessions(job_id)
+        (task,) = results.tasks
+        assert task.total_sessions == 3 and task.passed_sessions == 1
+        by_id = {s.session_id: s for s in task.sessions}
+        assert by_id[passed].verifier_execution is not None
+        assert by_id[ungraded].verifier_execution is None
+        assert by_id[chosen].verifier_execution is not None
+        assert by_id[chosen].verifier_execution.score is None
+        # Graded: 1.0 and 0.0 (an execution without a score and not successful); the ungraded one is left out.
+        assert task.average_score == pytest.approx(0.5)
+
+
+async def test_unknown_ids_and_bad_bodies(local: LocalFleet) -> None:
+    async with local.async_fleet() as fleet:
+        with pytest.raises(NotFoundError):
+            await fleet.api.sessions.get_session_transcript("sess_missing")
+        with pytest.raises(NotFoundError):
+            await fleet.api.sessions.get_job_sessions("job_missing")
+        body = smodels.SessionIngestRequest.model_construct(
+            messages=[],
+            job_id="j",
+            task_key=TASK_KEY,
+            model="m",
+            metadata=smodels.SessionMetadata(score=None),
+        )
+        with pytest.raises(UnprocessableEntityError):
+            await fleet.api.sessions.ingest_session(body)
