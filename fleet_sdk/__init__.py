@@ -4,6 +4,7 @@ Importing this package stays light: boto3, mcp and the local server stack load
 only when the feature that needs them is used.
 """
 
+from ._client import AsyncFleet, Fleet
 from ._exceptions import (
     APIConnectionError,
     APIError,
@@ -39,6 +40,10 @@ from ._runtime import (
     Timeout,
 )
 from ._version import __version__
+from .env import AsyncDatabase, AsyncEnv, Database, Env
+from .task_env import TaskEnv
+from .tasks import Task, load_tasks
+from .tools import Tool
 
 __all__ = [
     "APIConnectionError",
@@ -47,13 +52,19 @@ __all__ = [
     "APIResponseValidationError",
     "APIStatusError",
     "APITimeoutError",
+    "AsyncDatabase",
+    "AsyncEnv",
+    "AsyncFleet",
     "AsyncHTTPClient",
     "AuthenticationError",
     "BadRequestError",
     "ConfigurationError",
     "ConflictError",
+    "Database",
+    "Env",
     "EnvNotFoundError",
     "EpisodeError",
+    "Fleet",
     "FleetConfig",
     "FleetError",
     "HTTPClient",
@@ -65,11 +76,15 @@ __all__ = [
     "RequestOptions",
     "RetryPolicy",
     "Surface",
+    "Task",
     "TaskConfigError",
+    "TaskEnv",
     "Timeout",
+    "Tool",
     "ToolNotFoundError",
     "ToolsUnavailableError",
     "UnprocessableEntityError",
     "VersionNotFoundError",
     "__version__",
+    "load_tasks",
 ]

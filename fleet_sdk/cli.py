@@ -34,6 +34,21 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _demo(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from .demo import run_demo
+
+    return asyncio.run(
+        run_demo(
+            out_dir=Path(args.out_dir),
+            random_episodes=args.random_episodes,
+            concurrency=args.concurrency,
+            limit=args.limit,
+        )
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``fleet-sdk``."""
     parser = argparse.ArgumentParser(prog="fleet-sdk", description="Fleet SDK tools.")
@@ -53,6 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--reaper-interval", type=float, default=5.0, help="seconds between TTL reaper passes")
     serve.add_argument("--quiet", action="store_true", help="print only the ready line")
     serve.set_defaults(handler=_serve)
+
+    demo = commands.add_parser("demo", help="run every bundled task through TaskEnv on an embedded server")
+    demo.add_argument("--out-dir", default="./fleet-demo", help="where transcripts are written")
+    demo.add_argument("--random-episodes", type=int, default=4, help="tasks that also get a random policy")
+    demo.add_argument("--concurrency", type=int, default=8, help="episodes run at once")
+    demo.add_argument("--limit", type=int, default=None, help="only the first N tasks")
+    demo.set_defaults(handler=_demo)
     return parser
 
 

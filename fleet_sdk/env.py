@@ -181,8 +181,11 @@ class AsyncEnv:
         if self._closed:
             return
         self._closed = True
-        with contextlib.suppress(NotFoundError):
-            await self._fleet.api.control_plane.delete_instance(self.instance_id)
+        try:
+            with contextlib.suppress(NotFoundError):
+                await self._fleet.api.control_plane.delete_instance(self.instance_id)
+        finally:
+            await self.mcp.aclose()
 
     async def __aenter__(self) -> AsyncEnv:
         return self

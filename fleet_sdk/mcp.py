@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anyio
+import httpx
 
 from ._exceptions import MCPError, ToolNotFoundError, ToolsUnavailableError
 from ._mcp_results import extract_tool_result
@@ -71,6 +72,14 @@ class MCPClient:
         self.list_deadline = list_deadline
         self.attempt_timeout = attempt_timeout
         self._tools: dict[str, Tool] | None = None
+        # One pool per client, created on first use so it binds to the loop that uses it.
+        self._http: httpx.AsyncClient | None = None
+
+    async def aclose(self) -> None:
+        """Close the HTTP pool."""
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
 
     def __repr__(self) -> str:
         return f"MCPClient(endpoints={self.endpoints!r})"
@@ -79,18 +88,16 @@ class MCPClient:
         from datetime import timedelta
 
         from mcp import ClientSession
-        from mcp.client.streamable_http import streamablehttp_client
+        from mcp.client.streamable_http import streamable_http_client
 
-        timeout = seconds
-        with anyio.fail_after(timeout):
+        if self._http is None:
+            self._http = httpx.AsyncClient(
+                headers=self._headers, timeout=httpx.Timeout(self.attempt_timeout, connect=10.0)
+            )
+        with anyio.fail_after(seconds):
             async with (
-                streamablehttp_client(
-                    endpoint,
-                    headers=self._headers,
-                    timeout=min(timeout, self.attempt_timeout),
-                    sse_read_timeout=timeout,
-                ) as (read, write, _),
-                ClientSession(read, write, read_timeout_seconds=timedelta(seconds=timeout)) as session,
+                streamable_http_client(endpoint, http_client=self._http) as (read, write, _),
+                ClientSession(read, write, read_timeout_seconds=timedelta(seconds=seconds)) as session,
             ):
                 await session.initialize()
                 if op == "list":

@@ -55,14 +55,31 @@ class LocalAPIError(Exception):
 ModelT = TypeVar("ModelT", bound=pydantic.BaseModel)
 
 
+def _integral_floats_to_ints(value: Any) -> tuple[Any, bool]:
+    """``value`` with every integral float (``3.0``) made an int; and whether anything changed.
+
+    JSON Schema counts ``3.0`` as an integer, pydantic's strict mode does not.
+    """
+    if isinstance(value, float) and value.is_integer():
+        return int(value), True
+    if isinstance(value, list):
+        items = [_integral_floats_to_ints(item) for item in value]
+        return [item for item, _ in items], any(changed for _, changed in items)
+    if isinstance(value, dict):
+        pairs = {key: _integral_floats_to_ints(item) for key, item in value.items()}
+        return {key: item for key, (item, _) in pairs.items()}, any(changed for _, changed in pairs.values())
+    return value, False
+
+
 def strict_body(model: type[ModelT], *, non_nullable: tuple[str, ...] = ()) -> Any:
-    """A dependency parsing the JSON request body into ``model`` in pydantic strict mode.
+    """A dependency parsing the JSON request body into ``model`` as exactly as the schema reads.
 
     FastAPI validates bodies in lax mode, which accepts what the schemas forbid
-    (``false`` for a number, ``"1"`` for an integer, ``1`` for a string). Strict
-    validation of the whole tree (nested models included) keeps the server as
-    exact as the schema; failures are answered as FastAPI's 422 with
-    ``loc`` starting at ``"body"``, so the response names the bad field.
+    (``false`` for a number, ``"1"`` for an integer, ``1`` for a string). This
+    validates the whole tree (nested models included) in pydantic strict mode,
+    except that an integral float is an integer as in JSON Schema. Failures are
+    answered as FastAPI's 422 with ``loc`` starting at ``"body"``, so the
+    response names the bad field.
 
     Generated models type an optional field as ``X | None = None`` whether or
     not the schema allows ``null``; list the top-level fields whose schema does
@@ -80,11 +97,14 @@ def strict_body(model: type[ModelT], *, non_nullable: tuple[str, ...] = ()) -> A
         if not raw.strip():
             raise RequestValidationError([{"type": "missing", "loc": ("body",), "msg": "Field required"}])
         errors: list[dict[str, Any]] = []
-        if non_nullable:
-            try:
-                data = json.loads(raw)
-            except ValueError:
-                data = None
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            pass  # pydantic reports it as json_invalid below
+        else:
+            data, changed = _integral_floats_to_ints(data)
+            if changed:
+                raw = json.dumps(data).encode()
             if isinstance(data, dict):
                 errors += [
                     {"type": "null_not_allowed", "loc": ("body", name), "msg": "Input should not be null"}
