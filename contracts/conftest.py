@@ -97,7 +97,9 @@ def _setup(client: httpx.Client, target: ContractTarget) -> None:
             target.manager_url = instance["urls"]["manager"]["api"].rstrip("/")
         victim = create_instance()
         if victim is not None:
-            target.victims["DELETE /v1/env/instances/{instance_id}"] = {"instance_id": [victim["instance_id"]]}
+            target.victims["DELETE /v1/env/instances/{instance_id}"] = {
+                "instance_id": [victim["instance_id"]]
+            }
 
     tasks = _json(client.get("/v1/tasks"))
     if isinstance(tasks, dict) and tasks.get("tasks"):

@@ -4,7 +4,9 @@ Importing this package stays light: boto3, mcp and the local server stack load
 only when the feature that needs them is used.
 """
 
-from ._client import AsyncFleet, Fleet
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._exceptions import (
     APIConnectionError,
     APIError,
@@ -40,10 +42,43 @@ from ._runtime import (
     Timeout,
 )
 from ._version import __version__
-from .env import AsyncDatabase, AsyncEnv, Database, Env
-from .task_env import TaskEnv
-from .tasks import Task, load_tasks
-from .tools import Tool
+
+if TYPE_CHECKING:
+    from ._client import AsyncFleet, Fleet
+    from .env import AsyncDatabase, AsyncEnv, Database, Env
+    from .task_env import TaskEnv
+    from .tasks import Task, load_tasks
+    from .tools import Tool
+
+# Facades load on first use: the generated clients import ``fleet_sdk._runtime``, so loading the
+# facades (which import the generated clients) here would be circular when ``fleet_api`` is
+# imported first; it also keeps ``import fleet_sdk`` cheap.
+_LAZY = {
+    "AsyncFleet": "._client",
+    "Fleet": "._client",
+    "AsyncDatabase": ".env",
+    "AsyncEnv": ".env",
+    "Database": ".env",
+    "Env": ".env",
+    "TaskEnv": ".task_env",
+    "Task": ".tasks",
+    "load_tasks": ".tasks",
+    "Tool": ".tools",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fleet_sdk' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "APIConnectionError",

@@ -180,7 +180,10 @@ class LeaseBook:
                 raise not_found("browser lease", lease_id)
             if lease["status"] in ENDED_STATUSES:
                 raise LocalAPIError(
-                    410, f"browser lease {lease_id!r} is already {lease['status']}", code="gone", retryable=False
+                    410,
+                    f"browser lease {lease_id!r} is already {lease['status']}",
+                    code="gone",
+                    retryable=False,
                 )
             ended = self._end(lease_id, "terminated")
             assert ended is not None
@@ -263,8 +266,10 @@ def router(state: LocalState) -> APIRouter:
             raise not_found("browser lease", lease_id)
         if lease["status"] not in LIVE_STATUSES:
             raise LocalAPIError(
-                404, f"browser lease {lease_id!r} is {lease['status']}: its MCP endpoint is gone",
-                code="not_found", retryable=False,
+                404,
+                f"browser lease {lease_id!r} is {lease['status']}: its MCP endpoint is gone",
+                code="not_found",
+                retryable=False,
             )
         return models.BrowserMCPTools(lease_id=lease_id, tools=[models.MCPToolInfo(**COMPUTER_TOOL)])
 

@@ -3,6 +3,7 @@ state kept across restarts, and the ``fleet-sdk serve`` ready line."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -10,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -18,6 +20,7 @@ import pytest
 from fleet_api.browser_lease import models as browser
 
 from fleet_sdk.local import LocalFleet
+from fleet_sdk.verifiers import bundle_sha256, bundle_verifier
 
 STARTUP_BUDGET = 3.0
 """Seconds ``LocalFleet().start()`` may take (an acceptance criterion of the issue)."""
@@ -39,6 +42,34 @@ def _session_members(session_id: int) -> list[int]:
         if state != "Z" and session_id in (ppid, session):
             members.append(int(entry.name))
     return members
+
+
+def _descendants(pid: int) -> set[int]:
+    """Live descendants of ``pid`` (children in their own sessions included), from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z":
+                children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def _port_open(url: str) -> bool:
@@ -70,6 +101,54 @@ def test_starts_fast_and_stops_clean() -> None:
     assert not server.data_dir.exists(), "temporary data dir was not removed"
 
 
+SLOW_VERIFIER = """
+import time
+
+
+def verify(env, final_answer=None):
+    time.sleep(60)
+    return 1.0
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_stop_ends_running_verifier_sandboxes() -> None:
+    """A verifier sandbox (its own session, so out of reach of killpg) still ends with the server."""
+    server = LocalFleet().start()
+    try:
+        headers = {"Authorization": f"Bearer {server.api_key}"}
+        envs = httpx.get(f"{server.base_url}/v1/env/", headers=headers).json()
+        instance = httpx.post(
+            f"{server.base_url}/v1/env/instances",
+            json={"env_key": envs[0]["env_key"]},
+            headers=headers,
+            timeout=30,
+        ).json()
+        body = {
+            "key": "slow-verifier",
+            "sha256": bundle_sha256(SLOW_VERIFIER),
+            "args": {"instance_id": instance["instance_id"]},
+            "function_name": "verify",
+            "timeout": 60,
+            "bundle": base64.b64encode(bundle_verifier(SLOW_VERIFIER)).decode(),
+        }
+
+        def run() -> None:
+            with contextlib.suppress(httpx.HTTPError):
+                httpx.post(f"{server.base_url}/v1/verifiers/execute", json=body, headers=headers, timeout=90)
+
+        threading.Thread(target=run, daemon=True).start()
+        assert server.pid is not None
+        pid = server.pid
+        deadline = time.monotonic() + 15
+        while not (children := _descendants(pid)):
+            assert time.monotonic() < deadline, "the verifier sandbox never started"
+            time.sleep(0.05)
+    finally:
+        server.stop()
+    assert not [child for child in children if _alive(child)], "verifier sandboxes survived stop()"
+
+
 def test_state_survives_restart(tmp_path: Path) -> None:
     data_dir = tmp_path / "fleet-data"
     with LocalFleet(data_dir, api_key="restart-key") as first, first.fleet() as fleet:
@@ -86,7 +165,17 @@ def test_state_survives_restart(tmp_path: Path) -> None:
 
 
 def test_cli_serve_prints_ready_line(tmp_path: Path) -> None:
-    argv = [sys.executable, "-m", "fleet_sdk.cli", "serve", "--port", "0", "--data-dir", str(tmp_path), "--quiet"]
+    argv = [
+        sys.executable,
+        "-m",
+        "fleet_sdk.cli",
+        "serve",
+        "--port",
+        "0",
+        "--data-dir",
+        str(tmp_path),
+        "--quiet",
+    ]
     env = {**os.environ, "FLEET_LOCAL_API_KEY": "cli-key"}
     process = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
@@ -100,7 +189,9 @@ def test_cli_serve_prints_ready_line(tmp_path: Path) -> None:
         assert ready["pid"] == process.pid
         assert ready["s3_url"] and ready["s3_url"] != ready["url"]
         response = httpx.post(
-            f"{ready['url']}/v1/traces/jobs", json={"name": "cli"}, headers={"Authorization": "Bearer cli-key"}
+            f"{ready['url']}/v1/traces/jobs",
+            json={"name": "cli"},
+            headers={"Authorization": "Bearer cli-key"},
         )
         assert response.status_code == 200, response.text
         process.send_signal(signal.SIGTERM)

@@ -53,7 +53,9 @@ def test_trace_job_validation_names_the_field(local: LocalFleet) -> None:
 
 
 def test_traces_refuse_x_api_key(local: LocalFleet) -> None:
-    response = httpx.post(f"{local.base_url}/v1/traces/jobs", json={"name": "x"}, headers={"X-API-Key": local.api_key})
+    response = httpx.post(
+        f"{local.base_url}/v1/traces/jobs", json={"name": "x"}, headers={"X-API-Key": local.api_key}
+    )
     assert response.status_code == 401
     assert response.json()["detail"] == X_API_KEY_REFUSAL
 
@@ -68,7 +70,9 @@ def test_legacy_trace_logs_are_stored_and_deprecated(fleet: Fleet) -> None:
             traces.TraceTurn(role="user", parts=[traces.TracePart(text="open the page")]),
             traces.TraceTurn(
                 role="model",
-                parts=[traces.TracePart(function_call=traces.TraceFunctionCall(name="computer", args={"a": 1}))],
+                parts=[
+                    traces.TracePart(function_call=traces.TraceFunctionCall(name="computer", args={"a": 1}))
+                ],
             ),
         ],
         score=None,
@@ -184,11 +188,17 @@ def test_lease_expires_by_ttl(fleet: Fleet) -> None:
 
 def test_client_chosen_lease_id_and_idempotency_key(fleet: Fleet) -> None:
     chosen = f"lease-{uuid.uuid4().hex[:8]}"
-    lease = fleet.api.browser.create_browser_lease(browser.BrowserLeaseRequest(ttl_seconds=60, lease_id=chosen))
+    lease = fleet.api.browser.create_browser_lease(
+        browser.BrowserLeaseRequest(ttl_seconds=60, lease_id=chosen)
+    )
     assert lease.lease_id == chosen
     key = str(uuid.uuid4())
-    first = fleet.api.browser.create_browser_lease(browser.BrowserLeaseRequest(ttl_seconds=60), idempotency_key=key)
-    second = fleet.api.browser.create_browser_lease(browser.BrowserLeaseRequest(ttl_seconds=60), idempotency_key=key)
+    first = fleet.api.browser.create_browser_lease(
+        browser.BrowserLeaseRequest(ttl_seconds=60), idempotency_key=key
+    )
+    second = fleet.api.browser.create_browser_lease(
+        browser.BrowserLeaseRequest(ttl_seconds=60), idempotency_key=key
+    )
     assert first == second
     third = fleet.api.browser.create_browser_lease(browser.BrowserLeaseRequest(ttl_seconds=60))
     assert third.lease_id != first.lease_id

@@ -1,0 +1,113 @@
+"""Regression tests for the env / tool / verifier / event-loop bugs of seed 000.
+Each docstring quotes the bug it guards against."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from fleet_sdk import AsyncFleet, EnvNotFoundError, RetryPolicy, Timeout
+from fleet_sdk.local import LocalFleet
+from fleet_sdk.task_env import TaskEnv
+from fleet_sdk.tasks import Task
+from fleet_sdk.verifiers import run_remote_async
+
+FAST = RetryPolicy(max_retries=2, backoff_base=0.05, backoff_max=0.1)
+
+
+def task_with(code: str) -> Task:
+    return Task(task_key="seed-regression", prompt="p", env_key="orderdesk", verifier_code=code)
+
+
+async def test_make_sends_no_image_type_by_default() -> None:
+    """Seed: "MCP images don't exist for all environment versions ... changing the default to None"."""
+    seen: list[dict[str, object]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content))
+        return httpx.Response(404, json={"detail": "env_key not found", "code": "env_not_found"})
+
+    fleet = AsyncFleet(
+        "sk-test-000000", http_client=httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    )
+    with pytest.raises(EnvNotFoundError, match="env_key not found"):
+        await fleet.make("fira:1.2.3")
+    assert "image_type" not in seen[0]
+    assert seen[0]["env_key"] == "fira" and seen[0]["env_version"] == "v1.2.3"
+
+
+def test_default_timeout_is_60s_not_15s() -> None:
+    """Seed: "Increases default timeout from 15s to 60s ... prevents timeouts during environment
+    initialization"."""
+    assert Timeout().total == 60.0
+
+
+async def test_reset_accepts_a_seed(afleet: AsyncFleet) -> None:
+    """Seed: "HTTPEnvClient.reset() doesn't support seed parameter yet"."""
+    async with await afleet.make("orderdesk") as env:
+        response = await env.reset(seed=7)
+        assert response.success
+
+
+async def test_verifier_annotated_with_environment_type(afleet: AsyncFleet) -> None:
+    """Seed: "fixes 'name Environment is not defined' errors during verifier execution"."""
+    code = "def verify(env: Environment) -> float:\n    return TASK_SUCCESSFUL_SCORE\n"
+    async with TaskEnv(task_with(code), fleet=afleet) as env:
+        await env.reset_async()
+        _, reward, _, _ = await env.step_async({"done": True})
+        assert reward == 1.0, env.verifier_error
+
+
+async def test_missing_verify_names_the_functions_found(afleet: AsyncFleet) -> None:
+    """Seed: "Show which functions were found if 'verify' is missing"."""
+    code = "def check_a(env):\n    return 1\n\ndef check_b(env):\n    return 0\n"
+    async with TaskEnv(task_with(code), fleet=afleet) as env:
+        await env.reset_async()
+        await env.step_async({"done": True})
+        assert env.final_reward is None
+        assert env.verifier_error is not None
+        assert "check_a" in env.verifier_error and "check_b" in env.verifier_error
+
+
+async def test_verifier_is_retried_through_502_from_a_warming_instance(
+    server: LocalFleet, afleet: AsyncFleet
+) -> None:
+    """Seed: "Fresh instances occasionally return 502 before they finish warming up; the next attempt
+    succeeds" and the execution_id must still come back."""
+    async with await afleet.make("orderdesk") as env:
+        server.inject_fault("/v1/verifiers/execute", method="POST", status=502, count=2)
+        outcome = await run_remote_async(
+            afleet, "def verify(env):\n    return 1\n", key="k", instance_id=env.instance_id, retry=FAST
+        )
+        assert outcome.score == 1.0
+        assert outcome.attempts == 3
+        assert outcome.execution_id
+
+
+async def test_judge_error_is_retried_then_unknown(afleet: AsyncFleet) -> None:
+    """Seed: retry on stdout lines starting `JUDGE ERROR:`; a judge failure is no grade, not a 0."""
+    code = "def verify(env):\n    print('JUDGE ERROR: upstream 529')\n    return 0\n"
+    async with await afleet.make("orderdesk") as env:
+        outcome = await run_remote_async(afleet, code, key="k", instance_id=env.instance_id, retry=FAST)
+        assert outcome.attempts == 3
+        assert outcome.transient and outcome.score is None
+        assert outcome.execution_id  # the last run's id is kept for the trace
+
+
+async def test_feedback_properties_do_not_leak_across_episodes(afleet: AsyncFleet) -> None:
+    """Seed: "All feedback properties reset in reset_async() to prevent cross-episode leakage"."""
+    code = "def verify(env):\n    print('graded')\n    raise ValueError('nope')\n"
+    async with TaskEnv(task_with(code), fleet=afleet) as env:
+        await env.reset_async()
+        await env.step_async({"tool": "get_order", "params": {"order_id": -1}})
+        await env.step_async({"done": True})
+        assert env.tool_errors and env.verifier_error and env.verifier_stdout
+        await env.reset_async()
+        assert (env.tool_errors, env.verifier_error, env.verifier_stdout, env.final_reward) == (
+            [],
+            None,
+            None,
+            None,
+        )
