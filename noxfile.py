@@ -10,7 +10,7 @@ from __future__ import annotations
 import nox
 
 PYTHON = "3.11"
-LINT_TARGETS = ("fleet_sdk", "codegen", "tests", "contracts", "noxfile.py")
+LINT_TARGETS = ("fleet_sdk", "codegen", "tests", "contracts", "benchmarks", "noxfile.py")
 PYTEST_NO_TESTS_COLLECTED = 5
 
 nox.options.default_venv_backend = "venv"

@@ -6,8 +6,8 @@ import argparse
 import time
 
 import httpx
-
 from fleet_api.env_instance import models
+
 from fleet_sdk.local import LocalFleet
 
 

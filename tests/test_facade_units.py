@@ -109,7 +109,7 @@ def test_bad_task_file_names_index_and_field(tmp_path: Path) -> None:
 def test_malformed_task_files_get_clear_errors(tmp_path: Path, content: str, expected: str) -> None:
     path = tmp_path / "t.json"
     path.write_text(content)
-    with pytest.raises(TaskConfigError, match="t.json") as info:
+    with pytest.raises(TaskConfigError, match=r"t\.json") as info:
         load_tasks(path)
     assert expected in str(info.value)
 
@@ -286,7 +286,7 @@ def test_bridge_timeout_cancels() -> None:
     async def forever() -> None:
         await asyncio.sleep(3600)
 
-    with pytest.raises(TimeoutError, match="0.2s"):
+    with pytest.raises(TimeoutError, match=r"0\.2s"):
         run_sync(forever(), timeout=0.2)
 
 

@@ -1,0 +1,41 @@
+"""The README's first command: ``fleet-sdk demo`` on an embedded server, no account, no network."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def test_fleet_sdk_demo_runs_scripted_and_random_episodes(tmp_path: Path) -> None:
+    out_dir = tmp_path / "demo"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fleet_sdk.cli",
+            "demo",
+            "--limit",
+            "4",
+            "--random-episodes",
+            "2",
+            "--out-dir",
+            str(out_dir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("task") and "policy" in line and "reward" in line for line in lines)
+    assert sum(" scripted " in line and " 1.00 " in line for line in lines) == 4
+    assert sum(" random " in line for line in lines) == 2
+    assert "Scripted policy: 4/4 tasks scored 1.0." in result.stdout
+    assert "4/6 episodes" in result.stdout or "6/6 episodes" in result.stdout  # progress output
+    transcripts = sorted((out_dir / "transcripts").glob("*.json"))
+    assert len(transcripts) == 6
+    first = json.loads(transcripts[0].read_text())
+    assert first["transcript"][0]["role"] == "user"

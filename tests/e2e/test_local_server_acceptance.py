@@ -1,0 +1,123 @@
+"""The local server, driven only over HTTP with the generated clients, end to end:
+instances, the manager API, real MCP, verifiers, session ingest and harness jobs."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+
+import pytest
+from fleet_api.env_instance import models
+from fleet_api.sessions_ingest import models as smodels
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from fleet_sdk import Fleet, PermissionDeniedError
+from fleet_sdk.verifiers import bundle_sha256, bundle_verifier
+
+TERMINAL_JOB = {"completed", "errored", "failed", "cancelled"}
+
+
+def verifier_request(code: str, instance_id: str) -> models.VerifierExecuteRequest:
+    return models.VerifierExecuteRequest(
+        key="acceptance",
+        sha256=bundle_sha256(code),
+        args=models.VerifierArgs(instance_id=instance_id),
+        function_name="verify",
+        timeout=10,
+        bundle=base64.b64encode(bundle_verifier(code)).decode(),
+    )
+
+
+async def mcp_session_calls(url: str, event_id: int) -> tuple[list[str], str, str]:
+    async with streamable_http_client(url) as (read, write, _), ClientSession(read, write) as session:
+        await session.initialize()
+        tools = [t.name for t in (await session.list_tools()).tools]
+        read_result = await session.call_tool("get_event", {"event_id": event_id})
+        write_result = await session.call_tool(
+            "update_event", {"event_id": event_id, "title": "Renamed by MCP"}
+        )
+        assert not read_result.isError and not write_result.isError
+        return tools, read_result.content[0].text, write_result.content[0].text  # type: ignore[union-attr]
+
+
+def wait_for_job(fleet: Fleet, job_id: str, deadline: float = 120.0) -> models.Job:
+    end = time.monotonic() + deadline
+    while True:
+        job = fleet.api.control_plane.get_job(job_id)
+        if job.status in TERMINAL_JOB:
+            return job
+        assert time.monotonic() < end, f"job {job_id} still {job.status} after {deadline}s"
+        time.sleep(0.2)
+
+
+def test_the_local_server_over_http_only(fleet: Fleet) -> None:
+    api = fleet.api.control_plane
+    instance = api.create_instance(models.InstanceRequest(env_key="calendar", env_version="1.0.0"))
+    assert instance.status == "running" and instance.version == "v1.0.0"
+    manager = fleet.api.manager(instance.urls.manager.api)
+    try:
+        assert manager.reset_instance(models.ResetRequest()).success
+        tables = {t.name for t in manager.describe_database("current").tables}
+        assert "events" in tables
+        count = manager.query_database("current", models.QueryRequest(query="SELECT count(*) FROM events"))
+        assert count.success and count.rows[0][0] > 0
+        with pytest.raises(PermissionDeniedError) as refused:
+            manager.query_database("current", models.QueryRequest(query="DELETE FROM events", read_only=True))
+        assert refused.value.code == "read_only"
+        event_id = manager.query_database(
+            "current", models.QueryRequest(query="SELECT min(id) FROM events")
+        ).rows[0][0]
+
+        tools, read_text, _ = asyncio.run(mcp_session_calls(f"{instance.urls.root}mcp", event_id))
+        assert {"get_event", "update_event", "list_events"} <= set(tools)
+        assert json.loads(read_text)["id"] == event_id
+        title = manager.query_database(
+            "current", models.QueryRequest(query="SELECT title FROM events WHERE id = ?", args=[event_id])
+        )
+        assert title.rows == [["Renamed by MCP"]]
+
+        passing = (
+            "def verify(env):\n    rows = env.db('current').rows('SELECT title FROM events')\n"
+            "    return 1 if any(r['title'] == 'Renamed by MCP' for r in rows) else 0\n"
+        )
+        result = api.execute_verifier(verifier_request(passing, instance.instance_id))
+        assert result.success and result.result == 1 and result.execution_id
+        failing = "def verify(env):\n    return TASK_FAILED_SCORE\n"
+        result = api.execute_verifier(verifier_request(failing, instance.instance_id))
+        assert result.success and result.result == 0
+    finally:
+        api.delete_instance(instance.instance_id)
+    assert api.get_instance(instance.instance_id).status == "terminated"
+
+    ingest = fleet.api.sessions.ingest_session(
+        smodels.SessionIngestRequest.model_validate(
+            {
+                "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+                "job_id": "acceptance-job",
+                "task_key": "calendar-count-tuesday-meetings",
+                "model": "anthropic/claude-sonnet-4.5",
+                "metadata": {"score": 0.5},
+            }
+        )
+    )
+    transcript = fleet.api.sessions.get_session_transcript(ingest.session_id)
+    assert [m.role for m in transcript.transcript] == ["user", "assistant"]
+
+    task_keys = [t.task_key for t in api.list_tasks(env_key="calendar").tasks]
+    created = api.create_job(
+        models.JobRequest(models=["local/scripted", "local/random"], env_key="calendar", name="acceptance")
+    )
+    assert wait_for_job(fleet, created.job_id).status == "completed"
+    sessions = fleet.api.sessions.get_job_sessions(created.job_id)
+    assert sessions.total_sessions == 2 * len(task_keys)
+    by_model: dict[str, list[float | None]] = {}
+    for task in sessions.tasks:
+        for session in task.sessions:
+            assert session.verifier_execution is not None, session
+            by_model.setdefault(session.model, []).append(session.verifier_execution.score)
+    assert set(by_model) == {"scripted", "random"}  # bare model names, as the platform reports them
+    assert by_model["scripted"] == [1.0] * len(task_keys)
+    assert all(score is not None for score in by_model["random"])
