@@ -31,6 +31,7 @@ from ._runtime import AsyncHTTPClient, Deadline, FleetConfig, HTTPClient, RetryP
 from ._runtime._bridge import run_sync
 from .env import AsyncEnv, Env
 from .specs import parse_spec
+from .traces import AsyncTraces, Traces
 
 __all__ = ["AsyncFleet", "AsyncFleetAPI", "Fleet", "FleetAPI", "is_transient_provisioning_error"]
 
@@ -163,6 +164,8 @@ class Fleet:
         self._policy_kwargs: dict[str, Any] = {"timeout": timeout, "retry": retry, "deadline": deadline}
         self._async: AsyncFleet | None = None
         self.api = FleetAPI(self.config, self._pool, **_policy(timeout, retry, deadline))
+        self.traces = Traces(self)
+        """Trace jobs and session uploads with screenshots (``fleet_sdk.traces``)."""
 
     def __repr__(self) -> str:
         return f"Fleet(base_url={self.config.base_url!r}, platform_url={self.config.platform_url!r})"
@@ -267,6 +270,8 @@ class AsyncFleet:
         self._owns_pool = http_client is None
         self._pool = http_client or httpx.AsyncClient(limits=_POOL_LIMITS)
         self.api = AsyncFleetAPI(self.config, self._pool, **_policy(timeout, retry, deadline))
+        self.traces = AsyncTraces(self)
+        """Trace jobs and session uploads with screenshots (``fleet_sdk.traces``)."""
 
     def __repr__(self) -> str:
         return f"AsyncFleet(base_url={self.config.base_url!r}, platform_url={self.config.platform_url!r})"

@@ -13,7 +13,6 @@ import json
 import random
 import sys
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,30 +81,12 @@ async def run_episode(fleet: AsyncFleet, task: Task, policy: str, *, max_steps: 
     env = TaskEnv(task, fleet=fleet, max_steps=max_steps)
     try:
         observation = await env.reset_async()
-        result.transcript.append({"role": "user", "content": observation["prompt"]})
         if policy == "scripted":
             actions = _scripted_actions(task)
         else:
             actions = _random_actions(observation, seed=f"{task.task_key}:{policy}")
         for action in actions:
-            call_id = f"call_{uuid.uuid4().hex[:12]}"
-            result.transcript.append(
-                {
-                    "role": "assistant",
-                    "content": None,
-                    "tool_calls": [
-                        {
-                            "id": call_id,
-                            "type": "function",
-                            "function": {"name": action["tool"], "arguments": json.dumps(action["params"])},
-                        }
-                    ],
-                }
-            )
-            obs, _reward, done, _info = await env.step_async(action)
-            result.transcript.append(
-                {"role": "tool", "tool_call_id": call_id, "content": json.dumps(obs["content"], default=str)}
-            )
+            _obs, _reward, done, _info = await env.step_async(action)
             if done:
                 break
         if not env.done:
@@ -116,6 +97,7 @@ async def run_episode(fleet: AsyncFleet, task: Task, policy: str, *, max_steps: 
     except Exception as exc:  # a demo row per episode, whatever happened
         result.error = f"{type(exc).__name__}: {exc}"
     finally:
+        result.transcript = list(env.chat_history)  # TaskEnv records prompt, tool calls and results
         result.steps = env.step_count
         result.done_reason = env.done_reason
         try:
@@ -154,27 +136,21 @@ def _table(results: Sequence[EpisodeResult]) -> str:
 
 
 async def _upload(fleet: AsyncFleet, results: Sequence[EpisodeResult]) -> str:
-    from fleet_api.sessions_ingest import models as smodels
-    from fleet_api.traces_jobs import models as tmodels
-
-    job = await fleet.api.traces.create_trace_job(tmodels.TraceJobRequest(name="fleet-sdk demo"))
+    job_id = await fleet.traces.create_job("fleet-sdk demo")
     for result in results:
         if len(result.transcript) < 1:
             continue
-        await fleet.api.sessions.ingest_session(
-            smodels.SessionIngestRequest.model_validate(
-                {
-                    "messages": result.transcript,
-                    "job_id": job.job_id,
-                    "task_key": result.task_key,
-                    "model": f"local/{result.policy}",
-                    "status": "completed" if result.reward is not None else "errored",
-                    "metadata": {"score": result.reward, "policy": result.policy},
-                    "verifier_execution_id": result.verifier_execution_id,
-                }
-            )
+        await fleet.traces.upload_session(
+            job_id=job_id,
+            task_key=result.task_key,
+            model=f"local/{result.policy}",
+            chat_history=result.transcript,
+            reward=result.reward,
+            metadata={"policy": result.policy},
+            verifier_execution_id=result.verifier_execution_id,
+            status="completed" if result.reward is not None else "errored",
         )
-    return job.job_id
+    return job_id
 
 
 async def run_demo(

@@ -17,8 +17,11 @@ SDK's loop bridge, so they work from scripts, threads and running loops alike.
 
 from __future__ import annotations
 
+import json
 import logging
+import uuid
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._exceptions import EpisodeError, FleetError, MCPError
@@ -29,6 +32,7 @@ from .tools import Tool
 
 if TYPE_CHECKING:
     from ._client import AsyncFleet, Fleet
+    from .traces import ScreenshotSink
     from .verifiers._remote import RemoteVerifierOutcome
 
 __all__ = ["SUBMIT_FINAL_ANSWER", "DoneReason", "TaskEnv"]
@@ -49,6 +53,15 @@ SUBMIT_TOOL = Tool(
 )
 
 
+def _message_content(value: Any) -> Any:
+    """A tool value as message content: a string or content blocks, else its JSON text."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and value and all(isinstance(b, dict) and "type" in b for b in value):
+        return value
+    return json.dumps(value, default=str)
+
+
 class TaskEnv:
     """A task-environment episode over a Fleet (or local) environment instance.
 
@@ -63,6 +76,17 @@ class TaskEnv:
         verifier_deadline: Overall seconds for the verifier, retries included.
         ttl_seconds: Lifetime of the instance.
         make_kwargs: More arguments for ``make`` (``region``, ``image_type``...).
+        trace_job_id: A trace job (``fleet.traces.create_job``): every finished episode is
+            uploaded to it after the verifier, with its reward and ``verifier_execution_id``
+            (``trace_session_id`` holds the session id). An upload never fails the episode.
+        trace_model: The model id stored with uploaded sessions.
+        screenshot_store: Where uploaded screenshots go (default: ``fleet.traces``' store,
+            the production bucket).
+
+    Attributes:
+        chat_history: The episode as OpenAI-shape messages: the prompt (``user``), one
+            ``assistant`` message with ``tool_calls`` per step, and each tool result (``tool``,
+            with the turn footer on multimodal tasks). Reset by ``reset``.
     """
 
     def __init__(
@@ -77,6 +101,9 @@ class TaskEnv:
         verifier_deadline: float = 300.0,
         ttl_seconds: int | None = None,
         make_kwargs: Mapping[str, Any] | None = None,
+        trace_job_id: str | None = None,
+        trace_model: str | None = None,
+        screenshot_store: ScreenshotSink | None = None,
     ) -> None:
         if max_steps < 1:
             raise ValueError(f"max_steps must be at least 1, got {max_steps}")
@@ -90,6 +117,9 @@ class TaskEnv:
         self.verifier_deadline = verifier_deadline
         self.ttl_seconds = ttl_seconds
         self.make_kwargs = dict(make_kwargs or {})
+        self.trace_job_id = trace_job_id
+        self.trace_model = trace_model
+        self.screenshot_store = screenshot_store
         self.env: AsyncEnv | None = None
         self.tools: list[Tool] = []
         self._reset_episode()
@@ -109,6 +139,10 @@ class TaskEnv:
         self.verifier_outcome: RemoteVerifierOutcome | None = None
         self.tool_errors: list[str] = []
         self._verified = False
+        self.chat_history: list[dict[str, Any]] = []
+        self.trace_session_id: str | None = None
+        self._traced = False
+        self._started_at: datetime | None = None
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -155,6 +189,7 @@ class TaskEnv:
             ``"content"`` (a screenshot and the turn footer) for multimodal tasks.
         """
         self._reset_episode()
+        self._started_at = datetime.now(UTC)
         fleet = self._async_fleet()
         if self.env is None:
             self.env = await fleet.make(
@@ -184,6 +219,9 @@ class TaskEnv:
                 "computer", {"action": "screenshot"}, deadline=self.call_deadline
             )
             observation["content"] = self._content(screenshot)
+        self.chat_history.append({"role": "user", "content": self.task.prompt})
+        if "content" in observation:
+            self.chat_history.append({"role": "user", "content": observation["content"]})
         return observation
 
     async def step_async(
@@ -193,7 +231,8 @@ class TaskEnv:
 
         Args:
             action: ``{"tool": name, "params": {...}, "done": bool}``; ``tool`` may be omitted
-                when only ``done`` is given.
+                when only ``done`` is given. Optional ``tool_call_id`` (the model's call id) and
+                ``content`` (the model's text) are recorded in ``chat_history``.
 
         Returns:
             ``(observation, reward, done, info)``. The reward is 0.0 until the episode ends, then
@@ -217,6 +256,7 @@ class TaskEnv:
         self.step_count += 1
         value: Any = None
         tool_error: str | None = None
+        call_id = self._record_call(action, name, params)
         if name == SUBMIT_FINAL_ANSWER and self._offers_submit():
             self.final_answer = params.get("answer")
             value = "Final answer submitted."
@@ -233,10 +273,14 @@ class TaskEnv:
             self._finish("agent")
         if not self.done and self.step_count >= self.max_steps:
             self._finish("max_steps")
+        observation = {"tool": name, "content": self._content(value), "step": self.step_count}
+        if call_id is not None:
+            self.chat_history.append(
+                {"role": "tool", "tool_call_id": call_id, "content": _message_content(observation["content"])}
+            )
         reward: float | None = 0.0
         if self.done_reason is not None:  # this step ended the episode
-            reward = await self._verify()
-        observation = {"tool": name, "content": self._content(value), "step": self.step_count}
+            reward = await self._end_episode()
         info = {
             "step": self.step_count,
             "done_reason": self.done_reason,
@@ -246,9 +290,73 @@ class TaskEnv:
         }
         return observation, reward, self.done, info
 
+    def _record_call(
+        self, action: Mapping[str, Any], name: str | None, params: Mapping[str, Any]
+    ) -> str | None:
+        """Append the assistant's tool call to ``chat_history``; returns its id (None: no tool)."""
+        if not name:
+            return None
+        given = action.get("tool_call_id") or action.get("id")
+        call_id = given if isinstance(given, str) and given else f"call_{uuid.uuid4().hex[:24]}"
+        text = action.get("content")
+        self.chat_history.append(
+            {
+                "role": "assistant",
+                "content": text if isinstance(text, str) else None,
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": name, "arguments": json.dumps(dict(params), default=str)},
+                    }
+                ],
+            }
+        )
+        return call_id
+
     def _finish(self, reason: DoneReason) -> None:
         self.done = True
         self.done_reason = reason
+
+    async def _end_episode(self) -> float | None:
+        """Run the verifier, then upload the episode's trace when a trace job is set."""
+        reward = await self._verify()
+        await self._upload_trace()
+        return reward
+
+    async def _upload_trace(self) -> None:
+        """Upload the finished episode once; never raises (a failed upload only logs)."""
+        if self.trace_job_id is None or self._traced:
+            return
+        self._traced = True
+        try:
+            from ._client import Fleet
+
+            fleet = self._async_fleet()
+            store = self.screenshot_store
+            if store is None and isinstance(self._fleet_arg, Fleet):
+                store = self._fleet_arg.traces.screenshot_store  # what the caller set on the sync client
+            self.trace_session_id = await fleet.traces.upload_session(
+                job_id=self.trace_job_id,
+                task_key=self.task.task_key,
+                model=self.trace_model or "unknown",
+                chat_history=self.chat_history,
+                reward=self.final_reward,
+                instance_id=self.env.instance_id if self.env is not None else None,
+                metadata={
+                    "done_reason": self.done_reason,
+                    "steps": self.step_count,
+                    "verifier_error": self.verifier_error,
+                    "tool_errors": list(self.tool_errors),
+                },
+                verifier_execution_id=self.verifier_execution_id,
+                status="completed" if self.final_reward is not None else "errored",
+                started_at=self._started_at,
+                ended_at=datetime.now(UTC),
+                screenshot_store=store,
+            )
+        except Exception as exc:  # upload_session never raises; this guards the episode anyway
+            log.warning("task %s: trace upload failed: %s", self.task.task_key, type(exc).__name__)
 
     async def _verify(self) -> float | None:
         """Run the verifier once per episode and set the feedback properties."""
@@ -296,7 +404,7 @@ class TaskEnv:
             if not self.done and self.step_count > 0:
                 self._finish("closed")
                 self.env = env
-                await self._verify()
+                await self._end_episode()
                 self.env = None
         finally:
             await env.close()

@@ -1,9 +1,10 @@
 """The local server's ASGI app: every surface of the four schemas in one process.
 
 Routes live in one module per surface; this module wires them together with
-bearer auth, the ``ErrorResponse`` error shape, fault injection and a lifespan
-that starts and stops the feature runtimes (S3 endpoint, MCP session manager,
-TTL reaper, job runner).
+bearer auth, request bodies validated against their schemas (``_validation``),
+the ``ErrorResponse`` error shape, fault injection and a lifespan that starts and
+stops the feature runtimes (S3 endpoint, MCP session manager, TTL reaper, job
+runner).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 
-from . import _browser, _control, _jobs, _manager, _mcp, _s3, _sessions, _traces, _webui
+from . import _browser, _control, _jobs, _manager, _mcp, _s3, _sessions, _traces, _validation, _webui
 from ._errors import EXCEPTION_HANDLERS, LocalAPIError
 from ._faults import FaultMiddleware
 from ._state import LocalState
@@ -70,14 +71,24 @@ def create_app(state: LocalState) -> FastAPI:
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
     )
     app.state.local = state
-    auth = [bearer_auth(state)]
-    app.include_router(_control.router(state), dependencies=auth)
-    app.include_router(_jobs.router(state), dependencies=auth)
-    app.include_router(_sessions.router(state), dependencies=auth)
-    app.include_router(_traces.router(state), dependencies=auth)
-    app.include_router(_browser.router(state), dependencies=auth)
-    app.include_router(_manager.router(state))
-    app.include_router(_webui.router(state))
+    # Every JSON body is checked against its operation's schema, after auth (401 before 422).
+    bodies = _validation.load_body_schemas({"instance-manager": _manager.MANAGER_PREFIX})
+    body_check = _validation.body_check(bodies)
+    guarded = [bearer_auth(state), body_check]
+    surfaces = [
+        (_control.router(state), guarded),
+        (_jobs.router(state), guarded),
+        (_sessions.router(state), guarded),
+        (_traces.router(state), guarded),
+        (_browser.router(state), guarded),
+        (_manager.router(state), [body_check]),
+    ]
+    webui = _webui.router(state)
+    for surface, dependencies in surfaces:
+        app.include_router(surface, dependencies=dependencies)
+    app.include_router(webui)
+    # Fail at startup, not on a request, if a route with a body has no schema operation or vice versa.
+    bodies.check_routes([*(route for surface, _ in surfaces for route in surface.routes), *webui.routes])
     _mcp.mount(app, state)
     app.add_middleware(FaultMiddleware, injector=state.faults)
     return app

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, Header
 from fleet_api.browser_lease import models
 
-from ._errors import LocalAPIError, not_found, strict_body
+from ._errors import LocalAPIError, not_found
 from ._state import LocalState, new_id
 
 LEASE_KIND = "browser_lease"
@@ -233,10 +233,7 @@ def router(state: LocalState) -> APIRouter:
 
     @api.post("/v1/browser", response_model=models.BrowserLease)
     async def create_browser_lease(
-        body: Annotated[
-            models.BrowserLeaseRequest,
-            strict_body(models.BrowserLeaseRequest, non_nullable=("lease_id", "allowed_hosts")),
-        ],
+        body: models.BrowserLeaseRequest,
         idempotency_key: Annotated[
             str | None, Header(alias="Idempotency-Key", min_length=1, max_length=255)
         ] = None,

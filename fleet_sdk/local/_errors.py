@@ -1,14 +1,13 @@
 """Errors the local server answers with, in the schemas' ``ErrorResponse`` shape:
-``{"detail": ..., "code": ..., "retryable": ...}``. FastAPI's own validation
-errors keep their ``detail: [{loc, msg, type}]`` list, so a 422 names the field."""
+``{"detail": ..., "code": ..., "retryable": ...}``. Every 422 carries the
+``detail: [{loc, msg, type}]`` list of FastAPI's validation errors, so it names
+the field (request bodies are validated against the schemas by ``_validation``)."""
 
 from __future__ import annotations
 
-import json
-from typing import Any, TypeVar
+from typing import Any
 
-import pydantic
-from fastapi import Depends, Request
+from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -52,79 +51,6 @@ class LocalAPIError(Exception):
         return body
 
 
-ModelT = TypeVar("ModelT", bound=pydantic.BaseModel)
-
-
-def _integral_floats_to_ints(value: Any) -> tuple[Any, bool]:
-    """``value`` with every integral float (``3.0``) made an int; and whether anything changed.
-
-    JSON Schema counts ``3.0`` as an integer, pydantic's strict mode does not.
-    """
-    if isinstance(value, float) and value.is_integer():
-        return int(value), True
-    if isinstance(value, list):
-        items = [_integral_floats_to_ints(item) for item in value]
-        return [item for item, _ in items], any(changed for _, changed in items)
-    if isinstance(value, dict):
-        pairs = {key: _integral_floats_to_ints(item) for key, item in value.items()}
-        return {key: item for key, (item, _) in pairs.items()}, any(changed for _, changed in pairs.values())
-    return value, False
-
-
-def strict_body(model: type[ModelT], *, non_nullable: tuple[str, ...] = ()) -> Any:
-    """A dependency parsing the JSON request body into ``model`` as exactly as the schema reads.
-
-    FastAPI validates bodies in lax mode, which accepts what the schemas forbid
-    (``false`` for a number, ``"1"`` for an integer, ``1`` for a string). This
-    validates the whole tree (nested models included) in pydantic strict mode,
-    except that an integral float is an integer as in JSON Schema. Failures are
-    answered as FastAPI's 422 with ``loc`` starting at ``"body"``, so the
-    response names the bad field.
-
-    Generated models type an optional field as ``X | None = None`` whether or
-    not the schema allows ``null``; list the top-level fields whose schema does
-    not in ``non_nullable`` and an explicit ``null`` there is refused too.
-
-    Use as ``body: Annotated[Model, strict_body(Model)]``.
-
-    Args:
-        model: The request model.
-        non_nullable: Optional top-level fields that must not be sent as ``null``.
-    """
-
-    async def parse(request: Request) -> ModelT:
-        raw = await request.body()
-        if not raw.strip():
-            raise RequestValidationError([{"type": "missing", "loc": ("body",), "msg": "Field required"}])
-        errors: list[dict[str, Any]] = []
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            pass  # pydantic reports it as json_invalid below
-        else:
-            data, changed = _integral_floats_to_ints(data)
-            if changed:
-                raw = json.dumps(data).encode()
-            if isinstance(data, dict):
-                errors += [
-                    {"type": "null_not_allowed", "loc": ("body", name), "msg": "Input should not be null"}
-                    for name in non_nullable
-                    if name in data and data[name] is None
-                ]
-        try:
-            parsed = model.model_validate_json(raw, strict=True)
-        except pydantic.ValidationError as exc:
-            errors += [
-                {"type": err["type"], "loc": ("body", *err["loc"]), "msg": err["msg"]}
-                for err in exc.errors(include_url=False)
-            ]
-        if errors:
-            raise RequestValidationError(errors)
-        return parsed
-
-    return Depends(parse)
-
-
 def not_found(kind: str, id: str, code: str = "not_found") -> LocalAPIError:
     """A 404 naming what was not found."""
     return LocalAPIError(404, f"{kind} {id!r} not found", code=code, retryable=False)
@@ -153,8 +79,22 @@ def _allowed_methods(request: Request) -> set[str]:
     return allowed
 
 
+def _undecodable_body(exc: StarletteHTTPException) -> bool:
+    """Whether FastAPI refused a body it could not even decode (bad UTF-8, nesting too deep).
+
+    FastAPI answers a JSON syntax error 422 but these 400, raising from the decoding error.
+    """
+    return exc.status_code == 400 and isinstance(exc.__cause__, ValueError | RecursionError)
+
+
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
+    if _undecodable_body(exc):
+        cause = exc.__cause__
+        issue = {"loc": ["body"], "msg": f"JSON decode error: {type(cause).__name__}", "type": "json_invalid"}
+        return JSONResponse(
+            {"detail": [issue], "code": "validation_error", "retryable": False}, status_code=422
+        )
     headers = exc.headers
     if exc.status_code == 405:
         allowed = _allowed_methods(request)

@@ -12,12 +12,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 from fastapi import APIRouter, Response
 from fleet_api.traces_jobs import models
 
-from ._errors import strict_body
 from ._state import LocalState, iso, new_id
 
 TRACE_JOB_KIND = "trace_job"
@@ -30,7 +29,7 @@ def router(state: LocalState) -> APIRouter:
 
     @api.post("/v1/traces/jobs", response_model=models.TraceJob)
     async def create_trace_job(
-        body: Annotated[models.TraceJobRequest, strict_body(models.TraceJobRequest)],
+        body: models.TraceJobRequest,
     ) -> models.TraceJob:
         """Create an ``active`` trace job; its id groups the sessions of one run."""
         job = models.TraceJob(job_id=new_id("tjob"), name=body.name, status="active")
@@ -39,7 +38,7 @@ def router(state: LocalState) -> APIRouter:
 
     @api.post("/v1/traces/logs", response_model=models.TraceLogsResponse, deprecated=True)
     async def upload_trace_logs(
-        body: Annotated[models.TraceLogsRequest, strict_body(models.TraceLogsRequest)], response: Response
+        body: models.TraceLogsRequest, response: Response
     ) -> models.TraceLogsResponse:
         """Store a legacy Gemini-shape trace (deprecated; kept for replaying old traces).
 

@@ -27,6 +27,7 @@ def test_fleet_sdk_demo_runs_scripted_and_random_episodes(tmp_path: Path) -> Non
         text=True,
         timeout=300,
         cwd=tmp_path,
+        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()

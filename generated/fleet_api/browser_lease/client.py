@@ -117,11 +117,16 @@ class BrowserLeaseClient:
 
         Documented as 200 (PROTOCOL does not say 200 or 201; clients treat any 2XX as success).
 
+        Design choice (PROTOCOL is silent): 409 when the `Idempotency-Key` was already used with
+        a different body (code `idempotency_conflict`), or when `lease_id` names a lease that is
+        still live (code `conflict`). Reusing the id of a lease that has ended starts a new lease
+        under that id. Retry with the same `Idempotency-Key` and body to get the same lease back.
+
         Args:
             body: Request to start a remote browser.
             idempotency_key: Sent as the ``Idempotency-Key`` header; optional client-chosen unique key (e.g. a uuid4 reused across retries of one call)
-                that makes the POST safe to retry: the same key returns the same lease instead of
-                starting a second browser.
+                that makes the POST safe to retry: the same key with the same body returns the same
+                lease instead of starting a second browser; the same key with another body is a 409.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -129,6 +134,8 @@ class BrowserLeaseClient:
 
         Raises:
             AuthenticationError: 401: Missing or refused key (check the FLEET_TEAM_API_KEY / BROWSER_API_TOKEN / FLEET_API_KEY order).
+            ConflictError: 409: The request conflicts with an earlier one: its `Idempotency-Key` was used with a different
+                body (code `idempotency_conflict`), or its `lease_id` names a live lease (code `conflict`).
             UnprocessableEntityError: 422: The request failed validation; `detail` lists the bad fields.
             RateLimitError: 429: Too many requests (or no browser capacity); retry later with backoff.
             InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
@@ -264,11 +271,16 @@ class BrowserLeaseClientWithRawResponse:
 
         Documented as 200 (PROTOCOL does not say 200 or 201; clients treat any 2XX as success).
 
+        Design choice (PROTOCOL is silent): 409 when the `Idempotency-Key` was already used with
+        a different body (code `idempotency_conflict`), or when `lease_id` names a lease that is
+        still live (code `conflict`). Reusing the id of a lease that has ended starts a new lease
+        under that id. Retry with the same `Idempotency-Key` and body to get the same lease back.
+
         Args:
             body: Request to start a remote browser.
             idempotency_key: Sent as the ``Idempotency-Key`` header; optional client-chosen unique key (e.g. a uuid4 reused across retries of one call)
-                that makes the POST safe to retry: the same key returns the same lease instead of
-                starting a second browser.
+                that makes the POST safe to retry: the same key with the same body returns the same
+                lease instead of starting a second browser; the same key with another body is a 409.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -277,6 +289,8 @@ class BrowserLeaseClientWithRawResponse:
 
         Raises:
             AuthenticationError: 401: Missing or refused key (check the FLEET_TEAM_API_KEY / BROWSER_API_TOKEN / FLEET_API_KEY order).
+            ConflictError: 409: The request conflicts with an earlier one: its `Idempotency-Key` was used with a different
+                body (code `idempotency_conflict`), or its `lease_id` names a live lease (code `conflict`).
             UnprocessableEntityError: 422: The request failed validation; `detail` lists the bad fields.
             RateLimitError: 429: Too many requests (or no browser capacity); retry later with backoff.
             InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
@@ -422,11 +436,16 @@ class AsyncBrowserLeaseClient:
 
         Documented as 200 (PROTOCOL does not say 200 or 201; clients treat any 2XX as success).
 
+        Design choice (PROTOCOL is silent): 409 when the `Idempotency-Key` was already used with
+        a different body (code `idempotency_conflict`), or when `lease_id` names a lease that is
+        still live (code `conflict`). Reusing the id of a lease that has ended starts a new lease
+        under that id. Retry with the same `Idempotency-Key` and body to get the same lease back.
+
         Args:
             body: Request to start a remote browser.
             idempotency_key: Sent as the ``Idempotency-Key`` header; optional client-chosen unique key (e.g. a uuid4 reused across retries of one call)
-                that makes the POST safe to retry: the same key returns the same lease instead of
-                starting a second browser.
+                that makes the POST safe to retry: the same key with the same body returns the same
+                lease instead of starting a second browser; the same key with another body is a 409.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -434,6 +453,8 @@ class AsyncBrowserLeaseClient:
 
         Raises:
             AuthenticationError: 401: Missing or refused key (check the FLEET_TEAM_API_KEY / BROWSER_API_TOKEN / FLEET_API_KEY order).
+            ConflictError: 409: The request conflicts with an earlier one: its `Idempotency-Key` was used with a different
+                body (code `idempotency_conflict`), or its `lease_id` names a live lease (code `conflict`).
             UnprocessableEntityError: 422: The request failed validation; `detail` lists the bad fields.
             RateLimitError: 429: Too many requests (or no browser capacity); retry later with backoff.
             InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
@@ -569,11 +590,16 @@ class AsyncBrowserLeaseClientWithRawResponse:
 
         Documented as 200 (PROTOCOL does not say 200 or 201; clients treat any 2XX as success).
 
+        Design choice (PROTOCOL is silent): 409 when the `Idempotency-Key` was already used with
+        a different body (code `idempotency_conflict`), or when `lease_id` names a lease that is
+        still live (code `conflict`). Reusing the id of a lease that has ended starts a new lease
+        under that id. Retry with the same `Idempotency-Key` and body to get the same lease back.
+
         Args:
             body: Request to start a remote browser.
             idempotency_key: Sent as the ``Idempotency-Key`` header; optional client-chosen unique key (e.g. a uuid4 reused across retries of one call)
-                that makes the POST safe to retry: the same key returns the same lease instead of
-                starting a second browser.
+                that makes the POST safe to retry: the same key with the same body returns the same
+                lease instead of starting a second browser; the same key with another body is a 409.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -582,6 +608,8 @@ class AsyncBrowserLeaseClientWithRawResponse:
 
         Raises:
             AuthenticationError: 401: Missing or refused key (check the FLEET_TEAM_API_KEY / BROWSER_API_TOKEN / FLEET_API_KEY order).
+            ConflictError: 409: The request conflicts with an earlier one: its `Idempotency-Key` was used with a different
+                body (code `idempotency_conflict`), or its `lease_id` names a live lease (code `conflict`).
             UnprocessableEntityError: 422: The request failed validation; `detail` lists the bad fields.
             RateLimitError: 429: Too many requests (or no browser capacity); retry later with backoff.
             InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.

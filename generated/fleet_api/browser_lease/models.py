@@ -36,8 +36,9 @@ class BrowserLeaseRequest(BaseModel):
     """
     lease_id: Annotated[str | None, Field(min_length=1)] = None
     """
-    Optional client-chosen lease id; the server assigns one when it is omitted. PROTOCOL
-    does not say what a reused id does, so use `Idempotency-Key` for safe retries.
+    Optional client-chosen lease id; the server assigns one when it is omitted. Design
+    choice (PROTOCOL does not say what a reused id does): the id of a lease that is still
+    live is a 409, so use `Idempotency-Key` for safe retries.
 
     """
     allowed_hosts: list[str] | None = None

@@ -357,7 +357,8 @@ class ControlPlaneClient:
             The new instance.
 
         Raises:
-            BadRequestError: 400: The request was understood but cannot be carried out as sent (e.g. an invalid spec or bundle).
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
             NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
             ConflictError: 409: The request conflicts with the current state, e.g. an object with that key already exists, or an `Idempotency-Key` was reused with a different body.
@@ -585,7 +586,8 @@ class ControlPlaneClient:
             The stored task.
 
         Raises:
-            BadRequestError: 400: The request was understood but cannot be carried out as sent (e.g. an invalid spec or bundle).
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
             ConflictError: 409: The request conflicts with the current state, e.g. an object with that key already exists, or an `Idempotency-Key` was reused with a different body.
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
@@ -654,7 +656,8 @@ class ControlPlaneClient:
             The updated task.
 
         Raises:
-            BadRequestError: 400: The request was understood but cannot be carried out as sent (e.g. an invalid spec or bundle).
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
             NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
@@ -690,6 +693,11 @@ class ControlPlaneClient:
         may not have that sha256 yet. A server that has no bundle for the pair answers 404 with code
         `not_found`, and the client resends with `bundle`.
 
+        `args.instance_id` is required here (the control plane has no other way to know which
+        instance to verify): without it the answer is 422 naming `["body", "args", "instance_id"]`.
+        The body schema below narrows the shared `VerifierExecuteRequest` to say so; the
+        instance's own `execute_verifier_function` binds the instance from its URL instead.
+
         Args:
             body: Body of `execute_verifier` and of the instance's `execute_verifier_function`.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
@@ -698,7 +706,8 @@ class ControlPlaneClient:
             The verifier ran (check `success`).
 
         Raises:
-            BadRequestError: 400: The request was understood but cannot be carried out as sent (e.g. an invalid spec or bundle).
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
             NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
@@ -730,7 +739,10 @@ class ControlPlaneClient:
         Args:
             body: Body of `create_job`. Design choice: tasks are chosen by `task_keys` when given, else all
                 tasks of `project_key`, else all tasks of `env_key`, less `excluded_task_keys`; at least one
-                of the three selectors should be given.
+                of the three selectors must be given (an empty string or list counts as not given). A
+                body with none, or whose exclusions leave no task, is answered 400 (code `bad_request`):
+                the rule is not expressed in this schema, so it is not a 422. A `mode` the server cannot
+                run is a 400 too.
             idempotency_key: Sent as the ``Idempotency-Key`` header; makes the POST safe to retry; the server returns the first result for a repeated key.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
@@ -738,7 +750,8 @@ class ControlPlaneClient:
             The job was accepted.
 
         Raises:
-            BadRequestError: 400: The request was understood but cannot be carried out as sent (e.g. an invalid spec or bundle).
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
             ConflictError: 409: The request conflicts with the current state, e.g. an object with that key already exists, or an `Idempotency-Key` was reused with a different body.
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
@@ -913,7 +926,8 @@ class ControlPlaneClientWithRawResponse:
             the new instance.
 
         Raises:
-            BadRequestError: 400: The request was understood but cannot be carried out as sent (e.g. an invalid spec or bundle).
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
             NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
             ConflictError: 409: The request conflicts with the current state, e.g. an object with that key already exists, or an `Idempotency-Key` was reused with a different body.
@@ -1147,7 +1161,8 @@ class ControlPlaneClientWithRawResponse:
             the stored task.
 
         Raises:
-            BadRequestError: 400: The request was understood but cannot be carried out as sent (e.g. an invalid spec or bundle).
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
             ConflictError: 409: The request conflicts with the current state, e.g. an object with that key already exists, or an `Idempotency-Key` was reused with a different body.
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
@@ -1218,7 +1233,8 @@ class ControlPlaneClientWithRawResponse:
             the updated task.
 
         Raises:
-            BadRequestError: 400: The request was understood but cannot be carried out as sent (e.g. an invalid spec or bundle).
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
             NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
@@ -1254,6 +1270,11 @@ class ControlPlaneClientWithRawResponse:
         may not have that sha256 yet. A server that has no bundle for the pair answers 404 with code
         `not_found`, and the client resends with `bundle`.
 
+        `args.instance_id` is required here (the control plane has no other way to know which
+        instance to verify): without it the answer is 422 naming `["body", "args", "instance_id"]`.
+        The body schema below narrows the shared `VerifierExecuteRequest` to say so; the
+        instance's own `execute_verifier_function` binds the instance from its URL instead.
+
         Args:
             body: Body of `execute_verifier` and of the instance's `execute_verifier_function`.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
@@ -1263,7 +1284,8 @@ class ControlPlaneClientWithRawResponse:
             the verifier ran (check `success`).
 
         Raises:
-            BadRequestError: 400: The request was understood but cannot be carried out as sent (e.g. an invalid spec or bundle).
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
             NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
@@ -1295,7 +1317,10 @@ class ControlPlaneClientWithRawResponse:
         Args:
             body: Body of `create_job`. Design choice: tasks are chosen by `task_keys` when given, else all
                 tasks of `project_key`, else all tasks of `env_key`, less `excluded_task_keys`; at least one
-                of the three selectors should be given.
+                of the three selectors must be given (an empty string or list counts as not given). A
+                body with none, or whose exclusions leave no task, is answered 400 (code `bad_request`):
+                the rule is not expressed in this schema, so it is not a 422. A `mode` the server cannot
+                run is a 400 too.
             idempotency_key: Sent as the ``Idempotency-Key`` header; makes the POST safe to retry; the server returns the first result for a repeated key.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
@@ -1304,7 +1329,8 @@ class ControlPlaneClientWithRawResponse:
             the job was accepted.
 
         Raises:
-            BadRequestError: 400: The request was understood but cannot be carried out as sent (e.g. an invalid spec or bundle).
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
             ConflictError: 409: The request conflicts with the current state, e.g. an object with that key already exists, or an `Idempotency-Key` was reused with a different body.
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
@@ -1485,7 +1511,8 @@ class AsyncControlPlaneClient:
             The new instance.
 
         Raises:
-            BadRequestError: 400: The request was understood but cannot be carried out as sent (e.g. an invalid spec or bundle).
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
             NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
             ConflictError: 409: The request conflicts with the current state, e.g. an object with that key already exists, or an `Idempotency-Key` was reused with a different body.
@@ -1713,7 +1740,8 @@ class AsyncControlPlaneClient:
             The stored task.
 
         Raises:
-            BadRequestError: 400: The request was understood but cannot be carried out as sent (e.g. an invalid spec or bundle).
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
             ConflictError: 409: The request conflicts with the current state, e.g. an object with that key already exists, or an `Idempotency-Key` was reused with a different body.
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
@@ -1782,7 +1810,8 @@ class AsyncControlPlaneClient:
             The updated task.
 
         Raises:
-            BadRequestError: 400: The request was understood but cannot be carried out as sent (e.g. an invalid spec or bundle).
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
             NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
@@ -1818,6 +1847,11 @@ class AsyncControlPlaneClient:
         may not have that sha256 yet. A server that has no bundle for the pair answers 404 with code
         `not_found`, and the client resends with `bundle`.
 
+        `args.instance_id` is required here (the control plane has no other way to know which
+        instance to verify): without it the answer is 422 naming `["body", "args", "instance_id"]`.
+        The body schema below narrows the shared `VerifierExecuteRequest` to say so; the
+        instance's own `execute_verifier_function` binds the instance from its URL instead.
+
         Args:
             body: Body of `execute_verifier` and of the instance's `execute_verifier_function`.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
@@ -1826,7 +1860,8 @@ class AsyncControlPlaneClient:
             The verifier ran (check `success`).
 
         Raises:
-            BadRequestError: 400: The request was understood but cannot be carried out as sent (e.g. an invalid spec or bundle).
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
             NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
@@ -1858,7 +1893,10 @@ class AsyncControlPlaneClient:
         Args:
             body: Body of `create_job`. Design choice: tasks are chosen by `task_keys` when given, else all
                 tasks of `project_key`, else all tasks of `env_key`, less `excluded_task_keys`; at least one
-                of the three selectors should be given.
+                of the three selectors must be given (an empty string or list counts as not given). A
+                body with none, or whose exclusions leave no task, is answered 400 (code `bad_request`):
+                the rule is not expressed in this schema, so it is not a 422. A `mode` the server cannot
+                run is a 400 too.
             idempotency_key: Sent as the ``Idempotency-Key`` header; makes the POST safe to retry; the server returns the first result for a repeated key.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
@@ -1866,7 +1904,8 @@ class AsyncControlPlaneClient:
             The job was accepted.
 
         Raises:
-            BadRequestError: 400: The request was understood but cannot be carried out as sent (e.g. an invalid spec or bundle).
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
             ConflictError: 409: The request conflicts with the current state, e.g. an object with that key already exists, or an `Idempotency-Key` was reused with a different body.
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
@@ -2041,7 +2080,8 @@ class AsyncControlPlaneClientWithRawResponse:
             the new instance.
 
         Raises:
-            BadRequestError: 400: The request was understood but cannot be carried out as sent (e.g. an invalid spec or bundle).
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
             NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
             ConflictError: 409: The request conflicts with the current state, e.g. an object with that key already exists, or an `Idempotency-Key` was reused with a different body.
@@ -2275,7 +2315,8 @@ class AsyncControlPlaneClientWithRawResponse:
             the stored task.
 
         Raises:
-            BadRequestError: 400: The request was understood but cannot be carried out as sent (e.g. an invalid spec or bundle).
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
             ConflictError: 409: The request conflicts with the current state, e.g. an object with that key already exists, or an `Idempotency-Key` was reused with a different body.
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
@@ -2346,7 +2387,8 @@ class AsyncControlPlaneClientWithRawResponse:
             the updated task.
 
         Raises:
-            BadRequestError: 400: The request was understood but cannot be carried out as sent (e.g. an invalid spec or bundle).
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
             NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
@@ -2382,6 +2424,11 @@ class AsyncControlPlaneClientWithRawResponse:
         may not have that sha256 yet. A server that has no bundle for the pair answers 404 with code
         `not_found`, and the client resends with `bundle`.
 
+        `args.instance_id` is required here (the control plane has no other way to know which
+        instance to verify): without it the answer is 422 naming `["body", "args", "instance_id"]`.
+        The body schema below narrows the shared `VerifierExecuteRequest` to say so; the
+        instance's own `execute_verifier_function` binds the instance from its URL instead.
+
         Args:
             body: Body of `execute_verifier` and of the instance's `execute_verifier_function`.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
@@ -2391,7 +2438,8 @@ class AsyncControlPlaneClientWithRawResponse:
             the verifier ran (check `success`).
 
         Raises:
-            BadRequestError: 400: The request was understood but cannot be carried out as sent (e.g. an invalid spec or bundle).
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
             NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
@@ -2423,7 +2471,10 @@ class AsyncControlPlaneClientWithRawResponse:
         Args:
             body: Body of `create_job`. Design choice: tasks are chosen by `task_keys` when given, else all
                 tasks of `project_key`, else all tasks of `env_key`, less `excluded_task_keys`; at least one
-                of the three selectors should be given.
+                of the three selectors must be given (an empty string or list counts as not given). A
+                body with none, or whose exclusions leave no task, is answered 400 (code `bad_request`):
+                the rule is not expressed in this schema, so it is not a 422. A `mode` the server cannot
+                run is a 400 too.
             idempotency_key: Sent as the ``Idempotency-Key`` header; makes the POST safe to retry; the server returns the first result for a repeated key.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
@@ -2432,7 +2483,8 @@ class AsyncControlPlaneClientWithRawResponse:
             the job was accepted.
 
         Raises:
-            BadRequestError: 400: The request was understood but cannot be carried out as sent (e.g. an invalid spec or bundle).
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
             ConflictError: 409: The request conflicts with the current state, e.g. an object with that key already exists, or an `Idempotency-Key` was reused with a different body.
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
@@ -2664,7 +2716,8 @@ class InstanceManagerClient:
             The statement ran (check `success`).
 
         Raises:
-            BadRequestError: 400: The request was understood but cannot be carried out as sent (e.g. an invalid spec or bundle).
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
             PermissionDeniedError: 403: The credentials are valid but the operation is not allowed, e.g. a write to a read-only database (code `read_only`).
             NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
@@ -2723,7 +2776,12 @@ class InstanceManagerClient:
         The instance's own verifier endpoint (its `urls.manager.execute_verifier_function`). Takes
         the same request and returns the same response as the control plane's
         `POST /v1/verifiers/execute`; a verifier that ran but failed is a 200 with `success: false`
-        and `error` set.
+        and `error` set. The instance is the one this manager serves: `args.instance_id` may be
+        left out and is not used to pick it.
+
+        404 with code `not_found` when the server has no bundle for `(key, sha256)` (resend with
+        `bundle`, as for the control plane), or with code `instance_not_found` when the instance
+        is gone.
 
         Args:
             body: Body of `execute_verifier` and of the instance's `execute_verifier_function`.
@@ -2733,8 +2791,10 @@ class InstanceManagerClient:
             The verifier ran (check `success`).
 
         Raises:
-            BadRequestError: 400: The request was understood but cannot be carried out as sent (e.g. an invalid spec or bundle).
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
@@ -2902,7 +2962,8 @@ class InstanceManagerClientWithRawResponse:
             the statement ran (check `success`).
 
         Raises:
-            BadRequestError: 400: The request was understood but cannot be carried out as sent (e.g. an invalid spec or bundle).
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
             PermissionDeniedError: 403: The credentials are valid but the operation is not allowed, e.g. a write to a read-only database (code `read_only`).
             NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
@@ -2962,7 +3023,12 @@ class InstanceManagerClientWithRawResponse:
         The instance's own verifier endpoint (its `urls.manager.execute_verifier_function`). Takes
         the same request and returns the same response as the control plane's
         `POST /v1/verifiers/execute`; a verifier that ran but failed is a 200 with `success: false`
-        and `error` set.
+        and `error` set. The instance is the one this manager serves: `args.instance_id` may be
+        left out and is not used to pick it.
+
+        404 with code `not_found` when the server has no bundle for `(key, sha256)` (resend with
+        `bundle`, as for the control plane), or with code `instance_not_found` when the instance
+        is gone.
 
         Args:
             body: Body of `execute_verifier` and of the instance's `execute_verifier_function`.
@@ -2973,8 +3039,10 @@ class InstanceManagerClientWithRawResponse:
             the verifier ran (check `success`).
 
         Raises:
-            BadRequestError: 400: The request was understood but cannot be carried out as sent (e.g. an invalid spec or bundle).
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
@@ -3144,7 +3212,8 @@ class AsyncInstanceManagerClient:
             The statement ran (check `success`).
 
         Raises:
-            BadRequestError: 400: The request was understood but cannot be carried out as sent (e.g. an invalid spec or bundle).
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
             PermissionDeniedError: 403: The credentials are valid but the operation is not allowed, e.g. a write to a read-only database (code `read_only`).
             NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
@@ -3203,7 +3272,12 @@ class AsyncInstanceManagerClient:
         The instance's own verifier endpoint (its `urls.manager.execute_verifier_function`). Takes
         the same request and returns the same response as the control plane's
         `POST /v1/verifiers/execute`; a verifier that ran but failed is a 200 with `success: false`
-        and `error` set.
+        and `error` set. The instance is the one this manager serves: `args.instance_id` may be
+        left out and is not used to pick it.
+
+        404 with code `not_found` when the server has no bundle for `(key, sha256)` (resend with
+        `bundle`, as for the control plane), or with code `instance_not_found` when the instance
+        is gone.
 
         Args:
             body: Body of `execute_verifier` and of the instance's `execute_verifier_function`.
@@ -3213,8 +3287,10 @@ class AsyncInstanceManagerClient:
             The verifier ran (check `success`).
 
         Raises:
-            BadRequestError: 400: The request was understood but cannot be carried out as sent (e.g. an invalid spec or bundle).
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
@@ -3382,7 +3458,8 @@ class AsyncInstanceManagerClientWithRawResponse:
             the statement ran (check `success`).
 
         Raises:
-            BadRequestError: 400: The request was understood but cannot be carried out as sent (e.g. an invalid spec or bundle).
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
             PermissionDeniedError: 403: The credentials are valid but the operation is not allowed, e.g. a write to a read-only database (code `read_only`).
             NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
@@ -3442,7 +3519,12 @@ class AsyncInstanceManagerClientWithRawResponse:
         The instance's own verifier endpoint (its `urls.manager.execute_verifier_function`). Takes
         the same request and returns the same response as the control plane's
         `POST /v1/verifiers/execute`; a verifier that ran but failed is a 200 with `success: false`
-        and `error` set.
+        and `error` set. The instance is the one this manager serves: `args.instance_id` may be
+        left out and is not used to pick it.
+
+        404 with code `not_found` when the server has no bundle for `(key, sha256)` (resend with
+        `bundle`, as for the control plane), or with code `instance_not_found` when the instance
+        is gone.
 
         Args:
             body: Body of `execute_verifier` and of the instance's `execute_verifier_function`.
@@ -3453,8 +3535,10 @@ class AsyncInstanceManagerClientWithRawResponse:
             the verifier ran (check `success`).
 
         Raises:
-            BadRequestError: 400: The request was understood but cannot be carried out as sent (e.g. an invalid spec or bundle).
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.

@@ -389,7 +389,11 @@ class VerifierArgs(BaseModel):
     )
     instance_id: str | None = None
     """
-    Id of the instance whose state is verified (the verifier's `env`).
+    Id of the instance whose state is verified (the verifier's `env`). Required (a string)
+    by the control plane's `execute_verifier`, which answers 422 naming
+    `args.instance_id` without it; the instance's `execute_verifier_function` takes the
+    instance from its URL and does not need it.
+
     """
     final_answer: Any | None = None
     """
@@ -508,7 +512,10 @@ class JobRequest(BaseModel):
     """
     Body of `create_job`. Design choice: tasks are chosen by `task_keys` when given, else all
     tasks of `project_key`, else all tasks of `env_key`, less `excluded_task_keys`; at least one
-    of the three selectors should be given.
+    of the three selectors must be given (an empty string or list counts as not given). A
+    body with none, or whose exclusions leave no task, is answered 400 (code `bad_request`):
+    the rule is not expressed in this schema, so it is not a 422. A `mode` the server cannot
+    run is a 400 too.
 
     """
 
@@ -695,6 +702,12 @@ class Job(BaseModel):
     system_prompt: str | None = None
     """
     The system prompt override, if any.
+    """
+    error: str | None = None
+    """
+    Why the job ended `errored` or `failed` (e.g. every session errored, or the server shut
+    down mid-job); null otherwise. Not required: servers that do not report it omit it.
+
     """
 
 

@@ -60,7 +60,10 @@ class SessionIngestResponse(BaseModel):
     """
     message_count: Annotated[int, Field(ge=0)]
     """
-    Number of messages stored by this call (PROTOCOL does not say whether it counts the whole session).
+    Number of messages the session holds after this call, the ones stored before included
+    (it grows with each append). PROTOCOL does not say which count it is; this is the
+    server's design choice.
+
     """
     created_new_session: bool
     """
@@ -220,6 +223,13 @@ class SessionSummary(BaseModel):
     verifier_execution: VerifierExecution | None
     """
     The verifier run that graded the session; null when none ran (an error, not a 0).
+    """
+    error: str | None = None
+    """
+    Why the session ended `errored` or `failed` (e.g. the instance could not be created, the
+    model endpoint failed); null otherwise. Not required: servers that do not report it
+    omit it.
+
     """
 
 

@@ -1,0 +1,247 @@
+"""Where screenshots go: a public-read S3 bucket the trace viewer can ``<img src>`` without auth.
+
+Production (PROTOCOL section 7): bucket ``fleet-sessions-images`` in ``us-east-1``, objects at
+``https://fleet-sessions-images.s3.us-east-1.amazonaws.com/<key>``. Credentials come from the
+usual AWS chain (environment, shared config, instance role) unless given explicitly.
+
+boto3 is imported only when the first screenshot is uploaded, so ``import fleet_sdk`` and a
+trace without images never load it (install the ``s3`` extra to upload screenshots).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "DEFAULT_BUCKET",
+    "DEFAULT_PUBLIC_URL_BASE",
+    "DEFAULT_REGION",
+    "ScreenshotSink",
+    "ScreenshotStore",
+]
+
+log = logging.getLogger("fleet_sdk.traces")
+
+DEFAULT_BUCKET = "fleet-sessions-images"
+DEFAULT_REGION = "us-east-1"
+DEFAULT_PUBLIC_URL_BASE = f"https://{DEFAULT_BUCKET}.s3.{DEFAULT_REGION}.amazonaws.com"
+
+_ACL_UNSUPPORTED = frozenset({"AccessControlListNotSupported", "AccessControlListNotSupportedException"})
+
+
+@runtime_checkable
+class ScreenshotSink(Protocol):
+    """Anything that stores screenshot bytes under a key and returns their public URL.
+
+    ``ScreenshotStore`` is the S3 implementation; tests pass fakes. ``upload`` is blocking
+    (it is run in worker threads) and raises on failure.
+    """
+
+    def upload(self, key: str, data: bytes, mime: str) -> str:
+        """Store ``data`` at ``key`` (unless already there) and return its public URL.
+
+        Args:
+            key: Content-addressed object key (``harness/screenshot/<sha>.<ext>``).
+            data: The image bytes.
+            mime: The image MIME type.
+        """
+        ...
+
+
+class ScreenshotStore:
+    """The S3 screenshot bucket: content-addressed, uploaded once, publicly readable.
+
+    Before uploading, an in-process cache of keys known to exist is checked, then
+    ``head_object``: a screenshot repeated within or across sessions is put once. Safe to
+    share between threads and sessions.
+
+    Args:
+        bucket: Bucket name.
+        region: Bucket region.
+        endpoint_url: S3 endpoint (None: AWS; e.g. a local moto server's URL).
+        public_url_base: URL objects are read at, without the key (default: the bucket's
+            virtual-host URL ``https://<bucket>.s3.<region>.amazonaws.com``).
+        addressing_style: ``"path"``, ``"virtual"`` or None (botocore's choice).
+        acl: Canned ACL sent with each put (``"public-read"``); None sends none. A bucket
+            with ACLs disabled rejects it, and the store then retries without it.
+        max_concurrency: Uploads run at once for one session.
+        connect_timeout: Seconds to connect to S3.
+        read_timeout: Seconds to wait for an S3 response.
+        aws_access_key_id: Explicit credentials (None: the AWS credential chain).
+        aws_secret_access_key: Explicit credentials (None: the AWS credential chain).
+        aws_session_token: Explicit session token.
+        client: A ready boto3 S3 client to use instead of building one.
+    """
+
+    def __init__(
+        self,
+        *,
+        bucket: str = DEFAULT_BUCKET,
+        region: str = DEFAULT_REGION,
+        endpoint_url: str | None = None,
+        public_url_base: str | None = None,
+        addressing_style: str | None = None,
+        acl: str | None = "public-read",
+        max_concurrency: int = 8,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 60.0,
+        aws_access_key_id: str | None = None,
+        aws_secret_access_key: str | None = None,
+        aws_session_token: str | None = None,
+        client: Any = None,
+    ) -> None:
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
+        self.bucket = bucket
+        self.region = region
+        self.endpoint_url = endpoint_url
+        self.public_url_base = (public_url_base or f"https://{bucket}.s3.{region}.amazonaws.com").rstrip("/")
+        self.addressing_style = addressing_style
+        self.acl = acl
+        self.max_concurrency = max_concurrency
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+        self._credentials = {
+            "aws_access_key_id": aws_access_key_id,
+            "aws_secret_access_key": aws_secret_access_key,
+            "aws_session_token": aws_session_token,
+        }
+        self._client = client
+        self._lock = threading.Lock()
+        self._key_locks: dict[str, threading.Lock] = {}
+        self._known: set[str] = set()
+        self.uploads = 0
+        """Objects put by this store (``put_object`` calls that succeeded)."""
+        self.existing = 0
+        """Keys found already in the bucket by ``head_object`` (not uploaded again)."""
+
+    @classmethod
+    def for_endpoint(
+        cls,
+        endpoint_url: str,
+        *,
+        bucket: str = DEFAULT_BUCKET,
+        region: str = DEFAULT_REGION,
+        **kwargs: Any,
+    ) -> ScreenshotStore:
+        """A store for an S3-compatible endpoint such as the local server's ``s3_url``.
+
+        Path-style addressing, dummy credentials (unless given), objects read at
+        ``<endpoint_url>/<bucket>/<key>``.
+
+        Args:
+            endpoint_url: The endpoint, e.g. ``LocalFleet.s3_url``.
+            bucket: Bucket name.
+            region: Region name.
+            **kwargs: Other ``ScreenshotStore`` arguments.
+        """
+        base = endpoint_url.rstrip("/")
+        kwargs.setdefault("public_url_base", f"{base}/{bucket}")
+        kwargs.setdefault("addressing_style", "path")
+        kwargs.setdefault("aws_access_key_id", "testing")
+        kwargs.setdefault("aws_secret_access_key", "testing")
+        return cls(bucket=bucket, region=region, endpoint_url=base, **kwargs)
+
+    def __repr__(self) -> str:
+        return (
+            f"ScreenshotStore(bucket={self.bucket!r}, region={self.region!r}, "
+            f"endpoint_url={self.endpoint_url!r}, public_url_base={self.public_url_base!r})"
+        )
+
+    def public_url(self, key: str) -> str:
+        """The public URL of an object.
+
+        Args:
+            key: The object key.
+        """
+        return f"{self.public_url_base}/{key.lstrip('/')}"
+
+    def _s3(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                import boto3
+                from botocore.config import Config
+
+                s3_options: dict[str, Any] = {}
+                if self.addressing_style:
+                    s3_options["addressing_style"] = self.addressing_style
+                config = Config(
+                    region_name=self.region,
+                    connect_timeout=self.connect_timeout,
+                    read_timeout=self.read_timeout,
+                    max_pool_connections=max(10, self.max_concurrency),
+                    retries={"max_attempts": 3, "mode": "standard"},
+                    s3=s3_options or None,
+                )
+                credentials = {k: v for k, v in self._credentials.items() if v is not None}
+                session = boto3.session.Session()
+                self._client = session.client(
+                    "s3", endpoint_url=self.endpoint_url, config=config, **credentials
+                )
+            return self._client
+
+    def _key_lock(self, key: str) -> threading.Lock:
+        with self._lock:
+            lock = self._key_locks.get(key)
+            if lock is None:
+                lock = self._key_locks[key] = threading.Lock()
+            return lock
+
+    def _exists(self, client: Any, key: str) -> bool:
+        from botocore.exceptions import ClientError
+
+        try:
+            client.head_object(Bucket=self.bucket, Key=key)
+        except ClientError:
+            # 404 (not there) or 403 (no read permission): either way, try to put it.
+            return False
+        return True
+
+    def _put(self, client: Any, key: str, data: bytes, mime: str) -> None:
+        from botocore.exceptions import ClientError
+
+        params: dict[str, Any] = {"Bucket": self.bucket, "Key": key, "Body": data, "ContentType": mime}
+        if self.acl:
+            params["ACL"] = self.acl
+        try:
+            client.put_object(**params)
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            if not self.acl or code not in _ACL_UNSUPPORTED:
+                raise
+            # The bucket has ACLs disabled (public via bucket policy): stop sending one.
+            log.info("bucket %s does not accept ACLs; uploading without one", self.bucket)
+            self.acl = None
+            params.pop("ACL")
+            client.put_object(**params)
+
+    def upload(self, key: str, data: bytes, mime: str) -> str:
+        """Store a screenshot unless it is already there; return its public URL (blocking).
+
+        Args:
+            key: Content-addressed object key.
+            data: The image bytes.
+            mime: The image MIME type (sent as ``Content-Type``).
+
+        Raises:
+            Exception: Whatever boto3 raises when the object cannot be stored.
+        """
+        url = self.public_url(key)
+        if key in self._known:
+            return url
+        with self._key_lock(key):  # two sessions with the same new screenshot put it once
+            if key in self._known:
+                return url
+            client = self._s3()
+            exists = self._exists(client, key)
+            if not exists:
+                self._put(client, key, data, "image/jpeg" if mime == "image/jpg" else mime)
+            with self._lock:
+                if exists:
+                    self.existing += 1
+                else:
+                    self.uploads += 1
+                self._known.add(key)
+        return url
