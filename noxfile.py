@@ -1,4 +1,4 @@
-"""Developer and CI entry points: ``nox -s tests|contracts|generate|lint|typecheck``.
+"""Developer and CI entry points: ``nox -s tests|contracts|record|generate|lint|typecheck``.
 
 Every session installs the project with its ``dev`` extra, which pins the tools whose
 output is committed (``datamodel-code-generator``, ``ruff``), so ``nox -s generate``
@@ -34,6 +34,16 @@ def contracts(session: nox.Session) -> None:
     """Contract tests (``contracts/``); an empty suite is not a failure."""
     _install(session)
     session.run("pytest", "contracts", *session.posargs, success_codes=[0, PYTEST_NO_TESTS_COLLECTED])
+
+
+@nox.session(python=PYTHON)
+def record(session: nox.Session) -> None:
+    """Re-record ``contracts/cassettes/`` (SDK on production URLs, local server in-process, offline).
+
+    ``-- <scenario> ...`` records only those; ``-- --list`` lists them. Not a default session.
+    """
+    _install(session)
+    session.run("python", "-m", "contracts.recording", *session.posargs)
 
 
 @nox.session(python=PYTHON)

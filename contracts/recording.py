@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import re
 import secrets
 import sys
@@ -93,6 +94,7 @@ _DROPPED_REQUEST_HEADERS: Final = (
     "user-agent",
     "x-amz-date",
     "x-amz-security-token",
+    "x-amz-content-sha256",  # the body's hash over http, a streaming marker over https
     "amz-sdk-invocation-id",
     "amz-sdk-request",
 )
@@ -105,7 +107,6 @@ _AWS_CHUNKED_HEADERS: Final = (
     "Transfer-Encoding",
     "X-Amz-Trailer",
     "X-Amz-Decoded-Content-Length",
-    "X-Amz-Content-SHA256",
 )
 _UUID4_RE: Final = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 
@@ -309,6 +310,10 @@ def contract_vcr(record_mode: str = "none", *, local_s3_endpoint: str | None = N
 
 # ---------------------------------------------------------------- clients
 
+# Dummy credentials: signed into S3 requests, then redacted (the scan test checks).
+_AWS_KEY_ID: Final = "AKIAIOSFODNN7EXAMPLE"
+_AWS_SECRET: Final = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+
 
 def s3_client(endpoint_url: str | None = None) -> Any:
     """A boto3 S3 client for the screenshot bucket (production URL when ``endpoint_url`` is None).
@@ -322,14 +327,32 @@ def s3_client(endpoint_url: str | None = None) -> Any:
         "s3",
         region_name=S3_REGION,
         endpoint_url=endpoint_url,
-        aws_access_key_id="AKIAEXAMPLERECORDING",
-        aws_secret_access_key="recording-secret-not-real",
+        aws_access_key_id=_AWS_KEY_ID,
+        aws_secret_access_key=_AWS_SECRET,
         config=Config(
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
             retries={"max_attempts": 1, "mode": "standard"},
             s3={"us_east_1_regional_endpoint": "regional"},
         ),
+    )
+
+
+def screenshot_store(endpoint_url: str | None = None) -> Any:
+    """The SDK's ``ScreenshotStore`` as a user builds it: production defaults, own credentials.
+
+    While recording, only the endpoint (path-style, the local moto server) differs; the public
+    URL stays the production one, so the ingested messages are what production would get.
+    """
+    from fleet_sdk.traces import ScreenshotStore
+
+    if endpoint_url is None:
+        return ScreenshotStore(aws_access_key_id=_AWS_KEY_ID, aws_secret_access_key=_AWS_SECRET)
+    return ScreenshotStore(
+        endpoint_url=endpoint_url,
+        addressing_style="path",
+        aws_access_key_id=_AWS_KEY_ID,
+        aws_secret_access_key=_AWS_SECRET,
     )
 
 
@@ -384,7 +407,8 @@ async def _record(names: Iterable[str], *, verbose: bool) -> list[Path]:
                     fleet = AsyncFleet(api_key, http_client=pool, environ={}, retry=no_retries())
                     context = ScenarioContext(
                         fleet=fleet,
-                        s3=lambda url=state.s3_url: s3_client(url),
+                        s3=functools.partial(s3_client, state.s3_url),
+                        screenshot_store=functools.partial(screenshot_store, state.s3_url),
                         poll_interval=0.2,
                     )
                     with recorder.use_cassette(path.name) as cassette:

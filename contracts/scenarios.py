@@ -41,11 +41,14 @@ class ScenarioContext:
     Attributes:
         fleet: The SDK client, on its production base URLs.
         s3: Builds a boto3 S3 client (the local moto endpoint while recording, production at replay).
+        screenshot_store: Builds the SDK's ``ScreenshotStore`` the same way (production defaults
+            at replay, only the credentials given).
         poll_interval: Seconds between two polls (0 at replay: the responses come from the cassette).
     """
 
     fleet: AsyncFleet
     s3: Callable[[], Any]
+    screenshot_store: Callable[[], Any]
     poll_interval: float
 
 
@@ -120,7 +123,7 @@ async def instance_reset_and_query(ctx: ScenarioContext) -> None:
         resources = await env.resources()
         assert {r.name for r in resources} >= {"seed", "current"}
         tables = await env.db("seed").describe()
-        assert "events" in {t.name for t in tables.tables}
+        assert "events" in {t.name for t in tables.tables or []}
         count = await env.db("current").query("SELECT count(*) FROM events WHERE status = ?", ["confirmed"])
         assert count.success and count.rows and count.rows[0][0] >= 0
 
@@ -296,3 +299,61 @@ async def browser_lease(ctx: ScenarioContext) -> None:
     tools = await api.get_browser_lease_mcp_tools(lease.lease_id)
     assert tools is not None
     await api.delete_browser_lease(lease.lease_id)
+
+
+# ---------------------------------------------------------------- the SDK's trace upload
+
+
+def _episode(image_data_url: str) -> list[dict[str, Any]]:
+    """A computer-use episode as a harness keeps it: a screenshot in a user message, turn footers."""
+    return [
+        {"role": "system", "content": "You operate a calendar app with the computer tool."},
+        {"role": "user", "content": "Open the calendar and tell me what is on Monday."},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_contract_screenshot",
+                    "type": "function",
+                    "function": {"name": "computer", "arguments": '{"action": "screenshot"}'},
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "image_url", "image_url": {"url": image_data_url}},
+                {"type": "text", "text": "[Turn 1/8]"},
+            ],
+        },
+        {"role": "assistant", "content": "Monday holds the planning sync."},
+    ]
+
+
+@scenario
+async def traces_upload_session(ctx: ScenarioContext) -> None:
+    """``fleet.traces``: a trace job (platform host), then two sessions sharing one screenshot:
+    HEAD 404 + PUT to S3 and an ingest (orchestrator), then HEAD 200 (no PUT) and an ingest."""
+    import base64
+
+    data_url = "data:image/png;base64," + base64.b64encode(SCREENSHOT_PNG).decode()
+    traces = ctx.fleet.traces
+    job_id = await traces.create_job("contract-traces-upload")
+    session_ids = []
+    for number, reward in enumerate((1.0, None)):
+        store = ctx.screenshot_store()  # a fresh store: its cache is empty, so HEAD decides
+        session_id = await traces.upload_session(
+            job_id=job_id,
+            task_key="calendar-contract-screenshot",
+            model="anthropic/claude-sonnet-4.5",
+            chat_history=_episode(data_url),
+            reward=reward,
+            metadata={"episode": number},
+            status="completed",
+            screenshot_store=store,
+        )
+        assert session_id, "upload_session returned None (see the log for why)"
+        assert (store.uploads, store.existing) == ((1, 0) if number == 0 else (0, 1))
+        session_ids.append(session_id)
+    assert len(set(session_ids)) == 2

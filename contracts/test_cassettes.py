@@ -12,7 +12,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from hashlib import sha256
 from typing import Any, Final
 
@@ -47,6 +47,7 @@ from contracts.recording import (
     contract_vcr,
     no_retries,
     s3_client,
+    screenshot_store,
 )
 from contracts.scenarios import SCENARIOS, ScenarioContext
 from fleet_sdk import AsyncFleet
@@ -82,7 +83,9 @@ async def test_replay(name: str) -> None:
     replay = contract_vcr("none")
     async with httpx.AsyncClient(transport=httpx.MockTransport(_refuse)) as pool:
         fleet = AsyncFleet(REPLAY_KEY, http_client=pool, environ={}, retry=no_retries())
-        context = ScenarioContext(fleet=fleet, s3=s3_client, poll_interval=0.0)
+        context = ScenarioContext(
+            fleet=fleet, s3=s3_client, screenshot_store=screenshot_store, poll_interval=0.0
+        )
         with replay.use_cassette(f"{name}.yaml", allow_playback_repeats=False) as cassette:
             await SCENARIOS[name](context)
             unplayed = [str(r) for i, r in enumerate(cassette.requests) if not cassette.play_counts[i]]
@@ -241,7 +244,7 @@ def _entropy(token: str) -> float:
 def _looks_like_key(token: str) -> bool:
     """Long, mixed-alphabet, high-entropy: the shape of an API key or secret."""
     core = token.strip("=.")
-    if len(core) < 24 or core.startswith(("http", "data:")) or "/" in core.strip("/"):
+    if len(core) < 24 or core.startswith(("http", "data:")):
         return False
     if re.fullmatch(r"[0-9a-f\-]+", core, flags=re.IGNORECASE):
         return False  # hex digests, uuids, etags
@@ -312,6 +315,7 @@ def test_no_secret_in_cassette(cassette: str) -> None:
         "key id AKIAIOSFODNN7EXAMPLE",
         '{"api_key": "Xq7Lm2Pz9Rt4Vb8Nc1Kd6Wf3Hj5Gs0Ya"}',
         "x-amz-security-token: FwoGZXIvYXdzEJr",
+        "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY",
     ],
 )
 def test_the_secret_scan_catches_planted_secrets(planted: str) -> None:
@@ -336,94 +340,92 @@ def test_the_secret_scan_leaves_ordinary_values_alone() -> None:
 # ---------------------------------------------------------------- the matchers reject regressions
 
 
-def _ingest_request() -> Request:
-    for item in load_cassette(CASSETTES / "session_ingest_with_image.yaml"):
-        if item.request.path == "/v1/sessions/ingest":
+def _recorded(cassette: str, predicate: Callable[[Request], bool]) -> Request:
+    for item in load_cassette(CASSETTES / cassette):
+        if predicate(item.request):
             return item.request
-    raise AssertionError("session_ingest_with_image.yaml has no ingest request")
+    raise AssertionError(f"{cassette} has no such request")
 
 
-def _manager_request() -> Request:
-    for item in load_cassette(CASSETTES / "instance_reset_and_query.yaml"):
-        if INSTANCE_HOST_RE.match(item.request.host):
-            return item.request
-    raise AssertionError("instance_reset_and_query.yaml has no manager request")
+def _ingest() -> tuple[str, Request]:
+    name = "session_ingest_with_image.yaml"
+    return name, _recorded(name, lambda r: r.path == "/v1/sessions/ingest")
 
 
-def _mutated(request: Request, **changes: Any) -> Request:
+def _manager() -> tuple[str, Request]:
+    name = "instance_reset_and_query.yaml"
+    return name, _recorded(name, lambda r: bool(INSTANCE_HOST_RE.match(r.host)))
+
+
+def _s3_put() -> tuple[str, Request]:
+    name = "screenshot_upload_s3.yaml"
+    return name, _recorded(name, lambda r: r.host == S3_HOST and r.method == "PUT")
+
+
+def _with_uri(request: Request, old: str, new: str) -> Request:
     live = copy.deepcopy(request)
-    if "uri" in changes:
-        live.uri = changes["uri"]
-    if "headers" in changes:
-        headers = {k: v for k, v in live.headers.items() if k.lower() != "authorization"}
-        live.headers = {**headers, **changes["headers"]}
-    if "body" in changes:
-        live.body = json.dumps(changes["body"]).encode()
+    assert old in live.uri
+    live.uri = live.uri.replace(old, new)
     return live
 
 
-def _renamed(request: Request, old: str, new: str) -> dict[str, Any]:
+def _with_auth(request: Request, headers: dict[str, str]) -> Request:
+    live = copy.deepcopy(request)
+    kept = {k: v for k, v in live.headers.items() if k.lower() != "authorization"}
+    live.headers = {**kept, **headers}
+    return live
+
+
+def _with_renamed_field(request: Request, old: str, new: str) -> Request:
+    live = copy.deepcopy(request)
     document: dict[str, Any] = json.loads(_request_bytes(request))
     document[new] = document.pop(old)
-    return document
+    live.body = json.dumps(document).encode()
+    return live
 
 
-def _regressions() -> dict[str, tuple[Request, Request]]:
-    ingest, manager = _ingest_request(), _manager_request()
-    bearer = {"Authorization": "Bearer sk-live-regression-0000"}
-    return {
-        # The past regression: session ingest sent to the traces host (PROTOCOL section 1).
-        "ingest on the platform host": (
-            ingest,
-            _mutated(ingest, uri=ingest.uri.replace(ORCHESTRATOR_HOST, PLATFORM_HOST)),
-        ),
-        "X-API-Key instead of Bearer": (ingest, _mutated(ingest, headers={"X-API-Key": "local-regression"})),
-        "no credentials": (ingest, _mutated(ingest, headers={})),
-        "messages renamed to history": (
-            ingest,
-            _mutated(ingest, body=_renamed(ingest, "messages", "history")),
-        ),
-        "legacy traces logs path": (
-            ingest,
-            _mutated(ingest, uri=ingest.uri.replace("/v1/sessions/ingest", "/v1/traces/logs")),
-        ),
-        "plain http": (ingest, _mutated(ingest, uri=ingest.uri.replace("https://", "http://"))),
-        "API key sent to the manager API": (manager, _mutated(manager, headers=bearer)),
-    }
+Mutation = Callable[[Request], Request]
+REGRESSIONS: Final[dict[str, tuple[Callable[[], tuple[str, Request]], Mutation]]] = {
+    # The past regression: session ingest sent to the traces host (PROTOCOL section 1).
+    "ingest on the platform host": (_ingest, lambda r: _with_uri(r, ORCHESTRATOR_HOST, PLATFORM_HOST)),
+    "X-API-Key instead of Bearer": (_ingest, lambda r: _with_auth(r, {"X-API-Key": "local-regression"})),
+    "no credentials": (_ingest, lambda r: _with_auth(r, {})),
+    "messages renamed to history": (_ingest, lambda r: _with_renamed_field(r, "messages", "history")),
+    "legacy traces logs path": (_ingest, lambda r: _with_uri(r, "/v1/sessions/ingest", "/v1/traces/logs")),
+    "plain http": (_ingest, lambda r: _with_uri(r, "https://", "http://")),
+    "API key sent to the manager API": (
+        _manager,
+        lambda r: _with_auth(r, {"Authorization": "Bearer sk-live-regression-0000"}),
+    ),
+    "manager API under the orchestrator": (
+        _manager,
+        lambda r: _with_uri(r, f"https://{r.host}/api/v1/env", f"https://{ORCHESTRATOR_HOST}/api/v1/env"),
+    ),
+    "screenshot to the global S3 endpoint": (
+        _s3_put,
+        lambda r: _with_uri(r, S3_HOST, "fleet-sessions-images.s3.amazonaws.com"),
+    ),
+    "screenshot under another key": (
+        _s3_put,
+        lambda r: _with_uri(r, "/harness/screenshot/", "/screenshots/"),
+    ),
+}
 
 
-def test_the_unmutated_request_matches() -> None:
-    for recorded in (_ingest_request(), _manager_request()):
-        assert mismatches(copy.deepcopy(recorded), recorded) == []
-        with contract_vcr("none").use_cassette("session_ingest_with_image.yaml") as cassette:
-            if recorded.host == ORCHESTRATOR_HOST:
-                assert cassette.can_play_response_for(copy.deepcopy(recorded))
+@pytest.mark.parametrize("source", [_ingest, _manager, _s3_put], ids=["ingest", "manager", "s3-put"])
+def test_the_unmutated_request_matches(source: Callable[[], tuple[str, Request]]) -> None:
+    cassette_name, recorded = source()
+    assert mismatches(copy.deepcopy(recorded), recorded) == []
+    with contract_vcr("none").use_cassette(cassette_name) as cassette:
+        assert cassette.can_play_response_for(copy.deepcopy(recorded))
 
 
-REGRESSIONS: Final = (
-    "ingest on the platform host",
-    "X-API-Key instead of Bearer",
-    "no credentials",
-    "messages renamed to history",
-    "legacy traces logs path",
-    "plain http",
-    "API key sent to the manager API",
-)
-
-
-def test_every_regression_is_exercised() -> None:
-    assert set(_regressions()) == set(REGRESSIONS)
-
-
-@pytest.mark.parametrize("regression", REGRESSIONS)
+@pytest.mark.parametrize("regression", sorted(REGRESSIONS))
 def test_a_mutated_request_is_rejected(regression: str) -> None:
-    recorded, live = _regressions()[regression]
+    source, mutate = REGRESSIONS[regression]
+    cassette_name, recorded = source()
+    live = mutate(recorded)
     assert mismatches(live, recorded), f"{regression}: the matchers accepted it"
-    cassette_name = (
-        "session_ingest_with_image.yaml"
-        if recorded.host == ORCHESTRATOR_HOST
-        else "instance_reset_and_query.yaml"
-    )
     # The same through vcrpy itself: the redaction filter runs first, the secret never matters.
     with contract_vcr("none").use_cassette(cassette_name) as cassette:
         assert not cassette.can_play_response_for(live), f"{regression}: the cassette would replay it"

@@ -120,7 +120,54 @@ def _policy(timeout: Timeout | None, retry: RetryPolicy | None, deadline: float 
     return policy
 
 
-class Fleet:
+class _FleetBase:
+    """What ``Fleet`` and ``AsyncFleet`` share: settings resolution and the call policy."""
+
+    config: FleetConfig
+
+    def _configure(
+        self,
+        *,
+        api_key: str | None,
+        base_url: str | None,
+        platform_url: str | None,
+        browser_url: str | None,
+        browser_api_key: str | None,
+        timeout: Timeout | None,
+        retry: RetryPolicy | None,
+        deadline: float | None,
+        environ: Mapping[str, str] | None,
+    ) -> dict[str, Any]:
+        """Resolve settings (arguments, environment, production) and return the call policy."""
+        self.config = FleetConfig.resolve(
+            api_key=api_key,
+            base_url=base_url,
+            platform_url=platform_url,
+            browser_url=browser_url,
+            browser_api_key=browser_api_key,
+            environ=environ,
+        )
+        self.config.require_key(Surface.CONTROL_PLANE)
+        self._policy_kwargs: dict[str, Any] = {"timeout": timeout, "retry": retry, "deadline": deadline}
+        return _policy(timeout, retry, deadline)
+
+    def _settings(self) -> dict[str, Any]:
+        """Constructor arguments that rebuild this client's configuration."""
+        return {
+            "api_key": self.config.api_key,
+            "base_url": self.config.base_url,
+            "platform_url": self.config.platform_url,
+            "browser_url": self.config.browser_url,
+            "browser_api_key": self.config.browser_api_key,
+            **self._policy_kwargs,
+        }
+
+    def __repr__(self) -> str:
+        config = self.config
+        return f"{type(self).__name__}(base_url={config.base_url!r}, platform_url={config.platform_url!r})"
+
+
+class Fleet(_FleetBase):
     """Synchronous Fleet client.
 
     Args:
@@ -150,38 +197,29 @@ class Fleet:
         http_client: httpx.Client | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
-        self.config = FleetConfig.resolve(
+        policy = self._configure(
             api_key=api_key,
             base_url=base_url,
             platform_url=platform_url,
             browser_url=browser_url,
             browser_api_key=browser_api_key,
+            timeout=timeout,
+            retry=retry,
+            deadline=deadline,
             environ=environ,
         )
-        self.config.require_key(Surface.CONTROL_PLANE)
         self._owns_pool = http_client is None
         self._pool = http_client or httpx.Client(limits=_POOL_LIMITS)
-        self._policy_kwargs: dict[str, Any] = {"timeout": timeout, "retry": retry, "deadline": deadline}
         self._async: AsyncFleet | None = None
-        self.api = FleetAPI(self.config, self._pool, **_policy(timeout, retry, deadline))
+        self.api = FleetAPI(self.config, self._pool, **policy)
         self.traces = Traces(self)
         """Trace jobs and session uploads with screenshots (``fleet_sdk.traces``)."""
-
-    def __repr__(self) -> str:
-        return f"Fleet(base_url={self.config.base_url!r}, platform_url={self.config.platform_url!r})"
 
     @property
     def async_fleet(self) -> AsyncFleet:
         """The async client the facade methods run on (created on first use)."""
         if self._async is None:
-            self._async = AsyncFleet(
-                self.config.api_key,
-                base_url=self.config.base_url,
-                platform_url=self.config.platform_url,
-                browser_url=self.config.browser_url,
-                browser_api_key=self.config.browser_api_key,
-                **self._policy_kwargs,
-            )
+            self._async = AsyncFleet(**self._settings())
         return self._async
 
     def list_envs(self) -> list[models.EnvironmentInfo]:
@@ -228,7 +266,7 @@ class Fleet:
         self.close()
 
 
-class AsyncFleet:
+class AsyncFleet(_FleetBase):
     """Asynchronous Fleet client; the same arguments as ``Fleet``.
 
     Args:
@@ -258,23 +296,22 @@ class AsyncFleet:
         http_client: httpx.AsyncClient | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
-        self.config = FleetConfig.resolve(
+        policy = self._configure(
             api_key=api_key,
             base_url=base_url,
             platform_url=platform_url,
             browser_url=browser_url,
             browser_api_key=browser_api_key,
+            timeout=timeout,
+            retry=retry,
+            deadline=deadline,
             environ=environ,
         )
-        self.config.require_key(Surface.CONTROL_PLANE)
         self._owns_pool = http_client is None
         self._pool = http_client or httpx.AsyncClient(limits=_POOL_LIMITS)
-        self.api = AsyncFleetAPI(self.config, self._pool, **_policy(timeout, retry, deadline))
+        self.api = AsyncFleetAPI(self.config, self._pool, **policy)
         self.traces = AsyncTraces(self)
         """Trace jobs and session uploads with screenshots (``fleet_sdk.traces``)."""
-
-    def __repr__(self) -> str:
-        return f"AsyncFleet(base_url={self.config.base_url!r}, platform_url={self.config.platform_url!r})"
 
     async def list_envs(self) -> list[models.EnvironmentInfo]:
         """Every environment the key can use."""

@@ -11,13 +11,17 @@ Leases end three ways: ``DELETE`` (status ``terminated``), their TTL
 (``expired``), or never being created. Expiry is applied both lazily, whenever
 a lease is read, and by a reaper task started in ``lifespan`` so the store
 reflects it without a read. Deleting an ended lease answers 410, an unknown one
-404. ``Idempotency-Key`` on create returns the lease first created with that key.
+404. ``Idempotency-Key`` on create returns the lease first created with that key
+and body (another body is a 409); a client-chosen ``lease_id`` that is still live
+is a 409 too, while the id of an ended lease starts a new lease.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -110,26 +114,44 @@ class LeaseBook:
                 self._live[doc["lease_id"]] = int(doc["expires_timestamp_ms"])
 
     def create(self, body: models.BrowserLeaseRequest, idempotency_key: str | None) -> dict[str, Any]:
-        """Create a running lease (or return the one an idempotency key or live lease id names)."""
+        """Create a running lease, or return the one first created with the same idempotency key.
+
+        Raises:
+            LocalAPIError: 409 ``idempotency_conflict`` when the key was used with another body;
+                409 ``conflict`` when ``lease_id`` names a live lease.
+        """
         store = self._state.store
+        payload = json.dumps(body.model_dump(mode="json", exclude_none=True), sort_keys=True)
+        digest = hashlib.sha256(payload.encode()).hexdigest()
         with self._lock:
             if idempotency_key is not None:
                 seen = store.get(IDEMPOTENCY_KIND, idempotency_key)
                 if seen is not None:
+                    if seen.get("digest", digest) != digest:
+                        raise LocalAPIError(
+                            409,
+                            f"Idempotency-Key {idempotency_key!r} was already used with another request body",
+                            code="idempotency_conflict",
+                            retryable=False,
+                        )
                     earlier = self._read(seen["lease_id"])
                     if earlier is not None:
                         return earlier
             lease_id = body.lease_id or new_id("lease")
             existing = self._read(lease_id)
             if existing is not None and existing["status"] in LIVE_STATUSES:
-                # A client-chosen id that is still live: creating it again is a no-op (schema gap: no 409).
-                lease = existing
-            else:
-                lease = self._new_lease(lease_id, body)
-                store.put(LEASE_KIND, lease_id, lease)
-                self._live[lease_id] = lease["expires_timestamp_ms"]
+                raise LocalAPIError(
+                    409,
+                    f"browser lease {lease_id!r} is already {existing['status']}; "
+                    "use Idempotency-Key to retry a create safely",
+                    code="conflict",
+                    retryable=False,
+                )
+            lease = self._new_lease(lease_id, body)
+            store.put(LEASE_KIND, lease_id, lease)
+            self._live[lease_id] = lease["expires_timestamp_ms"]
             if idempotency_key is not None:
-                store.put(IDEMPOTENCY_KIND, idempotency_key, {"lease_id": lease_id})
+                store.put(IDEMPOTENCY_KIND, idempotency_key, {"lease_id": lease_id, "digest": digest})
             return lease
 
     def _new_lease(self, lease_id: str, body: models.BrowserLeaseRequest) -> dict[str, Any]:
@@ -238,7 +260,7 @@ def router(state: LocalState) -> APIRouter:
             str | None, Header(alias="Idempotency-Key", min_length=1, max_length=255)
         ] = None,
     ) -> dict[str, Any]:
-        """Start a lease, ``running`` at once; the same ``Idempotency-Key`` returns the same lease."""
+        """Start a lease, ``running`` at once; the same ``Idempotency-Key`` and body return the same lease."""
         return _book(state).create(body, idempotency_key)
 
     @api.get("/v1/browser/{lease_id}", response_model=models.BrowserLease)

@@ -102,8 +102,8 @@ def _select_tasks(state: LocalState, req: models.JobRequest) -> list[dict[str, A
     """The task documents a job runs (blocking store reads).
 
     Raises:
-        LocalAPIError: 404 for unknown task keys, environment or project; 422 without a selector or
-            when the exclusions leave nothing.
+        LocalAPIError: 404 for unknown task keys, environment or project; 400 without a selector or
+            when the exclusions leave nothing (the schema accepts such bodies, so not a 422).
     """
     docs = state.store.list(_control.TASK_KIND)
     if req.task_keys:
@@ -136,16 +136,16 @@ def _select_tasks(state: LocalState, req: models.JobRequest) -> list[dict[str, A
             )
     else:
         raise LocalAPIError(
-            422,
-            "select tasks with task_keys, project_key or env_key",
-            code="validation_error",
+            400,
+            "no task selected: give task_keys, project_key or env_key",
+            code="bad_request",
             retryable=False,
         )
     excluded = set(req.excluded_task_keys or ())
     selected = [doc for doc in selected if doc.get("task_key") not in excluded]
     if not selected:
         raise LocalAPIError(
-            422, "excluded_task_keys leave no task to run", code="validation_error", retryable=False
+            400, "excluded_task_keys leave no task to run", code="bad_request", retryable=False
         )
     return selected
 
@@ -154,9 +154,9 @@ def _create_job(state: LocalState, req: models.JobRequest) -> models.JobCreated:
     """Store the job and its pending sessions (blocking); the runner is started by the route."""
     if req.mode is not None and req.mode != "tool_use":
         raise LocalAPIError(
-            422,
+            400,
             f"mode {req.mode!r} is not supported by the local server: its environments are tool_use only",
-            code="validation_error",
+            code="bad_request",
             retryable=False,
         )
     tasks = _select_tasks(state, req)

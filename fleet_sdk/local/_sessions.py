@@ -188,6 +188,7 @@ def _summary(state: LocalState, doc: Mapping[str, Any]) -> tuple[smodels.Session
             "ended_at": doc.get("ended_at"),
             "step_count": int(doc.get("step_count") or 0),
             "verifier_execution": execution,
+            "error": doc.get("error"),
         }
     )
     return summary, session_score(execution)

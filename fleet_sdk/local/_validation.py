@@ -52,7 +52,6 @@ _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]
 _FORMATS = FormatChecker(formats=())
 
 
-@_FORMATS.checks("date-time")
 def _is_date_time(value: object) -> bool:
     if not isinstance(value, str):
         return True  # ``type`` rules on non-strings
@@ -64,6 +63,8 @@ def _is_date_time(value: object) -> bool:
         return False
     return True
 
+
+_FORMATS.checks("date-time")(_is_date_time)
 
 # pydantic's names for the failures the schemas can report (the ``type`` of a ValidationIssue).
 _TYPE_NAMES = {
@@ -289,7 +290,7 @@ class BodySchemas:
         for route in routes:
             if not isinstance(route, APIRoute):
                 continue
-            for method in route.methods:
+            for method in route.methods or ():
                 served.add((method, route.path_format))
                 if route.body_field is not None and (method, route.path_format) not in self._bodies:
                     unchecked.append(f"{method} {route.path_format}")

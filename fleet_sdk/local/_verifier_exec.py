@@ -24,6 +24,7 @@ import zipfile
 from typing import Any
 
 import anyio
+from fastapi.exceptions import RequestValidationError
 from fleet_api.env_instance import models
 
 from ..verifiers import BUNDLE_ENTRY_NAME, VerifierOutcome, bundle_sha256, run_sandboxed_async
@@ -224,12 +225,15 @@ async def execute_verifier(
         instance_id: The instance the route is bound to (the manager's endpoint), or None.
 
     Raises:
-        LocalAPIError: 400 without an instance or with a bad bundle, 404 for unknown code
-            (``not_found``) or instance (``instance_not_found``).
+        RequestValidationError: without an instance (422 naming ``args.instance_id``).
+        LocalAPIError: 400 with a bad bundle, 404 for unknown code (``not_found``) or instance
+            (``instance_not_found``).
     """
-    target = instance_id or req.args.instance_id
-    if not target:
-        raise LocalAPIError(400, "args.instance_id is required", code="bad_request", retryable=False)
+    target = instance_id if instance_id is not None else req.args.instance_id
+    if target is None:  # the control plane's schema requires it, so the body check answers this first
+        raise RequestValidationError(
+            [{"type": "missing", "loc": ("body", "args", "instance_id"), "msg": "Field required"}]
+        )
     code = await anyio.to_thread.run_sync(_resolve_code, state, req)
     record = await run_code(
         state,

@@ -736,6 +736,11 @@ class ControlPlaneClient:
         (`completed`, `errored`, `failed`, `cancelled`), then read the sessions with
         `GET /v1/sessions/job/{job_id}` (described in `sessions-ingest.yaml`).
 
+        Design choice: a selector naming what does not exist is a 404 (`not_found` for task keys
+        or a project without tasks, `env_not_found` for an unknown `env_key`), as for
+        `create_instance`; 400 when no task is selected (see `JobRequest`); 409 when an
+        `Idempotency-Key` is reused with a different body.
+
         Args:
             body: Body of `create_job`. Design choice: tasks are chosen by `task_keys` when given, else all
                 tasks of `project_key`, else all tasks of `env_key`, less `excluded_task_keys`; at least one
@@ -753,6 +758,7 @@ class ControlPlaneClient:
             BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
                 a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
             ConflictError: 409: The request conflicts with the current state, e.g. an object with that key already exists, or an `Idempotency-Key` was reused with a different body.
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
@@ -1314,6 +1320,11 @@ class ControlPlaneClientWithRawResponse:
         (`completed`, `errored`, `failed`, `cancelled`), then read the sessions with
         `GET /v1/sessions/job/{job_id}` (described in `sessions-ingest.yaml`).
 
+        Design choice: a selector naming what does not exist is a 404 (`not_found` for task keys
+        or a project without tasks, `env_not_found` for an unknown `env_key`), as for
+        `create_instance`; 400 when no task is selected (see `JobRequest`); 409 when an
+        `Idempotency-Key` is reused with a different body.
+
         Args:
             body: Body of `create_job`. Design choice: tasks are chosen by `task_keys` when given, else all
                 tasks of `project_key`, else all tasks of `env_key`, less `excluded_task_keys`; at least one
@@ -1332,6 +1343,7 @@ class ControlPlaneClientWithRawResponse:
             BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
                 a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
             ConflictError: 409: The request conflicts with the current state, e.g. an object with that key already exists, or an `Idempotency-Key` was reused with a different body.
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
@@ -1890,6 +1902,11 @@ class AsyncControlPlaneClient:
         (`completed`, `errored`, `failed`, `cancelled`), then read the sessions with
         `GET /v1/sessions/job/{job_id}` (described in `sessions-ingest.yaml`).
 
+        Design choice: a selector naming what does not exist is a 404 (`not_found` for task keys
+        or a project without tasks, `env_not_found` for an unknown `env_key`), as for
+        `create_instance`; 400 when no task is selected (see `JobRequest`); 409 when an
+        `Idempotency-Key` is reused with a different body.
+
         Args:
             body: Body of `create_job`. Design choice: tasks are chosen by `task_keys` when given, else all
                 tasks of `project_key`, else all tasks of `env_key`, less `excluded_task_keys`; at least one
@@ -1907,6 +1924,7 @@ class AsyncControlPlaneClient:
             BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
                 a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
             ConflictError: 409: The request conflicts with the current state, e.g. an object with that key already exists, or an `Idempotency-Key` was reused with a different body.
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
@@ -2468,6 +2486,11 @@ class AsyncControlPlaneClientWithRawResponse:
         (`completed`, `errored`, `failed`, `cancelled`), then read the sessions with
         `GET /v1/sessions/job/{job_id}` (described in `sessions-ingest.yaml`).
 
+        Design choice: a selector naming what does not exist is a 404 (`not_found` for task keys
+        or a project without tasks, `env_not_found` for an unknown `env_key`), as for
+        `create_instance`; 400 when no task is selected (see `JobRequest`); 409 when an
+        `Idempotency-Key` is reused with a different body.
+
         Args:
             body: Body of `create_job`. Design choice: tasks are chosen by `task_keys` when given, else all
                 tasks of `project_key`, else all tasks of `env_key`, less `excluded_task_keys`; at least one
@@ -2486,6 +2509,7 @@ class AsyncControlPlaneClientWithRawResponse:
             BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
                 a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
             ConflictError: 409: The request conflicts with the current state, e.g. an object with that key already exists, or an `Idempotency-Key` was reused with a different body.
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.

@@ -226,9 +226,9 @@ class SessionSummary(BaseModel):
     """
     error: str | None = None
     """
-    Why the session ended `errored` or `failed` (e.g. the instance could not be created, the
-    model endpoint failed); null otherwise. Not required: servers that do not report it
-    omit it.
+    What went wrong: why the session `errored` (e.g. the instance could not be created,
+    the model endpoint failed) or why its verifier could not grade it (`failed`); null
+    when nothing did. Not required: servers that do not report it omit it.
 
     """
 

@@ -1,0 +1,122 @@
+"""Hosts are pinned: each surface on its PROTOCOL section 1 host, in the cassettes and in the SDK.
+
+The regression this guards against: trace jobs and session ingest were once sent to one host,
+and sessions stopped uploading silently for a whole training run (seed). The expected URLs are
+written out here literally, never imported from the SDK under test.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+import pytest
+
+from contracts.cassette_io import interactions
+from contracts.matchers import INSTANCE_HOST_RE, S3_HOST
+from fleet_sdk import AsyncFleet, Fleet
+from fleet_sdk._runtime import FleetConfig, Surface
+
+# PROTOCOL section 1.
+ORCHESTRATOR: Final = "https://orchestrator.fleetai.com"
+PLATFORM: Final = "https://api.internal.fleet-platform.fleetai.com"
+S3: Final = "https://fleet-sessions-images.s3.us-east-1.amazonaws.com"
+
+TRACE_JOBS_PATH: Final = "/v1/traces/jobs"
+INGEST_PATH: Final = "/v1/sessions/ingest"
+
+# Path prefix -> the base URL that serves it (instance hosts are checked by pattern).
+SURFACE_HOSTS: Final = (
+    (re.compile(r"^/v1/traces/"), PLATFORM),
+    (re.compile(r"^/v1/browser(/|$)"), PLATFORM),
+    (re.compile(r"^/v1/(env|tasks|verifiers|jobs|sessions)(/|$)"), ORCHESTRATOR),
+    (re.compile(r"^/harness/screenshot/"), S3),
+)
+
+
+def _base_urls(path: str) -> set[str]:
+    return {
+        f"{item.request.scheme}://{item.request.host}"
+        for item in interactions()
+        if item.request.path == path and item.request.port == 443
+    } | {
+        f"{item.request.scheme}://{item.request.host}:{item.request.port}"
+        for item in interactions()
+        if item.request.path == path and item.request.port != 443
+    }
+
+
+def test_trace_jobs_and_ingest_hosts_in_the_cassettes() -> None:
+    trace_jobs, ingest = _base_urls(TRACE_JOBS_PATH), _base_urls(INGEST_PATH)
+    assert trace_jobs == {PLATFORM}, f"trace jobs recorded on {trace_jobs}"
+    assert ingest == {ORCHESTRATOR}, f"session ingest recorded on {ingest}"
+    assert trace_jobs.isdisjoint(ingest)
+
+
+def test_trace_jobs_and_ingest_hosts_in_the_sdk_config() -> None:
+    config = FleetConfig.resolve(api_key="k", environ={})
+    assert config.url_for(Surface.TRACES) == PLATFORM
+    assert config.url_for(Surface.SESSIONS) == ORCHESTRATOR
+    assert config.url_for(Surface.CONTROL_PLANE) == ORCHESTRATOR
+    assert config.url_for(Surface.BROWSER) == PLATFORM
+    assert config.url_for(Surface.TRACES) != config.url_for(Surface.SESSIONS)
+
+
+@pytest.mark.parametrize("client", [Fleet, AsyncFleet])
+def test_the_clients_send_each_surface_to_its_host(client: type[Fleet] | type[AsyncFleet]) -> None:
+    fleet = client("k", environ={})
+    surfaces = {
+        "traces": fleet.api.traces,
+        "sessions": fleet.api.sessions,
+        "control_plane": fleet.api.control_plane,
+        "browser": fleet.api.browser,
+    }
+    base = {name: surface._http.base_url for name, surface in surfaces.items()}
+    assert base == {
+        "traces": PLATFORM,
+        "sessions": ORCHESTRATOR,
+        "control_plane": ORCHESTRATOR,
+        "browser": PLATFORM,
+    }
+
+
+@pytest.mark.parametrize(
+    ("environ", "traces", "sessions"),
+    [
+        ({"FLEET_BASE_URL": "https://staging.fleetai.example"}, PLATFORM, "https://staging.fleetai.example"),
+        (
+            {"FLEET_PLATFORM_URL": "https://platform.fleetai.example"},
+            "https://platform.fleetai.example",
+            ORCHESTRATOR,
+        ),
+    ],
+)
+def test_overriding_one_host_never_moves_the_other(
+    environ: dict[str, str], traces: str, sessions: str
+) -> None:
+    config = FleetConfig.resolve(api_key="k", environ=environ)
+    assert (config.url_for(Surface.TRACES), config.url_for(Surface.SESSIONS)) == (traces, sessions)
+
+
+def test_every_recorded_request_is_on_its_surface_host() -> None:
+    wrong: list[str] = []
+    for item in interactions():
+        request = item.request
+        base = f"{request.scheme}://{request.host}" + ("" if request.port == 443 else f":{request.port}")
+        if INSTANCE_HOST_RE.match(request.host or ""):
+            if not (
+                request.scheme == "https" and request.port == 443 and request.path.startswith("/api/v1/env/")
+            ):
+                wrong.append(f"{item.label}: not the manager API of an instance")
+            continue
+        expected = next((host for pattern, host in SURFACE_HOSTS if pattern.match(request.path)), None)
+        if expected is None or base != expected:
+            wrong.append(f"{item.label}: on {base}, expected {expected}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_s3_host_is_the_public_bucket_url() -> None:
+    assert f"https://{S3_HOST}" == S3
+    from fleet_sdk.traces import DEFAULT_PUBLIC_URL_BASE
+
+    assert DEFAULT_PUBLIC_URL_BASE == S3
