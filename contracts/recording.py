@@ -441,7 +441,8 @@ def main(argv: list[str] | None = None) -> int:
         from contracts.scenarios import SCENARIOS
 
         for name, scenario in SCENARIOS.items():
-            print(f"{name}: {(scenario.__doc__ or '').strip().splitlines()[0]}")
+            summary = " ".join((scenario.__doc__ or "").strip().split("\n\n")[0].split())
+            print(f"{name}: {summary}")
         return 0
     record(args.scenarios)
     return 0

@@ -27,9 +27,10 @@ from fleet_api.traces_jobs import models as tmodels
 from contracts.matchers import INSTANCE_HOST_RE, S3_HOST
 from fleet_sdk import AsyncFleet
 
-__all__ = ["SCENARIOS", "SCREENSHOT_PNG", "ScenarioContext", "screenshot_key"]
+__all__ = ["EPISODE_PNG", "SCENARIOS", "SCREENSHOT_PNG", "ScenarioContext", "screenshot_key"]
 
 ENV_SPEC: Final = "calendar:1.0.0"
+JOB_TASK_KEY: Final = "calendar-accept-pending-invites"  # a bundled task the scripted policy solves
 TERMINAL_JOB: Final = frozenset({"completed", "errored", "failed", "cancelled"})
 S3_BUCKET: Final = "fleet-sessions-images"
 
@@ -70,7 +71,8 @@ def _png(width: int = 4, height: int = 3) -> bytes:
 
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit RGB
     scanlines = b"".join(
-        b"\x00" + b"".join(bytes((x * 60, y * 80, 200)) for x in range(width)) for y in range(height)
+        b"\x00" + b"".join(bytes((x * 40 % 256, y * 60 % 256, 200)) for x in range(width))
+        for y in range(height)
     )
     return (
         b"\x89PNG\r\n\x1a\n"
@@ -81,6 +83,9 @@ def _png(width: int = 4, height: int = 3) -> bytes:
 
 
 SCREENSHOT_PNG: Final = _png()
+# Another image for the SDK-driven upload: every scenario shares one bucket while recording, and
+# that scenario must find its screenshot missing first.
+EPISODE_PNG: Final = _png(6, 4)
 
 
 def screenshot_key(data: bytes, extension: str = "png") -> str:
@@ -175,8 +180,7 @@ async def task_import(ctx: ScenarioContext) -> None:
 async def job_run(ctx: ScenarioContext) -> None:
     """An evaluation job: create it (POST /v1/jobs), poll it to the end, read its sessions."""
     api = ctx.fleet.api.control_plane
-    tasks = await api.list_tasks(env_key="calendar")
-    task_key = sorted(t.task_key for t in tasks.tasks)[0]
+    task_key = JOB_TASK_KEY
     created = await api.create_job(
         models.JobRequest(
             models=["local/scripted"],
@@ -337,7 +341,7 @@ async def traces_upload_session(ctx: ScenarioContext) -> None:
     HEAD 404 + PUT to S3 and an ingest (orchestrator), then HEAD 200 (no PUT) and an ingest."""
     import base64
 
-    data_url = "data:image/png;base64," + base64.b64encode(SCREENSHOT_PNG).decode()
+    data_url = "data:image/png;base64," + base64.b64encode(EPISODE_PNG).decode()
     traces = ctx.fleet.traces
     job_id = await traces.create_job("contract-traces-upload")
     session_ids = []

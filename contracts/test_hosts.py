@@ -11,6 +11,7 @@ import re
 from typing import Final
 
 import pytest
+from vcr.request import Request
 
 from contracts.cassette_io import interactions
 from contracts.matchers import INSTANCE_HOST_RE, S3_HOST
@@ -34,16 +35,14 @@ SURFACE_HOSTS: Final = (
 )
 
 
+def _base_url(request: Request) -> str:
+    default_port = {"https": 443, "http": 80}.get(request.scheme)
+    port = "" if request.port == default_port else f":{request.port}"
+    return f"{request.scheme}://{request.host}{port}"
+
+
 def _base_urls(path: str) -> set[str]:
-    return {
-        f"{item.request.scheme}://{item.request.host}"
-        for item in interactions()
-        if item.request.path == path and item.request.port == 443
-    } | {
-        f"{item.request.scheme}://{item.request.host}:{item.request.port}"
-        for item in interactions()
-        if item.request.path == path and item.request.port != 443
-    }
+    return {_base_url(item.request) for item in interactions() if item.request.path == path}
 
 
 def test_trace_jobs_and_ingest_hosts_in_the_cassettes() -> None:
@@ -102,7 +101,7 @@ def test_every_recorded_request_is_on_its_surface_host() -> None:
     wrong: list[str] = []
     for item in interactions():
         request = item.request
-        base = f"{request.scheme}://{request.host}" + ("" if request.port == 443 else f":{request.port}")
+        base = _base_url(request)
         if INSTANCE_HOST_RE.match(request.host or ""):
             if not (
                 request.scheme == "https" and request.port == 443 and request.path.startswith("/api/v1/env/")

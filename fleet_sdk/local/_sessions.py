@@ -243,7 +243,13 @@ def router(state: LocalState) -> APIRouter:
         """A job's sessions grouped by task, with pass counts and average scores."""
         return await anyio.to_thread.run_sync(_job_sessions, state, job_id)
 
-    @api.get("/v1/sessions/{session_id}/transcript", response_model=smodels.SessionTranscript)
+    # Unset fields stay out: a stored message has only the keys it was sent with, and an optional
+    # field such as an image's ``detail`` is not nullable in the schema.
+    @api.get(
+        "/v1/sessions/{session_id}/transcript",
+        response_model=smodels.SessionTranscript,
+        response_model_exclude_unset=True,
+    )
     async def get_session_transcript(session_id: str) -> smodels.SessionTranscript:
         """A session's task, instance, verifier execution and messages."""
         return await anyio.to_thread.run_sync(_transcript, state, session_id)

@@ -164,7 +164,9 @@ class ScreenshotStore:
                 import boto3
                 from botocore.config import Config
 
-                s3_options: dict[str, Any] = {}
+                # The regional host of PROTOCOL section 7 (``<bucket>.s3.us-east-1.amazonaws.com``),
+                # not botocore's legacy global endpoint for us-east-1.
+                s3_options: dict[str, Any] = {"us_east_1_regional_endpoint": "regional"}
                 if self.addressing_style:
                     s3_options["addressing_style"] = self.addressing_style
                 config = Config(
@@ -173,7 +175,7 @@ class ScreenshotStore:
                     read_timeout=self.read_timeout,
                     max_pool_connections=max(10, self.max_concurrency),
                     retries={"max_attempts": 3, "mode": "standard"},
-                    s3=s3_options or None,
+                    s3=s3_options,
                 )
                 credentials = {k: v for k, v in self._credentials.items() if v is not None}
                 session = boto3.session.Session()

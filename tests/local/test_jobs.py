@@ -14,7 +14,13 @@ from fleet_api.env_instance import models
 from fleet_api.sessions_ingest import models as smodels
 
 from fleet_sdk._client import AsyncFleet
-from fleet_sdk._exceptions import ConflictError, EnvNotFoundError, NotFoundError, UnprocessableEntityError
+from fleet_sdk._exceptions import (
+    BadRequestError,
+    ConflictError,
+    EnvNotFoundError,
+    NotFoundError,
+    UnprocessableEntityError,
+)
 from fleet_sdk.local import LocalFleet
 
 ENV_KEY = "orderdesk"
@@ -74,6 +80,7 @@ async def test_scripted_policy_solves_every_task_of_an_environment(local: LocalF
         assert created.name == "scripted-eval"
         job = await wait_for_job(fleet, created.job_id)
         assert job.status == "completed"
+        assert job.error is None
         assert job.models == ["local/scripted"]
         assert sorted(job.task_keys or []) == sorted(task_keys)
         listed = await fleet.api.control_plane.list_jobs()
@@ -147,11 +154,13 @@ async def test_models_without_an_endpoint_error_clearly_and_report_bare_names(lo
         )
         job = await wait_for_job(fleet, created.job_id)
         assert job.status == "errored"  # every session errored: nothing was graded
+        assert job.error == "every session errored"
         results = await fleet.api.sessions.get_job_sessions(created.job_id)
         ((session,),) = [t.sessions for t in results.tasks]
         assert results.tasks[0].task_id == keys[0]
         assert session.model == "claude-sonnet-4.5"
         assert session.status == "errored"
+        assert session.error  # why it errored (no model endpoint), not just the status
         assert session.verifier_execution is None  # an error, never a 0
         assert results.tasks[0].average_score is None
 
@@ -163,14 +172,24 @@ async def test_job_requests_are_validated(local: LocalFleet) -> None:
             await jobs.create_job(models.JobRequest(models=["local/scripted"], task_keys=["no-such-task"]))
         with pytest.raises(EnvNotFoundError):
             await jobs.create_job(models.JobRequest(models=["local/scripted"], env_key="no-such-env"))
-        with pytest.raises(UnprocessableEntityError):
+        # Schema-valid bodies the server cannot carry out are 400s; 422 is for schema violations.
+        with pytest.raises(BadRequestError, match="no task selected") as unselected:
             await jobs.create_job(models.JobRequest(models=["local/scripted"]))
+        assert unselected.value.code == "bad_request"
         keys = [t.task_key for t in (await jobs.list_tasks(env_key=ENV_KEY)).tasks]
         bundled = env_task_keys(local)
-        with pytest.raises(UnprocessableEntityError):
+        with pytest.raises(BadRequestError, match="leave no task"):
             await jobs.create_job(
                 models.JobRequest(models=["local/scripted"], env_key=ENV_KEY, excluded_task_keys=keys)
             )
+        with pytest.raises(BadRequestError, match="not supported"):
+            await jobs.create_job(
+                models.JobRequest(models=["local/scripted"], env_key=ENV_KEY, mode="computer_use")
+            )
+        with pytest.raises(UnprocessableEntityError) as invalid:
+            await jobs.create_job(models.JobRequest.model_construct(models=["local/scripted"], pass_k=True))
+        assert isinstance(invalid.value.body, dict)
+        assert [issue["loc"] for issue in invalid.value.body["detail"]] == [["body", "pass_k"]]
         with pytest.raises(NotFoundError):
             await jobs.get_job("job_missing")
 

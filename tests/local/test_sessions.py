@@ -89,6 +89,7 @@ async def test_ingest_then_append_then_read_back(local: LocalFleet) -> None:
         (session,) = task.sessions
         assert session.model == "claude-sonnet-4.5"
         assert session.status == "completed"
+        assert session.error is None
         assert session.step_count == 1
 
 
