@@ -98,9 +98,11 @@ async def test_ungraded_and_passing_sessions_are_told_apart(local: LocalFleet) -
         job_id = (await fleet.api.traces.create_trace_job(tmodels.TraceJobRequest(name="grading"))).job_id
 
         async def ingest(score: float | None, execution_id: str | None, session_id: str | None = None) -> str:
+            # session_id is not nullable: leave it out rather than send null (that is a 422).
+            chosen = {"session_id": session_id} if session_id is not None else {}
             body = smodels.SessionIngestRequest(
                 messages=chat({"role": "user", "content": "hi"}),
-                session_id=session_id,
+                **chosen,
                 job_id=job_id,
                 task_key=TASK_KEY,
                 model="local-model",
