@@ -20,18 +20,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import json
 import threading
 import time
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Any
 from urllib.parse import urlsplit
 
-from fastapi import APIRouter, Header
+from fastapi import APIRouter
 from fleet_api.browser_lease import models
 
 from ._errors import LocalAPIError, not_found
+from ._idempotency import IdempotencyKey, body_digest, conflict
 from ._state import LocalState, new_id
 
 LEASE_KIND = "browser_lease"
@@ -121,19 +120,13 @@ class LeaseBook:
                 409 ``conflict`` when ``lease_id`` names a live lease.
         """
         store = self._state.store
-        payload = json.dumps(body.model_dump(mode="json", exclude_none=True), sort_keys=True)
-        digest = hashlib.sha256(payload.encode()).hexdigest()
+        digest = body_digest(body.model_dump(mode="json", exclude_none=True))
         with self._lock:
             if idempotency_key is not None:
                 seen = store.get(IDEMPOTENCY_KIND, idempotency_key)
                 if seen is not None:
                     if seen.get("digest", digest) != digest:
-                        raise LocalAPIError(
-                            409,
-                            f"Idempotency-Key {idempotency_key!r} was already used with another request body",
-                            code="idempotency_conflict",
-                            retryable=False,
-                        )
+                        raise conflict(idempotency_key)
                     earlier = self._read(seen["lease_id"])
                     if earlier is not None:
                         return earlier
@@ -256,9 +249,7 @@ def router(state: LocalState) -> APIRouter:
     @api.post("/v1/browser", response_model=models.BrowserLease)
     async def create_browser_lease(
         body: models.BrowserLeaseRequest,
-        idempotency_key: Annotated[
-            str | None, Header(alias="Idempotency-Key", min_length=1, max_length=255)
-        ] = None,
+        idempotency_key: IdempotencyKey = None,
     ) -> dict[str, Any]:
         """Start a lease, ``running`` at once; the same ``Idempotency-Key`` and body return the same lease."""
         return _book(state).create(body, idempotency_key)

@@ -13,75 +13,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import json
-import threading
-from collections.abc import AsyncIterator, Callable
-from typing import Annotated, Any, Literal, TypeVar
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
 
 import anyio
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Query
 from fleet_api.env_instance import models
-from pydantic import BaseModel
 
 from . import _instances, _verifier_exec
 from ._errors import LocalAPIError, not_found
+from ._idempotency import IdempotencyKey, idempotent
 from ._state import LocalState
 
 __all__ = ["DEFAULT_PROJECT", "TASK_KIND", "lifespan", "load_bundled_tasks", "router"]
 
 TASK_KIND = "task"
-IDEMPOTENCY_KIND = "idempotency"
 DEFAULT_PROJECT = "default"
 """Project of tasks imported without ``project_key`` and of the bundled tasks."""
 
 DEFAULT_REAPER_INTERVAL = 5.0
-
-IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", min_length=1, max_length=255)]
-ModelT = TypeVar("ModelT", bound=BaseModel)
-
-_idem_lock = threading.Lock()
-
-
-def _digest(payload: Any) -> str:
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def _idempotent(
-    state: LocalState,
-    *,
-    scope: str,
-    key: str | None,
-    payload: Any,
-    model: type[ModelT],
-    create: Callable[[], ModelT],
-) -> ModelT:
-    """Run ``create`` once per ``(scope, key)``; replay its response for the same payload.
-
-    Raises:
-        LocalAPIError: 409 when the key was used with a different payload.
-    """
-    if key is None:
-        return create()
-    record_id = f"{scope}:{key}"
-    digest = _digest(payload)
-    with _idem_lock:  # serialises creations that carry a key (rare, and local)
-        record = state.store.get(IDEMPOTENCY_KIND, record_id)
-        if record is not None:
-            if record.get("digest") != digest:
-                raise LocalAPIError(
-                    409,
-                    f"Idempotency-Key {key!r} was already used with a different request body",
-                    code="idempotency_conflict",
-                    retryable=False,
-                )
-            return model.model_validate(record["response"])
-        response = create()
-        state.store.put(
-            IDEMPOTENCY_KIND, record_id, {"digest": digest, "response": response.model_dump(mode="json")}
-        )
-        return response
-
 
 # ---------------------------------------------------------------- tasks
 
@@ -166,7 +116,7 @@ def router(state: LocalState) -> APIRouter:
         body: models.InstanceRequest, idempotency_key: IdempotencyKey = None
     ) -> models.InstanceResponse:
         """Create a running instance of a bundled environment."""
-        return _idempotent(
+        return idempotent(
             state,
             scope="create_instance",
             key=idempotency_key,
@@ -236,7 +186,7 @@ def router(state: LocalState) -> APIRouter:
     ) -> models.Task:
         """Store one task config (409 when the key exists)."""
         payload = {"task": body.model_dump(mode="json", exclude_none=True), "project_key": project_key}
-        return _idempotent(
+        return idempotent(
             state,
             scope="import_task",
             key=idempotency_key,

@@ -28,19 +28,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
-import threading
 from collections.abc import AsyncIterator, Mapping
-from typing import Annotated, Any
+from typing import Any
 
 import anyio
-from fastapi import APIRouter, Header
+from fastapi import APIRouter
 from fleet_api.env_instance import models
 
+from ..task_env import SUBMIT_TOOL
+from ..tools import Tool
 from . import _control, _instances, _verifier_exec
 from ._errors import LocalAPIError, not_found
+from ._idempotency import IdempotencyKey, idempotent
 from ._mcp import InstanceUnavailableError, execute_tool
 from ._policies import (
     SUBMIT_FINAL_ANSWER,
@@ -50,8 +51,6 @@ from ._policies import (
     PolicyTurn,
     bare_model,
     make_policy,
-    openai_tool,
-    submit_final_answer_tool,
 )
 from ._state import LocalState, iso, new_id
 
@@ -72,11 +71,8 @@ SESSION_KIND = "session"
 DEFAULT_MAX_STEPS = 30
 DEFAULT_MAX_DURATION_MINUTES = 10
 _TASKS_KEY = "jobs.tasks"
-_IDEMPOTENCY_KIND = "idempotency"
 _TERMINAL_SESSION = frozenset({"completed", "timed_out", "errored", "failed"})
 _TERMINAL_JOB = frozenset({"completed", "errored", "failed", "cancelled"})
-
-IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", min_length=1, max_length=255)]
 
 
 def session_score(verifier_execution: Mapping[str, Any] | None) -> float | None:
@@ -222,36 +218,16 @@ def _create_job(state: LocalState, req: models.JobRequest) -> models.JobCreated:
     )
 
 
-_idempotency_lock = threading.Lock()
-
-
 def _create_job_once(state: LocalState, req: models.JobRequest, key: str | None) -> models.JobCreated:
-    """:func:`_create_job`, once per ``Idempotency-Key`` (the same key and body replays the answer).
-
-    Raises:
-        LocalAPIError: 409 when the key was used with another body.
-    """
-    if key is None:
-        return _create_job(state, req)
-    payload = json.dumps(req.model_dump(mode="json", exclude_none=True), sort_keys=True)
-    digest = hashlib.sha256(payload.encode()).hexdigest()
-    record_id = f"create_job:{key}"
-    with _idempotency_lock:
-        record = state.store.get(_IDEMPOTENCY_KIND, record_id)
-        if record is not None:
-            if record.get("digest") != digest:
-                raise LocalAPIError(
-                    409,
-                    f"Idempotency-Key {key!r} was already used with a different request body",
-                    code="idempotency_conflict",
-                    retryable=False,
-                )
-            return models.JobCreated.model_validate(record["response"])
-        created = _create_job(state, req)
-        state.store.put(
-            _IDEMPOTENCY_KIND, record_id, {"digest": digest, "response": created.model_dump(mode="json")}
-        )
-        return created
+    """:func:`_create_job`, once per ``Idempotency-Key`` (the same key and body replays the answer)."""
+    return idempotent(
+        state,
+        scope="create_job",
+        key=key,
+        payload=req.model_dump(mode="json", exclude_none=True),
+        model=models.JobCreated,
+        create=lambda: _create_job(state, req),
+    )
 
 
 # ---------------------------------------------------------------- running
@@ -387,9 +363,13 @@ async def _run_session(state: LocalState, job: Mapping[str, Any], session: Mappi
         env = state.environments[instance.env_key]
         prompt = str(task.get("prompt") or "")
         offer_submit = SUBMIT_FINAL_ANSWER in prompt
-        openai_tools = [openai_tool(t.name, t.description, t.input_schema) for t in env.tools]
+        # The same tool shapes the SDK gives trainers (fleet_sdk.tools / TaskEnv).
+        openai_tools = [
+            Tool(name=t.name, description=t.description, input_schema=dict(t.input_schema)).to_openai()
+            for t in env.tools
+        ]
         if offer_submit:
-            openai_tools.append(submit_final_answer_tool())
+            openai_tools.append(SUBMIT_TOOL.to_openai())
         max_steps = int(job.get("max_steps") or DEFAULT_MAX_STEPS)
         context = PolicyContext(
             session_id=session_id,

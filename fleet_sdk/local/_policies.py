@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from ..task_env import SUBMIT_FINAL_ANSWER
 from ._state import LocalSettings
 
 __all__ = [
@@ -44,14 +45,10 @@ __all__ = [
     "ToolCallRequest",
     "bare_model",
     "make_policy",
-    "openai_tool",
-    "submit_final_answer_tool",
 ]
 
 SCRIPTED_MODEL = "local/scripted"
 RANDOM_MODEL = "local/random"
-SUBMIT_FINAL_ANSWER = "submit_final_answer"
-"""The pseudo-tool that ends an episode and hands its ``answer`` to the verifier (not an MCP tool)."""
 
 _HTTP_ATTEMPTS = 3
 _RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -141,29 +138,6 @@ class Policy(Protocol):
     async def aclose(self) -> None:
         """Release resources (HTTP clients)."""
         ...
-
-
-def openai_tool(name: str, description: str, input_schema: Mapping[str, Any]) -> dict[str, Any]:
-    """A tool in OpenAI function format (PROTOCOL §4)."""
-    parameters = {
-        "type": "object",
-        "properties": dict(input_schema.get("properties") or {}),
-        "required": list(input_schema.get("required") or []),
-    }
-    return {
-        "type": "function",
-        "function": {"name": name, "description": description, "parameters": parameters},
-    }
-
-
-def submit_final_answer_tool() -> dict[str, Any]:
-    """``submit_final_answer(answer)`` in OpenAI function format."""
-    schema = {
-        "type": "object",
-        "properties": {"answer": {"type": "string", "description": "The final answer to the task."}},
-        "required": ["answer"],
-    }
-    return openai_tool(SUBMIT_FINAL_ANSWER, "Submit your final answer and end the task.", schema)
 
 
 class ScriptedPolicy:
