@@ -190,9 +190,8 @@ class TaskEnv:
         """
         self._reset_episode()
         self._started_at = datetime.now(UTC)
-        fleet = self._async_fleet()
         if self.env is None:
-            self.env = await fleet.make(
+            self.env = await self._async_fleet().make(
                 self.task.env_spec,
                 data_key=self.task.data_spec,
                 env_variables=self.task.env_variables or None,
