@@ -88,7 +88,24 @@ async def upload_screenshots(
     return mapping
 
 
-class AsyncTraces:
+class _StoreSlot:
+    """The screenshot store setting ``AsyncTraces`` and ``Traces`` share."""
+
+    _store: ScreenshotSink | None
+
+    @property
+    def screenshot_store(self) -> ScreenshotSink:
+        """The default screenshot store (the production bucket unless set)."""
+        if self._store is None:
+            self._store = ScreenshotStore()
+        return self._store
+
+    @screenshot_store.setter
+    def screenshot_store(self, store: ScreenshotSink | None) -> None:
+        self._store = store
+
+
+class AsyncTraces(_StoreSlot):
     """Trace jobs and session uploads (async); ``fleet.traces`` on an ``AsyncFleet``.
 
     Args:
@@ -107,17 +124,6 @@ class AsyncTraces:
 
     def __repr__(self) -> str:
         return f"AsyncTraces(screenshot_store={self._store!r})"
-
-    @property
-    def screenshot_store(self) -> ScreenshotSink:
-        """The default screenshot store (the production bucket unless set)."""
-        if self._store is None:
-            self._store = ScreenshotStore()
-        return self._store
-
-    @screenshot_store.setter
-    def screenshot_store(self, store: ScreenshotSink | None) -> None:
-        self._store = store
 
     async def create_job(self, name: str) -> str:
         """Create a trace job on the platform host (``POST /v1/traces/jobs``) and return its id.
@@ -228,7 +234,7 @@ class AsyncTraces:
         return response.session_id
 
 
-class Traces:
+class Traces(_StoreSlot):
     """Trace jobs and session uploads (sync twin of ``AsyncTraces``); ``fleet.traces`` on a ``Fleet``.
 
     Args:
@@ -242,17 +248,6 @@ class Traces:
 
     def __repr__(self) -> str:
         return f"Traces(screenshot_store={self._store!r})"
-
-    @property
-    def screenshot_store(self) -> ScreenshotSink:
-        """The default screenshot store (the production bucket unless set)."""
-        if self._store is None:
-            self._store = ScreenshotStore()
-        return self._store
-
-    @screenshot_store.setter
-    def screenshot_store(self, store: ScreenshotSink | None) -> None:
-        self._store = store
 
     def _async(self) -> AsyncTraces:
         return AsyncTraces(self._fleet.async_fleet, self.screenshot_store)
