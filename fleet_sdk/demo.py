@@ -173,7 +173,8 @@ async def run_demo(
     from .local import LocalFleet
 
     print("Starting the embedded local Fleet server...", file=out)
-    async with LocalFleet() as local:
+    server_data = out_dir / "server-data"  # kept, so the uploaded sessions can be read back later
+    async with LocalFleet(server_data) as local:
         fleet = local.async_fleet()
         try:
             tasks = [
@@ -219,6 +220,9 @@ async def run_demo(
                 print(f"  {r.task_key} ({r.policy}): {r.error}", file=out)
         print(f"Transcripts: {transcripts.resolve()}/", file=out)
         print(
-            f"Uploaded as trace job {job_id} (GET /v1/sessions/job/{job_id} while the server runs).", file=out
+            f"Uploaded as trace job {job_id}; to read them back, run\n"
+            f"  fleet-sdk serve --data-dir {server_data.resolve()}\n"
+            f"and GET /v1/sessions/job/{job_id}.",
+            file=out,
         )
     return 0 if passed == len(scripted) else 1

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+from fleet_sdk.local import LocalFleet
 
 
 def test_fleet_sdk_demo_runs_scripted_and_random_episodes(tmp_path: Path) -> None:
@@ -40,3 +43,10 @@ def test_fleet_sdk_demo_runs_scripted_and_random_episodes(tmp_path: Path) -> Non
     assert len(transcripts) == 6
     first = json.loads(transcripts[0].read_text())
     assert first["transcript"][0]["role"] == "user"
+
+    # The uploaded sessions outlive the demo: a server on the same data dir reads them back.
+    match = re.search(r"Uploaded as trace job (\S+);", result.stdout)
+    assert match is not None
+    with LocalFleet(out_dir / "server-data", s3=False) as local, local.fleet() as fleet:
+        sessions = fleet.api.sessions.get_job_sessions(match.group(1))
+    assert sessions.total_sessions == 6
