@@ -33,7 +33,11 @@ def tests(session: nox.Session) -> None:
 def contracts(session: nox.Session) -> None:
     """Contract tests (``contracts/``); an empty suite is not a failure."""
     _install(session)
-    session.run("pytest", "contracts", *session.posargs, success_codes=[0, PYTEST_NO_TESTS_COLLECTED])
+    # The normal test command fuzzes 5 examples per operation; this session digs deeper.
+    env = {"FLEET_CONTRACT_EXAMPLES": session.env.get("FLEET_CONTRACT_EXAMPLES", "30")}
+    session.run(
+        "pytest", "contracts", *session.posargs, env=env, success_codes=[0, PYTEST_NO_TESTS_COLLECTED]
+    )
 
 
 @nox.session(python=PYTHON)
