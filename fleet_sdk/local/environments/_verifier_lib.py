@@ -9,7 +9,11 @@ the code runs the same on the local runner and on a remote one. Helpers only use
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._spec import ReferenceStep, TaskSpec
 
 
 def prelude(tables: Sequence[str]) -> str:
@@ -104,3 +108,52 @@ def report_single(successes, errors):
 def verifier(tables: Sequence[str], body: str) -> str:
     """The full verifier code: the prelude for ``tables`` followed by ``body`` (which defines verify)."""
     return prelude(tables) + "\n" + body.strip("\n") + "\n"
+
+
+def step(tool: str, **params: Any) -> ReferenceStep:
+    """One step of a reference solution: ``{"tool": tool, "params": params}``."""
+    return {"tool": tool, "params": params}
+
+
+@dataclass(frozen=True)
+class TaskFactory:
+    """Builds the task configs of one environment, which share everything but their content.
+
+    Attributes:
+        env_key: The environment (also the data key).
+        env_version: Environment and data version.
+        env_variables: ``CURRENT_DATE``, ``LOGGED_IN_USER``...
+        tables: Tables the verifier prelude knows (see :func:`verifier`).
+        prompt_prefix: Text put before every prompt (who the user is, today's date).
+    """
+
+    env_key: str
+    env_version: str
+    env_variables: Mapping[str, str] = field(default_factory=dict)
+    tables: Sequence[str] = ()
+    prompt_prefix: str = ""
+
+    def __call__(
+        self, key: str, prompt: str, body: str, solution: list[ReferenceStep], tags: list[str]
+    ) -> TaskSpec:
+        """One task config.
+
+        Args:
+            key: Task key suffix (the env key is prefixed).
+            prompt: What the agent is asked.
+            body: Verifier code defining ``verify`` (helpers above it are fine).
+            solution: Reference solution steps.
+            tags: Free-form tags.
+        """
+        return {
+            "task_key": f"{self.env_key}-{key}",
+            "prompt": f"{self.prompt_prefix}{prompt}",
+            "env_key": self.env_key,
+            "env_version": self.env_version,
+            "data_key": self.env_key,
+            "data_version": self.env_version,
+            "env_variables": dict(self.env_variables),
+            "verifier_code": verifier(self.tables, body),
+            "task_modality": "tool_use",
+            "metadata": {"reference_solution": solution, "tags": tags},
+        }

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from .._spec import ReferenceStep, TaskSpec
-from .._verifier_lib import verifier
+from .._spec import TaskSpec
+from .._verifier_lib import TaskFactory, step
 from ._seed import CURRENT_DATE, LOGGED_IN_USER, TABLES
 
 ENV_KEY = "calendar"
@@ -21,23 +19,14 @@ SAM = "sam.patel@northwind.example"
 KWAME = "kwame.mensah@northwind.example"
 
 
-def _step(tool: str, **params: Any) -> ReferenceStep:
-    return {"tool": tool, "params": params}
-
-
-def _task(key: str, prompt: str, body: str, solution: list[ReferenceStep], tags: list[str]) -> TaskSpec:
-    return {
-        "task_key": f"{ENV_KEY}-{key}",
-        "prompt": f"I'm Maya Chen ({LOGGED_IN_USER}); today is Monday {CURRENT_DATE}. {prompt}",
-        "env_key": ENV_KEY,
-        "env_version": ENV_VERSION,
-        "data_key": ENV_KEY,
-        "data_version": ENV_VERSION,
-        "env_variables": dict(ENV_VARIABLES),
-        "verifier_code": verifier(TABLES, body),
-        "task_modality": "tool_use",
-        "metadata": {"reference_solution": solution, "tags": tags},
-    }
+_step = step
+_task = TaskFactory(
+    ENV_KEY,
+    ENV_VERSION,
+    ENV_VARIABLES,
+    TABLES,
+    prompt_prefix=f"I'm Maya Chen ({LOGGED_IN_USER}); today is Monday {CURRENT_DATE}. ",
+)
 
 
 # Helpers most calendar verifiers share, written above their verify function.

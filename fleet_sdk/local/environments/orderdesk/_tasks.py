@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from .._spec import ReferenceStep, TaskSpec
-from .._verifier_lib import verifier
+from .._spec import TaskSpec
+from .._verifier_lib import TaskFactory, step
 from ._seed import CURRENT_DATE, LOGGED_IN_USER, TABLES
 
 ENV_KEY = "orderdesk"
@@ -13,23 +11,13 @@ ENV_VERSION = "v1.0.0"
 ENV_VARIABLES = {"CURRENT_DATE": CURRENT_DATE, "LOGGED_IN_USER": LOGGED_IN_USER}
 
 
-def _step(tool: str, **params: Any) -> ReferenceStep:
-    return {"tool": tool, "params": params}
-
-
-def _task(key: str, prompt: str, body: str, solution: list[ReferenceStep], tags: list[str]) -> TaskSpec:
-    return {
-        "task_key": f"{ENV_KEY}-{key}",
-        "prompt": prompt,
-        "env_key": ENV_KEY,
-        "env_version": ENV_VERSION,
-        "data_key": ENV_KEY,
-        "data_version": ENV_VERSION,
-        "env_variables": dict(ENV_VARIABLES),
-        "verifier_code": verifier(TABLES, body),
-        "task_modality": "tool_use",
-        "metadata": {"reference_solution": solution, "tags": tags},
-    }
+_step = step
+_task = TaskFactory(
+    ENV_KEY,
+    ENV_VERSION,
+    ENV_VARIABLES,
+    TABLES,
+)
 
 
 _REFUND_LATE_ORDER = r'''
