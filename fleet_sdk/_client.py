@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import anyio
 import httpx
@@ -124,6 +124,7 @@ class _FleetBase:
     """What ``Fleet`` and ``AsyncFleet`` share: settings resolution and the call policy."""
 
     config: FleetConfig
+    _pool: Any  # httpx.Client or httpx.AsyncClient, shared by with_options() copies
 
     def _configure(
         self,
@@ -161,6 +162,29 @@ class _FleetBase:
             "browser_api_key": self.config.browser_api_key,
             **self._policy_kwargs,
         }
+
+    def with_options(
+        self,
+        *,
+        timeout: Timeout | None = None,
+        retry: RetryPolicy | None = None,
+        deadline: float | None = None,
+    ) -> Self:
+        """A client with another call policy, sharing this one's settings and connection pool.
+
+        ``fleet.with_options(retry=RetryPolicy(max_retries=0)).api.control_plane.get_job(job_id)``
+
+        Args:
+            timeout: Per-attempt timeouts (default: this client's).
+            retry: Retry policy (default: this client's).
+            deadline: Overall seconds per call (default: this client's).
+        """
+        settings = self._settings()
+        overrides = {"timeout": timeout, "retry": retry, "deadline": deadline}
+        settings.update({k: v for k, v in overrides.items() if v is not None})
+        cls: Any = type(self)  # Fleet or AsyncFleet: the same keyword arguments
+        copy: Self = cls(**settings, http_client=self._pool)
+        return copy
 
     def __repr__(self) -> str:
         config = self.config

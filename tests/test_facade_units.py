@@ -296,3 +296,28 @@ def test_bridge_propagates_exceptions() -> None:
 
     with pytest.raises(KeyError):
         run_sync(boom())
+
+
+# -- with_options ----------------------------------------------------------------------------
+
+
+def test_with_options_shares_settings_and_pool_and_overrides_policy() -> None:
+    from fleet_sdk import AsyncFleet, Fleet, RetryPolicy
+
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(503, json={"detail": "busy"})
+
+    pool = httpx.Client(transport=httpx.MockTransport(handler))
+    fleet = Fleet("sk-test-123456", base_url="http://orchestrator.test", http_client=pool)
+    quick = fleet.with_options(retry=RetryPolicy(max_retries=0), deadline=5.0)
+    assert isinstance(quick, Fleet)
+    assert quick.config == fleet.config
+    assert quick._pool is fleet._pool
+    with pytest.raises(InternalServerError):
+        quick.api.control_plane.list_envs()
+    assert len(seen) == 1  # no retries on the copy
+    assert repr(quick) == repr(fleet)
+    assert isinstance(AsyncFleet("sk-test-123456").with_options(deadline=1.0), AsyncFleet)
