@@ -159,6 +159,15 @@ async def test_get_is_retried_after_connect_error_and_timeout(is_async: bool) ->
 
 
 @both
+async def test_unsupported_protocol_is_not_retried(is_async: bool) -> None:
+    server = Recorder(httpx.UnsupportedProtocol("Request URL has an unsupported protocol 'ftp://'"), ok)
+    client = make_client(server, is_async=is_async)
+    with pytest.raises(APIConnectionError, match="unsupported protocol"):
+        await call(client, "GET")
+    assert len(server.requests) == 1
+
+
+@both
 async def test_post_connect_error_is_not_retried(is_async: bool) -> None:
     server = Recorder(httpx.ConnectError("refused"), ok)
     client = make_client(server, is_async=is_async)

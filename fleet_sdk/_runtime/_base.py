@@ -201,7 +201,9 @@ class BaseHTTPClient:
             outcome = yield None
             if isinstance(outcome, httpx.TransportError):
                 error = self._transport_error(call, outcome)
-                wait = self._retry_wait(call, retries_taken, None)
+                # A URL with no http(s) scheme fails the same way every time.
+                permanent = isinstance(outcome, httpx.UnsupportedProtocol)
+                wait = None if permanent else self._retry_wait(call, retries_taken, None)
                 if wait is None:
                     raise error from outcome
                 reason = str(error)
