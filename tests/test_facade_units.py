@@ -321,3 +321,25 @@ def test_with_options_shares_settings_and_pool_and_overrides_policy() -> None:
     assert len(seen) == 1  # no retries on the copy
     assert repr(quick) == repr(fleet)
     assert isinstance(AsyncFleet("sk-test-123456").with_options(deadline=1.0), AsyncFleet)
+
+
+def test_an_async_pool_used_from_two_running_loops_fails_clearly() -> None:
+    """Seed: loop-bound objects used from a second loop failed with obscure RuntimeErrors."""
+    from fleet_sdk import AsyncFleet, ConfigurationError
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=[])
+
+    fleet = AsyncFleet(
+        "sk-test-123456", http_client=httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    )
+    first = asyncio.new_event_loop()
+    try:
+        assert first.run_until_complete(fleet.list_envs()) == []
+        # The bridge's loop is another loop: the same pool must not be used there.
+        with pytest.raises(ConfigurationError, match=r"another \(still open\) event loop"):
+            run_sync(fleet.list_envs())
+    finally:
+        first.close()
+    # Once the first loop is closed the pool may move on (asyncio.run() twice, for example).
+    assert run_sync(fleet.list_envs()) == []

@@ -2,17 +2,42 @@
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import anyio
 import httpx
 
+from .._exceptions import ConfigurationError
 from ._base import BaseHTTPClient, QueryValue
 from ._policy import RequestOptions, RetryPolicy, Timeout
 from ._response import APIResponse
 
 T = TypeVar("T")
+
+# The event loop each connection pool first ran on: an httpx.AsyncClient's connections belong to
+# one loop, and using it from another fails deep inside httpcore. Say so plainly instead.
+_POOL_LOOPS: weakref.WeakKeyDictionary[httpx.AsyncClient, asyncio.AbstractEventLoop] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _check_loop(pool: httpx.AsyncClient) -> None:
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # not asyncio (e.g. trio): nothing to check
+        return
+    bound = _POOL_LOOPS.get(pool)
+    if bound is None or bound.is_closed():
+        _POOL_LOOPS[pool] = loop
+    elif bound is not loop:
+        raise ConfigurationError(
+            "this async client's connection pool belongs to another (still open) event loop; create one "
+            "AsyncFleet per event loop (and use Fleet, whose sync methods run on the SDK's own loop, "
+            "from sync code)"
+        )
 
 
 class AsyncHTTPClient(BaseHTTPClient):
@@ -110,6 +135,7 @@ class AsyncHTTPClient(BaseHTTPClient):
         options: RequestOptions | None = None,
     ) -> APIResponse[T]:
         """Like ``request`` but returns the ``APIResponse`` (headers, retries, ``parse()``)."""
+        _check_loop(self._client)
         call = self._prepare(
             self._client, method, path, path_params=path_params, params=params, body=body, options=options
         )
