@@ -391,15 +391,11 @@ def reset_instance(state: LocalState, instance_id: str, seed: int | None = None)
     Raises:
         LocalAPIError: 404 ``instance_not_found``.
     """
-    source = open_db(state, instance_id, "seed", read_only=True)
-    try:
-        target = open_db(state, instance_id, "current", read_only=False)
-        try:
-            source.backup(target)
-        finally:
-            target.close()
-    finally:
-        source.close()
+    with (
+        contextlib.closing(open_db(state, instance_id, "seed", read_only=True)) as source,
+        contextlib.closing(open_db(state, instance_id, "current", read_only=False)) as target,
+    ):
+        source.backup(target)
     state.store.update(KIND, instance_id, updated_at=iso(), _reset_seed=seed)
     return models.ResetResponse(success=True, message=f"instance {instance_id} reset to its seed data")
 

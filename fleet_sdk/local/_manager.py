@@ -13,6 +13,7 @@ is enforced by SQLite itself, not by guessing from the SQL text.
 from __future__ import annotations
 
 import base64
+import contextlib
 import html
 import sqlite3
 import tempfile
@@ -302,18 +303,13 @@ def router(state: LocalState) -> APIRouter:
     @api.get("/snapshot", include_in_schema=False)
     def snapshot(instance_id: str) -> FileResponse:
         """A consistent copy of the ``current`` database file."""
-        source = _instances.open_db(state, instance_id, "current", read_only=True)
-        handle = tempfile.NamedTemporaryFile(prefix="snapshot-", suffix=".db", delete=False)  # noqa: SIM115
-        handle.close()
-        path = Path(handle.name)
-        try:
-            target = sqlite3.connect(path)
-            try:
+        # Open the instance first: an unknown instance must not leave a temporary file behind.
+        with contextlib.closing(_instances.open_db(state, instance_id, "current", read_only=True)) as source:
+            handle = tempfile.NamedTemporaryFile(prefix="snapshot-", suffix=".db", delete=False)  # noqa: SIM115
+            handle.close()
+            path = Path(handle.name)
+            with contextlib.closing(sqlite3.connect(path)) as target:
                 source.backup(target)
-            finally:
-                target.close()
-        finally:
-            source.close()
         return FileResponse(
             path,
             media_type="application/vnd.sqlite3",

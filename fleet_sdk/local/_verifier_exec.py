@@ -194,17 +194,47 @@ async def run_code(
         success, score, result, stdout, elapsed = False, None, None, "", 0.0
     if score is not None and not math.isfinite(score):
         score = None
+    return await _save_execution(
+        state,
+        instance_id,
+        key=key,
+        sha256=digest,
+        verifier_id=_verifier_id(digest),
+        success=success,
+        result=result,
+        error=error,
+        execution_time_ms=max(0.0, float(elapsed)),
+        stdout=stdout,
+        score=score,
+    )
+
+
+async def _save_execution(
+    state: LocalState,
+    instance_id: str,
+    *,
+    key: str | None,
+    sha256: str | None,
+    verifier_id: str | None,
+    success: bool,
+    result: Any,
+    error: dict[str, Any] | None,
+    execution_time_ms: float,
+    stdout: str,
+    score: float | None,
+) -> dict[str, Any]:
+    """Store one execution record under a new ``execution_id`` and return it."""
     record: dict[str, Any] = {
         "success": success,
         "result": result,
-        "verifier_id": _verifier_id(digest),
+        "verifier_id": verifier_id,
         "execution_id": new_id("vexec"),
         "error": error,
-        "execution_time_ms": max(0.0, float(elapsed)),
+        "execution_time_ms": execution_time_ms,
         "stdout": stdout,
         "score": score,
         "key": key,
-        "sha256": digest,
+        "sha256": sha256,
         "instance_id": instance_id,
         "created_at": iso(),
     }
@@ -271,22 +301,17 @@ async def execute_for_session(
     code = _task_code(task)
     key = str(task.get("task_key") or task.get("key") or "")
     if code is None:
-        record: dict[str, Any] = {
-            "success": False,
-            "result": None,
-            "verifier_id": None,
-            "execution_id": new_id("vexec"),
-            "error": _error("no_entry_point", f"task {key!r} has no verifier_code"),
-            "execution_time_ms": 0.0,
-            "stdout": "",
-            "score": None,
-            "key": key,
-            "sha256": None,
-            "instance_id": instance_id,
-            "created_at": iso(),
-        }
-        await anyio.to_thread.run_sync(
-            lambda: state.store.put(EXECUTION_KIND, record["execution_id"], record, parent=instance_id)
+        return await _save_execution(
+            state,
+            instance_id,
+            key=key,
+            sha256=None,
+            verifier_id=None,
+            success=False,
+            result=None,
+            error=_error("no_entry_point", f"task {key!r} has no verifier_code"),
+            execution_time_ms=0.0,
+            stdout="",
+            score=None,
         )
-        return record
     return await run_code(state, code, instance_id, final_answer=final_answer, key=key)
