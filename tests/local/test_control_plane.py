@@ -8,7 +8,6 @@ import asyncio
 import base64
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,19 +27,6 @@ from fleet_sdk.verifiers import bundle_sha256, bundle_verifier
 ENV = "orderdesk"
 EMAIL_TASK = "orderdesk-update-customer-email"
 COUNT_TASK = "orderdesk-count-pending-orders"
-
-
-@pytest.fixture
-def fleet(local: LocalFleet) -> Iterator[Fleet]:
-    with local.fleet() as client:
-        yield client
-
-
-@pytest.fixture
-def instance(fleet: Fleet) -> Iterator[models.InstanceResponse]:
-    inst = fleet.api.control_plane.create_instance(models.InstanceRequest(env_key=ENV))
-    yield inst
-    fleet.api.control_plane.delete_instance(inst.instance_id)
 
 
 def _request(

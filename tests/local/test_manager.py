@@ -4,8 +4,6 @@ reset, and the instance's web UI."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx
 import pytest
 from fleet_api.env_instance import models
@@ -13,22 +11,8 @@ from fleet_api.env_instance.client import InstanceManagerClient
 
 from fleet_sdk import NotFoundError, PermissionDeniedError
 from fleet_sdk._client import Fleet
-from fleet_sdk.local import LocalFleet
 
 ENV = "orderdesk"
-
-
-@pytest.fixture
-def fleet(local: LocalFleet) -> Iterator[Fleet]:
-    with local.fleet() as client:
-        yield client
-
-
-@pytest.fixture
-def instance(fleet: Fleet) -> Iterator[models.InstanceResponse]:
-    inst = fleet.api.control_plane.create_instance(models.InstanceRequest(env_key=ENV))
-    yield inst
-    fleet.api.control_plane.delete_instance(inst.instance_id)
 
 
 @pytest.fixture

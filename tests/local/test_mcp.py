@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import httpx
-import pytest
 from fleet_api.env_instance import models
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -15,17 +14,6 @@ from mcp.client.streamable_http import streamable_http_client
 from fleet_sdk.local import LocalFleet
 
 ENV_KEY = "orderdesk"
-
-
-@pytest.fixture
-def instance(local: LocalFleet) -> Iterator[models.InstanceResponse]:
-    """A fresh orderdesk instance, deleted afterwards."""
-    with local.fleet() as fleet:
-        created = fleet.api.control_plane.create_instance(models.InstanceRequest(env_key=ENV_KEY))
-        try:
-            yield created
-        finally:
-            fleet.api.control_plane.delete_instance(created.instance_id)
 
 
 @asynccontextmanager

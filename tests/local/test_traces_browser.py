@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 
 import boto3
 import httpx
@@ -19,13 +18,6 @@ from fleet_sdk.local import LocalFleet
 
 BUCKET = "fleet-sessions-images"
 X_API_KEY_REFUSAL = "Authentication required. Provide either API key or JWT token with team ID"
-
-
-@pytest.fixture()
-def fleet(local: LocalFleet) -> Iterator[Fleet]:
-    client = local.fleet()
-    yield client
-    client.close()
 
 
 # --- traces ---------------------------------------------------------------------------------------
