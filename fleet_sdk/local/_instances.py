@@ -29,8 +29,10 @@ from typing import Any, Literal
 import anyio
 from fleet_api.env_instance import models
 
+from ..specs import normalize_version
 from ._errors import LocalAPIError, not_found
 from ._state import LocalState, iso, new_id, utcnow
+from .environments import EnvironmentSpec
 
 __all__ = [
     "DATABASES",
@@ -39,6 +41,7 @@ __all__ = [
     "delete_instance",
     "ensure_seed",
     "env_info",
+    "environment",
     "get_instance",
     "heartbeat",
     "list_instances",
@@ -74,22 +77,8 @@ _instance_locks_guard = threading.Lock()
 # ---------------------------------------------------------------- helpers
 
 
-def normalize_version(version: str | None) -> str | None:
-    """Apply the ``v`` rule of PROTOCOL §2: ``"1.2.3"`` -> ``"v1.2.3"``; others unchanged.
-
-    Args:
-        version: A version tag, or None.
-    """
-    if version is None:
-        return None
-    version = version.strip()
-    if version[:1].isdigit():
-        return f"v{version}"
-    return version or None
-
-
-def env_info(state: LocalState, env_key: str) -> models.EnvironmentInfo:
-    """The ``EnvironmentInfo`` of a bundled environment.
+def environment(state: LocalState, env_key: str) -> EnvironmentSpec:
+    """A bundled environment by key.
 
     Raises:
         LocalAPIError: 404 ``env_not_found`` naming the environments there are.
@@ -103,6 +92,16 @@ def env_info(state: LocalState, env_key: str) -> models.EnvironmentInfo:
             code="env_not_found",
             retryable=False,
         )
+    return spec
+
+
+def env_info(state: LocalState, env_key: str) -> models.EnvironmentInfo:
+    """The ``EnvironmentInfo`` of a bundled environment.
+
+    Raises:
+        LocalAPIError: 404 ``env_not_found`` naming the environments there are.
+    """
+    spec = environment(state, env_key)
     return models.EnvironmentInfo(
         env_key=spec.env_key,
         name=spec.name,
@@ -231,7 +230,7 @@ def create_instance(state: LocalState, req: models.InstanceRequest) -> models.In
         LocalAPIError: 404 ``env_not_found`` / ``version_not_found``.
     """
     info = env_info(state, req.env_key)
-    spec = state.environments[req.env_key]
+    spec = environment(state, req.env_key)
     version = normalize_version(req.env_version) or spec.default_version
     if version not in spec.versions:
         raise LocalAPIError(

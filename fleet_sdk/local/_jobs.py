@@ -119,14 +119,7 @@ def _select_tasks(state: LocalState, req: models.JobRequest) -> list[dict[str, A
     elif req.env_key:
         selected = [doc for doc in docs if doc.get("env_key") == req.env_key]
         if not selected:
-            if req.env_key not in state.environments:
-                available = ", ".join(sorted(state.environments)) or "none"
-                raise LocalAPIError(
-                    404,
-                    f"env_key not found: {req.env_key!r} (available: {available})",
-                    code="env_not_found",
-                    retryable=False,
-                )
+            _instances.environment(state, req.env_key)  # 404 env_not_found for an unknown key
             raise LocalAPIError(
                 404, f"environment {req.env_key!r} has no tasks", code="not_found", retryable=False
             )
