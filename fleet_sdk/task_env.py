@@ -395,18 +395,25 @@ class TaskEnv:
         return self.final_reward
 
     async def close_async(self) -> None:
-        """End the episode (running the verifier if it was abandoned) and delete the instance."""
+        """End the episode (running the verifier if it was abandoned) and delete the instance.
+
+        A client this episode created for itself (``fleet=None``) is closed too.
+        """
         env, self.env = self.env, None
-        if env is None:
-            return
         try:
-            if not self.done and self.step_count > 0:
-                self._finish("closed")
-                self.env = env
-                await self._end_episode()
-                self.env = None
+            if env is not None:
+                try:
+                    if not self.done and self.step_count > 0:
+                        self._finish("closed")
+                        self.env = env
+                        await self._end_episode()
+                        self.env = None
+                finally:
+                    await env.close()
         finally:
-            await env.close()
+            if self._fleet_arg is None and self._fleet is not None:
+                owned, self._fleet = self._fleet, None
+                await owned.close()
 
     # -- sync twins ---------------------------------------------------------------------
 

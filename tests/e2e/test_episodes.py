@@ -237,3 +237,17 @@ async def test_64_concurrent_episodes_complete(afleet: AsyncFleet, bundled_tasks
 
     rewards = await asyncio.wait_for(asyncio.gather(*(episode(t) for t in tasks)), timeout=240)
     assert rewards == [1.0] * 64
+
+
+async def test_a_client_made_by_the_episode_is_closed_with_it(
+    server: Any, bundled_tasks: list[Task], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLEET_API_KEY", server.api_key)
+    monkeypatch.setenv("FLEET_BASE_URL", server.base_url)
+    env = TaskEnv(bundled_tasks[0])  # no fleet: one is made from the environment
+    await env.reset_async()
+    made = env._fleet
+    assert made is not None and made.config.base_url == server.base_url
+    await env.close_async()
+    assert env._fleet is None
+    assert made._pool.is_closed
