@@ -8,8 +8,6 @@ themselves.
 
 from __future__ import annotations
 
-import logging
-import uuid
 from collections.abc import Mapping
 from typing import Any, Literal, Self
 
@@ -26,16 +24,24 @@ from fleet_api.env_instance.client import (
 from fleet_api.sessions_ingest.client import AsyncSessionsClient, SessionsClient
 from fleet_api.traces_jobs.client import AsyncTracesJobsClient, TracesJobsClient
 
-from ._exceptions import APIConnectionError, APIStatusError, FleetError, RateLimitError
-from ._runtime import AsyncHTTPClient, Deadline, FleetConfig, HTTPClient, RetryPolicy, Surface, Timeout
+from ._exceptions import FleetError
+from ._provisioning import PROVISIONING_RETRY, create_instance, is_transient_provisioning_error
+from ._runtime import (
+    AsyncHTTPClient,
+    Deadline,
+    FleetConfig,
+    HTTPClient,
+    RetryPolicy,
+    Surface,
+    Timeout,
+    within,
+)
 from ._runtime._bridge import run_sync
 from .env import AsyncEnv, Env
 from .specs import parse_spec
 from .traces import AsyncTraces, Traces
 
 __all__ = ["AsyncFleet", "AsyncFleetAPI", "Fleet", "FleetAPI", "is_transient_provisioning_error"]
-
-log = logging.getLogger("fleet_sdk.fleet")
 
 InstanceStatus = Literal["pending", "running", "stopped", "terminated", "error"]
 
@@ -359,10 +365,13 @@ class AsyncFleet(_FleetBase):
     ) -> AsyncEnv:
         """Create an environment instance and wait until it runs.
 
-        Transient provisioning failures (connection errors, timeouts, 429, 502-504, and any
-        error whose body says ``"retryable": true``) are retried with backoff inside
-        ``provision_deadline``, each retry logged; permanent ones (``env_not_found``,
-        ``version_not_found``, ``"retryable": false``) raise at once.
+        Transient provisioning failures are retried with backoff inside ``provision_deadline``,
+        each retry logged, all with one idempotency key (so a retry never makes a second
+        instance): connection errors, timeouts, 408, 429, every 5xx, any error flagged
+        ``"retryable": true`` at the top of the body, in a ``detail`` object or in a driver's
+        JSON error quoted inside the ``detail`` string, and a few known transient messages
+        (``fleet_sdk._runtime.TRANSIENT_MESSAGES``). Permanent ones raise at once: 401, 403,
+        ``env_not_found``, ``version_not_found``, other 4xx, and ``"retryable": false``.
 
         Args:
             env: ``"key"`` or ``"key:version"`` (``"fira:1.2.3"`` -> ``fira`` at ``v1.2.3``).
@@ -376,7 +385,7 @@ class AsyncFleet(_FleetBase):
             heartbeat_interval: Seconds between expected heartbeats.
             max_wait_seconds: How long to wait for the instance to be running.
             provision_deadline: Overall seconds for creation, retries and waiting.
-            retry: Backoff policy between provisioning attempts.
+            retry: Backoff policy between provisioning attempts (default: ``PROVISIONING_RETRY``).
         """
         env_spec = parse_spec(env, what="env")
         data_spec = parse_spec(data_key, version=data_version, what="data") if data_key else None
@@ -396,26 +405,9 @@ class AsyncFleet(_FleetBase):
         }
         request = models.InstanceRequest(**{k: v for k, v in fields.items() if v is not None})
         deadline = Deadline(provision_deadline)
-        policy = retry or RetryPolicy(max_retries=5, backoff_base=2.0, backoff_max=30.0)
-        attempt = 0
-        while True:
-            try:
-                # A fresh key per attempt: the runtime may safely retry 502/503 within it.
-                instance = await self.api.control_plane.create_instance(
-                    request, idempotency_key=str(uuid.uuid4()), options=_within(deadline)
-                )
-                break
-            except FleetError as exc:
-                attempt += 1
-                wait = policy.backoff(attempt)
-                if (
-                    not is_transient_provisioning_error(exc)
-                    or attempt > policy.max_retries
-                    or not deadline.allows(wait)
-                ):
-                    raise
-                log.warning("creating %s failed (%s); retry %d in %.1fs", env_spec.key, exc, attempt, wait)
-                await anyio.sleep(wait)
+        instance = await create_instance(
+            self.api.control_plane, request, deadline=deadline, policy=retry or PROVISIONING_RETRY
+        )
         instance = await self._wait_running(instance, deadline)
         return AsyncEnv(self, instance)
 
@@ -431,7 +423,7 @@ class AsyncFleet(_FleetBase):
             await anyio.sleep(delay)
             delay = min(delay * 2, 5.0)
             instance = await self.api.control_plane.get_instance(
-                instance.instance_id, options=_within(deadline)
+                instance.instance_id, options=within(deadline)
             )
         if instance.status != "running":
             raise FleetError(f"instance {instance.instance_id} is {instance.status}, not running")
@@ -478,27 +470,3 @@ class AsyncFleet(_FleetBase):
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
-
-
-def _within(deadline: Deadline) -> Any:
-    """Request options that keep one call inside an outer deadline."""
-    remaining = deadline.remaining()
-    return {"deadline": remaining} if remaining is not None else None
-
-
-def is_transient_provisioning_error(exc: BaseException) -> bool:
-    """Whether creating an instance may succeed if tried again (PROTOCOL section 2).
-
-    Decided by type, status and the structured body's ``retryable`` flag, never by
-    the message text.
-
-    Args:
-        exc: The error from ``create_instance``.
-    """
-    if isinstance(exc, APIConnectionError):
-        return True
-    if isinstance(exc, APIStatusError):
-        if exc.retryable is not None:
-            return exc.retryable
-        return isinstance(exc, RateLimitError) or exc.status_code in (408, 502, 503, 504)
-    return False

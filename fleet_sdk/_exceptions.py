@@ -2,7 +2,10 @@
 
 Errors are chosen by HTTP status code and by the structured error body
 (``{"detail": ..., "code": ..., "retryable": ...}``), never by matching
-substrings of a message::
+substrings of a message. The orchestrator does not always put the structured
+fields at the top level: it may nest them in a ``detail`` object, or forward a
+driver's JSON error verbatim inside the ``detail`` string. ``read_error_body``
+looks in all three places (see ``ErrorBodyFields``)::
 
     FleetError
     ├── ConfigurationError              bad or missing settings (no API key, bad URL)
@@ -29,12 +32,16 @@ substrings of a message::
 
 Every ``APIError`` carries the ``request_id`` sent as ``X-Request-ID`` (the same
 across the retries of one call), the method and URL, and, for status errors,
-``status_code``, the parsed ``body``, its ``code`` and ``retryable`` flag.
-Messages never contain secrets: they pass through the runtime's redactor.
+``status_code``, the parsed ``body``, its ``code`` and ``retryable`` flag (and
+``retryable_at``, where the flag was found). Messages never contain secrets: they
+pass through the runtime's redactor.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -51,6 +58,7 @@ __all__ = [
     "ConflictError",
     "EnvNotFoundError",
     "EpisodeError",
+    "ErrorBodyFields",
     "FleetError",
     "InternalServerError",
     "MCPError",
@@ -62,6 +70,7 @@ __all__ = [
     "ToolsUnavailableError",
     "UnprocessableEntityError",
     "VersionNotFoundError",
+    "read_error_body",
 ]
 
 
@@ -125,8 +134,11 @@ class APIStatusError(APIError):
     Attributes:
         status_code: HTTP status code.
         body: Parsed JSON error body (``dict``), or the raw text if it was not JSON.
-        code: Machine-readable error code from the body (``body["code"]``), if any.
-        retryable: The server's own ``retryable`` flag from the body, if it sent one.
+        code: Machine-readable error code from the body (``code``, else ``error``), wherever
+            ``read_error_body`` found it; None if the body has none.
+        retryable: The server's own ``retryable`` flag, wherever it was found; None if absent.
+        retryable_at: Where the flag was found (``"body"``, ``"body.detail"``,
+            ``"body.detail<json>.detail"``...), for logs; None if absent.
         response: The ``httpx.Response``, for headers.
     """
 
@@ -144,13 +156,10 @@ class APIStatusError(APIError):
         self.response = response
         self.status_code = response.status_code
         self.body = body
-        self.code: str | None = None
-        self.retryable: bool | None = None
-        if isinstance(body, dict):
-            code = body.get("code")
-            self.code = code if isinstance(code, str) else None
-            retryable = body.get("retryable")
-            self.retryable = retryable if isinstance(retryable, bool) else None
+        fields = read_error_body(body)
+        self.code: str | None = fields.code
+        self.retryable: bool | None = fields.retryable
+        self.retryable_at: str | None = fields.retryable_at
 
 
 class BadRequestError(APIStatusError):
@@ -210,17 +219,92 @@ _BY_CODE: dict[tuple[int, str], type[APIStatusError]] = {
 }
 
 
+@dataclass(frozen=True)
+class ErrorBodyFields:
+    """The structured fields of an error body, wherever the server put them.
+
+    Attributes:
+        code: The first string ``code`` found, or ``error`` (the name a driver gives its
+            error, e.g. ``seed_placement_failed``) in an object without ``code``; None if neither.
+        retryable: The first boolean ``retryable`` found; None if there is none.
+        retryable_at: Where ``retryable`` was found, e.g. ``"body.detail<json>.detail"``.
+    """
+
+    code: str | None = None
+    retryable: bool | None = None
+    retryable_at: str | None = None
+
+
+# Bounds on the search for JSON inside a message: an error body is small, and a hostile one
+# must not make classifying it expensive.
+_MAX_EMBEDDED_TEXT = 16_384
+_MAX_EMBEDDED_TRIES = 16
+_MAX_NESTING = 4
+
+
+def read_error_body(body: Any) -> ErrorBodyFields:
+    """Find ``retryable``, ``code`` and ``error`` in an error body.
+
+    Looked for, in this order: the top level of the body; inside a ``detail`` object;
+    inside a JSON object embedded in a ``detail`` string (an orchestrator forwarding a
+    driver's error verbatim, e.g. ``"Failed to create instance: Driver API returned 400:
+    {\"detail\": {\"error\": ..., \"retryable\": true}}"``), and so on into that
+    object. The first flag found wins, so a top-level ``"retryable": false`` is final.
+
+    Args:
+        body: The parsed JSON body, or the raw text of a body that was not JSON.
+    """
+    code: str | None = None
+    retryable: bool | None = None
+    retryable_at: str | None = None
+    for where, fields in _error_objects(body, "body", 0):
+        if code is None:
+            named = fields.get("code", fields.get("error"))
+            code = named if isinstance(named, str) else None
+        if retryable is None and isinstance(fields.get("retryable"), bool):
+            retryable, retryable_at = fields["retryable"], where
+    return ErrorBodyFields(code=code, retryable=retryable, retryable_at=retryable_at)
+
+
+def _error_objects(value: Any, where: str, depth: int) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The JSON objects of an error body, outermost first, each with where it was found."""
+    if depth > _MAX_NESTING:
+        return
+    if isinstance(value, dict):
+        yield where, value
+        yield from _error_objects(value.get("detail"), f"{where}.detail", depth + 1)
+    elif isinstance(value, str):
+        for embedded in _embedded_objects(value):
+            yield from _error_objects(embedded, f"{where}<json>", depth + 1)
+
+
+def _embedded_objects(text: str) -> Iterator[dict[str, Any]]:
+    """JSON objects that appear inside a message, left to right."""
+    text = text[:_MAX_EMBEDDED_TEXT]
+    decoder = json.JSONDecoder()
+    start, tries = text.find("{"), 0
+    while start != -1 and tries < _MAX_EMBEDDED_TRIES:
+        tries += 1
+        try:
+            value, end = decoder.raw_decode(text, start)
+        except ValueError:
+            start = text.find("{", start + 1)
+            continue
+        if isinstance(value, dict):
+            yield value
+        start = text.find("{", end)
+
+
 def status_error_class(status_code: int, body: Any) -> type[APIStatusError]:
     """Pick the exception class for an error response.
 
     Args:
         status_code: The HTTP status (>= 400).
-        body: The parsed body; a ``dict`` with a string ``code`` refines the class.
+        body: The parsed body; a ``code`` (see ``read_error_body``) refines the class.
     """
-    if isinstance(body, dict):
-        code = body.get("code")
-        if isinstance(code, str) and (status_code, code) in _BY_CODE:
-            return _BY_CODE[(status_code, code)]
+    code = read_error_body(body).code
+    if code is not None and (status_code, code) in _BY_CODE:
+        return _BY_CODE[(status_code, code)]
     if status_code in _BY_STATUS:
         return _BY_STATUS[status_code]
     if status_code >= 500:

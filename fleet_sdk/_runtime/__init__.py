@@ -5,7 +5,16 @@ errors and redaction. Generated clients (``fleet_api``) call ``HTTPClient`` /
 from ._async import AsyncHTTPClient
 from ._base import REQUEST_ID_HEADER, BaseHTTPClient, QueryValue
 from ._config import ORCHESTRATOR_URL, PLATFORM_URL, FleetConfig, Surface
-from ._policy import IDEMPOTENCY_HEADER, Deadline, RequestOptions, RetryPolicy, Timeout
+from ._policy import (
+    IDEMPOTENCY_HEADER,
+    TRANSIENT_MESSAGES,
+    Deadline,
+    RequestOptions,
+    RetryPolicy,
+    Timeout,
+    is_transient,
+    within,
+)
 from ._redact import REDACTED, Redactor
 from ._response import APIResponse
 from ._sync import HTTPClient
@@ -16,6 +25,7 @@ __all__ = [
     "PLATFORM_URL",
     "REDACTED",
     "REQUEST_ID_HEADER",
+    "TRANSIENT_MESSAGES",
     "APIResponse",
     "AsyncHTTPClient",
     "BaseHTTPClient",
@@ -28,4 +38,6 @@ __all__ = [
     "RetryPolicy",
     "Surface",
     "Timeout",
+    "is_transient",
+    "within",
 ]

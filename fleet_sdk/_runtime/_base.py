@@ -17,6 +17,7 @@ import pydantic
 
 from .._exceptions import (
     APIConnectionError,
+    APIError,
     APIResponseValidationError,
     APIStatusError,
     APITimeoutError,
@@ -24,12 +25,12 @@ from .._exceptions import (
 )
 from ._policy import (
     IDEMPOTENCY_HEADER,
-    RETRYABLE_STATUS,
     Deadline,
     RequestOptions,
     RetryPolicy,
     Timeout,
     is_safe_to_retry,
+    is_transient,
     parse_retry_after,
     resolve_timeout,
 )
@@ -203,7 +204,7 @@ class BaseHTTPClient:
                 error = self._transport_error(call, outcome)
                 # A URL with no http(s) scheme fails the same way every time.
                 permanent = isinstance(outcome, httpx.UnsupportedProtocol)
-                wait = None if permanent else self._retry_wait(call, retries_taken, None)
+                wait = None if permanent else self._retry_wait(call, retries_taken, error)
                 if wait is None:
                     raise error from outcome
                 reason = str(error)
@@ -211,9 +212,10 @@ class BaseHTTPClient:
                 assert outcome is not None
                 if outcome.is_success:
                     return outcome, retries_taken
-                wait = self._retry_wait(call, retries_taken, outcome)
+                status_error = self._status_error(call, outcome)
+                wait = self._retry_wait(call, retries_taken, status_error)
                 if wait is None:
-                    raise self._status_error(call, outcome)
+                    raise status_error
                 reason = f"HTTP {outcome.status_code}"
             self._log_retry(call, retries_taken, wait, reason)
             yield wait
@@ -231,17 +233,15 @@ class BaseHTTPClient:
 
     # -- deciding ---------------------------------------------------------------------
 
-    def _retry_wait(
-        self, call: PreparedCall, retries_taken: int, response: httpx.Response | None
-    ) -> float | None:
+    def _retry_wait(self, call: PreparedCall, retries_taken: int, error: APIError) -> float | None:
         """Seconds to wait before the next attempt, or None to stop now."""
         if retries_taken >= call.max_retries or not is_safe_to_retry(
             call.request.method, call.request.headers
         ):
             return None
-        if response is not None and response.status_code not in RETRYABLE_STATUS:
+        if not is_transient(error):
             return None
-        retry_after = parse_retry_after(response) if response is not None else None
+        retry_after = parse_retry_after(error.response) if isinstance(error, APIStatusError) else None
         wait = self.retry.backoff(retries_taken + 1, retry_after)
         if not call.deadline.allows(wait):
             return None

@@ -2,14 +2,15 @@
 
 A call is retried only when repeating it is safe (an idempotent method, or a
 POST/PATCH that carries an idempotency key) and the failure is transient
-(connect error, timeout, 408, 429, 502, 503, 504). Waits grow exponentially
-with jitter, honour ``Retry-After`` up to a cap, and never run past the call's
-deadline.
+(``is_transient``: connect error, timeout, the body's ``retryable`` flag, else
+408, 429, 502, 503, 504). Waits grow exponentially with jitter, honour
+``Retry-After`` up to a cap, and never run past the call's deadline.
 """
 
 from __future__ import annotations
 
 import email.utils
+import json
 import random
 import time
 from dataclasses import dataclass, replace
@@ -17,9 +18,46 @@ from typing import TypedDict
 
 import httpx
 
+from .._exceptions import APIConnectionError, APIStatusError
+
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 RETRYABLE_STATUS = frozenset({408, 429, 502, 503, 504})
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+
+# The last resort of ``is_transient``: production error messages known to be transient that
+# arrive with no ``retryable`` flag, matched case-insensitively anywhere in the error body.
+# Add one only with a test that pins it (tests/test_retry_classification.py, one case each).
+TRANSIENT_MESSAGES = (
+    "instance health check failed",  # an instance that did not come up healthy in time
+    "too many in-flight",  # the orchestrator's cap on concurrent creations
+)
+
+
+def is_transient(error: BaseException, *, server_errors: bool = False) -> bool:
+    """Whether sending the same request again may succeed: the one retry classifier.
+
+    In order: no response at all (connection error, timeout) is transient; a ``retryable``
+    flag in the error body, wherever the server put it (see ``read_error_body``), decides,
+    and an explicit ``false`` is final; then the status: 408, 429, 502, 503, 504, and with
+    ``server_errors`` every 5xx; then, as a last resort, ``TRANSIENT_MESSAGES``.
+
+    Args:
+        error: The error of one attempt.
+        server_errors: Treat every 5xx as transient. For calls that cannot do harm twice
+            and whose server failures are usually passing, such as an instance creation
+            that carries an idempotency key.
+    """
+    if isinstance(error, APIConnectionError):
+        return True
+    if not isinstance(error, APIStatusError):
+        return False
+    if error.retryable is not None:
+        return error.retryable
+    if error.status_code in RETRYABLE_STATUS or (server_errors and error.status_code >= 500):
+        return True
+    text = error.body if isinstance(error.body, str) else json.dumps(error.body, default=str)
+    text = text.lower()
+    return any(message in text for message in TRANSIENT_MESSAGES)
 
 
 @dataclass(frozen=True)
@@ -108,6 +146,16 @@ class Deadline:
         """True when waiting ``wait`` seconds still leaves time for another attempt."""
         left = self.remaining()
         return left is None or wait < left
+
+
+def within(deadline: Deadline) -> RequestOptions | None:
+    """Request options that keep one call inside an outer deadline.
+
+    Args:
+        deadline: The deadline of the operation the call belongs to.
+    """
+    remaining = deadline.remaining()
+    return {"deadline": remaining} if remaining is not None else None
 
 
 def is_safe_to_retry(method: str, headers: httpx.Headers) -> bool:

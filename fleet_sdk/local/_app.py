@@ -16,24 +16,19 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request
 
 from . import _browser, _control, _jobs, _manager, _mcp, _s3, _sessions, _traces, _validation, _webui
-from ._errors import EXCEPTION_HANDLERS, LocalAPIError
+from ._auth import auth_refusal
+from ._errors import EXCEPTION_HANDLERS
 from ._faults import FaultMiddleware
 from ._state import LocalState
-
-# The platform's own answer to an X-API-Key header (seed): Bearer is the only scheme.
-X_API_KEY_REFUSAL = "Authentication required. Provide either API key or JWT token with team ID"
 
 
 def bearer_auth(state: LocalState) -> Any:
     """A dependency enforcing ``Authorization: Bearer <key>`` on a router."""
 
     async def check(request: Request) -> None:
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise LocalAPIError(401, X_API_KEY_REFUSAL, code="unauthorized", retryable=False)
-        if state.settings.api_key is not None and token.strip() != state.settings.api_key:
-            raise LocalAPIError(401, "invalid API key", code="unauthorized", retryable=False)
+        refusal = auth_refusal(request.headers.get("authorization", ""), state.settings.api_key)
+        if refusal is not None:
+            raise refusal
 
     return Depends(check)
 
@@ -90,5 +85,5 @@ def create_app(state: LocalState) -> FastAPI:
     # Fail at startup, not on a request, if a route with a body has no schema operation or vice versa.
     bodies.check_routes([*(route for surface, _ in surfaces for route in surface.routes), *webui.routes])
     _mcp.mount(app, state)
-    app.add_middleware(FaultMiddleware, injector=state.faults)
+    app.add_middleware(FaultMiddleware, injector=state.faults, api_key=state.settings.api_key)
     return app

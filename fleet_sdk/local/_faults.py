@@ -1,12 +1,18 @@
 """Fault injection for tests: make the next N requests to a path fail.
 
 Off unless the server was started with ``faults_enabled``. Armed through
-``POST /_admin/faults`` with a ``FaultRule``; each rule matches a method and a
-path (exact, or a prefix ending in ``*``) and fires ``count`` times:
+``POST /_admin/faults`` with a ``FaultRule`` (validated: a bad field is a 422 that
+names it), with the server's bearer key like every other route. Each rule matches
+a method and a path (exact, or a glob) and fires ``count`` times:
 
-- ``status``: answer ``status`` (502/503...) with a retryable error body;
+- ``status``: answer ``status`` with ``body`` (default: a retryable error body);
 - ``hang``: wait ``delay`` seconds (past the client's timeout), then answer 504;
 - ``drop``: close the connection without any response.
+
+With ``when="after"`` the request is first handled for real and its answer
+thrown away, as when a server does the work but the response is lost: that is
+what tests that a retried create with an idempotency key makes one instance.
+``GET /_admin/faults`` lists the faults fired; ``DELETE`` disarms every rule.
 """
 
 from __future__ import annotations
@@ -15,40 +21,47 @@ import asyncio
 import fnmatch
 import json
 import threading
-from dataclasses import dataclass
 from typing import Any, Literal
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ._auth import auth_refusal
 
 FaultMode = Literal["status", "hang", "drop"]
 ADMIN_PATH = "/_admin/faults"
+MAX_RULE_BYTES = 65_536
 
 
 class DroppedConnection(Exception):
     """Raised inside the ASGI app so the server closes the socket with no response."""
 
 
-@dataclass
-class FaultRule:
+class FaultRule(BaseModel):
     """One armed fault.
 
     Attributes:
         path: Request path, or a glob (``/instances/*/mcp*``).
         method: HTTP method to match, or ``*``.
         mode: ``status``, ``hang`` or ``drop``.
-        status: Status for ``status`` mode.
+        status: Status for ``status`` mode (an error status, 400-599).
         count: How many matching requests fail before the rule disarms.
         delay: Seconds to hang in ``hang`` mode.
-        body: Optional JSON body for ``status`` mode (default: a retryable error).
+        body: JSON object answered in ``status`` mode (default: a retryable error).
+        when: ``before`` the request reaches the app (nothing happens), or ``after`` the
+            app handled it (the work is done, the answer lost).
     """
 
-    path: str
-    method: str = "*"
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    path: str = Field(min_length=1, max_length=2048, pattern=r"^/")
+    method: str = Field(default="*", pattern=r"^(\*|[A-Z]{1,16})$")
     mode: FaultMode = "status"
-    status: int = 503
-    count: int = 1
-    delay: float = 30.0
+    status: int = Field(default=503, ge=400, le=599)
+    count: int = Field(default=1, ge=1, le=1_000_000)
+    delay: float = Field(default=30.0, ge=0, le=3600, allow_inf_nan=False)
     body: dict[str, Any] | None = None
+    when: Literal["before", "after"] = "before"
 
     def matches(self, method: str, path: str) -> bool:
         """Whether a request is hit by this rule."""
@@ -90,11 +103,18 @@ class FaultInjector:
 
 
 class FaultMiddleware:
-    """ASGI middleware that applies armed faults and serves the admin API."""
+    """ASGI middleware that applies armed faults and serves the admin API.
 
-    def __init__(self, app: ASGIApp, injector: FaultInjector) -> None:
+    Args:
+        app: The app behind it.
+        injector: The armed rules.
+        api_key: The server's bearer key, required by the admin API (None: any bearer key).
+    """
+
+    def __init__(self, app: ASGIApp, injector: FaultInjector, api_key: str | None = None) -> None:
         self.app = app
         self.injector = injector
+        self.api_key = api_key
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not self.injector.enabled:
@@ -102,12 +122,14 @@ class FaultMiddleware:
             return
         method, path = scope["method"], scope["path"]
         if path == ADMIN_PATH:
-            await self._admin(method, receive, send)
+            await self._admin(scope, receive, send)
             return
         rule = self.injector.take(method, path)
         if rule is None:
             await self.app(scope, receive, send)
             return
+        if rule.when == "after":
+            await self.app(scope, receive, _discard)
         if rule.mode == "drop":
             await _drop(send)
             return
@@ -122,7 +144,13 @@ class FaultMiddleware:
         }
         await _json(send, status, body)
 
-    async def _admin(self, method: str, receive: Receive, send: Send) -> None:
+    async def _admin(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = dict(scope["headers"])
+        refusal = auth_refusal(headers.get(b"authorization", b"").decode("latin-1"), self.api_key)
+        if refusal is not None:
+            await _json(send, refusal.status, refusal.body())
+            return
+        method = scope["method"]
         if method == "DELETE":
             self.injector.clear()
             await _json(send, 200, {"cleared": True})
@@ -130,19 +158,40 @@ class FaultMiddleware:
         if method == "GET":
             await _json(send, 200, {"fired": [list(f) for f in self.injector.fired]})
             return
-        raw = b""
-        while True:
-            message = await receive()
-            raw += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        if method != "POST":
+            await _json(send, 405, {"detail": "Method Not Allowed", "code": "method_not_allowed"})
+            return
+        raw = await _read_body(receive, MAX_RULE_BYTES)
+        if raw is None:
+            too_large = {"detail": f"a fault rule is at most {MAX_RULE_BYTES} bytes", "code": "too_large"}
+            await _json(send, 413, {**too_large, "retryable": False})
+            return
         try:
-            rule = FaultRule(**json.loads(raw or b"{}"))
-        except (TypeError, ValueError) as exc:
-            await _json(send, 422, {"detail": f"bad fault rule: {exc}", "code": "validation_error"})
+            rule = FaultRule.model_validate_json(raw or b"{}")
+        except ValidationError as exc:
+            issues = [
+                {"loc": ["body", *err["loc"]], "msg": err["msg"], "type": err["type"]} for err in exc.errors()
+            ]
+            await _json(send, 422, {"detail": issues, "code": "validation_error", "retryable": False})
             return
         self.injector.arm(rule)
-        await _json(send, 200, {"armed": rule.__dict__})
+        await _json(send, 200, {"armed": rule.model_dump()})
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    """The request body, or None once it grows past ``limit`` bytes."""
+    raw = b""
+    while True:
+        message = await receive()
+        raw += bytes(message.get("body", b""))
+        if len(raw) > limit:
+            return None
+        if not message.get("more_body"):
+            return raw
+
+
+async def _discard(_: Message) -> None:
+    """An ASGI ``send`` that throws the app's answer away."""
 
 
 async def _drop(send: Send) -> None:

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -269,31 +270,55 @@ class LocalFleet:
         count: int = 1,
         method: str = "*",
         delay: float = 30.0,
+        body: Mapping[str, Any] | None = None,
+        when: str = "before",
     ) -> None:
         """Make the next ``count`` requests to ``path`` fail (server started with ``faults=True``).
 
         Args:
             path: Exact path or glob, e.g. ``/v1/env/instances`` or ``/instances/*/mcp*``.
             mode: ``status`` (answer ``status``), ``hang`` (wait ``delay`` then 504), ``drop`` (close).
-            status: HTTP status for ``status`` mode.
+            status: HTTP status for ``status`` mode (400-599).
             count: Number of requests to fail.
             method: HTTP method to match, or ``*``.
             delay: Seconds to hang.
+            body: The JSON error body to answer in ``status`` mode, in any shape a real server
+                sends (default: ``{"detail": ..., "code": "injected_fault", "retryable": true}``).
+            when: ``before`` the request is handled, or ``after`` it was handled for real and
+                its answer thrown away (a lost response).
+
+        Raises:
+            FleetError: The server refused the rule (faults off, or a bad field, named).
         """
         self._require_running()
-        rule = {
+        rule: dict[str, Any] = {
             "path": path,
             "mode": mode,
             "status": status,
             "count": count,
             "method": method,
             "delay": delay,
+            "when": when,
         }
-        response = httpx.post(f"{self.base_url}/_admin/faults", json=rule, timeout=10)
-        if response.status_code != 200:
-            raise FleetError(f"could not arm fault ({response.status_code}): {response.text}")
+        if body is not None:
+            rule["body"] = dict(body)
+        self._admin("POST", json=rule)
+
+    def fired_faults(self) -> list[tuple[str, str, str]]:
+        """Every fault fired so far, oldest first, as ``(method, path, mode)``."""
+        self._require_running()
+        return [(m, p, mode) for m, p, mode in self._admin("GET")["fired"]]
 
     def clear_faults(self) -> None:
         """Disarm all faults."""
         self._require_running()
-        httpx.delete(f"{self.base_url}/_admin/faults", timeout=10)
+        self._admin("DELETE")
+
+    def _admin(self, method: str, **kwargs: Any) -> Any:
+        """One call to the fault admin API, with the server's key."""
+        headers = {"Authorization": f"Bearer {self.api_key}"}
+        url = f"{self.base_url}/_admin/faults"
+        response = httpx.request(method, url, headers=headers, timeout=10, **kwargs)
+        if response.status_code != 200:
+            raise FleetError(f"fault admin API refused {method} ({response.status_code}): {response.text}")
+        return response.json()

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._exceptions import APIConnectionError, APIStatusError, FleetError
-from .._runtime import Deadline, RetryPolicy
+from .._exceptions import FleetError
+from .._runtime import Deadline, RetryPolicy, is_transient
 from ..rewards import is_judge_error
 from ._bundle import bundle_sha256, bundle_verifier
 from ._entry import VerifierCodeError, find_entry_point, score_from_result
@@ -44,16 +44,6 @@ class RemoteVerifierOutcome(VerifierOutcome):
     verifier_id: str | None = None
     attempts: int = 1
     transient: bool = False
-
-
-def _transient(exc: FleetError) -> bool:
-    if isinstance(exc, APIConnectionError):
-        return True
-    if isinstance(exc, APIStatusError):
-        if exc.retryable is not None:
-            return exc.retryable
-        return exc.status_code in (408, 429, 502, 503, 504)
-    return False
 
 
 def _outcome(response: Any, attempts: int) -> RemoteVerifierOutcome:
@@ -134,7 +124,7 @@ async def run_remote_async(
                 request, options={"deadline": limit.remaining() or deadline}
             )
         except FleetError as exc:
-            if not _transient(exc):
+            if not is_transient(exc):
                 raise
             problem = f"verifier execution failed: {exc}"
         else:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import time
 
-import httpx
 import pytest
 
 from fleet_sdk import AsyncFleet, EnvNotFoundError, Fleet, MCPError, RetryPolicy, ToolsUnavailableError
@@ -15,17 +14,13 @@ from fleet_sdk.mcp import MCPClient
 FAST = RetryPolicy(max_retries=3, backoff_base=0.05, backoff_max=0.2)
 
 
-def fired(server: LocalFleet) -> list[list[str]]:
-    return list(httpx.get(f"{server.base_url}/_admin/faults", timeout=10).json()["fired"])
-
-
 async def test_a_503_on_instance_creation_is_retried(server: LocalFleet, afleet: AsyncFleet) -> None:
     server.inject_fault("/v1/env/instances", method="POST", status=503, count=2)
-    env = await afleet.make("orderdesk:1.0.0")
+    env = await afleet.make("orderdesk:1.0.0", retry=FAST)
     try:
         assert env.instance.status == "running"
         assert env.instance.version == "v1.0.0"
-        assert fired(server)[-2:] == [["POST", "/v1/env/instances", "status"]] * 2
+        assert server.fired_faults()[-2:] == [("POST", "/v1/env/instances", "status")] * 2
     finally:
         await env.close()
 
@@ -33,7 +28,6 @@ async def test_a_503_on_instance_creation_is_retried(server: LocalFleet, afleet:
 async def test_a_retryable_provisioning_failure_is_retried_by_make(
     server: LocalFleet, afleet: AsyncFleet, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # A 500 is not retried by the HTTP runtime; its body says "retryable": true, so make() retries.
     server.inject_fault("/v1/env/instances", method="POST", status=500, count=1)
     caplog.set_level(logging.WARNING, logger="fleet_sdk")
     env = await afleet.make("orderdesk", retry=FAST)
@@ -122,7 +116,7 @@ async def test_a_missing_tool_is_never_retried(server: LocalFleet, afleet: Async
         await env.list_tools()
         # Any MCP request from here on would hit (and be recorded by) this fault.
         server.inject_fault(f"/instances/{env.instance_id}/*mcp*", status=503, count=1000)
-        before = len(fired(server))
+        before = len(server.fired_faults())
         with pytest.raises(ToolNotFoundError, match="not_a_tool"):
             await env.call_tool("not_a_tool", {})
-        assert len(fired(server)) == before
+        assert len(server.fired_faults()) == before

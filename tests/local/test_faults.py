@@ -42,8 +42,7 @@ def lease_id(fleet: Fleet) -> Iterator[str]:
 
 
 def _fired(server: LocalFleet, path: str) -> int:
-    fired = httpx.get(f"{server.base_url}/_admin/faults", timeout=10).json()["fired"]
-    return sum(1 for _, fired_path, _ in fired if fired_path == path)
+    return sum(1 for _, fired_path, _ in server.fired_faults() if fired_path == path)
 
 
 def test_get_retries_through_two_503s(faulty: LocalFleet, fleet: Fleet, lease_id: str) -> None:
