@@ -18,6 +18,13 @@ def local() -> Iterator[LocalFleet]:
         yield server
 
 
+@pytest.fixture(scope="session")
+def faulty() -> Iterator[LocalFleet]:
+    """A server with the fault-injection admin API enabled (S3 off)."""
+    with LocalFleet(faults=True, s3=False) as server:
+        yield server
+
+
 @pytest.fixture
 def fleet(local: LocalFleet) -> Iterator[Fleet]:
     """A client of the shared server."""

@@ -19,13 +19,6 @@ from fleet_sdk.local import LocalFleet
 FAST_RETRY = RetryPolicy(max_retries=3, backoff_base=0.01, backoff_max=0.05)
 
 
-@pytest.fixture(scope="module")
-def faulty() -> Iterator[LocalFleet]:
-    """A server with the fault-injection admin API enabled."""
-    with LocalFleet(faults=True, s3=False) as server:
-        yield server
-
-
 @pytest.fixture()
 def fleet(faulty: LocalFleet) -> Iterator[Fleet]:
     client = faulty.fleet(retry=FAST_RETRY)
