@@ -20,7 +20,7 @@ from fleet_sdk import (
     InternalServerError,
     RetryPolicy,
 )
-from fleet_sdk._exceptions import read_error_body, status_error_class
+from fleet_sdk._exceptions import read_error_body
 from fleet_sdk._provisioning import is_transient_provisioning_error
 from fleet_sdk._runtime import TRANSIENT_MESSAGES, is_transient
 
@@ -31,11 +31,33 @@ FORWARDED = "Failed to create instance: DriverAPIError: Driver API returned 400:
 )
 
 
+class Replies:
+    """A transport answering a fixed list of responses, recording each request."""
+
+    def __init__(self, *replies: httpx.Response) -> None:
+        self.replies = list(replies)
+        self.requests: list[httpx.Request] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        return self.replies.pop(0)
+
+
+def client(replies: Replies) -> HTTPClient:
+    return HTTPClient(
+        "https://orchestrator.fleetai.com",
+        api_key="k",
+        retry=RetryPolicy(max_retries=3, backoff_base=0.001, backoff_max=0.002),
+        http_client=httpx.Client(transport=httpx.MockTransport(replies)),
+    )
+
+
 def status_error(code: int, body: Any) -> APIStatusError:
-    request = httpx.Request("POST", "https://orchestrator.fleetai.com/v1/env/instances")
-    response = httpx.Response(code, json=body, request=request)
-    cls = status_error_class(code, body)
-    return cls("x", method="POST", url=str(request.url), request_id="r", response=response, body=body)
+    """The error the runtime raises for this answer (a POST without a key: never retried)."""
+    answer = httpx.Response(code, content=body) if isinstance(body, str) else httpx.Response(code, json=body)
+    with pytest.raises(APIStatusError) as raised:
+        client(Replies(answer)).request("POST", "/v1/env/instances", cast_to=dict)
+    return raised.value
 
 
 # -- where the flag is found ------------------------------------------------------------------
@@ -143,27 +165,6 @@ def test_a_known_transient_message_without_a_flag_is_transient(message: str) -> 
 
 
 # -- the runtime uses the same classifier -----------------------------------------------------
-
-
-class Replies:
-    """A transport answering a fixed list of responses, recording each request."""
-
-    def __init__(self, *replies: httpx.Response) -> None:
-        self.replies = list(replies)
-        self.requests: list[httpx.Request] = []
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        return self.replies.pop(0)
-
-
-def client(replies: Replies) -> HTTPClient:
-    return HTTPClient(
-        "https://orchestrator.fleetai.com",
-        api_key="k",
-        retry=RetryPolicy(max_retries=3, backoff_base=0.001, backoff_max=0.002),
-        http_client=httpx.Client(transport=httpx.MockTransport(replies)),
-    )
 
 
 def test_the_runtime_retries_a_safe_call_flagged_retryable_inside_detail() -> None:
