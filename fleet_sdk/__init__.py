@@ -8,6 +8,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._exceptions import (
+    ActionError,
     APIConnectionError,
     APIError,
     APIResponseValidationError,
@@ -17,6 +18,8 @@ from ._exceptions import (
     BadRequestError,
     ConfigurationError,
     ConflictError,
+    ContextToolError,
+    DatabaseError,
     EnvNotFoundError,
     EpisodeError,
     FleetError,
@@ -45,6 +48,7 @@ from ._version import __version__
 
 if TYPE_CHECKING:
     from ._client import AsyncFleet, Fleet
+    from .context import ContextManager
     from .env import AsyncDatabase, AsyncEnv, Database, Env
     from .task_env import TaskEnv
     from .tasks import Task, load_tasks
@@ -61,6 +65,7 @@ _LAZY = {
     "Database": ".env",
     "Env": ".env",
     "TaskEnv": ".task_env",
+    "ContextManager": ".context",
     "Task": ".tasks",
     "load_tasks": ".tasks",
     "Tool": ".tools",
@@ -87,6 +92,7 @@ __all__ = [
     "APIResponseValidationError",
     "APIStatusError",
     "APITimeoutError",
+    "ActionError",
     "AsyncDatabase",
     "AsyncEnv",
     "AsyncFleet",
@@ -95,7 +101,10 @@ __all__ = [
     "BadRequestError",
     "ConfigurationError",
     "ConflictError",
+    "ContextManager",
+    "ContextToolError",
     "Database",
+    "DatabaseError",
     "Env",
     "EnvNotFoundError",
     "EpisodeError",

@@ -37,6 +37,7 @@ from ._runtime import (
     within,
 )
 from ._runtime._bridge import run_sync
+from ._tasks_resource import AsyncTasks, Tasks
 from .env import AsyncEnv, Env
 from .specs import parse_spec
 from .traces import AsyncTraces, Traces
@@ -244,6 +245,8 @@ class Fleet(_FleetBase):
         self.api = FleetAPI(self.config, self._pool, **policy)
         self.traces = Traces(self)
         """Trace jobs and session uploads with screenshots (``fleet_sdk.traces``)."""
+        self.tasks = Tasks(self)
+        """Task configs as ``fleet_sdk.Task``: ``list``, ``get``, ``load``."""
 
     @property
     def async_fleet(self) -> AsyncFleet:
@@ -342,6 +345,8 @@ class AsyncFleet(_FleetBase):
         self.api = AsyncFleetAPI(self.config, self._pool, **policy)
         self.traces = AsyncTraces(self)
         """Trace jobs and session uploads with screenshots (``fleet_sdk.traces``)."""
+        self.tasks = AsyncTasks(self)
+        """Task configs as ``fleet_sdk.Task``: ``list``, ``get``, ``load``."""
 
     async def list_envs(self) -> list[models.EnvironmentInfo]:
         """Every environment the key can use."""

@@ -28,6 +28,9 @@ looks in all three places (see ``ErrorBodyFields``)::
     │   ├── ToolsUnavailableError       no endpoint listed any tool
     │   └── ToolNotFoundError           the tool does not exist (never retried)
     ├── EpisodeError                    a task-environment episode was misused (step after done)
+    │   └── ActionError                 an action ``step`` cannot read (names what was wrong; no step used)
+    ├── ContextToolError                a context tool got bad arguments (bad pattern, unknown output)
+    ├── DatabaseError                   an instance database refused a statement (carries its message)
     └── TaskConfigError                 a task file or task config is malformed (names index and field)
 
 Every ``APIError`` carries the ``request_id`` sent as ``X-Request-ID`` (the same
@@ -52,10 +55,13 @@ __all__ = [
     "APIResponseValidationError",
     "APIStatusError",
     "APITimeoutError",
+    "ActionError",
     "AuthenticationError",
     "BadRequestError",
     "ConfigurationError",
     "ConflictError",
+    "ContextToolError",
+    "DatabaseError",
     "EnvNotFoundError",
     "EpisodeError",
     "ErrorBodyFields",
@@ -326,6 +332,38 @@ class ToolNotFoundError(MCPError):
 
 class EpisodeError(FleetError):
     """A task-environment episode was used out of order (for example a step after done)."""
+
+
+class ActionError(EpisodeError):
+    """``step`` got an action it cannot read; no step was used.
+
+    Attributes:
+        field: Where in the action the problem is (``"action"``, ``"tool_calls[1].function.arguments"``).
+    """
+
+    def __init__(self, message: str, *, field: str = "action") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class ContextToolError(FleetError, ValueError):
+    """A context tool (``fleet_sdk.context``) got a bad argument: an invalid pattern, an unknown output."""
+
+
+class DatabaseError(FleetError):
+    """A database of an instance refused a statement (bad SQL, a constraint).
+
+    Attributes:
+        message: The database's own message.
+        sql: The statement that failed.
+        database: The resource name (``current`` or ``seed``).
+    """
+
+    def __init__(self, message: str, *, sql: str, database: str) -> None:
+        super().__init__(f"{database} database: {message}")
+        self.message = message
+        self.sql = sql
+        self.database = database
 
 
 class TaskConfigError(FleetError, ValueError):

@@ -13,7 +13,7 @@ import json
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -55,7 +55,7 @@ def _scripted_actions(task: Task) -> list[dict[str, Any]]:
     return [{"tool": step["tool"], "params": dict(step.get("params") or {})} for step in solution]
 
 
-def _random_actions(observation: dict[str, Any], seed: str, count: int = 3) -> list[dict[str, Any]]:
+def _random_actions(observation: Mapping[str, Any], seed: str, count: int = 3) -> list[dict[str, Any]]:
     from .local._policies import random_value
 
     rng = random.Random(seed)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from fleet_api.env_instance import models
 
-from ._exceptions import NotFoundError, ToolNotFoundError
+from ._exceptions import DatabaseError, NotFoundError, ToolNotFoundError
 from ._runtime._bridge import run_sync
 from .mcp import MCPClient
 from .tools import Tool
@@ -48,7 +48,7 @@ def filter_tools(tools: list[Tool], modality: str) -> list[Tool]:
 
 
 class AsyncDatabase:
-    """A SQLite resource of an instance (``seed`` or ``current``), read-only.
+    """A SQLite resource of an instance (``seed`` or ``current``); queries are read-only unless asked.
 
     Args:
         env: The owning environment.
@@ -63,15 +63,28 @@ class AsyncDatabase:
         """Tables, their SQL and columns."""
         return await self._env.manager.describe_database(self.name)
 
-    async def query(self, sql: str, args: list[Any] | None = None) -> models.QueryResponse:
-        """Run a read-only query.
+    async def query(
+        self, sql: str, args: list[Any] | None = None, *, read_only: bool = True
+    ) -> models.QueryResponse:
+        """Run one SQL statement.
 
         Args:
-            sql: The SQL text; writes are refused (``PermissionDeniedError``).
+            sql: The SQL text.
             args: Positional parameters for ``?`` placeholders.
+            read_only: Refuse writes (``PermissionDeniedError``); ``False`` lets a statement
+                write to ``current`` (``seed`` is always read-only).
+
+        Raises:
+            DatabaseError: The database refused the statement (bad SQL, a constraint); carries
+                the database's message.
         """
-        request = models.QueryRequest(query=sql, args=args, read_only=True)
-        return await self._env.manager.query_database(self.name, request)
+        request = models.QueryRequest(query=sql, args=args, read_only=read_only)
+        response = await self._env.manager.query_database(self.name, request)
+        if not response.success:
+            raise DatabaseError(
+                response.error or response.message or "statement failed", sql=sql, database=self.name
+            )
+        return response
 
 
 class AsyncEnv:
@@ -205,14 +218,17 @@ class Database:
         """Tables, their SQL and columns."""
         return run_sync(self._inner.describe())
 
-    def query(self, sql: str, args: list[Any] | None = None) -> models.QueryResponse:
-        """Run a read-only query.
+    def query(
+        self, sql: str, args: list[Any] | None = None, *, read_only: bool = True
+    ) -> models.QueryResponse:
+        """Run one SQL statement (see ``AsyncDatabase.query``).
 
         Args:
-            sql: The SQL text; writes are refused.
+            sql: The SQL text.
             args: Positional parameters.
+            read_only: Refuse writes; ``False`` lets a statement write to ``current``.
         """
-        return run_sync(self._inner.query(sql, args))
+        return run_sync(self._inner.query(sql, args, read_only=read_only))
 
 
 class Env:

@@ -19,15 +19,19 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
-from ._exceptions import EpisodeError, FleetError, MCPError
+from ._exceptions import ContextToolError, EpisodeError, FleetError, MCPError
 from ._runtime._bridge import run_sync
+from .actions import Action, ToolCall, parse_action
+from .context import CONTEXT_TOOL_NAMES, CONTEXT_TOOLS, ContextManager
 from .env import AsyncEnv, filter_tools
-from .tasks import Task
+from .messages import to_anthropic, to_openai
+from .tasks import Task, as_task
 from .tools import Tool
 
 if TYPE_CHECKING:
@@ -35,7 +39,7 @@ if TYPE_CHECKING:
     from .traces import ScreenshotSink
     from .verifiers._remote import RemoteVerifierOutcome
 
-__all__ = ["SUBMIT_FINAL_ANSWER", "DoneReason", "TaskEnv"]
+__all__ = ["SUBMIT_FINAL_ANSWER", "DoneReason", "Observation", "TaskEnv", "ToolResult"]
 
 log = logging.getLogger("fleet_sdk.task_env")
 
@@ -53,23 +57,64 @@ SUBMIT_TOOL = Tool(
 )
 
 
-def _message_content(value: Any) -> Any:
-    """A tool value as message content: a string or content blocks, else its JSON text."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list) and value and all(isinstance(b, dict) and "type" in b for b in value):
-        return value
-    return json.dumps(value, default=str)
+# Without truncation asked for, no tool output is cut.
+_NO_LIMIT = sys.maxsize
+
+
+class ToolResult(TypedDict):
+    """The outcome of one tool call of an action.
+
+    Attributes:
+        tool: The tool called.
+        tool_call_id: The call's id (the model's, or one the env made).
+        content: What the model is shown (cut to ``max_output_chars``).
+        error: The tool's error message, or None.
+        truncated: Whether ``content`` was cut (the full text is in ``context.outputs``).
+    """
+
+    tool: str
+    tool_call_id: str
+    content: Any
+    error: str | None
+    truncated: bool
+
+
+class Observation(TypedDict):
+    """What ``reset`` and ``step`` return: the same keys every time.
+
+    Attributes:
+        task_key: The task.
+        prompt: The task prompt.
+        tools: The tools offered, in OpenAI format (``TaskEnv.tools`` as ``Tool`` objects).
+        step: Steps used so far (0 after ``reset``).
+        max_steps: The step budget.
+        tool: The last tool run by this action (None after ``reset`` or a bare ``done``).
+        tool_call_id: Its call id.
+        content: What the model is shown from that call; after ``reset`` the first screenshot
+            on multimodal tasks, else None.
+        results: One ``ToolResult`` per call of the action, in order (empty after ``reset``).
+    """
+
+    task_key: str
+    prompt: str
+    tools: list[dict[str, Any]]
+    step: int
+    max_steps: int
+    tool: str | None
+    tool_call_id: str | None
+    content: Any
+    results: list[ToolResult]
 
 
 class TaskEnv:
     """A task-environment episode over a Fleet (or local) environment instance.
 
     Args:
-        task: The task (a ``Task`` or its config dict).
+        task: The task: a ``fleet_sdk.Task``, its config mapping, or the generated ``Task`` model
+            the API returns (``fleet.api.control_plane.list_tasks().tasks[0]``).
         fleet: The client: an ``AsyncFleet`` for the async methods, a ``Fleet`` for the sync
             ones (None creates one from the environment).
-        max_steps: Steps before the episode ends with ``done_reason == "max_steps"``.
+        max_steps: Steps (actions) before the episode ends with ``done_reason == "max_steps"``.
         partial_reward: Use the partial reward of PROTOCOL section 6 when the score is 0.0.
         call_deadline: Wall-clock seconds per tool call, retries included.
         verifier_timeout: Seconds the platform gives one verifier run.
@@ -82,16 +127,47 @@ class TaskEnv:
         trace_model: The model id stored with uploaded sessions.
         screenshot_store: Where uploaded screenshots go (default: ``fleet.traces``' store,
             the production bucket).
+        context_tools: Offer the model the context tools of ``fleet_sdk.context``
+            (``check_context``, ``manage_context``, ``search_history``, ``search_tool_output``,
+            ``view_tool_output``); they run locally and use a step like any tool. Tool output
+            is then cut to ``max_output_chars`` (default 20,000).
+        max_output_chars: Longest tool output the model is shown; longer ones are cut with a
+            note and kept whole in ``context`` (None: no limit unless ``context_tools``).
+        max_context_tokens: The model's context budget, reported by ``check_context``.
+        tokenizer: Counts tokens for ``check_context`` (default: characters / 4).
 
     Attributes:
+        task: The task (a ``fleet_sdk.Task``).
+        env: The environment instance (``AsyncEnv``), None before ``reset`` and after ``close``.
+        tools: The tools offered to the model (``Tool``), set by ``reset``.
+        step_count: Steps used in this episode.
+        done: Whether the episode ended.
+        done_reason: Why it ended: ``agent``, ``submitted``, ``max_steps`` or ``closed`` (None
+            while running).
+        final_answer: The answer given to ``submit_final_answer`` (None without one).
+        final_reward: The verifier's reward, ``float | None`` (None: unknown, never 0.0 for
+            "could not grade").
+        verifier_stdout: What the verifier printed.
+        verifier_error: Why the verifier failed or could not run (None when it graded).
+        verifier_execution_id: The platform's id of the verifier run (None: unknown).
+        verifier_outcome: The full ``RemoteVerifierOutcome`` of the run.
+        tool_errors: Every tool error of the episode, as ``"tool(): message"``.
         chat_history: The episode as OpenAI-shape messages: the prompt (``user``), one
             ``assistant`` message with ``tool_calls`` per step, and each tool result (``tool``,
-            with the turn footer on multimodal tasks). Reset by ``reset``.
+            cut to ``max_output_chars``, with the turn footer on multimodal tasks). Messages
+            ``manage_context`` dropped are still here; ``messages(context=True)`` leaves them out.
+            Reset by ``reset``.
+        context: The episode's ``ContextManager`` (live context, stored full outputs).
+        multimodal: Whether the task is computer- or browser-use.
+        trace_session_id: The uploaded trace session (with ``trace_job_id``).
+        max_steps, partial_reward, call_deadline, verifier_timeout, verifier_deadline,
+        ttl_seconds, make_kwargs, trace_job_id, trace_model, screenshot_store, context_tools,
+        max_output_chars: The constructor's arguments.
     """
 
     def __init__(
         self,
-        task: Task | Mapping[str, Any],
+        task: Task | Mapping[str, Any] | Any,
         *,
         fleet: AsyncFleet | Fleet | None = None,
         max_steps: int = 50,
@@ -104,10 +180,14 @@ class TaskEnv:
         trace_job_id: str | None = None,
         trace_model: str | None = None,
         screenshot_store: ScreenshotSink | None = None,
+        context_tools: bool = False,
+        max_output_chars: int | None = None,
+        max_context_tokens: int | None = None,
+        tokenizer: Callable[[str], int] | None = None,
     ) -> None:
         if max_steps < 1:
             raise ValueError(f"max_steps must be at least 1, got {max_steps}")
-        self.task = task if isinstance(task, Task) else Task.model_validate(task)
+        self.task = as_task(task)
         self._fleet_arg = fleet
         self._fleet: AsyncFleet | None = None
         self.max_steps = max_steps
@@ -120,12 +200,31 @@ class TaskEnv:
         self.trace_job_id = trace_job_id
         self.trace_model = trace_model
         self.screenshot_store = screenshot_store
+        self.context_tools = context_tools
+        if max_output_chars is None and context_tools:
+            from .context import DEFAULT_MAX_OUTPUT_CHARS
+
+            max_output_chars = DEFAULT_MAX_OUTPUT_CHARS
+        self.max_output_chars = max_output_chars
+        self._max_context_tokens = max_context_tokens
+        self._tokenizer = tokenizer
+        self._new_context()  # fails early on a bad max_output_chars
         self.env: AsyncEnv | None = None
         self.tools: list[Tool] = []
+        self._tool_specs: list[dict[str, Any]] = []
+        self._closed = False
         self._reset_episode()
 
     def __repr__(self) -> str:
         return f"TaskEnv(task_key={self.task.task_key!r}, step={self.step_count}, done={self.done})"
+
+    def _new_context(self) -> ContextManager:
+        return ContextManager(
+            max_output_chars=self.max_output_chars or _NO_LIMIT,
+            max_context_tokens=self._max_context_tokens,
+            tokenizer=self._tokenizer,
+            offer_tools=self.context_tools,
+        )
 
     def _reset_episode(self) -> None:
         self.step_count = 0
@@ -139,10 +238,42 @@ class TaskEnv:
         self.verifier_outcome: RemoteVerifierOutcome | None = None
         self.tool_errors: list[str] = []
         self._verified = False
-        self.chat_history: list[dict[str, Any]] = []
+        self.context = self._new_context()
         self.trace_session_id: str | None = None
         self._traced = False
         self._started_at: datetime | None = None
+
+    @property
+    def chat_history(self) -> list[dict[str, Any]]:
+        """Every message of the episode, OpenAI shape (see the class docstring)."""
+        return self.context.history
+
+    def messages(self, format: Literal["openai", "anthropic"] = "openai", *, context: bool = False) -> Any:
+        """The chat history rendered for a model API.
+
+        Args:
+            format: ``openai`` (a list of chat-completions messages) or ``anthropic``
+                (``{"system", "messages"}``, keyword arguments of the Messages API).
+            context: Only the live context (without the turns ``manage_context`` dropped).
+        """
+        history = self.context.messages if context else self.context.history
+        if format == "openai":
+            return to_openai(history)
+        if format == "anthropic":
+            return to_anthropic(history)
+        raise ValueError(f"format must be 'openai' or 'anthropic', got {format!r}")
+
+    def tool_specs(self, format: Literal["openai", "anthropic"] = "openai") -> list[dict[str, Any]]:
+        """The offered tools in a model API's format.
+
+        Args:
+            format: ``openai`` or ``anthropic``.
+        """
+        if format == "openai":
+            return [tool.to_openai() for tool in self.tools]
+        if format == "anthropic":
+            return [tool.to_anthropic() for tool in self.tools]
+        raise ValueError(f"format must be 'openai' or 'anthropic', got {format!r}")
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -176,19 +307,34 @@ class TaskEnv:
         blocks = value if isinstance(value, list) else [{"type": "text", "text": str(value)}]
         return [*blocks, self._turn_footer()]
 
+    def _observation(self, results: list[ToolResult]) -> Observation:
+        last = results[-1] if results else None
+        return {
+            "task_key": self.task.task_key,
+            "prompt": self.task.prompt,
+            "tools": self._tool_specs,
+            "step": self.step_count,
+            "max_steps": self.max_steps,
+            "tool": last["tool"] if last else None,
+            "tool_call_id": last["tool_call_id"] if last else None,
+            "content": last["content"] if last else None,
+            "results": results,
+        }
+
     # -- the episode --------------------------------------------------------------------
 
-    async def reset_async(self, seed: int | None = None) -> dict[str, Any]:
+    async def reset_async(self, seed: int | None = None) -> Observation:
         """Start an episode: provision or restore the instance, list tools, return the first observation.
 
         Args:
             seed: Forwarded to the instance's reset.
 
         Returns:
-            ``{"prompt", "tools" (OpenAI format), "step", "task_key", "max_steps"}``, plus
-            ``"content"`` (a screenshot and the turn footer) for multimodal tasks.
+            The ``Observation``: prompt, tools (OpenAI format), ``step`` 0, and as ``content`` a
+            screenshot with the turn footer on multimodal tasks (else None).
         """
         self._reset_episode()
+        self._closed = False
         self._started_at = datetime.now(UTC)
         if self.env is None:
             self.env = await self._async_fleet().make(
@@ -205,113 +351,131 @@ class TaskEnv:
         tools = filter_tools(all_tools, self.task.task_modality)
         if self._offers_submit():
             tools = [*tools, SUBMIT_TOOL]
+        if self.context_tools:
+            tools = [*tools, *CONTEXT_TOOLS]
         self.tools = tools
-        observation: dict[str, Any] = {
-            "prompt": self.task.prompt,
-            "tools": [tool.to_openai() for tool in tools],
-            "step": 0,
-            "task_key": self.task.task_key,
-            "max_steps": self.max_steps,
-        }
+        self._tool_specs = [tool.to_openai() for tool in tools]
+        observation = self._observation([])
+        self.context.add_message({"role": "user", "content": self.task.prompt})
         if self.multimodal:
             screenshot = await self.env.call_tool(
                 "computer", {"action": "screenshot"}, deadline=self.call_deadline
             )
             observation["content"] = self._content(screenshot)
-        self.chat_history.append({"role": "user", "content": self.task.prompt})
-        if "content" in observation:
-            self.chat_history.append({"role": "user", "content": observation["content"]})
+            self.context.add_message({"role": "user", "content": observation["content"]})
         return observation
 
-    async def step_async(
-        self, action: Mapping[str, Any]
-    ) -> tuple[dict[str, Any], float | None, bool, dict[str, Any]]:
-        """Run one action.
+    async def step_async(self, action: Any) -> tuple[Observation, float | None, bool, dict[str, Any]]:
+        """Run one action: every tool call in it, in order.
 
         Args:
-            action: ``{"tool": name, "params": {...}, "done": bool}``; ``tool`` may be omitted
-                when only ``done`` is given. Optional ``tool_call_id`` (the model's call id) and
-                ``content`` (the model's text) are recorded in ``chat_history``.
+            action: Any shape of ``fleet_sdk.actions``: the native ``{"tool", "params", "done"}``
+                (optional ``tool_call_id`` and ``content``), an OpenAI tool call, an OpenAI
+                assistant message with ``tool_calls`` (or a whole chat-completions response), an
+                Anthropic ``tool_use`` block or assistant message, or the SDK objects of those.
 
         Returns:
             ``(observation, reward, done, info)``. The reward is 0.0 until the episode ends, then
-            the verifier's reward (``None`` when unknown).
+            the verifier's reward (``None`` when unknown). ``info`` has ``step``, ``done_reason``,
+            ``tool_error`` (the last), ``tool_errors`` (this step's), ``verifier_execution_id``
+            and ``verifier_error``.
 
         Raises:
-            EpisodeError: The episode already ended, or ``reset`` was not called.
+            ActionError: The action has no accepted shape (no step is used; ``field`` says where).
+            EpisodeError: The episode already ended or was closed, or ``reset`` was not called.
         """
+        if self._closed:
+            raise EpisodeError(
+                f"the episode of {self.task.task_key!r} was closed (its instance is deleted); "
+                "reset() starts a new one"
+            )
         if self.env is None:
             raise EpisodeError("call reset() before step()")
         if self.done:
             raise EpisodeError(
                 f"the episode of {self.task.task_key!r} is done ({self.done_reason}); call reset()"
             )
-        name = action.get("tool")
-        params = action.get("params") or {}
-        if name is not None and not isinstance(name, str):
-            raise EpisodeError(f"action['tool'] must be a string, got {type(name).__name__}")
-        if not isinstance(params, Mapping):
-            raise EpisodeError(f"action['params'] must be an object, got {type(params).__name__}")
+        parsed = parse_action(action)  # a malformed action raises here, before a step is used
         self.step_count += 1
-        value: Any = None
-        tool_error: str | None = None
-        call_id = self._record_call(action, name, params)
-        if name == SUBMIT_FINAL_ANSWER and self._offers_submit():
-            self.final_answer = params.get("answer")
-            value = "Final answer submitted."
-            self._finish("submitted")
-        elif name:
-            try:
-                value = await self.env.call_tool(name, params, deadline=self.call_deadline)
-            except MCPError as exc:
-                value = {"error": str(exc)}
-            if isinstance(value, dict) and set(value) == {"error"}:
-                tool_error = f"{name}(): {value['error']}"
-                self.tool_errors.append(tool_error)
-        if not self.done and action.get("done"):
+        calls = [
+            ToolCall(c.name, c.arguments, c.call_id or f"call_{uuid.uuid4().hex[:24]}") for c in parsed.calls
+        ]
+        self._record_calls(parsed, calls)
+        results: list[ToolResult] = []
+        for call in calls:
+            results.append(await self._run_call(call))
+        if not self.done and parsed.done:
             self._finish("agent")
         if not self.done and self.step_count >= self.max_steps:
             self._finish("max_steps")
-        observation = {"tool": name, "content": self._content(value), "step": self.step_count}
-        if call_id is not None:
-            self.chat_history.append(
-                {"role": "tool", "tool_call_id": call_id, "content": _message_content(observation["content"])}
-            )
         reward: float | None = 0.0
         if self.done_reason is not None:  # this step ended the episode
             reward = await self._end_episode()
+        errors = [r["error"] for r in results if r["error"] is not None]
         info = {
             "step": self.step_count,
             "done_reason": self.done_reason,
-            "tool_error": tool_error,
+            "tool_error": errors[-1] if errors else None,
+            "tool_errors": errors,
             "verifier_execution_id": self.verifier_execution_id,
             "verifier_error": self.verifier_error,
         }
-        return observation, reward, self.done, info
+        return self._observation(results), reward, self.done, info
 
-    def _record_call(
-        self, action: Mapping[str, Any], name: str | None, params: Mapping[str, Any]
-    ) -> str | None:
-        """Append the assistant's tool call to ``chat_history``; returns its id (None: no tool)."""
-        if not name:
-            return None
-        given = action.get("tool_call_id") or action.get("id")
-        call_id = given if isinstance(given, str) and given else f"call_{uuid.uuid4().hex[:24]}"
-        text = action.get("content")
-        self.chat_history.append(
+    async def _run_call(self, call: ToolCall) -> ToolResult:
+        """Run one call (unless the episode already ended) and record what the model is shown."""
+        assert self.env is not None and call.call_id is not None
+        offered = {tool.name for tool in self.tools}
+        value: Any
+        error: str | None = None
+        if self.done:  # an earlier call of this action ended the episode
+            value = {"error": f"not run: the episode ended ({self.done_reason})"}
+        elif call.name not in offered:
+            value = {"error": f"tool {call.name!r} not found; available: {sorted(offered)}"}
+        elif call.name == SUBMIT_FINAL_ANSWER:
+            self.final_answer = call.arguments.get("answer")
+            value = "Final answer submitted."
+            self._finish("submitted")
+        elif call.name in CONTEXT_TOOL_NAMES:
+            try:
+                value = self.context.call(call.name, call.arguments)
+            except ContextToolError as exc:
+                value = {"error": str(exc)}
+        else:
+            try:
+                value = await self.env.call_tool(call.name, call.arguments, deadline=self.call_deadline)
+            except MCPError as exc:
+                value = {"error": str(exc)}
+        if isinstance(value, dict) and set(value) == {"error"}:
+            error = f"{call.name}(): {value['error']}"
+            self.tool_errors.append(error)
+        shown, truncated = self.context.add_tool_result(call.call_id, call.name, self._content(value))
+        return {
+            "tool": call.name,
+            "tool_call_id": call.call_id,
+            "content": shown,
+            "error": error,
+            "truncated": truncated,
+        }
+
+    def _record_calls(self, action: Action, calls: list[ToolCall]) -> None:
+        """Append the assistant message with the action's tool calls to the history."""
+        if not calls:
+            return
+        self.context.add_message(
             {
                 "role": "assistant",
-                "content": text if isinstance(text, str) else None,
+                "content": action.content,
                 "tool_calls": [
                     {
-                        "id": call_id,
+                        "id": call.call_id,
                         "type": "function",
-                        "function": {"name": name, "arguments": json.dumps(dict(params), default=str)},
+                        "function": {"name": call.name, "arguments": json.dumps(call.arguments, default=str)},
                     }
+                    for call in calls
                 ],
             }
         )
-        return call_id
 
     def _finish(self, reason: DoneReason) -> None:
         self.done = True
@@ -397,8 +561,10 @@ class TaskEnv:
     async def close_async(self) -> None:
         """End the episode (running the verifier if it was abandoned) and delete the instance.
 
-        A client this episode created for itself (``fleet=None``) is closed too.
+        A client this episode created for itself (``fleet=None``) is closed too. ``step`` then
+        raises ``EpisodeError`` until ``reset`` starts a new episode.
         """
+        self._closed = True
         env, self.env = self.env, None
         try:
             if env is not None:
@@ -417,7 +583,7 @@ class TaskEnv:
 
     # -- sync twins ---------------------------------------------------------------------
 
-    def reset(self, seed: int | None = None) -> dict[str, Any]:
+    def reset(self, seed: int | None = None) -> Observation:
         """Sync twin of ``reset_async``.
 
         Args:
@@ -425,11 +591,12 @@ class TaskEnv:
         """
         return run_sync(self.reset_async(seed))
 
-    def step(self, action: Mapping[str, Any]) -> tuple[dict[str, Any], float | None, bool, dict[str, Any]]:
+    def step(self, action: Any) -> tuple[Observation, float | None, bool, dict[str, Any]]:
         """Sync twin of ``step_async``.
 
         Args:
-            action: ``{"tool": name, "params": {...}, "done": bool}``.
+            action: Any shape ``step_async`` accepts (native dict, OpenAI tool call or assistant
+                message, Anthropic ``tool_use`` block or message).
         """
         return run_sync(self.step_async(action))
 

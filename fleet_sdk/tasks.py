@@ -12,12 +12,20 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ._exceptions import TaskConfigError
 from .specs import normalize_version
 
-__all__ = ["Task", "TaskModality", "load_tasks", "parse_tasks"]
+__all__ = ["Task", "TaskModality", "as_task", "load_tasks", "parse_tasks"]
 
 TaskModality = Literal["tool_use", "computer_use", "browser_use"]
 
@@ -52,6 +60,21 @@ class Task(BaseModel):
     )
     task_modality: TaskModality = "tool_use"
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_other_model(cls, data: Any) -> Any:
+        # The API's generated ``Task`` (and any other pydantic model) is read through its fields,
+        # so ``TaskEnv(fleet.api.control_plane.list_tasks().tasks[0])`` works.
+        if isinstance(data, BaseModel) and not isinstance(data, Task):
+            return data.model_dump(exclude_none=True)
+        return data
+
+    @field_validator("env_variables", "metadata", mode="before")
+    @classmethod
+    def _none_is_empty(cls, value: Any) -> Any:
+        # The wire format allows null for both; the model holds an empty dict instead.
+        return {} if value is None else value
 
     @property
     def env_spec(self) -> str:
@@ -142,3 +165,22 @@ def tasks_from(items: Iterable[Task | Mapping[str, Any]]) -> list[Task]:
         items: Tasks or task dicts.
     """
     return [item if isinstance(item, Task) else Task.model_validate(item) for item in items]
+
+
+def as_task(value: Task | Mapping[str, Any] | BaseModel) -> Task:
+    """A ``Task`` from a ``Task``, a task config mapping or the API's generated ``Task`` model.
+
+    Args:
+        value: The task.
+
+    Raises:
+        TaskConfigError: The value is not a valid task (the message names the field).
+    """
+    if isinstance(value, Task):
+        return value
+    try:
+        return Task.model_validate(value)
+    except ValidationError as exc:
+        key = value.get("task_key") or value.get("key") if isinstance(value, Mapping) else None
+        label = f"task {key!r}" if key else "task"
+        raise TaskConfigError(f"{label}: {_describe_error(exc)}") from None

@@ -365,6 +365,7 @@ ERROR_CASES: dict[tuple[str, str], list[tuple[dict[str, Any], str]]] = {
         ({"order_id": 1008, "amount_cents": 38901, "reason": "x"}, "amount_cents"),
         ({"order_id": 1008, "amount_cents": 0, "reason": "x"}, "amount_cents"),
     ],
+    ("orderdesk", "export_inventory_ledger"): [({"days": 0}, "days"), ({"days": 366}, "days")],
     ("orderdesk", "add_order_note"): [
         ({"order_id": 5, "body": "hi"}, "order_id"),
         ({"order_id": 1001, "body": ""}, "body"),

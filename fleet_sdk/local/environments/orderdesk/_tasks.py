@@ -415,6 +415,30 @@ def verify(env, final_answer=None):
 '''
 
 
+_LEDGER_REFERENCE = r"""
+def ledger_reference(env):
+    # The reference the inventory ledger prints last: total units in stock and product count.
+    units, count = env.db("seed").query("SELECT SUM(stock), COUNT(*) FROM products", []).rows[0]
+    return "INV-%d-%d" % (units, count)
+
+
+def verify(env, final_answer=None):
+    successes, errors = [], []
+    reference = ledger_reference(env)
+    added, removed, modified = table_diff(env, "order_notes")
+    if removed or modified:
+        errors.append("existing order notes were changed or removed")
+    notes = [note for note in added if note["order_id"] == 1012]
+    if len(added) != 1 or len(notes) != 1:
+        errors.append("expected exactly one new note, on order 1012; found %d new notes" % len(added))
+    elif reference not in notes[0]["body"]:
+        errors.append("the note %r does not quote the export reference %s" % (notes[0]["body"], reference))
+    else:
+        successes.append("order 1012 notes ledger export %s" % reference)
+    errors.extend(unexpected_changes(env, allowed=("order_notes",)))
+    return report_single(successes, errors)
+"""
+
 TASKS: list[TaskSpec] = [
     _task(
         "refund-late-order",
@@ -586,5 +610,17 @@ TASKS: list[TaskSpec] = [
             _step("cancel_order", order_id=1026, reason="product recall"),
         ],
         ["catalog", "orders", "write", "multi_app"],
+    ),
+    _task(
+        "ledger-reference",
+        "Finance wants today's inventory ledger export on file. Export the full inventory ledger "
+        "(the whole year) and add a note to order 1012 that says 'Ledger export <reference>', with "
+        "the export reference printed at the very end of the ledger. Don't change anything else.",
+        _LEDGER_REFERENCE,
+        [
+            _step("export_inventory_ledger", days=365),
+            _step("add_order_note", order_id=1012, body="Ledger export INV-366-16"),
+        ],
+        ["notes", "reports", "long_output"],
     ),
 ]

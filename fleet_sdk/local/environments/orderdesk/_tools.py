@@ -343,6 +343,45 @@ def add_order_note(conn: sqlite3.Connection, args: dict[str, Any]) -> dict[str, 
     return note
 
 
+def export_inventory_ledger(conn: sqlite3.Connection, args: dict[str, Any]) -> str:
+    """The daily stock ledger as fixed-width text: about 1 MB for a full year of the whole catalog.
+
+    Movements are synthetic but deterministic (a function of SKU and day), so two exports of the
+    same data are identical; the closing section holds an export reference a verifier can recompute
+    from the products table (total units in stock and number of products).
+    """
+    days = args.get("days", 365)
+    today = setting(conn, "current_date")
+    products = fetch_all(conn, "SELECT sku, name, stock FROM products ORDER BY sku")
+    header = (
+        f"{'date':<10} | {'sku':<16} | {'product':<40} | {'open':>6} | {'sold':>5} | {'recv':>5} | "
+        f"{'close':>6} | location and memo"
+    )
+    rows: list[str] = []
+    closing = {p["sku"]: int(p["stock"]) for p in products}
+    # Walk back from today's stock: each day's opening is the day before's closing.
+    for offset in range(days):
+        date = add_days(today, -offset)
+        day = int(date.replace("-", ""))
+        for product in reversed(products):
+            sku = product["sku"]
+            mix = (day * 31 + sum(map(ord, sku)) * 17) % 97
+            sold = mix % 7
+            received = min((mix // 7) % 5, closing[sku] + sold)
+            opening = closing[sku] + sold - received
+            rows.append(
+                f"{date:<10} | {sku:<16} | {product['name'][:40]:<40} | {opening:>6} | {sold:>5} | "
+                f"{received:>5} | {closing[sku]:>6} | warehouse EAST-{mix % 3 + 1} aisle {mix % 12:02d} "
+                f"bin {sku[:4]}-{mix % 9}; cycle count {mix:02d}; no variance"
+            )
+            closing[sku] = opening
+    rows.reverse()
+    lines = [f"INVENTORY LEDGER export, {days} day(s) ending {today}, {len(products)} products", header, *rows]
+    units = sum(int(p["stock"]) for p in products)
+    lines.append(f"END OF LEDGER. Export reference: INV-{units}-{len(products)}")
+    return "\n".join(lines)
+
+
 _CUSTOMER_ID = int_prop("Customer id, e.g. 7.")
 _ORDER_ID = int_prop("Order id, e.g. 1012.")
 
@@ -514,5 +553,16 @@ TOOLS: list[ToolSpec] = [
         ),
         handler=add_order_note,
         read_only=False,
+    ),
+    ToolSpec(
+        name="export_inventory_ledger",
+        description="Export the daily inventory ledger (opening stock, units sold and received, "
+        "closing stock for every product and day) as fixed-width text, ending with the export "
+        "reference. A full year is about 1 MB.",
+        input_schema=obj_schema(
+            {"days": int_prop("Days to cover, ending today (default 365).", maximum=365)}
+        ),
+        handler=export_inventory_ledger,
+        read_only=True,
     ),
 ]

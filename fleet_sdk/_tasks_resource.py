@@ -1,0 +1,140 @@
+"""``fleet.tasks``: task configs from the API or from files, always as ``fleet_sdk.Task``.
+
+The API answers with its generated ``Task`` model; this resource converts, so everything a
+trainer gets (``list``, ``get``, ``load``) goes straight into ``TaskEnv``.
+"""
+
+from __future__ import annotations
+
+import builtins
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+
+from .tasks import Task, as_task, load_tasks
+
+if TYPE_CHECKING:
+    from ._client import AsyncFleet, Fleet
+
+__all__ = ["AsyncTasks", "Tasks"]
+
+
+class AsyncTasks:
+    """Task configs (async).
+
+    Args:
+        fleet: The client.
+    """
+
+    def __init__(self, fleet: AsyncFleet) -> None:
+        self._fleet = fleet
+
+    async def list(
+        self,
+        *,
+        env_key: str | None = None,
+        task_keys: builtins.list[str] | None = None,
+        project_key: str | None = None,
+        data_key: str | None = None,
+        data_version: str | None = None,
+    ) -> builtins.list[Task]:
+        """Tasks visible to the key; filters combine with AND.
+
+        Args:
+            env_key: Only tasks of this environment.
+            task_keys: Only these tasks.
+            project_key: Only tasks of this project.
+            data_key: Only tasks bound to this data snapshot.
+            data_version: Only tasks bound to this data snapshot version.
+        """
+        page = await self._fleet.api.control_plane.list_tasks(
+            env_key=env_key,
+            task_keys=task_keys,
+            project_key=project_key,
+            data_id=data_key,
+            data_version=data_version,
+        )
+        return [as_task(task) for task in page.tasks]
+
+    async def get(self, task_key: str) -> Task:
+        """One task by key.
+
+        Args:
+            task_key: The task's key.
+
+        Raises:
+            NotFoundError: No task has this key.
+        """
+        return as_task(await self._fleet.api.control_plane.get_task(task_key))
+
+    async def load(self, path: str | Path) -> builtins.list[Task]:
+        """Tasks from a JSON task file (``{"tasks": [...]}`` or a bare list), read off the loop.
+
+        Args:
+            path: The file.
+
+        Raises:
+            TaskConfigError: The file is missing, not JSON, or a task is invalid.
+        """
+        return await anyio.to_thread.run_sync(load_tasks, path)
+
+
+class Tasks:
+    """Task configs (sync twin of ``AsyncTasks``).
+
+    Args:
+        fleet: The client.
+    """
+
+    def __init__(self, fleet: Fleet) -> None:
+        self._fleet = fleet
+
+    def list(
+        self,
+        *,
+        env_key: str | None = None,
+        task_keys: builtins.list[str] | None = None,
+        project_key: str | None = None,
+        data_key: str | None = None,
+        data_version: str | None = None,
+    ) -> builtins.list[Task]:
+        """Tasks visible to the key; filters combine with AND.
+
+        Args:
+            env_key: Only tasks of this environment.
+            task_keys: Only these tasks.
+            project_key: Only tasks of this project.
+            data_key: Only tasks bound to this data snapshot.
+            data_version: Only tasks bound to this data snapshot version.
+        """
+        page = self._fleet.api.control_plane.list_tasks(
+            env_key=env_key,
+            task_keys=task_keys,
+            project_key=project_key,
+            data_id=data_key,
+            data_version=data_version,
+        )
+        return [as_task(task) for task in page.tasks]
+
+    def get(self, task_key: str) -> Task:
+        """One task by key.
+
+        Args:
+            task_key: The task's key.
+
+        Raises:
+            NotFoundError: No task has this key.
+        """
+        return as_task(self._fleet.api.control_plane.get_task(task_key))
+
+    def load(self, path: str | Path) -> builtins.list[Task]:
+        """Tasks from a JSON task file (``{"tasks": [...]}`` or a bare list).
+
+        Args:
+            path: The file.
+
+        Raises:
+            TaskConfigError: The file is missing, not JSON, or a task is invalid.
+        """
+        return load_tasks(path)
