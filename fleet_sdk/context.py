@@ -347,7 +347,7 @@ class ContextManager:
         live = self.messages
         chars = sum(len(message_text(m.get("content"))) + len(_calls_text(m)) for m in live)
         tokens = sum(self.count_tokens(message_text(m.get("content")) + _calls_text(m)) for m in live)
-        live_turns = {e.turn for e in self._entries if not e.dropped and e.turn > 0}
+        live_turns = self._live_turns()
         dropped_turns = {e.turn for e in self._entries if e.dropped}
         report: dict[str, Any] = {
             "turns": len(live_turns),
@@ -393,7 +393,7 @@ class ContextManager:
             tools = dropped.setdefault(entry.turn, [])
             for call in entry.message.get("tool_calls") or []:
                 tools.append(str(call.get("function", {}).get("name")))
-        kept = len({e.turn for e in self._entries if not e.dropped and e.turn > 0})
+        kept = len(self._live_turns())
         return {
             "dropped_turns": sorted(dropped),
             "dropped_messages": count,
@@ -518,6 +518,12 @@ class ContextManager:
         return self.view_tool_output(args["page"], args.get("page_size"), args.get("output_id")).render()
 
     # -- helpers ----------------------------------------------------------------------------------
+
+    def _live_turns(self) -> set[int]:
+        """Turns whose assistant message is still in the live context."""
+        return {
+            e.turn for e in self._entries if not e.dropped and e.turn > 0 and e.message.get("role") == "assistant"
+        }
 
     def _output(self, output_id: str) -> StoredOutput:
         output = self._outputs.get(output_id) if isinstance(output_id, str) else None

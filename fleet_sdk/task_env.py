@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import logging
 import sys
-import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
@@ -397,8 +396,10 @@ class TaskEnv:
             )
         parsed = parse_action(action)  # a malformed action raises here, before a step is used
         self.step_count += 1
+        # Calls the model gave no id get one that is unique in the episode and reproducible.
         calls = [
-            ToolCall(c.name, c.arguments, c.call_id or f"call_{uuid.uuid4().hex[:24]}") for c in parsed.calls
+            ToolCall(c.name, c.arguments, c.call_id or f"call_{self.step_count}_{index}")
+            for index, c in enumerate(parsed.calls)
         ]
         self._record_calls(parsed, calls)
         results: list[ToolResult] = []
