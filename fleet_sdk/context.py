@@ -521,8 +521,9 @@ class ContextManager:
 
     def _live_turns(self) -> set[int]:
         """Turns whose assistant message is still in the live context."""
+        entries = self._entries
         return {
-            e.turn for e in self._entries if not e.dropped and e.turn > 0 and e.message.get("role") == "assistant"
+            e.turn for e in entries if not e.dropped and e.turn > 0 and e.message.get("role") == "assistant"
         }
 
     def _output(self, output_id: str) -> StoredOutput:

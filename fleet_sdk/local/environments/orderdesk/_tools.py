@@ -376,7 +376,8 @@ def export_inventory_ledger(conn: sqlite3.Connection, args: dict[str, Any]) -> s
             )
             closing[sku] = opening
     rows.reverse()
-    lines = [f"INVENTORY LEDGER export, {days} day(s) ending {today}, {len(products)} products", header, *rows]
+    title = f"INVENTORY LEDGER export, {days} day(s) ending {today}, {len(products)} products"
+    lines = [title, header, *rows]
     units = sum(int(p["stock"]) for p in products)
     lines.append(f"END OF LEDGER. Export reference: INV-{units}-{len(products)}")
     return "\n".join(lines)
