@@ -50,6 +50,14 @@ DEFAULT_EXCERPT_CHARS = 200
 # Room kept under max_output_chars for the truncation note and the page header.
 _NOTE_ROOM = 400
 
+_PATTERN = {"type": "string", "minLength": 1, "description": "A Python regular expression."}
+_MAX_MATCHES = {
+    "type": "integer",
+    "minimum": 1,
+    "maximum": 100,
+    "description": f"Most matches to return (default {DEFAULT_MAX_MATCHES}).",
+}
+
 CONTEXT_TOOLS: list[Tool] = [
     Tool(
         name="check_context",
@@ -81,13 +89,8 @@ CONTEXT_TOOLS: list[Tool] = [
         input_schema={
             "type": "object",
             "properties": {
-                "pattern": {"type": "string", "minLength": 1, "description": "A Python regular expression."},
-                "max_matches": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": 100,
-                    "description": f"Most matches to return (default {DEFAULT_MAX_MATCHES}).",
-                },
+                "pattern": _PATTERN,
+                "max_matches": _MAX_MATCHES,
             },
             "required": ["pattern"],
         },
@@ -99,17 +102,12 @@ CONTEXT_TOOLS: list[Tool] = [
         input_schema={
             "type": "object",
             "properties": {
-                "pattern": {"type": "string", "minLength": 1, "description": "A Python regular expression."},
+                "pattern": _PATTERN,
                 "output_id": {
                     "type": "string",
                     "description": "Only this output (e.g. 'out_3'); default: every truncated output.",
                 },
-                "max_matches": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": 100,
-                    "description": f"Most matches to return (default {DEFAULT_MAX_MATCHES}).",
-                },
+                "max_matches": _MAX_MATCHES,
             },
             "required": ["pattern"],
         },
