@@ -348,7 +348,7 @@ class ContextManager:
         live_turns = self._live_turns()
         dropped_turns = {e.turn for e in self._entries if e.dropped}
         report: dict[str, Any] = {
-            "turns": len(live_turns),
+            "visible_turns": len(live_turns),
             "total_turns": self._turn,
             "dropped_turns": len(dropped_turns),
             "messages": len(live),

@@ -1,7 +1,8 @@
 """``TaskEnv``: the episode loop a trainer drives (PROTOCOL section 5).
 
 ``reset`` provisions (or restores) the task's environment and returns the
-prompt and the tools in one observation; ``step`` runs one tool call; the
+prompt and the tools in one observation; ``step`` runs one action (the tool
+calls of one model turn, in any shape of ``fleet_sdk.actions``); the
 episode ends when the agent says so (``done`` or ``submit_final_answer``), at
 ``max_steps``, or when the trainer closes it. The verifier always runs at the
 end, an abandoned episode included, and its reward is kept in
@@ -10,6 +11,10 @@ end, an abandoned episode included, and its reward is kept in
 Rewards are ``float | None``: None means unknown (the verifier could not be run
 or crashed, a judge failed), 0.0 means graded and failed. Treating failures as 0
 once poisoned 42% of training groups, so the two are never confused.
+
+Every tool result goes through the episode's ``ContextManager``
+(``fleet_sdk.context``): with ``max_output_chars`` or ``context_tools`` set it is
+cut for the model and kept whole for the context tools.
 
 Async is the source; ``reset``/``step``/``close`` run the async methods on the
 SDK's loop bridge, so they work from scripts, threads and running loops alike.
@@ -34,6 +39,8 @@ from .tasks import Task, as_task
 from .tools import Tool
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from ._client import AsyncFleet, Fleet
     from .traces import ScreenshotSink
     from .verifiers._remote import RemoteVerifierOutcome
@@ -166,7 +173,7 @@ class TaskEnv:
 
     def __init__(
         self,
-        task: Task | Mapping[str, Any] | Any,
+        task: Task | Mapping[str, Any] | BaseModel,
         *,
         fleet: AsyncFleet | Fleet | None = None,
         max_steps: int = 50,

@@ -146,7 +146,7 @@ def test_check_context_counts_live_size_with_the_given_tokenizer() -> None:
     context.add_message({"role": "user", "content": "one two three"})
     play_turn(context, "export", big_text(100), 1)
     report = context.check_context()
-    assert report["turns"] == 1 and report["messages"] == 3 and report["total_turns"] == 1
+    assert report["visible_turns"] == 1 and report["messages"] == 3 and report["total_turns"] == 1
     words = sum(len((message_text(m.get("content")) + "").split()) for m in context.messages)
     assert report["estimated_tokens"] >= words
     assert report["remaining_tokens"] == 500 - report["estimated_tokens"]
