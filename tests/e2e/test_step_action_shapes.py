@@ -215,3 +215,16 @@ def test_step_after_close_says_the_episode_was_closed(client: Fleet) -> None:
     with pytest.raises(EpisodeError, match="was closed") as caught:
         task_env.step(VALID_SHAPES["native"])
     assert not isinstance(caught.value, ActionError)
+
+
+def test_max_output_chars_alone_cuts_output_without_offering_context_tools(client: Fleet) -> None:
+    task = client.tasks.get("orderdesk-ledger-reference")
+    with TaskEnv(task, fleet=client, max_output_chars=2000) as task_env:
+        obs = task_env.reset()
+        assert not {"search_tool_output", "view_tool_output"} & {t["function"]["name"] for t in obs["tools"]}
+        obs, _, _, _ = task_env.step({"tool": "export_inventory_ledger", "params": {"days": 30}})
+        assert obs["results"][0]["truncated"] and len(obs["content"]) <= 2000
+        assert obs["content"].endswith("The rest is not shown.]")
+        assert len(task_env.context.outputs[0].text) > 50_000
+        obs, _, _, _ = task_env.step({"tool": "view_tool_output", "params": {"page": 2}})
+        assert obs["content"]["error"].startswith("tool 'view_tool_output' not found")
