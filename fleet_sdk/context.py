@@ -223,9 +223,9 @@ class ContextManager:
     max_matches: int = DEFAULT_MAX_MATCHES
     excerpt_chars: int = DEFAULT_EXCERPT_CHARS
     offer_tools: bool = True
-    _entries: list[_Entry] = field(default_factory=list, repr=False)
-    _outputs: dict[str, StoredOutput] = field(default_factory=dict, repr=False)
-    _turn: int = 0
+    _entries: list[_Entry] = field(default_factory=list, init=False, repr=False)
+    _outputs: dict[str, StoredOutput] = field(default_factory=dict, init=False, repr=False)
+    _turn: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         if self.max_output_chars < 2 * _NOTE_ROOM:

@@ -73,7 +73,8 @@ class ToolResult(TypedDict):
     Attributes:
         tool: The tool called.
         tool_call_id: The call's id (the model's, or one the env made).
-        content: What the model is shown (cut to ``max_output_chars``).
+        content: What the model is shown: the tool's value, or, when it was longer than
+            ``max_output_chars``, the head of its text and a note saying how to read the rest.
         error: The tool's error message, or None.
         truncated: Whether ``content`` was cut (the full text is in ``context.outputs``).
     """
