@@ -22,7 +22,7 @@ Routing (nothing leaves the machine while recording):
   the recorded responses exactly what the app sent and the SDK really followed. The ``-``/``_``
   swap exists because host labels cannot carry ``_``. ``state.public_url`` (used only for the
   browser lease URLs) is the platform URL.
-* **S3.** boto3 talks to the moto server the app's lifespan starts (``endpoint_url``,
+* **S3.** boto3 talks to the local S3 endpoint the app's lifespan starts (``endpoint_url``,
   path-style). ``moto.mock_aws`` would answer inside botocore, above the connection layer
   vcrpy patches, so nothing would be recorded. ``before_record_request`` rewrites each such
   request to the production virtual-hosted URL
@@ -224,7 +224,7 @@ FILTER_HEADERS: Final[list[tuple[str, Any]]] = [
 
 
 def _rewrite_s3(request: Request, local_endpoint: str) -> Request:
-    """A path-style request to the local moto endpoint, as the production virtual-hosted URL."""
+    """A path-style request to the local S3 endpoint, as the production virtual-hosted URL."""
     local = urlsplit(local_endpoint)
     if (request.host, request.port) != (local.hostname, local.port):
         return request
@@ -291,7 +291,7 @@ def contract_vcr(record_mode: str = "none", *, local_s3_endpoint: str | None = N
 
     Args:
         record_mode: ``none`` to replay (a request not in the cassette fails), ``all`` to record.
-        local_s3_endpoint: While recording, the moto endpoint whose requests are rewritten to S3.
+        local_s3_endpoint: While recording, the local S3 endpoint whose requests are rewritten to S3.
     """
     config = vcr.VCR(
         cassette_library_dir=str(CASSETTES),
@@ -315,10 +315,11 @@ _AWS_KEY_ID: Final = "AKIAIOSFODNN7EXAMPLE"
 _AWS_SECRET: Final = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 
 
-def s3_client(endpoint_url: str | None = None) -> Any:
+def s3_client(endpoint_url: str | None = None, secret: str = _AWS_SECRET) -> Any:
     """A boto3 S3 client for the screenshot bucket (production URL when ``endpoint_url`` is None).
 
     Fixed dummy credentials: they are signed into the request, then redacted from the cassette.
+    While recording, ``secret`` is the local server's key (its S3 endpoint checks signatures).
     """
     import boto3
     from botocore.config import Config
@@ -328,7 +329,7 @@ def s3_client(endpoint_url: str | None = None) -> Any:
         region_name=S3_REGION,
         endpoint_url=endpoint_url,
         aws_access_key_id=_AWS_KEY_ID,
-        aws_secret_access_key=_AWS_SECRET,
+        aws_secret_access_key=secret,
         config=Config(
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
@@ -338,11 +339,12 @@ def s3_client(endpoint_url: str | None = None) -> Any:
     )
 
 
-def screenshot_store(endpoint_url: str | None = None) -> Any:
+def screenshot_store(endpoint_url: str | None = None, secret: str = _AWS_SECRET) -> Any:
     """The SDK's ``ScreenshotStore`` as a user builds it: production defaults, own credentials.
 
-    While recording, only the endpoint (path-style, the local moto server) differs; the public
-    URL stays the production one, so the ingested messages are what production would get.
+    While recording, only the endpoint (path-style, the local S3 endpoint, which checks
+    signatures made with ``secret``, the server's key) differs; the public URL stays the
+    production one, so the ingested messages are what production would get.
     """
     from fleet_sdk.traces import ScreenshotStore
 
@@ -352,7 +354,7 @@ def screenshot_store(endpoint_url: str | None = None) -> Any:
         endpoint_url=endpoint_url,
         addressing_style="path",
         aws_access_key_id=_AWS_KEY_ID,
-        aws_secret_access_key=_AWS_SECRET,
+        aws_secret_access_key=secret,
     )
 
 
@@ -407,8 +409,8 @@ async def _record(names: Iterable[str], *, verbose: bool) -> list[Path]:
                     fleet = AsyncFleet(api_key, http_client=pool, environ={}, retry=no_retries())
                     context = ScenarioContext(
                         fleet=fleet,
-                        s3=functools.partial(s3_client, state.s3_url),
-                        screenshot_store=functools.partial(screenshot_store, state.s3_url),
+                        s3=functools.partial(s3_client, state.s3_url, api_key),
+                        screenshot_store=functools.partial(screenshot_store, state.s3_url, api_key),
                         poll_interval=0.2,
                     )
                     with recorder.use_cassette(path.name) as cassette:

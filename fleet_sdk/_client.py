@@ -40,7 +40,7 @@ from ._runtime._bridge import run_sync
 from ._tasks_resource import AsyncTasks, Tasks
 from .env import AsyncEnv, Env
 from .specs import parse_spec
-from .traces import AsyncTraces, Traces
+from .traces import AsyncTraces, ScreenshotSink, Traces
 
 __all__ = ["AsyncFleet", "AsyncFleetAPI", "Fleet", "FleetAPI", "is_transient_provisioning_error"]
 
@@ -132,6 +132,12 @@ class _FleetBase:
 
     config: FleetConfig
     _pool: Any  # httpx.Client or httpx.AsyncClient, shared by with_options() copies
+    traces: Traces | AsyncTraces
+
+    @property
+    def screenshot_store(self) -> ScreenshotSink | None:
+        """The store ``traces`` uploads screenshots to, when one was set (None: production)."""
+        return self.traces.configured_store
 
     def _configure(
         self,
@@ -167,6 +173,7 @@ class _FleetBase:
             "platform_url": self.config.platform_url,
             "browser_url": self.config.browser_url,
             "browser_api_key": self.config.browser_api_key,
+            "screenshot_store": self.screenshot_store,
             **self._policy_kwargs,
         }
 
@@ -212,7 +219,11 @@ class Fleet(_FleetBase):
         deadline: Overall seconds per call, retries included (default 180 s).
         http_client: An ``httpx.Client`` to use (custom transport, proxies); owned by the caller.
         environ: Environment to resolve settings from (default ``os.environ``).
+        screenshot_store: Where ``traces`` uploads screenshots (default: the production bucket
+            with the AWS credential chain); ``LocalFleet`` passes its own S3 endpoint.
     """
+
+    traces: Traces
 
     def __init__(
         self,
@@ -227,6 +238,7 @@ class Fleet(_FleetBase):
         deadline: float | None = None,
         http_client: httpx.Client | None = None,
         environ: Mapping[str, str] | None = None,
+        screenshot_store: ScreenshotSink | None = None,
     ) -> None:
         policy = self._configure(
             api_key=api_key,
@@ -243,7 +255,7 @@ class Fleet(_FleetBase):
         self._pool = http_client or httpx.Client(limits=_POOL_LIMITS)
         self._async: AsyncFleet | None = None
         self.api = FleetAPI(self.config, self._pool, **policy)
-        self.traces = Traces(self)
+        self.traces = Traces(self, screenshot_store)
         """Trace jobs and session uploads with screenshots (``fleet_sdk.traces``)."""
         self.tasks = Tasks(self)
         """Task configs as ``fleet_sdk.Task``: ``list``, ``get``, ``load``."""
@@ -313,7 +325,11 @@ class AsyncFleet(_FleetBase):
         deadline: Overall seconds per call, retries included (default 180 s).
         http_client: An ``httpx.AsyncClient`` to use; owned by the caller.
         environ: Environment to resolve settings from (default ``os.environ``).
+        screenshot_store: Where ``traces`` uploads screenshots (default: the production bucket
+            with the AWS credential chain); ``LocalFleet`` passes its own S3 endpoint.
     """
+
+    traces: AsyncTraces
 
     def __init__(
         self,
@@ -328,6 +344,7 @@ class AsyncFleet(_FleetBase):
         deadline: float | None = None,
         http_client: httpx.AsyncClient | None = None,
         environ: Mapping[str, str] | None = None,
+        screenshot_store: ScreenshotSink | None = None,
     ) -> None:
         policy = self._configure(
             api_key=api_key,
@@ -343,7 +360,7 @@ class AsyncFleet(_FleetBase):
         self._owns_pool = http_client is None
         self._pool = http_client or httpx.AsyncClient(limits=_POOL_LIMITS)
         self.api = AsyncFleetAPI(self.config, self._pool, **policy)
-        self.traces = AsyncTraces(self)
+        self.traces = AsyncTraces(self, screenshot_store)
         """Trace jobs and session uploads with screenshots (``fleet_sdk.traces``)."""
         self.tasks = AsyncTasks(self)
         """Task configs as ``fleet_sdk.Task``: ``list``, ``get``, ``load``."""

@@ -4,18 +4,38 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ._version import __version__
+
+
+def _api_key(args: argparse.Namespace) -> tuple[str | None, bool]:
+    """The key ``serve`` requires and whether it was generated (None: any key, ``--allow-any-key``)."""
+    from .local._server import API_KEY_ENV
+
+    if args.allow_any_key:
+        return None, False
+    given = args.api_key or os.environ.get(API_KEY_ENV)
+    if given:
+        return given, False
+    return f"local-{secrets.token_urlsafe(24)}", True
+
 
 def _serve(args: argparse.Namespace) -> int:
-    from .local._server import API_KEY_ENV, serve
+    from ._exceptions import ConfigurationError
+    from .local._server import serve
     from .local._state import LocalSettings
 
+    if args.allow_any_key and args.api_key:
+        print("fleet-sdk serve: error: --api-key and --allow-any-key exclude each other", file=sys.stderr)
+        return 2
+    api_key, generated = _api_key(args)
     settings = LocalSettings(
         data_dir=Path(args.data_dir).expanduser().resolve(),
-        api_key=os.environ.get(API_KEY_ENV) or None,
+        api_key=api_key,
         host=args.host,
         port=args.port,
         s3=not args.no_s3,
@@ -30,7 +50,16 @@ def _serve(args: argparse.Namespace) -> int:
     )
     if not args.quiet:
         print(f"fleet-sdk local server: data in {settings.data_dir}", file=sys.stderr)
-    serve(settings)
+        if generated:
+            print(f"fleet-sdk local server: generated API key {api_key}", file=sys.stderr)
+        elif api_key is None:
+            print("fleet-sdk local server: --allow-any-key: every bearer key is accepted", file=sys.stderr)
+    try:
+        # A key the user chose is theirs to know; only a generated one is announced.
+        serve(settings, ready_fields={"api_key": api_key} if generated else None)
+    except ConfigurationError as exc:
+        print(f"fleet-sdk serve: error: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -52,10 +81,30 @@ def _demo(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``fleet-sdk``."""
     parser = argparse.ArgumentParser(prog="fleet-sdk", description="Fleet SDK tools.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    serve = commands.add_parser("serve", help="run the local Fleet-compatible server")
-    serve.add_argument("--host", default="127.0.0.1", help="interface to bind (default: loopback)")
+    serve = commands.add_parser(
+        "serve",
+        help="run the local Fleet-compatible server",
+        description=(
+            "Run the local Fleet-compatible server in the foreground. Every request needs "
+            "`Authorization: Bearer <key>`: the key is --api-key, else $FLEET_LOCAL_API_KEY, else "
+            "one generated at startup and printed (stderr banner and the JSON ready line on stdout). "
+            "--allow-any-key accepts any bearer key instead."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    serve.add_argument(
+        "--api-key",
+        default=None,
+        help="the bearer key clients must send (prefer $FLEET_LOCAL_API_KEY: a command line is "
+        "visible to other local users); also the secret of the local S3 endpoint",
+    )
+    serve.add_argument(
+        "--allow-any-key", action="store_true", help="accept any bearer key (no key is generated)"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="interface to bind")
     serve.add_argument("--port", type=int, default=8765, help="port (0 picks a free one)")
     serve.add_argument("--data-dir", default="./fleet-data", help="state directory (SQLite, instances)")
     serve.add_argument("--no-s3", action="store_true", help="do not start the S3-compatible endpoint")
@@ -69,7 +118,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--quiet", action="store_true", help="print only the ready line")
     serve.set_defaults(handler=_serve)
 
-    demo = commands.add_parser("demo", help="run every bundled task through TaskEnv on an embedded server")
+    demo = commands.add_parser(
+        "demo",
+        help="run every bundled task through TaskEnv on an embedded server",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     demo.add_argument("--out-dir", default="./fleet-demo", help="where transcripts are written")
     demo.add_argument("--random-episodes", type=int, default=4, help="tasks that also get a random policy")
     demo.add_argument("--concurrency", type=int, default=8, help="episodes run at once")

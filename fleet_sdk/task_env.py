@@ -570,6 +570,8 @@ class TaskEnv:
     async def close_async(self) -> None:
         """End the episode (running the verifier if it was abandoned) and delete the instance.
 
+        An episode closed after ``reset`` is graded whether or not it took a step (with
+        ``final_answer=None`` unless one was submitted), as any abandoned episode is.
         A client this episode created for itself (``fleet=None``) is closed too. ``step`` then
         raises ``EpisodeError`` until ``reset`` starts a new episode.
         """
@@ -578,7 +580,7 @@ class TaskEnv:
         try:
             if env is not None:
                 try:
-                    if not self.done and self.step_count > 0:
+                    if not self.done:
                         self._finish("closed")
                         self.env = env
                         await self._end_episode()

@@ -26,7 +26,11 @@ def bearer_auth(state: LocalState) -> Any:
     """A dependency enforcing ``Authorization: Bearer <key>`` on a router."""
 
     async def check(request: Request) -> None:
-        refusal = auth_refusal(request.headers.get("authorization", ""), state.settings.api_key)
+        refusal = auth_refusal(
+            request.headers.get("authorization", ""),
+            state.settings.api_key,
+            x_api_key="x-api-key" in request.headers,
+        )
         if refusal is not None:
             raise refusal
 

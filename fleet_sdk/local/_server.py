@@ -4,6 +4,7 @@ a child process managed by ``LocalFleet`` (tests, scripts, the demo)."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import secrets
@@ -25,8 +26,11 @@ from ._state import LocalSettings
 
 if TYPE_CHECKING:
     from .._client import AsyncFleet, Fleet
+    from ..traces import ScreenshotSink
 
 API_KEY_ENV = "FLEET_LOCAL_API_KEY"
+S3_ACCESS_KEY_ID = "fleet-local"
+"""Access key id of the local S3 endpoint's credentials (any works; the secret is the API key)."""
 READY_EVENT = "ready"
 
 
@@ -46,12 +50,18 @@ def build_state(settings: LocalSettings) -> Any:
     )
 
 
-def serve(settings: LocalSettings, *, announce: bool = True) -> None:
+def serve(
+    settings: LocalSettings, *, announce: bool = True, ready_fields: Mapping[str, Any] | None = None
+) -> None:
     """Serve until SIGINT/SIGTERM, printing one JSON ``ready`` line once started.
 
     Args:
         settings: Server configuration.
         announce: Print ``{"event": "ready", "url": ..., "s3_url": ...}`` to stdout when ready.
+        ready_fields: More fields for the ready line (a generated ``api_key``).
+
+    Raises:
+        ConfigurationError: The address cannot be bound (port in use, no such interface).
     """
     import uvicorn
 
@@ -61,7 +71,12 @@ def serve(settings: LocalSettings, *, announce: bool = True) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     # Accepted sockets inherit this: without it small responses wait ~40 ms on delayed ACKs.
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind((settings.host, settings.port))
+    try:
+        sock.bind((settings.host, settings.port))
+    except OSError as exc:
+        sock.close()
+        reason = "the port is already in use" if exc.errno == errno.EADDRINUSE else exc.strerror or str(exc)
+        raise ConfigurationError(f"cannot listen on {settings.host}:{settings.port}: {reason}") from None
     # Listen now: the ready line is printed from the lifespan, before uvicorn starts accepting,
     # and a bound socket that is not listening refuses the connections of a fast client.
     sock.listen(2048)
@@ -72,6 +87,7 @@ def serve(settings: LocalSettings, *, announce: bool = True) -> None:
     def ready() -> None:
         if announce:
             line = {"event": READY_EVENT, "url": state.public_url, "s3_url": state.s3_url, "pid": os.getpid()}
+            line.update(ready_fields or {})
             sys.stdout.write(json.dumps(line) + "\n")
             sys.stdout.flush()
 
@@ -241,9 +257,7 @@ class LocalFleet:
         """
         from .._client import Fleet
 
-        self._require_running()
-        urls = self._urls()
-        return Fleet(self.api_key, base_url=urls[0], platform_url=urls[1], browser_url=urls[2], **kwargs)
+        return Fleet(**self._client_settings(), **kwargs)
 
     def async_fleet(self, **kwargs: Any) -> AsyncFleet:
         """An ``AsyncFleet`` client whose every surface points at this server.
@@ -253,13 +267,39 @@ class LocalFleet:
         """
         from .._client import AsyncFleet
 
-        self._require_running()
-        urls = self._urls()
-        return AsyncFleet(self.api_key, base_url=urls[0], platform_url=urls[1], browser_url=urls[2], **kwargs)
+        return AsyncFleet(**self._client_settings(), **kwargs)
 
-    def _urls(self) -> tuple[str, str, str]:
-        """Orchestrator, platform and browser URLs: one process serves all three."""
-        return self.base_url, self.base_url, self.base_url
+    def _client_settings(self) -> dict[str, Any]:
+        """Every surface of a client on this server: one process serves all URLs and screenshots.
+
+        ``environ={}``: no ``FLEET_*`` variable of the caller's may move a surface elsewhere.
+        """
+        self._require_running()
+        return {
+            "api_key": self.api_key,
+            "base_url": self.base_url,
+            "platform_url": self.base_url,
+            "browser_url": self.base_url,
+            "browser_api_key": self.api_key,
+            "screenshot_store": self.screenshot_store(),
+            "environ": {},
+        }
+
+    def screenshot_store(self) -> ScreenshotSink:
+        """A screenshot store on this server's S3 endpoint, signed with its key.
+
+        Objects are read back at ``<s3_url>/fleet-sessions-images/<key>``. A server started
+        with ``s3=False`` gets a store that refuses every upload (screenshots keep their
+        data URLs), never the production bucket.
+        """
+        from ..traces import ScreenshotStore
+
+        self._require_running()
+        if self.s3_url is None:
+            return _NoScreenshotStore()
+        return ScreenshotStore.for_endpoint(
+            self.s3_url, aws_access_key_id=S3_ACCESS_KEY_ID, aws_secret_access_key=self.api_key
+        )
 
     def inject_fault(
         self,
@@ -322,3 +362,20 @@ class LocalFleet:
         if response.status_code != 200:
             raise FleetError(f"fault admin API refused {method} ({response.status_code}): {response.text}")
         return response.json()
+
+
+class _NoScreenshotStore:
+    """The screenshot store of a local server without S3: every upload fails, nothing leaves."""
+
+    def __repr__(self) -> str:
+        return "_NoScreenshotStore()"
+
+    def upload(self, key: str, data: bytes, mime: str) -> str:
+        """Refuse (the server was started with ``s3=False``).
+
+        Args:
+            key: Object key.
+            data: The image bytes.
+            mime: The image MIME type.
+        """
+        raise ConfigurationError("the local server runs without its S3 endpoint (s3=False)")

@@ -104,6 +104,11 @@ class _StoreSlot:
     def screenshot_store(self, store: ScreenshotSink | None) -> None:
         self._store = store
 
+    @property
+    def configured_store(self) -> ScreenshotSink | None:
+        """The store given or assigned, without building the production default (None if none)."""
+        return self._store
+
 
 class AsyncTraces(_StoreSlot):
     """Trace jobs and session uploads (async); ``fleet.traces`` on an ``AsyncFleet``.

@@ -162,6 +162,22 @@ async def test_close_on_an_unfinished_episode_runs_the_verifier(
     assert env.verifier_execution_id is not None
 
 
+async def test_close_right_after_reset_grades_the_episode_with_no_final_answer(afleet: AsyncFleet) -> None:
+    """An episode abandoned before its first step is still graded, with ``final_answer=None``."""
+    code = (
+        "def verify(env, final_answer='unset'):\n"
+        "    orders = env.db().query('SELECT count(*) FROM orders').rows[0][0]\n"
+        "    return 0.25 if final_answer is None and orders > 0 else 0.0\n"
+    )
+    env = TaskEnv(custom_task(code), fleet=afleet)
+    await env.reset_async()
+    assert env.step_count == 0 and not env.done
+    await env.close_async()
+    assert env.done and env.done_reason == "closed"
+    assert env.final_reward == 0.25, env.verifier_error
+    assert env.verifier_execution_id is not None
+
+
 async def test_submit_final_answer_passes_the_answer(afleet: AsyncFleet) -> None:
     code = "def verify(env, final_answer=None):\n    return 1 if final_answer == 42 else 0\n"
     task = custom_task(code, prompt="Count things, then call submit_final_answer with the count.")

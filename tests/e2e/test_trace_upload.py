@@ -1,8 +1,8 @@
 """Traces with screenshots end to end on the local server (PROTOCOL section 7).
 
-Screenshots go to the server's S3-compatible endpoint (moto, bucket
-``fleet-sessions-images``, public-read) through ``ScreenshotStore`` with path-style
-addressing and dummy credentials; sessions go to the server's ``/v1/sessions/ingest``
+Screenshots go to the server's S3-compatible endpoint (bucket ``fleet-sessions-images``,
+public reads, writes signed with the server's key) through ``ScreenshotStore`` with
+path-style addressing; sessions go to the server's ``/v1/sessions/ingest``
 and are read back with ``get_session_transcript`` / ``get_job_sessions``.
 """
 
@@ -31,8 +31,8 @@ def store_for(server: LocalFleet, **kwargs: Any) -> ScreenshotStore:
         endpoint_url=server.s3_url,
         public_url_base=f"{server.s3_url}/{BUCKET}",
         addressing_style="path",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
+        aws_access_key_id="fleet-local",
+        aws_secret_access_key=server.api_key,  # the local endpoint checks signatures
         **kwargs,
     )
     return store
@@ -78,15 +78,15 @@ def episode_history(shots: list[tuple[bytes, str]]) -> list[dict[str, Any]]:
 
 
 def screenshot_keys(server: LocalFleet) -> set[str]:
-    """Every object key under ``harness/screenshot/`` in the local bucket (anonymous listing)."""
+    """Every object key under ``harness/screenshot/`` in the local bucket (a signed listing)."""
     import boto3
 
     client = boto3.client(
         "s3",
         endpoint_url=server.s3_url,
         region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
+        aws_access_key_id="fleet-local",
+        aws_secret_access_key=server.api_key,
     )
     keys: set[str] = set()
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix="harness/screenshot/"):

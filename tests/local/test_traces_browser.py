@@ -84,13 +84,14 @@ def test_legacy_trace_logs_are_stored_and_deprecated(fleet: Fleet) -> None:
 
 
 def _s3(local: LocalFleet):  # type: ignore[no-untyped-def]
+    """boto3 as a user points it at the local endpoint: the server's key is the secret."""
     assert local.s3_url is not None
     return boto3.client(
         "s3",
         endpoint_url=local.s3_url,
         region_name="us-east-1",
         aws_access_key_id="local",
-        aws_secret_access_key="local",
+        aws_secret_access_key=local.api_key,
     )
 
 
