@@ -107,6 +107,7 @@ def sigv4_refusal(
     raw_path: str,
     raw_query: str,
     headers: Mapping[str, str],
+    *,
     secret: str | None,
     now: dt.datetime | None = None,
 ) -> S3Refusal | None:
@@ -133,8 +134,14 @@ def sigv4_refusal(
     algorithm, _, rest = authorization.partition(" ")
     fields = dict(_AUTH_FIELDS.findall(rest))
     credential = fields.get("Credential", "").split("/")
-    if algorithm != "AWS4-HMAC-SHA256" or len(credential) != 5 or not {"SignedHeaders", "Signature"} <= set(fields):
-        return S3Refusal(400, "AuthorizationHeaderMalformed", f"expected an AWS4-HMAC-SHA256 header: {_SIGNING_HINT}")
+    if (
+        algorithm != "AWS4-HMAC-SHA256"
+        or len(credential) != 5
+        or not {"SignedHeaders", "Signature"} <= set(fields)
+    ):
+        return S3Refusal(
+            400, "AuthorizationHeaderMalformed", f"expected an AWS4-HMAC-SHA256 header: {_SIGNING_HINT}"
+        )
     _access_key, day, region, service, terminal = credential
     amz_date = headers.get("x-amz-date", "")
     try:
@@ -142,10 +149,14 @@ def sigv4_refusal(
     except ValueError:
         return S3Refusal(403, "AccessDenied", "x-amz-date is missing or not YYYYMMDDTHHMMSSZ")
     if abs((now or dt.datetime.now(dt.UTC)) - moment) > CLOCK_SKEW:
-        return S3Refusal(403, "RequestTimeTooSkewed", "x-amz-date is more than 15 minutes from the server's time")
+        return S3Refusal(
+            403, "RequestTimeTooSkewed", "x-amz-date is more than 15 minutes from the server's time"
+        )
     signed = fields["SignedHeaders"].split(";")
     if day != amz_date[:8] or service != "s3" or terminal != "aws4_request" or "host" not in signed:
-        return S3Refusal(400, "AuthorizationHeaderMalformed", "the credential scope does not match the request")
+        return S3Refusal(
+            400, "AuthorizationHeaderMalformed", "the credential scope does not match the request"
+        )
     payload_hash = headers.get("x-amz-content-sha256", "")
     if not payload_hash:
         return S3Refusal(400, "InvalidRequest", "x-amz-content-sha256 is required")
@@ -153,7 +164,14 @@ def sigv4_refusal(
         return None
     canonical_headers = "".join(f"{name}:{' '.join(headers.get(name, '').split())}\n" for name in signed)
     canonical = "\n".join(
-        [method, raw_path or "/", _canonical_query(raw_query), canonical_headers, ";".join(signed), payload_hash]
+        [
+            method,
+            raw_path or "/",
+            _canonical_query(raw_query),
+            canonical_headers,
+            ";".join(signed),
+            payload_hash,
+        ]
     )
     scope = f"{day}/{region}/{service}/{terminal}"
     to_sign = f"AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
@@ -293,7 +311,9 @@ class ObjectStore:
             The objects and whether more remain.
         """
         found = [obj for path in self._meta.glob("*.json") if (obj := self._load(path)) is not None]
-        chosen = sorted((o for o in found if o.key.startswith(prefix) and o.key > start_after), key=lambda o: o.key)
+        chosen = sorted(
+            (o for o in found if o.key.startswith(prefix) and o.key > start_after), key=lambda o: o.key
+        )
         return chosen[:limit], len(chosen) > limit
 
 
@@ -361,11 +381,13 @@ class _S3Handler(BaseHTTPRequestHandler):
         if body_unread:
             # The body was never read: it would be taken for the next request on this connection.
             self.close_connection = True
-        self._send(refusal.status, _error_xml(refusal, self._target()[0]), {"Content-Type": "application/xml"})
+        self._send(
+            refusal.status, _error_xml(refusal, self._target()[0]), {"Content-Type": "application/xml"}
+        )
 
     def _authorize(self) -> bool:
         raw_path, raw_query, _, _ = self._target()
-        refusal = sigv4_refusal(self.command, raw_path, raw_query, self._headers(), self.server.secret)
+        refusal = sigv4_refusal(self.command, raw_path, raw_query, self._headers(), secret=self.server.secret)
         if refusal is not None:
             self._refuse(refusal, body_unread=self.command == "PUT")
             return False
@@ -525,12 +547,12 @@ class S3Endpoint:
             log.warning("S3 port %d is taken: object URLs stored before this start will not resolve", wanted)
             server = _S3Server((self._host, 0), objects, self._secret)
         server.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        host, port = server.server_address[:2]
+        port = int(server.server_address[1])
         (self._root / "endpoint.json").write_text(json.dumps({"port": port}))
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, name="local-s3", daemon=True)
         self._thread.start()
-        self.url = f"http://{host}:{port}"
+        self.url = f"http://{self._host}:{port}"
         return self.url
 
     def stop(self) -> None:

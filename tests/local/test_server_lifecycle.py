@@ -96,7 +96,7 @@ def test_starts_fast_and_stops_clean() -> None:
         server.stop()
     assert _session_members(pid) == [], "processes of the server's session survived stop()"
     assert not Path(f"/proc/{pid}").exists(), "the server process was not reaped"
-    assert not _port_open(s3_url), "moto's port is still open"
+    assert not _port_open(s3_url), "the S3 endpoint's port is still open"
     assert not _port_open(base_url)
     assert not server.data_dir.exists(), "temporary data dir was not removed"
 
@@ -188,6 +188,7 @@ def test_cli_serve_prints_ready_line(tmp_path: Path) -> None:
         assert ready["url"].startswith("http://127.0.0.1:")
         assert ready["pid"] == process.pid
         assert ready["s3_url"] and ready["s3_url"] != ready["url"]
+        assert "api_key" not in ready  # a key the user chose is never printed
         response = httpx.post(
             f"{ready['url']}/v1/traces/jobs",
             json={"name": "cli"},

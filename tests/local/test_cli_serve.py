@@ -1,0 +1,165 @@
+"""``fleet-sdk serve`` and auth: a key is always required unless ``--allow-any-key``, a
+generated key is announced, the 401 says what to send, a busy port is one line and exit 1."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from fleet_sdk import __version__
+from fleet_sdk.local._app import X_API_KEY_REFUSAL, auth_refusal
+
+CLI = [sys.executable, "-m", "fleet_sdk.cli"]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "FLEET_LOCAL_API_KEY"}
+    return {**env, **extra}
+
+
+@dataclass
+class Served:
+    """A ``fleet-sdk serve`` run: its ready line, and its stderr once it has stopped."""
+
+    ready: dict[str, Any]
+    stderr: str = ""
+
+
+@contextmanager
+def serving(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[Served]:
+    """Run ``fleet-sdk serve`` until its ready line; stops it (SIGTERM) on exit."""
+    argv = [*CLI, "serve", "--port", "0", "--no-s3", "--data-dir", str(tmp_path / "data"), *args]
+    process = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env or _env(),
+        start_new_session=True,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    try:
+        served = Served(json.loads(process.stdout.readline()))
+        assert served.ready["event"] == "ready"
+        yield served
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+    served.stderr = process.stderr.read()
+
+
+def _jobs(url: str, key: str | None) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {key}"} if key is not None else {}
+    return httpx.post(f"{url}/v1/traces/jobs", json={"name": "cli"}, headers=headers, timeout=30)
+
+
+def test_without_a_key_one_is_generated_announced_and_required(tmp_path: Path) -> None:
+    with serving(tmp_path) as served:
+        ready = served.ready
+        key = ready["api_key"]
+        assert isinstance(key, str) and len(key) >= 32
+        wrong = _jobs(ready["url"], "guess")
+        assert wrong.status_code == 401
+        body = wrong.json()
+        assert body["code"] == "unauthorized" and body["retryable"] is False
+        assert "Authorization: Bearer <key>" in body["detail"] and "FLEET_LOCAL_API_KEY" in body["detail"]
+        assert key not in wrong.text
+        missing = _jobs(ready["url"], None)
+        assert missing.status_code == 401 and "Authorization: Bearer <key>" in missing.json()["detail"]
+        assert _jobs(ready["url"], key).status_code == 200
+    assert f"generated API key {key}" in served.stderr
+    assert "Traceback" not in served.stderr
+
+
+def test_a_given_key_is_required_and_never_printed(tmp_path: Path) -> None:
+    for args, env in (((), _env(FLEET_LOCAL_API_KEY="env-key-123")), (("--api-key", "env-key-123"), _env())):
+        with serving(tmp_path, *args, env=env) as served:
+            assert "api_key" not in served.ready
+            assert _jobs(served.ready["url"], "env-key-12").status_code == 401
+            assert _jobs(served.ready["url"], "env-key-123").status_code == 200
+        assert "env-key-123" not in served.stderr
+
+
+def test_allow_any_key_accepts_any_bearer_but_not_none(tmp_path: Path) -> None:
+    with serving(tmp_path, "--allow-any-key") as served:
+        assert "api_key" not in served.ready
+        assert _jobs(served.ready["url"], "whatever").status_code == 200
+        assert _jobs(served.ready["url"], None).status_code == 401
+    assert "every bearer key is accepted" in served.stderr
+
+
+def test_a_busy_port_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [*CLI, "serve", "--port", str(port), "--data-dir", str(tmp_path), "--allow-any-key", "--quiet"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=_env(),
+            check=False,
+        )
+    assert result.returncode == 1
+    assert (
+        result.stderr.strip()
+        == f"fleet-sdk serve: error: cannot listen on 127.0.0.1:{port}: the port is already in use"
+    )
+    assert result.stdout == ""
+
+
+def test_version_and_help_show_defaults() -> None:
+    version = subprocess.run([*CLI, "--version"], capture_output=True, text=True, timeout=60, check=True)
+    assert version.stdout.strip() == f"fleet-sdk {__version__}"
+    shown = subprocess.run([*CLI, "serve", "--help"], capture_output=True, text=True, timeout=60, check=True)
+    text = " ".join(shown.stdout.split())
+    for expected in (
+        "--api-key",
+        "--allow-any-key",
+        "FLEET_LOCAL_API_KEY",
+        "(default: 8765)",
+        "(default: 127.0.0.1)",
+    ):
+        assert expected in text
+
+
+@pytest.mark.parametrize(
+    ("server_key", "authorization", "x_api_key", "detail"),
+    [
+        ("k", "", "k", X_API_KEY_REFUSAL),  # the platform's own answer to X-API-Key
+        ("k", "Basic k", None, "missing API key"),
+        ("k", "Bearer ", None, "missing API key"),
+        ("k", "Bearer k2", None, "invalid API key"),
+        ("k", "Bearer K", None, "invalid API key"),
+        ("k", "Bearer k", None, None),
+        ("k", "bearer  k ", None, None),
+        (None, "Bearer anything", None, None),
+        (None, "", None, "missing API key"),
+    ],
+)
+def test_auth_refusal(
+    server_key: str | None, authorization: str, x_api_key: str | None, detail: str | None
+) -> None:
+    refusal = auth_refusal(server_key, authorization, x_api_key)
+    if detail is None:
+        assert refusal is None
+    else:
+        assert refusal is not None and refusal.status == 401 and refusal.detail.startswith(detail)

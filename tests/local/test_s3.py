@@ -1,0 +1,154 @@
+"""The local S3 endpoint: signed writes, public reads, nothing else, and durable objects.
+
+boto3 is the client (real SigV4 over loopback); anonymous requests use httpx, as the trace
+viewer's ``<img src>`` does.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import uuid
+from pathlib import Path
+from typing import Any
+
+import boto3
+import httpx
+import pytest
+from botocore.exceptions import ClientError
+
+from fleet_sdk.local import LocalFleet
+from fleet_sdk.local._s3 import ObjectStore, body_refusal, sigv4_refusal
+
+BUCKET = "fleet-sessions-images"
+
+
+def s3_client(local: LocalFleet, secret: str) -> Any:
+    assert local.s3_url is not None
+    return boto3.client(
+        "s3",
+        endpoint_url=local.s3_url,
+        region_name="us-east-1",
+        aws_access_key_id="anything",
+        aws_secret_access_key=secret,
+    )
+
+
+def new_key() -> str:
+    return f"harness/screenshot/{uuid.uuid4().hex[:24]}.png"
+
+
+def error_code(exc: pytest.ExceptionInfo[ClientError]) -> str:
+    return str(exc.value.response["Error"]["Code"])
+
+
+def test_a_write_signed_with_another_secret_is_refused(local: LocalFleet) -> None:
+    key = new_key()
+    with pytest.raises(ClientError) as refused:
+        s3_client(local, "not-the-key").put_object(Bucket=BUCKET, Key=key, Body=b"x")
+    assert error_code(refused) == "SignatureDoesNotMatch"
+    assert httpx.get(f"{local.s3_url}/{BUCKET}/{key}").status_code == 404
+
+
+def test_anonymous_writes_listing_and_the_moto_reset_route_are_refused(local: LocalFleet) -> None:
+    key = new_key()
+    s3_client(local, local.api_key).put_object(Bucket=BUCKET, Key=key, Body=b"kept", ContentType="image/png")
+    anonymous = httpx.put(f"{local.s3_url}/{BUCKET}/{new_key()}", content=b"mine")
+    assert anonymous.status_code == 403
+    assert b"<Code>AccessDenied</Code>" in anonymous.content and b"SigV4" in anonymous.content
+    overwrite = httpx.put(f"{local.s3_url}/{BUCKET}/{key}", content=b"replaced")
+    assert overwrite.status_code == 403
+    assert httpx.get(f"{local.s3_url}/{BUCKET}", params={"list-type": "2"}).status_code == 403
+    for method in ("POST", "GET", "PUT"):
+        reset = httpx.request(method, f"{local.s3_url}/moto-api/reset")
+        assert 400 <= reset.status_code < 500, (method, reset.status_code)
+    assert httpx.post(f"{local.s3_url}/{BUCKET}/{key}").status_code == 405
+    assert httpx.delete(f"{local.s3_url}/{BUCKET}/{key}").status_code == 405
+    public = httpx.get(f"{local.s3_url}/{BUCKET}/{key}")
+    assert public.status_code == 200 and public.content == b"kept"
+    assert public.headers["content-type"] == "image/png"
+    assert public.headers["etag"] == f'"{hashlib.md5(b"kept").hexdigest()}"'
+
+
+def test_signed_listing_pages_by_key(local: LocalFleet) -> None:
+    s3 = s3_client(local, local.api_key)
+    prefix = f"listing/{uuid.uuid4().hex}/"
+    keys = [f"{prefix}{name}" for name in ("c", "a", "b/deep")]
+    for key in keys:
+        s3.put_object(Bucket=BUCKET, Key=key, Body=key.encode())
+    first = s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix, MaxKeys=2)
+    assert [o["Key"] for o in first["Contents"]] == sorted(keys)[:2] and first["IsTruncated"]
+    rest = s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix, ContinuationToken=first["NextContinuationToken"])
+    assert [o["Key"] for o in rest["Contents"]] == sorted(keys)[2:] and not rest["IsTruncated"]
+    assert rest["Contents"][0]["Size"] == len(sorted(keys)[2])
+
+
+def test_objects_and_session_urls_survive_a_restart(tmp_path: Path) -> None:
+    """The URL a session stores keeps serving the same bytes from a new server on the data dir."""
+    data_dir = tmp_path / "data"
+    image = b"\x89PNG\r\n\x1a\n" + uuid.uuid4().bytes * 8
+    data_url = "data:image/png;base64," + base64.b64encode(image).decode()
+    history = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": data_url}}]}]
+    with LocalFleet(data_dir) as first, first.fleet() as fleet:
+        job_id = fleet.traces.create_job("durable")
+        session_id = fleet.traces.upload_session(
+            job_id=job_id, task_key="t", model="m", chat_history=history, reward=1.0
+        )
+        assert session_id is not None
+        s3_url = first.s3_url
+    with LocalFleet(data_dir) as second, second.fleet() as fleet:
+        assert second.s3_url == s3_url, "the endpoint did not come back on its port"
+        (message,) = fleet.api.sessions.get_session_transcript(session_id).transcript
+        assert isinstance(message.content, list)
+        url = message.content[0].image_url.url
+        assert url.startswith(f"{s3_url}/{BUCKET}/harness/screenshot/")
+        fetched = httpx.get(url)
+        assert fetched.status_code == 200 and fetched.content == image
+        # A new server also knows the object exists: the uploader heads before putting.
+        store = second.screenshot_store()
+        assert store.upload(url.split(f"/{BUCKET}/", 1)[1], image, "image/png") == url
+        assert (store.uploads, store.existing) == (0, 1)  # type: ignore[attr-defined]
+
+
+def test_allow_any_key_accepts_any_signature_but_not_none(tmp_path: Path) -> None:
+    now = dt.datetime(2026, 11, 30, 8, 0, tzinfo=dt.UTC)
+    headers = {
+        "authorization": "AWS4-HMAC-SHA256 Credential=k/20261130/us-east-1/s3/aws4_request, "
+        "SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature=00",
+        "x-amz-date": "20261130T080000Z",
+        "x-amz-content-sha256": "UNSIGNED-PAYLOAD",
+        "host": "127.0.0.1:1",
+    }
+    assert sigv4_refusal("PUT", "/b/k", "", headers, secret=None, now=now) is None
+    refusal = sigv4_refusal("PUT", "/b/k", "", headers, secret="secret", now=now)
+    assert refusal is not None and refusal.code == "SignatureDoesNotMatch"
+    anonymous = sigv4_refusal("PUT", "/b/k", "", {"host": "127.0.0.1:1"}, secret=None, now=now)
+    assert anonymous is not None and anonymous.code == "AccessDenied"
+    stale = sigv4_refusal("PUT", "/b/k", "", headers, secret=None, now=now + dt.timedelta(minutes=16))
+    assert stale is not None and stale.code == "RequestTimeTooSkewed"
+
+
+def test_a_body_that_does_not_match_its_digests_is_refused() -> None:
+    body = b"screenshot"
+    good = {"x-amz-content-sha256": hashlib.sha256(body).hexdigest()}
+    assert body_refusal(body, good) is None
+    wrong_sha = body_refusal(b"other", good)
+    assert wrong_sha is not None and wrong_sha.code == "XAmzContentSHA256Mismatch"
+    wrong_crc = body_refusal(
+        body, {"x-amz-content-sha256": "UNSIGNED-PAYLOAD", "x-amz-checksum-crc32": "AAAAAA=="}
+    )
+    assert wrong_crc is not None and wrong_crc.code == "BadDigest"
+    chunked = body_refusal(body, {"x-amz-content-sha256": "STREAMING-UNSIGNED-PAYLOAD-TRAILER"})
+    assert chunked is not None and chunked.status == 501
+
+
+def test_object_store_keeps_any_key_inside_its_directory(tmp_path: Path) -> None:
+    store = ObjectStore(tmp_path / "bucket")
+    for key in ("../../escape", "/abs/path", "a" * 1024):
+        store.put(key, key.encode()[:10], "text/plain")
+        assert store.read(key) == key.encode()[:10]
+    assert not (tmp_path / "escape").exists()
+    assert {p.parent.name for p in (tmp_path / "bucket").rglob("*") if p.is_file()} == {"objects", "meta"}
+    objects, more = store.list("", "", 10)
+    assert sorted(o.key for o in objects) == sorted(("../../escape", "/abs/path", "a" * 1024)) and not more
