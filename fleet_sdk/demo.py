@@ -222,7 +222,7 @@ async def run_demo(
         print(
             f"Uploaded as trace job {job_id}; to read them back, run\n"
             f"  fleet-sdk serve --data-dir {server_data.resolve()}\n"
-            f"and GET /v1/sessions/job/{job_id}.",
+            f"and GET /v1/sessions/job/{job_id} with the API key it prints.",
             file=out,
         )
     return 0 if passed == len(scripted) else 1

@@ -60,7 +60,7 @@ class ScreenshotStore:
     Args:
         bucket: Bucket name.
         region: Bucket region.
-        endpoint_url: S3 endpoint (None: AWS; e.g. a local moto server's URL).
+        endpoint_url: S3 endpoint (None: AWS; e.g. the local server's ``s3_url``).
         public_url_base: URL objects are read at, without the key (default: the bucket's
             virtual-host URL ``https://<bucket>.s3.<region>.amazonaws.com``).
         addressing_style: ``"path"``, ``"virtual"`` or None (botocore's choice).
@@ -128,7 +128,8 @@ class ScreenshotStore:
     ) -> ScreenshotStore:
         """A store for an S3-compatible endpoint such as the local server's ``s3_url``.
 
-        Path-style addressing, dummy credentials (unless given), objects read at
+        Path-style addressing, dummy credentials (unless given; the local server's endpoint
+        wants its API key as the secret, see ``LocalFleet.screenshot_store``), objects read at
         ``<endpoint_url>/<bucket>/<key>``.
 
         Args:
