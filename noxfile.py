@@ -52,7 +52,8 @@ def record(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def generate(session: nox.Session) -> None:
-    """Regenerate ``generated/fleet_api`` from ``schemas/`` (``-- --check`` only diffs)."""
+    """Regenerate ``generated/fleet_api`` from ``schemas/`` and print the API changes since the
+    previous commit, breaking ones marked (``-- --check`` only diffs, ``-- --against REV``)."""
     _install(session)
     session.run("python", "-m", "codegen", *session.posargs)
 

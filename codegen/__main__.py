@@ -1,4 +1,8 @@
-"""``python -m codegen [--check] [--schemas DIR] [--out DIR]``."""
+"""``python -m codegen [--check] [--schemas DIR] [--out DIR] [--against REV]``.
+
+Generating also prints the API changes since ``--against`` (the previous commit by default),
+breaking ones marked (``codegen/apidiff.py``).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from . import apidiff
 from .generate import DEFAULT_OUT, DEFAULT_SCHEMAS, PROJECT_ROOT, CodegenError, check, generate
 from .spec import SpecError
 
@@ -26,6 +31,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--schemas", type=Path, default=DEFAULT_SCHEMAS, help="directory of *.yaml schemas")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the generated fleet_api package dir")
+    parser.add_argument(
+        "--against",
+        default="HEAD",
+        help="git revision whose schemas the API changes are reported against (default: HEAD)",
+    )
     args = parser.parse_args(argv)
     try:
         if args.check:
@@ -47,7 +57,18 @@ def main(argv: list[str] | None = None) -> int:
     for rel in changed:
         print(f"updated {_display(args.out / rel)}")
     print(f"{_display(args.out)}: {len(changed)} file(s) changed.")
+    _report_api_changes(args.schemas, args.against)
     return 0
+
+
+def _report_api_changes(schemas: Path, against: str) -> None:
+    """Print what the schemas change in the API since ``against`` (never fails generation)."""
+    previous = apidiff.load_revision(schemas, against)
+    if previous is None:
+        print(f"API changes: {_display(schemas)} has no revision {against!r} to compare with.")
+        return
+    changes = apidiff.diff_schema_dirs(previous, apidiff.load_dir(schemas))
+    sys.stdout.write(apidiff.format_changes(changes, f"{against} ({_display(schemas)})"))
 
 
 if __name__ == "__main__":
