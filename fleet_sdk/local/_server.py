@@ -257,7 +257,7 @@ class LocalFleet:
         """
         from .._client import Fleet
 
-        return Fleet(**self._client_settings(), **kwargs)
+        return Fleet(**{**self._client_settings(), **kwargs})
 
     def async_fleet(self, **kwargs: Any) -> AsyncFleet:
         """An ``AsyncFleet`` client whose every surface points at this server.
@@ -267,7 +267,7 @@ class LocalFleet:
         """
         from .._client import AsyncFleet
 
-        return AsyncFleet(**self._client_settings(), **kwargs)
+        return AsyncFleet(**{**self._client_settings(), **kwargs})
 
     def _client_settings(self) -> dict[str, Any]:
         """Every surface of a client on this server: one process serves all URLs and screenshots.

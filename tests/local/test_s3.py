@@ -18,6 +18,7 @@ import httpx
 import pytest
 from botocore.exceptions import ClientError
 
+from fleet_sdk import ConfigurationError
 from fleet_sdk.local import LocalFleet
 from fleet_sdk.local._s3 import ObjectStore, body_refusal, sigv4_refusal
 
@@ -41,6 +42,29 @@ def new_key() -> str:
 
 def error_code(exc: pytest.ExceptionInfo[ClientError]) -> str:
     return str(exc.value.response["Error"]["Code"])
+
+
+def test_put_head_get_and_public_url(local: LocalFleet) -> None:
+    s3 = s3_client(local, local.api_key)
+    key = new_key()
+    payload = b"\x89PNG\r\n\x1a\n" + uuid.uuid4().bytes * 64
+    with pytest.raises(ClientError) as missing:
+        s3.head_object(Bucket=BUCKET, Key=key)
+    assert missing.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+    s3.put_object(Bucket=BUCKET, Key=key, Body=payload, ContentType="image/png")
+    head = s3.head_object(Bucket=BUCKET, Key=key)
+    assert head["ContentLength"] == len(payload) and head["ContentType"] == "image/png"
+    assert s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == payload
+    # Anonymous fetch at the public URL, like the dashboard does.
+    public = httpx.get(f"{local.s3_url}/{BUCKET}/{key}")
+    assert public.status_code == 200
+    assert public.content == payload
+    assert public.headers["content-type"] == "image/png"
+
+
+def test_bucket_is_in_us_east_1(local: LocalFleet) -> None:
+    location = s3_client(local, local.api_key).get_bucket_location(Bucket=BUCKET)
+    assert location.get("LocationConstraint") in (None, "us-east-1")
 
 
 def test_a_write_signed_with_another_secret_is_refused(local: LocalFleet) -> None:
@@ -152,3 +176,21 @@ def test_object_store_keeps_any_key_inside_its_directory(tmp_path: Path) -> None
     assert {p.parent.name for p in (tmp_path / "bucket").rglob("*") if p.is_file()} == {"objects", "meta"}
     objects, more = store.list("", "", 10)
     assert sorted(o.key for o in objects) == sorted(("../../escape", "/abs/path", "a" * 1024)) and not more
+
+
+def test_without_s3_screenshots_keep_their_data_urls_and_go_nowhere() -> None:
+    """``s3=False``: the clients' store refuses uploads; it never falls back to production."""
+    image = b"\x89PNG\r\n\x1a\n" + uuid.uuid4().bytes
+    data_url = "data:image/png;base64," + base64.b64encode(image).decode()
+    history = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": data_url}}]}]
+    with LocalFleet(s3=False) as local, local.fleet() as fleet:
+        assert local.s3_url is None and fleet.screenshot_store is not None
+        with pytest.raises(ConfigurationError, match="without its S3 endpoint"):
+            fleet.screenshot_store.upload("k", image, "image/png")
+        job_id = fleet.traces.create_job("no s3")
+        session_id = fleet.traces.upload_session(
+            job_id=job_id, task_key="t", model="m", chat_history=history, reward=None
+        )
+        assert session_id is not None
+        (message,) = fleet.api.sessions.get_session_transcript(session_id).transcript
+        assert isinstance(message.content, list) and message.content[0].image_url.url == data_url

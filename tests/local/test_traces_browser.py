@@ -1,12 +1,11 @@
-"""Traces jobs, browser leases and the S3 endpoint of the local server, over HTTP
-with the generated clients (``fleet.api.traces`` / ``fleet.api.browser``) and boto3."""
+"""Traces jobs and browser leases of the local server, over HTTP with the generated
+clients (``fleet.api.traces`` / ``fleet.api.browser``); the S3 endpoint is ``test_s3.py``."""
 
 from __future__ import annotations
 
 import time
 import uuid
 
-import boto3
 import httpx
 import pytest
 from fleet_api.browser_lease import models as browser
@@ -78,43 +77,6 @@ def test_legacy_trace_logs_are_stored_and_deprecated(fleet: Fleet) -> None:
     again = request.model_copy(update={"session_id": stored.session_id})
     with pytest.warns(DeprecationWarning):
         assert fleet.api.traces.upload_trace_logs(again).session_id == stored.session_id
-
-
-# --- S3 endpoint ----------------------------------------------------------------------------------
-
-
-def _s3(local: LocalFleet):  # type: ignore[no-untyped-def]
-    """boto3 as a user points it at the local endpoint: the server's key is the secret."""
-    assert local.s3_url is not None
-    return boto3.client(
-        "s3",
-        endpoint_url=local.s3_url,
-        region_name="us-east-1",
-        aws_access_key_id="local",
-        aws_secret_access_key=local.api_key,
-    )
-
-
-def test_s3_put_head_get_and_public_url(local: LocalFleet) -> None:
-    s3 = _s3(local)
-    key = f"harness/screenshot/{uuid.uuid4().hex[:24]}.png"
-    payload = b"\x89PNG\r\n\x1a\n" + uuid.uuid4().bytes * 64
-    with pytest.raises(s3.exceptions.ClientError):
-        s3.head_object(Bucket=BUCKET, Key=key)
-    s3.put_object(Bucket=BUCKET, Key=key, Body=payload, ContentType="image/png")
-    head = s3.head_object(Bucket=BUCKET, Key=key)
-    assert head["ContentLength"] == len(payload)
-    assert s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == payload
-    # Anonymous fetch at the public URL, like the dashboard does.
-    public = httpx.get(f"{local.s3_url}/{BUCKET}/{key}")
-    assert public.status_code == 200
-    assert public.content == payload
-    assert public.headers["content-type"] == "image/png"
-
-
-def test_s3_bucket_is_in_us_east_1(local: LocalFleet) -> None:
-    location = _s3(local).get_bucket_location(Bucket=BUCKET)
-    assert location.get("LocationConstraint") in (None, "us-east-1")
 
 
 # --- browser leases -------------------------------------------------------------------------------
