@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from fleet_sdk import __version__
-from fleet_sdk.local._app import X_API_KEY_REFUSAL, auth_refusal
+from fleet_sdk.local._auth import X_API_KEY_REFUSAL, auth_refusal
 
 CLI = [sys.executable, "-m", "fleet_sdk.cli"]
 
@@ -144,21 +144,21 @@ def test_version_and_help_show_defaults() -> None:
 @pytest.mark.parametrize(
     ("server_key", "authorization", "x_api_key", "detail"),
     [
-        ("k", "", "k", X_API_KEY_REFUSAL),  # the platform's own answer to X-API-Key
-        ("k", "Basic k", None, "missing API key"),
-        ("k", "Bearer ", None, "missing API key"),
-        ("k", "Bearer k2", None, "invalid API key"),
-        ("k", "Bearer K", None, "invalid API key"),
-        ("k", "Bearer k", None, None),
-        ("k", "bearer  k ", None, None),
-        (None, "Bearer anything", None, None),
-        (None, "", None, "missing API key"),
+        ("k", "", True, X_API_KEY_REFUSAL),  # the platform's own answer to X-API-Key
+        ("k", "Basic k", False, "missing API key"),
+        ("k", "Bearer ", False, "missing API key"),
+        ("k", "Bearer k2", False, "invalid API key"),
+        ("k", "Bearer K", False, "invalid API key"),
+        ("k", "Bearer k", False, None),
+        ("k", "bearer  k ", False, None),
+        (None, "Bearer anything", False, None),
+        (None, "", False, "missing API key"),
     ],
 )
 def test_auth_refusal(
-    server_key: str | None, authorization: str, x_api_key: str | None, detail: str | None
+    server_key: str | None, authorization: str, x_api_key: bool, detail: str | None
 ) -> None:
-    refusal = auth_refusal(server_key, authorization, x_api_key)
+    refusal = auth_refusal(authorization, server_key, x_api_key=x_api_key)
     if detail is None:
         assert refusal is None
     else:
