@@ -385,6 +385,12 @@ class _S3Handler(BaseHTTPRequestHandler):
             refusal.status, _error_xml(refusal, self._target()[0]), {"Content-Type": "application/xml"}
         )
 
+    def handle_expect_100(self) -> bool:
+        """Let only a PUT that passes the signature check send its body (boto3 waits for 100)."""
+        if self.command == "PUT" and not self._authorize():
+            return False
+        return super().handle_expect_100()
+
     def _authorize(self) -> bool:
         raw_path, raw_query, _, _ = self._target()
         refusal = sigv4_refusal(self.command, raw_path, raw_query, self._headers(), secret=self.server.secret)

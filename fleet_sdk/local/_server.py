@@ -106,11 +106,14 @@ class LocalFleet:
     """A local Fleet server in a child process, for tests, scripts and the demo.
 
     ``with LocalFleet() as local:`` starts the server on a free loopback port and
-    stops it (and everything it started) on exit.
+    stops it (and everything it started) on exit. The clients it hands out
+    (``fleet()``, ``async_fleet()``) send every surface to it, screenshots included
+    (``screenshot_store()``), never to production.
 
     Args:
         data_dir: State directory; a temporary one (deleted on stop) when None.
-        api_key: The bearer key the server requires; random when None.
+        api_key: The bearer key the server requires (also the secret of its S3
+            endpoint); random when None.
         faults: Enable the fault-injection admin API.
         s3: Start the S3-compatible screenshot endpoint.
         startup_timeout: Seconds to wait for the server to be ready.

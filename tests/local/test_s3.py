@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import hashlib
+import socket
 import uuid
 from pathlib import Path
 from typing import Any
@@ -194,3 +195,21 @@ def test_without_s3_screenshots_keep_their_data_urls_and_go_nowhere() -> None:
         assert session_id is not None
         (message,) = fleet.api.sessions.get_session_transcript(session_id).transcript
         assert isinstance(message.content, list) and message.content[0].image_url.url == data_url
+
+
+def test_an_unsigned_put_is_refused_before_its_body_is_sent(local: LocalFleet) -> None:
+    """``Expect: 100-continue`` gets the 403 at once, so an anonymous body never crosses."""
+    assert local.s3_url is not None
+    url = httpx.URL(local.s3_url)
+    request = (
+        f"PUT /{BUCKET}/{new_key()} HTTP/1.1\r\nHost: {url.host}:{url.port}\r\n"
+        "Content-Length: 1000000000\r\nExpect: 100-continue\r\n\r\n"
+    )
+    with socket.create_connection((url.host, url.port), timeout=10) as conn:
+        conn.sendall(request.encode())
+        chunks = []
+        while chunk := conn.recv(4096):  # the server closes the connection after answering
+            chunks.append(chunk)
+        answer = b"".join(chunks).decode()
+    assert answer.startswith("HTTP/1.1 403 "), answer
+    assert "Connection: close" in answer and "AccessDenied" in answer
