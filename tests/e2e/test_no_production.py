@@ -217,7 +217,8 @@ async def test_demo_trace_uploads_and_task_env_stay_on_loopback(guard_log: Path,
                 await env.reset_async()
                 await env.step_async({"tool": "list_orders", "params": {}})
                 # The bundled environments have no screen: record one as a computer-use harness would.
-                env.chat_history.extend(_history(episode_image)[1:])
+                for message in _history(episode_image)[1:]:
+                    env.context.add_message(message)
                 await env.step_async({"done": True})
             assert env.trace_session_id is not None
             episode = await afleet.api.sessions.get_session_transcript(env.trace_session_id)
