@@ -21,7 +21,7 @@ def main(requests: int) -> None:
                 fleet.list_envs()
             started = time.perf_counter()
             for _ in range(requests):
-                [models.EnvironmentInfo.model_validate(e) for e in bare.get(url, headers=headers).json()]
+                [models.Environment.model_validate(e) for e in bare.get(url, headers=headers).json()]
             baseline = (time.perf_counter() - started) / requests
         started = time.perf_counter()
         for _ in range(requests):

@@ -267,7 +267,7 @@ class Fleet(_FleetBase):
             self._async = AsyncFleet(**self._settings())
         return self._async
 
-    def list_envs(self) -> list[models.EnvironmentInfo]:
+    def list_envs(self) -> list[models.Environment]:
         """Every environment the key can use."""
         return self.api.control_plane.list_envs()
 
@@ -365,7 +365,7 @@ class AsyncFleet(_FleetBase):
         self.tasks = AsyncTasks(self)
         """Task configs as ``fleet_sdk.Task``: ``list``, ``get``, ``load``."""
 
-    async def list_envs(self) -> list[models.EnvironmentInfo]:
+    async def list_envs(self) -> list[models.Environment]:
         """Every environment the key can use."""
         return await self.api.control_plane.list_envs()
 

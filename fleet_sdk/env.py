@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from fleet_api.env_instance import models
 
-from ._exceptions import DatabaseError, NotFoundError, ToolNotFoundError
+from ._exceptions import DatabaseError, FleetError, NotFoundError, ToolNotFoundError
 from ._runtime._bridge import run_sync
 from .mcp import MCPClient
 from .tools import Tool
@@ -107,8 +107,15 @@ class AsyncEnv:
     ) -> None:
         self._fleet = fleet
         self.instance = instance
-        root = instance.urls.root if instance.urls.root.endswith("/") else instance.urls.root + "/"
-        self.manager = fleet.api.manager(instance.urls.manager.api)
+        urls = instance.urls
+        if urls is None:
+            # The schema lets a not-yet-provisioned instance come back without URLs.
+            raise FleetError(
+                f"instance {instance.instance_id!r} has no URLs yet (status {instance.status!r}); "
+                "wait until it is running"
+            )
+        root = urls.root if urls.root.endswith("/") else urls.root + "/"
+        self.manager = fleet.api.manager(urls.manager.api)
         self.mcp = MCPClient(
             mcp_endpoints or [f"{root}mcp", f"{root}api/v1/mcp"], call_deadline=call_deadline
         )

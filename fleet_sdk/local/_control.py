@@ -137,6 +137,31 @@ def router(state: LocalState) -> APIRouter:
             state, status=status, region=region, run_id=run_id, profile_id=profile_id
         )
 
+    # ``/v1/env/instances/batch`` must come before ``/v1/env/instances/{instance_id}``.
+    @api.delete("/v1/env/instances/batch", response_model=list[models.InstanceResponse])
+    def delete_instances_batch(
+        run_id: str | None = None, profile_id: str | None = None
+    ) -> list[models.InstanceResponse]:
+        """Terminate every live instance of a run and/or profile (400 without a filter)."""
+        return _instances.delete_instances_batch(state, run_id, profile_id)
+
+    @api.get("/v1/env/runs", response_model=list[models.Run])
+    def list_runs(
+        profile_id: str | None = None, active: Literal["active", "inactive", "all"] | None = None
+    ) -> list[models.Run]:
+        """Instances grouped by ``run_id``."""
+        return _instances.list_runs(state, profile_id, active)
+
+    @api.get("/v1/regions", response_model=list[str])
+    def list_regions() -> list[str]:
+        """The regions of the local server."""
+        return list(_instances.REGIONS)
+
+    @api.get("/v1/account", response_model=models.AccountResponse)
+    def get_account() -> models.AccountResponse:
+        """The local team and its live instance count."""
+        return _instances.account(state)
+
     @api.get("/v1/env/instances/{instance_id}", response_model=models.InstanceResponse)
     def get_instance(instance_id: str) -> models.InstanceResponse:
         """One instance."""
@@ -152,13 +177,13 @@ def router(state: LocalState) -> APIRouter:
         """Push an instance's deadline back."""
         return _instances.heartbeat(state, instance_id)
 
-    @api.get("/v1/env/", response_model=list[models.EnvironmentInfo])
-    def list_envs() -> list[models.EnvironmentInfo]:
+    @api.get("/v1/env/", response_model=list[models.Environment])
+    def list_envs() -> list[models.Environment]:
         """Every bundled environment."""
         return [_instances.env_info(state, key) for key in sorted(state.environments)]
 
-    @api.get("/v1/env/{env_key}", response_model=models.EnvironmentInfo)
-    def get_env(env_key: str) -> models.EnvironmentInfo:
+    @api.get("/v1/env/{env_key}", response_model=models.Environment)
+    def get_env(env_key: str) -> models.Environment:
         """One bundled environment."""
         return _instances.env_info(state, env_key)
 
@@ -207,6 +232,16 @@ def router(state: LocalState) -> APIRouter:
     def update_task(task_key: str, body: models.TaskUpdate) -> models.Task:
         """Change a task's prompt, verifier code and/or metadata (fields left out are kept)."""
         return _update_task(state, task_key, body)
+
+    @api.get("/v1/verifiers/check", response_model=models.VerifiersCheckResponse)
+    def check_verifier_bundle(sha256: str) -> models.VerifiersCheckResponse:
+        """Whether a bundle with this sha256 is stored."""
+        return _verifier_exec.check_bundle(state, sha256)
+
+    @api.get("/v1/verifiers/{verifier_id}", response_model=models.VerifierData)
+    def get_verifier(verifier_id: str) -> models.VerifierData:
+        """A stored verifier bundle by id."""
+        return _verifier_exec.get_verifier(state, verifier_id)
 
     @api.post("/v1/verifiers/execute", response_model=models.VerifierExecuteResponse)
     async def execute_verifier(body: models.VerifierExecuteRequest) -> models.VerifierExecuteResponse:

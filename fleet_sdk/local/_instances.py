@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import hashlib
 import logging
 import shutil
@@ -36,15 +35,19 @@ from .environments import EnvironmentSpec
 
 __all__ = [
     "DATABASES",
+    "REGIONS",
+    "account",
     "create_instance",
     "database_path",
     "delete_instance",
+    "delete_instances_batch",
     "ensure_seed",
     "env_info",
     "environment",
     "get_instance",
     "heartbeat",
     "list_instances",
+    "list_runs",
     "normalize_version",
     "open_db",
     "reap_expired",
@@ -64,6 +67,10 @@ InstanceStatus = Literal["pending", "running", "stopped", "terminated", "error"]
 
 TEAM_ID = "local"
 DEFAULT_REGION = "local"
+REGIONS: tuple[str, ...] = (DEFAULT_REGION,)
+"""The regions the local server offers (instances run on this machine)."""
+# The local server does not cap instances; the account reports a large, fixed limit.
+INSTANCE_LIMIT = 1000
 # Without an explicit TTL, an instance created with ``heartbeat_interval`` is reclaimed after this
 # many intervals without a heartbeat.
 MISSED_HEARTBEATS = 3
@@ -95,14 +102,14 @@ def environment(state: LocalState, env_key: str) -> EnvironmentSpec:
     return spec
 
 
-def env_info(state: LocalState, env_key: str) -> models.EnvironmentInfo:
-    """The ``EnvironmentInfo`` of a bundled environment.
+def env_info(state: LocalState, env_key: str) -> models.Environment:
+    """The ``Environment`` of a bundled environment.
 
     Raises:
         LocalAPIError: 404 ``env_not_found`` naming the environments there are.
     """
     spec = environment(state, env_key)
-    return models.EnvironmentInfo(
+    return models.Environment(
         env_key=spec.env_key,
         name=spec.name,
         description=spec.description,
@@ -158,6 +165,7 @@ def _urls(state: LocalState, instance_id: str) -> dict[str, Any]:
             "diff": manager + "/diff/structured",
             "snapshot": manager + "/snapshot",
             "execute_verifier_function": manager + "/execute_verifier_function",
+            "execute_verifier_function_with_upload": manager + "/execute_verifier_function_with_upload",
         },
     }
 
@@ -270,6 +278,7 @@ def create_instance(state: LocalState, req: models.InstanceRequest) -> models.In
         "run_id": req.run_id,
         "profile_id": None,
         "heartbeat_interval": req.heartbeat_interval,
+        "heartbeat_region": req.region or DEFAULT_REGION,
         # Private bookkeeping (not part of InstanceResponse).
         "_window_seconds": window,
         "_deadline": time.time() + window,
@@ -327,6 +336,65 @@ def delete_instance(state: LocalState, instance_id: str) -> models.InstanceRespo
     return _to_model(state, doc)
 
 
+def delete_instances_batch(
+    state: LocalState, run_id: str | None, profile_id: str | None
+) -> list[models.InstanceResponse]:
+    """Terminate every live instance matching all given filters; returns them after termination.
+
+    Raises:
+        LocalAPIError: 400 ``bad_request`` when no filter is given (it would delete everything).
+    """
+    if not run_id and not profile_id:
+        raise LocalAPIError(
+            400, "give run_id and/or profile_id to choose the instances", code="bad_request", retryable=False
+        )
+    wanted = {"run_id": run_id, "profile_id": profile_id}
+    return [
+        delete_instance(state, str(doc["instance_id"]))
+        for doc in state.store.list(KIND)
+        if doc.get("status") != "terminated"
+        and all(value is None or doc.get(field) == value for field, value in wanted.items())
+    ]
+
+
+def list_runs(state: LocalState, profile_id: str | None, active: str | None) -> list[models.Run]:
+    """Instances grouped by ``run_id``; ``active`` is ``active`` (default), ``inactive`` or ``all``."""
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for doc in state.store.list(KIND):
+        if doc.get("run_id") and (profile_id is None or doc.get("profile_id") == profile_id):
+            runs.setdefault(str(doc["run_id"]), []).append(doc)
+    out: list[models.Run] = []
+    for run_id, docs in runs.items():
+        running = sum(1 for doc in docs if doc.get("status") == "running")
+        if (active or "active") == "active" and not running or active == "inactive" and running:
+            continue
+        created = sorted(str(doc["created_at"]) for doc in docs)
+        out.append(
+            models.Run(
+                run_id=run_id,
+                running_count=running,
+                total_count=len(docs),
+                first_created_at=created[0],
+                last_created_at=created[-1],
+                profile_id=docs[0].get("profile_id"),
+            )
+        )
+    return out
+
+
+def account(state: LocalState) -> models.AccountResponse:
+    """The local team: no instance limit beyond the configured one, and the live instance count."""
+    live = sum(1 for doc in state.store.list(KIND) if doc.get("status") != "terminated")
+    return models.AccountResponse(
+        team_id=TEAM_ID,
+        team_name="Local team",
+        instance_limit=INSTANCE_LIMIT,
+        instance_count=live,
+        profile_id=None,
+        profile_name=None,
+    )
+
+
 def heartbeat(state: LocalState, instance_id: str) -> models.HeartbeatResponse:
     """Record a heartbeat: push the instance's deadline back by its window.
 
@@ -346,7 +414,7 @@ def heartbeat(state: LocalState, instance_id: str) -> models.HeartbeatResponse:
         success=True,
         instance_id=instance_id,
         last_heartbeat=now,
-        deadline_timestamp=dt.datetime.fromtimestamp(deadline, dt.UTC),
+        deadline_timestamp=deadline,
         interval_seconds=int(interval),
     )
 

@@ -80,7 +80,7 @@ def _primary_key(conn: sqlite3.Connection, table: str) -> list[str]:
 def describe(conn: sqlite3.Connection, name: str) -> models.DescribeResponse:
     """Tables, ``CREATE`` statements and columns of a database."""
     tables = [
-        models.TableSchema(name=table, sql=sql, columns=_columns(conn, table))
+        models.TableSchema(name=table, sql=sql or "", columns=_columns(conn, table))
         for table, sql in _user_tables(conn)
     ]
     return models.DescribeResponse(
@@ -229,7 +229,11 @@ def router(state: LocalState) -> APIRouter:
         """200 while the instance is live (404 ``instance_not_found`` otherwise)."""
         doc = _instances.require_live(state, instance_id)
         return models.HealthResponse(
-            status="ok", timestamp=iso(), instance_id=instance_id, env_key=doc.get("env_key")
+            status="ok",
+            timestamp=iso(),
+            service="fleet-sdk local instance manager",
+            instance_id=instance_id,
+            env_key=doc.get("env_key"),
         )
 
     @api.post("/reset", response_model=models.ResetResponse)
@@ -286,6 +290,16 @@ def router(state: LocalState) -> APIRouter:
         finally:
             seed.close()
 
+    @api.get("/resources/cdp/describe", response_model=models.CDPDescribeResponse)
+    def describe_browser(instance_id: str) -> models.CDPDescribeResponse:
+        """The bundled environments have no browser: 404 ``not_found``, as for any browserless instance."""
+        _instances.require_live(state, instance_id)
+        raise LocalAPIError(
+            404, f"instance {instance_id!r} has no browser (cdp) resource", code="not_found", retryable=False
+        )
+
+    # ``urls.manager.execute_verifier_function_with_upload`` points here: the bundle travels in the body.
+    @api.post("/execute_verifier_function_with_upload", response_model=models.VerifierExecuteResponse)
     @api.post("/execute_verifier_function", response_model=models.VerifierExecuteResponse)
     async def execute_verifier_function(
         instance_id: str, body: models.VerifierExecuteRequest

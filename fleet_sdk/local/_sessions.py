@@ -49,7 +49,7 @@ def _ingest(state: LocalState, body: smodels.SessionIngestRequest) -> smodels.Se
     """Create or append to a session (blocking; run in a worker thread)."""
     messages = [{"content": None, **m.model_dump(mode="json", exclude_none=True)} for m in body.messages]
     steps = sum(1 for m in messages if m.get("role") == "assistant")
-    metadata = body.metadata.model_dump(mode="json")
+    metadata = body.metadata.model_dump(mode="json") if body.metadata is not None else {}
     with _ingest_lock:
         existing = state.store.get(SESSION_KIND, body.session_id) if body.session_id else None
         if existing is not None:
@@ -78,7 +78,7 @@ def _ingest(state: LocalState, body: smodels.SessionIngestRequest) -> smodels.Se
                 "job_id": body.job_id,
                 "task_key": body.task_key,
                 "task": None,
-                "model": bare_model(body.model),
+                "model": bare_model(body.model or "unknown"),
                 "model_id": body.model,
                 "status": body.status or "completed",
                 "created_at": now,

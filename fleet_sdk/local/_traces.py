@@ -32,7 +32,9 @@ def router(state: LocalState) -> APIRouter:
         body: models.TraceJobRequest,
     ) -> models.TraceJob:
         """Create an ``active`` trace job; its id groups the sessions of one run."""
-        job = models.TraceJob(job_id=new_id("tjob"), name=body.name, status="active")
+        job_id = new_id("tjob")
+        # The schema lets the name out: the server names the job after its id then.
+        job = models.TraceJob(job_id=job_id, name=body.name or f"trace-{job_id}", status="active")
         state.store.put(TRACE_JOB_KIND, job.job_id, {**job.model_dump(), "created_at": iso()})
         return job
 

@@ -29,15 +29,17 @@ from fleet_api.env_instance import models
 
 from ..verifiers import BUNDLE_ENTRY_NAME, VerifierOutcome, bundle_sha256, run_sandboxed_async
 from . import _instances
-from ._errors import LocalAPIError
+from ._errors import LocalAPIError, not_found
 from ._state import LocalState, iso, new_id
 
 __all__ = [
     "BUNDLE_KIND",
     "EXECUTION_KIND",
+    "check_bundle",
     "decode_bundle",
     "execute_for_session",
     "execute_verifier",
+    "get_verifier",
     "run_code",
 ]
 
@@ -95,6 +97,39 @@ def decode_bundle(bundle_b64: str, sha256: str | None = None) -> str:
         raise LocalAPIError(
             400, f"bundle is not a readable zip: {exc}", code="bad_bundle", retryable=False
         ) from None
+
+
+def _stored_bundle(state: LocalState, field: str, value: str) -> dict[str, Any] | None:
+    return next((doc for doc in state.store.list(BUNDLE_KIND) if doc.get(field) == value), None)
+
+
+def check_bundle(state: LocalState, sha256: str) -> models.VerifiersCheckResponse:
+    """Whether a bundle with this sha256 is stored (``success`` false when not)."""
+    doc = _stored_bundle(state, "sha256", sha256)
+    if doc is None:
+        return models.VerifiersCheckResponse(success=False)
+    return models.VerifiersCheckResponse(
+        success=True, key=doc["key"], version=1, display_src=doc["code"], created_at=doc.get("created_at")
+    )
+
+
+def get_verifier(state: LocalState, verifier_id: str) -> models.VerifierData:
+    """A stored bundle by its ``verifier_id``.
+
+    Raises:
+        LocalAPIError: 404 ``not_found``.
+    """
+    doc = _stored_bundle(state, "verifier_id", verifier_id)
+    if doc is None:
+        raise not_found("verifier", verifier_id)
+    return models.VerifierData(
+        verifier_id=verifier_id,
+        key=doc["key"],
+        version=1,
+        sha256=doc["sha256"],
+        code=doc["code"],
+        created_at=doc.get("created_at") or iso(),
+    )
 
 
 def _task_code(task: dict[str, Any]) -> str | None:

@@ -89,7 +89,7 @@ def test_instance_lifecycle(fleet: Fleet, local: LocalFleet) -> None:
     beat = cp.heartbeat_instance(inst.instance_id, models.HeartbeatRequest())
     assert beat.success and beat.instance_id == inst.instance_id
     assert beat.deadline_timestamp is not None and beat.last_heartbeat is not None
-    assert beat.deadline_timestamp > beat.last_heartbeat
+    assert beat.deadline_timestamp > beat.last_heartbeat.timestamp()
 
     gone = cp.delete_instance(inst.instance_id)
     assert gone.status == "terminated" and gone.terminated_at is not None

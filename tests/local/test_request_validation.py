@@ -97,10 +97,11 @@ def test_nested_fields_are_named(http: httpx.Client, manager_url: str) -> None:
         "job_id": "j",
         "task_key": TASK_KEY,
         "model": "m",
+        "metadata": {},
     }
     locs = issues(http.post("/v1/sessions/ingest", json=ingest))
     assert sorted(map(str, locs)) == sorted(
-        map(str, [["body", "messages", 0, "content", 0, "text"], ["body", "metadata"]])
+        map(str, [["body", "messages", 0, "content", 0, "text"], ["body", "metadata", "score"]])
     )
     diff = http.post(f"{manager_url}/diff/structured", json={"ignore_config": {"tables": [1]}})
     assert issues(diff) == [["body", "ignore_config", "tables", 0]]

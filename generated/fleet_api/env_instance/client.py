@@ -68,6 +68,42 @@ OPERATIONS: dict[str, Operation] = {
         server="https://orchestrator.fleetai.com",
         success_status=200,
     ),
+    "list_regions": Operation(
+        operation_id="list_regions",
+        method="GET",
+        path="/v1/regions",
+        tag="control-plane",
+        deprecated=False,
+        server="https://orchestrator.fleetai.com",
+        success_status=200,
+    ),
+    "get_account": Operation(
+        operation_id="get_account",
+        method="GET",
+        path="/v1/account",
+        tag="control-plane",
+        deprecated=False,
+        server="https://orchestrator.fleetai.com",
+        success_status=200,
+    ),
+    "list_runs": Operation(
+        operation_id="list_runs",
+        method="GET",
+        path="/v1/env/runs",
+        tag="control-plane",
+        deprecated=False,
+        server="https://orchestrator.fleetai.com",
+        success_status=200,
+    ),
+    "delete_instances_batch": Operation(
+        operation_id="delete_instances_batch",
+        method="DELETE",
+        path="/v1/env/instances/batch",
+        tag="control-plane",
+        deprecated=False,
+        server="https://orchestrator.fleetai.com",
+        success_status=200,
+    ),
     "get_instance": Operation(
         operation_id="get_instance",
         method="GET",
@@ -140,6 +176,24 @@ OPERATIONS: dict[str, Operation] = {
         server="https://orchestrator.fleetai.com",
         success_status=200,
     ),
+    "check_verifier_bundle": Operation(
+        operation_id="check_verifier_bundle",
+        method="GET",
+        path="/v1/verifiers/check",
+        tag="control-plane",
+        deprecated=False,
+        server="https://orchestrator.fleetai.com",
+        success_status=200,
+    ),
+    "get_verifier": Operation(
+        operation_id="get_verifier",
+        method="GET",
+        path="/v1/verifiers/{verifier_id}",
+        tag="control-plane",
+        deprecated=False,
+        server="https://orchestrator.fleetai.com",
+        success_status=200,
+    ),
     "create_job": Operation(
         operation_id="create_job",
         method="POST",
@@ -194,6 +248,15 @@ OPERATIONS: dict[str, Operation] = {
         server="https://{instance_host}/api/v1/env",
         success_status=200,
     ),
+    "describe_browser": Operation(
+        operation_id="describe_browser",
+        method="GET",
+        path="/resources/cdp/describe",
+        tag="instance-manager",
+        deprecated=False,
+        server="https://{instance_host}/api/v1/env",
+        success_status=200,
+    ),
     "describe_database": Operation(
         operation_id="describe_database",
         method="GET",
@@ -225,6 +288,15 @@ OPERATIONS: dict[str, Operation] = {
         operation_id="execute_verifier_function",
         method="POST",
         path="/execute_verifier_function",
+        tag="instance-manager",
+        deprecated=False,
+        server="https://{instance_host}/api/v1/env",
+        success_status=200,
+    ),
+    "execute_verifier_function_with_upload": Operation(
+        operation_id="execute_verifier_function_with_upload",
+        method="POST",
+        path="/execute_verifier_function_with_upload",
         tag="instance-manager",
         deprecated=False,
         server="https://{instance_host}/api/v1/env",
@@ -273,7 +345,7 @@ class ControlPlaneClient:
         self,
         *,
         options: RequestOptions | None = None,
-    ) -> list[models.EnvironmentInfo]:
+    ) -> list[models.Environment]:
         """List environments.
 
         Lists every environment the caller's team can start instances of, with its versions.
@@ -292,7 +364,7 @@ class ControlPlaneClient:
         return self._http.request(
             "GET",
             "/v1/env/",
-            cast_to=list[models.EnvironmentInfo],
+            cast_to=list[models.Environment],
             options=options,
         )
 
@@ -301,7 +373,7 @@ class ControlPlaneClient:
         env_key: str,
         *,
         options: RequestOptions | None = None,
-    ) -> models.EnvironmentInfo:
+    ) -> models.Environment:
         """Get one environment.
 
         Returns one environment and its versions. Answers 404 with code `env_not_found` when the key is unknown.
@@ -322,7 +394,7 @@ class ControlPlaneClient:
         return self._http.request(
             "GET",
             "/v1/env/{env_key}",
-            cast_to=models.EnvironmentInfo,
+            cast_to=models.Environment,
             path_params={"env_key": env_key},
             options=options,
         )
@@ -408,6 +480,130 @@ class ControlPlaneClient:
             "/v1/env/instances",
             cast_to=list[models.InstanceResponse],
             params={"status": status, "region": region, "run_id": run_id, "profile_id": profile_id},
+            options=options,
+        )
+
+    def list_regions(
+        self,
+        *,
+        options: RequestOptions | None = None,
+    ) -> list[models.RegionName]:
+        """List regions.
+
+        The regions instances can be created in (values for `InstanceRequest.region`).
+
+        Args:
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The region names.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return self._http.request(
+            "GET",
+            "/v1/regions",
+            cast_to=list[models.RegionName],
+            options=options,
+        )
+
+    def get_account(
+        self,
+        *,
+        options: RequestOptions | None = None,
+    ) -> models.AccountResponse:
+        """Get the caller's account.
+
+        The team the API key belongs to, with its instance limit and how many instances it runs now.
+
+        Args:
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The account.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return self._http.request(
+            "GET",
+            "/v1/account",
+            cast_to=models.AccountResponse,
+            options=options,
+        )
+
+    def list_runs(
+        self,
+        *,
+        profile_id: str | None = None,
+        active: Literal["active", "inactive", "all"] | None = None,
+        options: RequestOptions | None = None,
+    ) -> list[models.Run]:
+        """List runs.
+
+        Groups the team's instances by `run_id`, with how many of each run are running and in total.
+
+        Args:
+            profile_id: Only runs of instances belonging to this profile.
+            active: `active` (runs with a running instance, the default), `inactive` (runs without one) or `all`.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The runs.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return self._http.request(
+            "GET",
+            "/v1/env/runs",
+            cast_to=list[models.Run],
+            params={"profile_id": profile_id, "active": active},
+            options=options,
+        )
+
+    def delete_instances_batch(
+        self,
+        *,
+        run_id: str | None = None,
+        profile_id: str | None = None,
+        options: RequestOptions | None = None,
+    ) -> list[models.InstanceResponse]:
+        """Delete (terminate) many instances.
+
+        Terminates every live instance of a run and/or a profile and returns them after
+        termination. At least one filter is required (400 `bad_request` without one); filters
+        combine with AND.
+
+        Args:
+            run_id: Only instances created with this `run_id`.
+            profile_id: Only instances belonging to this profile.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The instances that were terminated.
+
+        Raises:
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return self._http.request(
+            "DELETE",
+            "/v1/env/instances/batch",
+            cast_to=list[models.InstanceResponse],
+            params={"run_id": run_id, "profile_id": profile_id},
             options=options,
         )
 
@@ -722,6 +918,68 @@ class ControlPlaneClient:
             options=options,
         )
 
+    def check_verifier_bundle(
+        self,
+        *,
+        sha256: str,
+        options: RequestOptions | None = None,
+    ) -> models.VerifiersCheckResponse:
+        """Check whether a verifier bundle is stored.
+
+        Says whether the server already has a bundle with this sha256, so a client can leave `bundle` out of `execute_verifier`. Unknown bundles answer 200 with `success` false.
+
+        Args:
+            sha256: Lower-case hex SHA-256 of the bundle.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            Whether the bundle is stored (check `success`).
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return self._http.request(
+            "GET",
+            "/v1/verifiers/check",
+            cast_to=models.VerifiersCheckResponse,
+            params={"sha256": sha256},
+            options=options,
+        )
+
+    def get_verifier(
+        self,
+        verifier_id: str,
+        *,
+        options: RequestOptions | None = None,
+    ) -> models.VerifierData:
+        """Get a stored verifier.
+
+        One stored verifier bundle with its code, by `verifier_id` (as returned by `execute_verifier`). 404 `not_found` when unknown.
+
+        Args:
+            verifier_id: The verifier's id.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The verifier.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return self._http.request(
+            "GET",
+            "/v1/verifiers/{verifier_id}",
+            cast_to=models.VerifierData,
+            path_params={"verifier_id": verifier_id},
+            options=options,
+        )
+
     def create_job(
         self,
         body: models.JobRequest,
@@ -845,7 +1103,7 @@ class ControlPlaneClientWithRawResponse:
         self,
         *,
         options: RequestOptions | None = None,
-    ) -> APIResponse[list[models.EnvironmentInfo]]:
+    ) -> APIResponse[list[models.Environment]]:
         """List environments.
 
         Lists every environment the caller's team can start instances of, with its versions.
@@ -865,7 +1123,7 @@ class ControlPlaneClientWithRawResponse:
         return self._http.request_raw(
             "GET",
             "/v1/env/",
-            cast_to=list[models.EnvironmentInfo],
+            cast_to=list[models.Environment],
             options=options,
         )
 
@@ -874,7 +1132,7 @@ class ControlPlaneClientWithRawResponse:
         env_key: str,
         *,
         options: RequestOptions | None = None,
-    ) -> APIResponse[models.EnvironmentInfo]:
+    ) -> APIResponse[models.Environment]:
         """Get one environment.
 
         Returns one environment and its versions. Answers 404 with code `env_not_found` when the key is unknown.
@@ -896,7 +1154,7 @@ class ControlPlaneClientWithRawResponse:
         return self._http.request_raw(
             "GET",
             "/v1/env/{env_key}",
-            cast_to=models.EnvironmentInfo,
+            cast_to=models.Environment,
             path_params={"env_key": env_key},
             options=options,
         )
@@ -984,6 +1242,134 @@ class ControlPlaneClientWithRawResponse:
             "/v1/env/instances",
             cast_to=list[models.InstanceResponse],
             params={"status": status, "region": region, "run_id": run_id, "profile_id": profile_id},
+            options=options,
+        )
+
+    def list_regions(
+        self,
+        *,
+        options: RequestOptions | None = None,
+    ) -> APIResponse[list[models.RegionName]]:
+        """List regions.
+
+        The regions instances can be created in (values for `InstanceRequest.region`).
+
+        Args:
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The ``APIResponse`` (status, headers, ``retries_taken``); ``parse()`` gives
+            the region names.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return self._http.request_raw(
+            "GET",
+            "/v1/regions",
+            cast_to=list[models.RegionName],
+            options=options,
+        )
+
+    def get_account(
+        self,
+        *,
+        options: RequestOptions | None = None,
+    ) -> APIResponse[models.AccountResponse]:
+        """Get the caller's account.
+
+        The team the API key belongs to, with its instance limit and how many instances it runs now.
+
+        Args:
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The ``APIResponse`` (status, headers, ``retries_taken``); ``parse()`` gives
+            the account.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return self._http.request_raw(
+            "GET",
+            "/v1/account",
+            cast_to=models.AccountResponse,
+            options=options,
+        )
+
+    def list_runs(
+        self,
+        *,
+        profile_id: str | None = None,
+        active: Literal["active", "inactive", "all"] | None = None,
+        options: RequestOptions | None = None,
+    ) -> APIResponse[list[models.Run]]:
+        """List runs.
+
+        Groups the team's instances by `run_id`, with how many of each run are running and in total.
+
+        Args:
+            profile_id: Only runs of instances belonging to this profile.
+            active: `active` (runs with a running instance, the default), `inactive` (runs without one) or `all`.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The ``APIResponse`` (status, headers, ``retries_taken``); ``parse()`` gives
+            the runs.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return self._http.request_raw(
+            "GET",
+            "/v1/env/runs",
+            cast_to=list[models.Run],
+            params={"profile_id": profile_id, "active": active},
+            options=options,
+        )
+
+    def delete_instances_batch(
+        self,
+        *,
+        run_id: str | None = None,
+        profile_id: str | None = None,
+        options: RequestOptions | None = None,
+    ) -> APIResponse[list[models.InstanceResponse]]:
+        """Delete (terminate) many instances.
+
+        Terminates every live instance of a run and/or a profile and returns them after
+        termination. At least one filter is required (400 `bad_request` without one); filters
+        combine with AND.
+
+        Args:
+            run_id: Only instances created with this `run_id`.
+            profile_id: Only instances belonging to this profile.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The ``APIResponse`` (status, headers, ``retries_taken``); ``parse()`` gives
+            the instances that were terminated.
+
+        Raises:
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return self._http.request_raw(
+            "DELETE",
+            "/v1/env/instances/batch",
+            cast_to=list[models.InstanceResponse],
+            params={"run_id": run_id, "profile_id": profile_id},
             options=options,
         )
 
@@ -1303,6 +1689,70 @@ class ControlPlaneClientWithRawResponse:
             "/v1/verifiers/execute",
             cast_to=models.VerifierExecuteResponse,
             body=body,
+            options=options,
+        )
+
+    def check_verifier_bundle(
+        self,
+        *,
+        sha256: str,
+        options: RequestOptions | None = None,
+    ) -> APIResponse[models.VerifiersCheckResponse]:
+        """Check whether a verifier bundle is stored.
+
+        Says whether the server already has a bundle with this sha256, so a client can leave `bundle` out of `execute_verifier`. Unknown bundles answer 200 with `success` false.
+
+        Args:
+            sha256: Lower-case hex SHA-256 of the bundle.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The ``APIResponse`` (status, headers, ``retries_taken``); ``parse()`` gives
+            whether the bundle is stored (check `success`).
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return self._http.request_raw(
+            "GET",
+            "/v1/verifiers/check",
+            cast_to=models.VerifiersCheckResponse,
+            params={"sha256": sha256},
+            options=options,
+        )
+
+    def get_verifier(
+        self,
+        verifier_id: str,
+        *,
+        options: RequestOptions | None = None,
+    ) -> APIResponse[models.VerifierData]:
+        """Get a stored verifier.
+
+        One stored verifier bundle with its code, by `verifier_id` (as returned by `execute_verifier`). 404 `not_found` when unknown.
+
+        Args:
+            verifier_id: The verifier's id.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The ``APIResponse`` (status, headers, ``retries_taken``); ``parse()`` gives
+            the verifier.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return self._http.request_raw(
+            "GET",
+            "/v1/verifiers/{verifier_id}",
+            cast_to=models.VerifierData,
+            path_params={"verifier_id": verifier_id},
             options=options,
         )
 
@@ -1439,7 +1889,7 @@ class AsyncControlPlaneClient:
         self,
         *,
         options: RequestOptions | None = None,
-    ) -> list[models.EnvironmentInfo]:
+    ) -> list[models.Environment]:
         """List environments.
 
         Lists every environment the caller's team can start instances of, with its versions.
@@ -1458,7 +1908,7 @@ class AsyncControlPlaneClient:
         return await self._http.request(
             "GET",
             "/v1/env/",
-            cast_to=list[models.EnvironmentInfo],
+            cast_to=list[models.Environment],
             options=options,
         )
 
@@ -1467,7 +1917,7 @@ class AsyncControlPlaneClient:
         env_key: str,
         *,
         options: RequestOptions | None = None,
-    ) -> models.EnvironmentInfo:
+    ) -> models.Environment:
         """Get one environment.
 
         Returns one environment and its versions. Answers 404 with code `env_not_found` when the key is unknown.
@@ -1488,7 +1938,7 @@ class AsyncControlPlaneClient:
         return await self._http.request(
             "GET",
             "/v1/env/{env_key}",
-            cast_to=models.EnvironmentInfo,
+            cast_to=models.Environment,
             path_params={"env_key": env_key},
             options=options,
         )
@@ -1574,6 +2024,130 @@ class AsyncControlPlaneClient:
             "/v1/env/instances",
             cast_to=list[models.InstanceResponse],
             params={"status": status, "region": region, "run_id": run_id, "profile_id": profile_id},
+            options=options,
+        )
+
+    async def list_regions(
+        self,
+        *,
+        options: RequestOptions | None = None,
+    ) -> list[models.RegionName]:
+        """List regions.
+
+        The regions instances can be created in (values for `InstanceRequest.region`).
+
+        Args:
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The region names.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return await self._http.request(
+            "GET",
+            "/v1/regions",
+            cast_to=list[models.RegionName],
+            options=options,
+        )
+
+    async def get_account(
+        self,
+        *,
+        options: RequestOptions | None = None,
+    ) -> models.AccountResponse:
+        """Get the caller's account.
+
+        The team the API key belongs to, with its instance limit and how many instances it runs now.
+
+        Args:
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The account.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return await self._http.request(
+            "GET",
+            "/v1/account",
+            cast_to=models.AccountResponse,
+            options=options,
+        )
+
+    async def list_runs(
+        self,
+        *,
+        profile_id: str | None = None,
+        active: Literal["active", "inactive", "all"] | None = None,
+        options: RequestOptions | None = None,
+    ) -> list[models.Run]:
+        """List runs.
+
+        Groups the team's instances by `run_id`, with how many of each run are running and in total.
+
+        Args:
+            profile_id: Only runs of instances belonging to this profile.
+            active: `active` (runs with a running instance, the default), `inactive` (runs without one) or `all`.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The runs.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return await self._http.request(
+            "GET",
+            "/v1/env/runs",
+            cast_to=list[models.Run],
+            params={"profile_id": profile_id, "active": active},
+            options=options,
+        )
+
+    async def delete_instances_batch(
+        self,
+        *,
+        run_id: str | None = None,
+        profile_id: str | None = None,
+        options: RequestOptions | None = None,
+    ) -> list[models.InstanceResponse]:
+        """Delete (terminate) many instances.
+
+        Terminates every live instance of a run and/or a profile and returns them after
+        termination. At least one filter is required (400 `bad_request` without one); filters
+        combine with AND.
+
+        Args:
+            run_id: Only instances created with this `run_id`.
+            profile_id: Only instances belonging to this profile.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The instances that were terminated.
+
+        Raises:
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return await self._http.request(
+            "DELETE",
+            "/v1/env/instances/batch",
+            cast_to=list[models.InstanceResponse],
+            params={"run_id": run_id, "profile_id": profile_id},
             options=options,
         )
 
@@ -1888,6 +2462,68 @@ class AsyncControlPlaneClient:
             options=options,
         )
 
+    async def check_verifier_bundle(
+        self,
+        *,
+        sha256: str,
+        options: RequestOptions | None = None,
+    ) -> models.VerifiersCheckResponse:
+        """Check whether a verifier bundle is stored.
+
+        Says whether the server already has a bundle with this sha256, so a client can leave `bundle` out of `execute_verifier`. Unknown bundles answer 200 with `success` false.
+
+        Args:
+            sha256: Lower-case hex SHA-256 of the bundle.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            Whether the bundle is stored (check `success`).
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return await self._http.request(
+            "GET",
+            "/v1/verifiers/check",
+            cast_to=models.VerifiersCheckResponse,
+            params={"sha256": sha256},
+            options=options,
+        )
+
+    async def get_verifier(
+        self,
+        verifier_id: str,
+        *,
+        options: RequestOptions | None = None,
+    ) -> models.VerifierData:
+        """Get a stored verifier.
+
+        One stored verifier bundle with its code, by `verifier_id` (as returned by `execute_verifier`). 404 `not_found` when unknown.
+
+        Args:
+            verifier_id: The verifier's id.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The verifier.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return await self._http.request(
+            "GET",
+            "/v1/verifiers/{verifier_id}",
+            cast_to=models.VerifierData,
+            path_params={"verifier_id": verifier_id},
+            options=options,
+        )
+
     async def create_job(
         self,
         body: models.JobRequest,
@@ -2011,7 +2647,7 @@ class AsyncControlPlaneClientWithRawResponse:
         self,
         *,
         options: RequestOptions | None = None,
-    ) -> APIResponse[list[models.EnvironmentInfo]]:
+    ) -> APIResponse[list[models.Environment]]:
         """List environments.
 
         Lists every environment the caller's team can start instances of, with its versions.
@@ -2031,7 +2667,7 @@ class AsyncControlPlaneClientWithRawResponse:
         return await self._http.request_raw(
             "GET",
             "/v1/env/",
-            cast_to=list[models.EnvironmentInfo],
+            cast_to=list[models.Environment],
             options=options,
         )
 
@@ -2040,7 +2676,7 @@ class AsyncControlPlaneClientWithRawResponse:
         env_key: str,
         *,
         options: RequestOptions | None = None,
-    ) -> APIResponse[models.EnvironmentInfo]:
+    ) -> APIResponse[models.Environment]:
         """Get one environment.
 
         Returns one environment and its versions. Answers 404 with code `env_not_found` when the key is unknown.
@@ -2062,7 +2698,7 @@ class AsyncControlPlaneClientWithRawResponse:
         return await self._http.request_raw(
             "GET",
             "/v1/env/{env_key}",
-            cast_to=models.EnvironmentInfo,
+            cast_to=models.Environment,
             path_params={"env_key": env_key},
             options=options,
         )
@@ -2150,6 +2786,134 @@ class AsyncControlPlaneClientWithRawResponse:
             "/v1/env/instances",
             cast_to=list[models.InstanceResponse],
             params={"status": status, "region": region, "run_id": run_id, "profile_id": profile_id},
+            options=options,
+        )
+
+    async def list_regions(
+        self,
+        *,
+        options: RequestOptions | None = None,
+    ) -> APIResponse[list[models.RegionName]]:
+        """List regions.
+
+        The regions instances can be created in (values for `InstanceRequest.region`).
+
+        Args:
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The ``APIResponse`` (status, headers, ``retries_taken``); ``parse()`` gives
+            the region names.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return await self._http.request_raw(
+            "GET",
+            "/v1/regions",
+            cast_to=list[models.RegionName],
+            options=options,
+        )
+
+    async def get_account(
+        self,
+        *,
+        options: RequestOptions | None = None,
+    ) -> APIResponse[models.AccountResponse]:
+        """Get the caller's account.
+
+        The team the API key belongs to, with its instance limit and how many instances it runs now.
+
+        Args:
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The ``APIResponse`` (status, headers, ``retries_taken``); ``parse()`` gives
+            the account.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return await self._http.request_raw(
+            "GET",
+            "/v1/account",
+            cast_to=models.AccountResponse,
+            options=options,
+        )
+
+    async def list_runs(
+        self,
+        *,
+        profile_id: str | None = None,
+        active: Literal["active", "inactive", "all"] | None = None,
+        options: RequestOptions | None = None,
+    ) -> APIResponse[list[models.Run]]:
+        """List runs.
+
+        Groups the team's instances by `run_id`, with how many of each run are running and in total.
+
+        Args:
+            profile_id: Only runs of instances belonging to this profile.
+            active: `active` (runs with a running instance, the default), `inactive` (runs without one) or `all`.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The ``APIResponse`` (status, headers, ``retries_taken``); ``parse()`` gives
+            the runs.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return await self._http.request_raw(
+            "GET",
+            "/v1/env/runs",
+            cast_to=list[models.Run],
+            params={"profile_id": profile_id, "active": active},
+            options=options,
+        )
+
+    async def delete_instances_batch(
+        self,
+        *,
+        run_id: str | None = None,
+        profile_id: str | None = None,
+        options: RequestOptions | None = None,
+    ) -> APIResponse[list[models.InstanceResponse]]:
+        """Delete (terminate) many instances.
+
+        Terminates every live instance of a run and/or a profile and returns them after
+        termination. At least one filter is required (400 `bad_request` without one); filters
+        combine with AND.
+
+        Args:
+            run_id: Only instances created with this `run_id`.
+            profile_id: Only instances belonging to this profile.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The ``APIResponse`` (status, headers, ``retries_taken``); ``parse()`` gives
+            the instances that were terminated.
+
+        Raises:
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return await self._http.request_raw(
+            "DELETE",
+            "/v1/env/instances/batch",
+            cast_to=list[models.InstanceResponse],
+            params={"run_id": run_id, "profile_id": profile_id},
             options=options,
         )
 
@@ -2469,6 +3233,70 @@ class AsyncControlPlaneClientWithRawResponse:
             "/v1/verifiers/execute",
             cast_to=models.VerifierExecuteResponse,
             body=body,
+            options=options,
+        )
+
+    async def check_verifier_bundle(
+        self,
+        *,
+        sha256: str,
+        options: RequestOptions | None = None,
+    ) -> APIResponse[models.VerifiersCheckResponse]:
+        """Check whether a verifier bundle is stored.
+
+        Says whether the server already has a bundle with this sha256, so a client can leave `bundle` out of `execute_verifier`. Unknown bundles answer 200 with `success` false.
+
+        Args:
+            sha256: Lower-case hex SHA-256 of the bundle.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The ``APIResponse`` (status, headers, ``retries_taken``); ``parse()`` gives
+            whether the bundle is stored (check `success`).
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return await self._http.request_raw(
+            "GET",
+            "/v1/verifiers/check",
+            cast_to=models.VerifiersCheckResponse,
+            params={"sha256": sha256},
+            options=options,
+        )
+
+    async def get_verifier(
+        self,
+        verifier_id: str,
+        *,
+        options: RequestOptions | None = None,
+    ) -> APIResponse[models.VerifierData]:
+        """Get a stored verifier.
+
+        One stored verifier bundle with its code, by `verifier_id` (as returned by `execute_verifier`). 404 `not_found` when unknown.
+
+        Args:
+            verifier_id: The verifier's id.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The ``APIResponse`` (status, headers, ``retries_taken``); ``parse()`` gives
+            the verifier.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return await self._http.request_raw(
+            "GET",
+            "/v1/verifiers/{verifier_id}",
+            cast_to=models.VerifierData,
+            path_params={"verifier_id": verifier_id},
             options=options,
         )
 
@@ -2689,6 +3517,34 @@ class InstanceManagerClient:
             options=options,
         )
 
+    def describe_browser(
+        self,
+        *,
+        options: RequestOptions | None = None,
+    ) -> models.CDPDescribeResponse:
+        """Describe the instance's browser.
+
+        The Chrome DevTools Protocol URLs of the instance's browser. An instance without a browser answers 404 with code `not_found`.
+
+        Args:
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The browser's CDP URLs.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return self._http.request(
+            "GET",
+            "/resources/cdp/describe",
+            cast_to=models.CDPDescribeResponse,
+            options=options,
+        )
+
     def describe_database(
         self,
         name: str,
@@ -2835,6 +3691,41 @@ class InstanceManagerClient:
             options=options,
         )
 
+    def execute_verifier_function_with_upload(
+        self,
+        body: models.VerifierExecuteRequest,
+        *,
+        options: RequestOptions | None = None,
+    ) -> models.VerifierExecuteResponse:
+        """Execute a verifier on the instance, bundle in the body.
+
+        The instance's `urls.manager.execute_verifier_function_with_upload`. Same request, response
+        and errors as `execute_verifier_function`; the bundle is expected in `bundle`.
+
+        Args:
+            body: Body of `execute_verifier` and of the instance's `execute_verifier_function`.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The verifier ran (check `success`).
+
+        Raises:
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return self._http.request(
+            "POST",
+            "/execute_verifier_function_with_upload",
+            cast_to=models.VerifierExecuteResponse,
+            body=body,
+            options=options,
+        )
+
 
 class InstanceManagerClientWithRawResponse:
     """``InstanceManagerClient`` whose methods return the ``APIResponse`` instead of the model.
@@ -2934,6 +3825,35 @@ class InstanceManagerClientWithRawResponse:
             "GET",
             "/resources",
             cast_to=list[models.Resource],
+            options=options,
+        )
+
+    def describe_browser(
+        self,
+        *,
+        options: RequestOptions | None = None,
+    ) -> APIResponse[models.CDPDescribeResponse]:
+        """Describe the instance's browser.
+
+        The Chrome DevTools Protocol URLs of the instance's browser. An instance without a browser answers 404 with code `not_found`.
+
+        Args:
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The ``APIResponse`` (status, headers, ``retries_taken``); ``parse()`` gives
+            the browser's CDP URLs.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return self._http.request_raw(
+            "GET",
+            "/resources/cdp/describe",
+            cast_to=models.CDPDescribeResponse,
             options=options,
         )
 
@@ -3082,6 +4002,42 @@ class InstanceManagerClientWithRawResponse:
         return self._http.request_raw(
             "POST",
             "/execute_verifier_function",
+            cast_to=models.VerifierExecuteResponse,
+            body=body,
+            options=options,
+        )
+
+    def execute_verifier_function_with_upload(
+        self,
+        body: models.VerifierExecuteRequest,
+        *,
+        options: RequestOptions | None = None,
+    ) -> APIResponse[models.VerifierExecuteResponse]:
+        """Execute a verifier on the instance, bundle in the body.
+
+        The instance's `urls.manager.execute_verifier_function_with_upload`. Same request, response
+        and errors as `execute_verifier_function`; the bundle is expected in `bundle`.
+
+        Args:
+            body: Body of `execute_verifier` and of the instance's `execute_verifier_function`.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The ``APIResponse`` (status, headers, ``retries_taken``); ``parse()`` gives
+            the verifier ran (check `success`).
+
+        Raises:
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return self._http.request_raw(
+            "POST",
+            "/execute_verifier_function_with_upload",
             cast_to=models.VerifierExecuteResponse,
             body=body,
             options=options,
@@ -3193,6 +4149,34 @@ class AsyncInstanceManagerClient:
             options=options,
         )
 
+    async def describe_browser(
+        self,
+        *,
+        options: RequestOptions | None = None,
+    ) -> models.CDPDescribeResponse:
+        """Describe the instance's browser.
+
+        The Chrome DevTools Protocol URLs of the instance's browser. An instance without a browser answers 404 with code `not_found`.
+
+        Args:
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The browser's CDP URLs.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return await self._http.request(
+            "GET",
+            "/resources/cdp/describe",
+            cast_to=models.CDPDescribeResponse,
+            options=options,
+        )
+
     async def describe_database(
         self,
         name: str,
@@ -3339,6 +4323,41 @@ class AsyncInstanceManagerClient:
             options=options,
         )
 
+    async def execute_verifier_function_with_upload(
+        self,
+        body: models.VerifierExecuteRequest,
+        *,
+        options: RequestOptions | None = None,
+    ) -> models.VerifierExecuteResponse:
+        """Execute a verifier on the instance, bundle in the body.
+
+        The instance's `urls.manager.execute_verifier_function_with_upload`. Same request, response
+        and errors as `execute_verifier_function`; the bundle is expected in `bundle`.
+
+        Args:
+            body: Body of `execute_verifier` and of the instance's `execute_verifier_function`.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The verifier ran (check `success`).
+
+        Raises:
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return await self._http.request(
+            "POST",
+            "/execute_verifier_function_with_upload",
+            cast_to=models.VerifierExecuteResponse,
+            body=body,
+            options=options,
+        )
+
 
 class AsyncInstanceManagerClientWithRawResponse:
     """``AsyncInstanceManagerClient`` whose methods return the ``APIResponse`` instead of the model.
@@ -3438,6 +4457,35 @@ class AsyncInstanceManagerClientWithRawResponse:
             "GET",
             "/resources",
             cast_to=list[models.Resource],
+            options=options,
+        )
+
+    async def describe_browser(
+        self,
+        *,
+        options: RequestOptions | None = None,
+    ) -> APIResponse[models.CDPDescribeResponse]:
+        """Describe the instance's browser.
+
+        The Chrome DevTools Protocol URLs of the instance's browser. An instance without a browser answers 404 with code `not_found`.
+
+        Args:
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The ``APIResponse`` (status, headers, ``retries_taken``); ``parse()`` gives
+            the browser's CDP URLs.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return await self._http.request_raw(
+            "GET",
+            "/resources/cdp/describe",
+            cast_to=models.CDPDescribeResponse,
             options=options,
         )
 
@@ -3586,6 +4634,42 @@ class AsyncInstanceManagerClientWithRawResponse:
         return await self._http.request_raw(
             "POST",
             "/execute_verifier_function",
+            cast_to=models.VerifierExecuteResponse,
+            body=body,
+            options=options,
+        )
+
+    async def execute_verifier_function_with_upload(
+        self,
+        body: models.VerifierExecuteRequest,
+        *,
+        options: RequestOptions | None = None,
+    ) -> APIResponse[models.VerifierExecuteResponse]:
+        """Execute a verifier on the instance, bundle in the body.
+
+        The instance's `urls.manager.execute_verifier_function_with_upload`. Same request, response
+        and errors as `execute_verifier_function`; the bundle is expected in `bundle`.
+
+        Args:
+            body: Body of `execute_verifier` and of the instance's `execute_verifier_function`.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The ``APIResponse`` (status, headers, ``retries_taken``); ``parse()`` gives
+            the verifier ran (check `success`).
+
+        Raises:
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return await self._http.request_raw(
+            "POST",
+            "/execute_verifier_function_with_upload",
             cast_to=models.VerifierExecuteResponse,
             body=body,
             options=options,

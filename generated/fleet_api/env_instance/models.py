@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, RootModel
 from typing import Annotated, Any, Literal
 from datetime import datetime
 
@@ -26,7 +26,7 @@ class ValidationIssue(BaseModel):
     """
 
 
-class EnvironmentInfo(BaseModel):
+class Environment(BaseModel):
     """
     An environment that instances can be created from.
     """
@@ -39,17 +39,92 @@ class EnvironmentInfo(BaseModel):
     """
     Display name.
     """
-    description: str | None = None
+    description: str | None
     """
     What the environment simulates.
     """
-    default_version: str | None = None
+    default_version: str | None
     """
     The version used when `env_version` is not given, e.g. `v1.2.3`.
     """
-    versions: dict[str, Any] | None = None
+    versions: dict[str, str]
     """
     Design choice (the wire reference names the field only) - a map from each available version tag (e.g. `v1.2.3`) to a string describing it, as the public SDK reads it.
+    """
+
+
+class RegionName(RootModel[str]):
+    root: str
+    """
+    A region name, e.g. `us-west-1`.
+    """
+
+
+class AccountResponse(BaseModel):
+    """
+    The caller's team and its instance usage.
+    """
+
+    team_id: str
+    """
+    Id of the team the API key belongs to.
+    """
+    team_name: str
+    """
+    Display name of the team.
+    """
+    instance_limit: Annotated[int, Field(ge=0)]
+    """
+    Most instances the team may run at once.
+    """
+    instance_count: Annotated[int, Field(ge=0)]
+    """
+    Instances the team runs now (not terminated).
+    """
+    profile_id: str | None = None
+    """
+    Id of the caller's profile.
+    """
+    profile_name: str | None = None
+    """
+    Display name of the caller's profile.
+    """
+
+
+class Run(BaseModel):
+    """
+    The instances created with one `run_id`.
+    """
+
+    run_id: str
+    """
+    The run.
+    """
+    running_count: Annotated[int, Field(ge=0)]
+    """
+    Instances of the run that are running.
+    """
+    total_count: Annotated[int, Field(ge=0)]
+    """
+    Instances of the run, whatever their status.
+    """
+    first_created_at: str
+    """
+    When the run's first instance was created.
+    """
+    last_created_at: str
+    """
+    When the run's last instance was created.
+    """
+    profile_id: str | None = None
+    """
+    Profile the run's instances belong to.
+    """
+
+
+class EnvironmentInfo(Environment):
+    """
+    Deprecated name of `Environment`, kept so existing imports work.
     """
 
 
@@ -109,36 +184,64 @@ class InstanceRequest(BaseModel):
     """
     Design choice (meaning inferred from the name) - how long the server may hold the request waiting for the instance to leave `pending`; the response may still be `pending` when this runs out.
     """
+    seed: int | None = None
+    """
+    Random seed the environment starts with.
+    """
+    timestamp: int | None = None
+    """
+    Unix time (seconds) to set the environment's clock to at start.
+    """
+    p_error: float | None = None
+    """
+    Probability that the environment's API injects an error into a call (fault simulation).
+    """
+    avg_latency: float | None = None
+    """
+    Average latency to add to the environment's API calls (fault simulation).
+    """
+    task_id: str | None = None
+    """
+    Task the instance is started for, for attribution.
+    """
+    force_pull: bool | None = None
+    """
+    Pull the environment's image again even when cached.
+    """
 
 
 class ManagerURLs(BaseModel):
     """
-    URLs of the instance's manager API. Servers may add more (e.g. `execute_verifier_function_with_upload`); they are ignored.
+    URLs of the instance's manager API. Servers may add more; they are ignored.
     """
 
     api: str
     """
     Base URL of the manager API, e.g. `https://<instance>/api/v1/env`. The `instance-manager` operations are relative to it.
     """
-    docs: str | None = None
+    docs: str
     """
     URL of the manager API's interactive docs.
     """
-    reset: str | None = None
+    reset: str
     """
     Full URL of the reset endpoint.
     """
-    diff: str | None = None
+    diff: str
     """
     Full URL of the diff endpoint.
     """
-    snapshot: str | None = None
+    snapshot: str
     """
     Full URL of the snapshot endpoint.
     """
-    execute_verifier_function: str | None = None
+    execute_verifier_function: str
     """
     Full URL of the instance's verifier execution endpoint.
+    """
+    execute_verifier_function_with_upload: str
+    """
+    Full URL of the instance's verifier execution endpoint that accepts the bundle in the request.
     """
 
 
@@ -151,7 +254,7 @@ class InstanceURLs(BaseModel):
     """
     Root URL of the instance, with a trailing slash. MCP is served at `{root}mcp` (and `{root}api/v1/mcp` on aggregator images).
     """
-    app: list[str] = []
+    app: list[str]
     """
     URLs of the environment's web UIs (may be empty).
     """
@@ -186,7 +289,7 @@ class InstanceResponse(BaseModel):
     """
     Key of the environment this is an instance of.
     """
-    version: str | None = None
+    version: str
     """
     Version of the environment that is running, e.g. `v1.2.3`.
     """
@@ -194,7 +297,7 @@ class InstanceResponse(BaseModel):
     """
     Lifecycle state of the instance (see `InstanceStatus`).
     """
-    subdomain: str | None = None
+    subdomain: str
     """
     The instance's subdomain (the host part before the platform domain).
     """
@@ -202,7 +305,7 @@ class InstanceResponse(BaseModel):
     """
     When the instance was created.
     """
-    updated_at: datetime | None = None
+    updated_at: datetime
     """
     When the instance last changed.
     """
@@ -210,11 +313,11 @@ class InstanceResponse(BaseModel):
     """
     When the instance was terminated; null while it is alive.
     """
-    team_id: str | None = None
+    team_id: str
     """
     Id of the team that owns the instance.
     """
-    region: str | None = None
+    region: str
     """
     Region the instance runs in, e.g. `us-west-1`.
     """
@@ -230,9 +333,9 @@ class InstanceResponse(BaseModel):
     """
     Version of that data snapshot.
     """
-    urls: InstanceURLs
+    urls: InstanceURLs | None = None
     """
-    URLs at which the instance is reachable.
+    URLs at which the instance is reachable; null while they are not known yet.
     """
     health: bool | None = None
     """
@@ -249,6 +352,10 @@ class InstanceResponse(BaseModel):
     heartbeat_interval: int | None = None
     """
     Expected seconds between heartbeats; null when heartbeats are not required.
+    """
+    heartbeat_region: str | None = None
+    """
+    Region to send this instance's heartbeats to (see `HeartbeatRequest.region`).
     """
 
 
@@ -280,9 +387,9 @@ class HeartbeatResponse(BaseModel):
     """
     When this heartbeat was recorded. Design choice - an RFC 3339 timestamp (a Unix number also parses).
     """
-    deadline_timestamp: datetime | None = None
+    deadline_timestamp: float | None = None
     """
-    The instance is reclaimed if no heartbeat arrives before this time. Design choice - an RFC 3339 timestamp (a Unix number also parses).
+    Unix time (seconds) before which the next heartbeat must arrive, else the instance is reclaimed.
     """
     interval_seconds: int | None = None
     """
@@ -508,6 +615,72 @@ class VerifierExecuteResponse(BaseModel):
     """
 
 
+class VerifiersCheckResponse(BaseModel):
+    """
+    Whether a verifier bundle is stored, and which.
+    """
+
+    success: bool
+    """
+    True when a bundle with that sha256 is stored.
+    """
+    key: str | None = None
+    """
+    Key of the stored verifier.
+    """
+    version: int | None = None
+    """
+    Version of the stored verifier.
+    """
+    display_src: str | None = None
+    """
+    Source code to show for the verifier.
+    """
+    created_at: str | None = None
+    """
+    When the bundle was stored.
+    """
+    comment: str | None = None
+    """
+    Comment stored with the verifier.
+    """
+
+
+class VerifierData(BaseModel):
+    """
+    A stored verifier bundle.
+    """
+
+    verifier_id: str
+    """
+    The verifier's id.
+    """
+    key: str
+    """
+    Key of the verifier, normally the task key.
+    """
+    version: Annotated[int, Field(ge=1)]
+    """
+    Version of the verifier under its key.
+    """
+    sha256: str
+    """
+    SHA-256 of the bundle.
+    """
+    code: str
+    """
+    The verifier's Python source.
+    """
+    comment: str | None = None
+    """
+    Comment stored with the verifier.
+    """
+    created_at: str
+    """
+    When the bundle was stored.
+    """
+
+
 class JobRequest(BaseModel):
     """
     Body of `create_job`. Design choice: tasks are chosen by `task_keys` when given, else all
@@ -723,9 +896,36 @@ class HealthResponse(BaseModel):
     """
     Health of the manager, e.g. `ok` or `healthy`.
     """
-    timestamp: str | None = None
+    timestamp: str
     """
     When the check ran, as reported by the manager.
+    """
+    service: str
+    """
+    Name of the service that answered.
+    """
+
+
+class CDPDescribeResponse(BaseModel):
+    """
+    The Chrome DevTools Protocol URLs of an instance's browser.
+    """
+
+    success: bool
+    """
+    Whether the browser is up.
+    """
+    cdp_page_url: str
+    """
+    CDP URL of the browser's page.
+    """
+    cdp_browser_url: str
+    """
+    CDP URL of the browser.
+    """
+    cdp_devtools_url: str
+    """
+    URL of the DevTools front end.
     """
 
 
@@ -814,7 +1014,7 @@ class TableSchema(BaseModel):
     """
     Table name.
     """
-    sql: str | None = None
+    sql: str
     """
     The table's `CREATE TABLE` statement.
     """
@@ -833,7 +1033,7 @@ class DescribeResponse(BaseModel):
     """
     Whether the database could be described.
     """
-    resource_name: str | None = None
+    resource_name: str
     """
     Name of the resource described.
     """
@@ -845,7 +1045,7 @@ class DescribeResponse(BaseModel):
     """
     Error detail when `success` is false.
     """
-    message: str | None = None
+    message: str
     """
     Human-readable outcome.
     """
@@ -899,7 +1099,7 @@ class QueryResponse(BaseModel):
     """
     Error detail when `success` is false.
     """
-    message: str | None = None
+    message: str
     """
     Human-readable outcome.
     """

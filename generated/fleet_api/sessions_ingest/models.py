@@ -200,7 +200,9 @@ class SessionSummary(BaseModel):
     `provider/model` (`anthropic/claude-sonnet-4.5`).
 
     """
-    status: Literal["pending", "running", "completed", "timed_out", "errored", "failed"]
+    status: Literal[
+        "pending", "running", "completed", "timed_out", "errored", "failed", "cancelled"
+    ]
     """
     Current state of the session.
     """
@@ -423,15 +425,15 @@ class SessionIngestRequest(BaseModel):
     assigns the id and returns it).
 
     """
-    job_id: str
+    job_id: str | None = None
     """
     Job the session belongs to, e.g. a trace job from `POST /v1/traces/jobs`.
     """
-    task_key: str
+    task_key: str | None = None
     """
     Key of the task the rollout ran.
     """
-    model: str
+    model: str | None = None
     """
     Model id that produced the rollout.
     """
@@ -439,14 +441,26 @@ class SessionIngestRequest(BaseModel):
     """
     Env instance the rollout ran on, when there was one.
     """
+    team_id: str | None = None
+    """
+    Team the session belongs to; absent means the caller's team.
+    """
     status: (
-        Literal["pending", "running", "completed", "timed_out", "errored", "failed"]
+        Literal[
+            "pending",
+            "running",
+            "completed",
+            "timed_out",
+            "errored",
+            "failed",
+            "cancelled",
+        ]
         | None
     ) = None
     """
     Session status; the server decides the default when omitted (PROTOCOL is silent).
     """
-    metadata: SessionMetadata
+    metadata: SessionMetadata | None = None
     """
     Free-form metadata; `metadata.score` carries the reward.
     """

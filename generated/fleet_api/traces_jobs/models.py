@@ -30,9 +30,9 @@ class TraceJobRequest(BaseModel):
     Request to create a trace job.
     """
 
-    name: Annotated[str, Field(min_length=1)]
+    name: Annotated[str | None, Field(min_length=1)] = None
     """
-    Display name of the job on the dashboard (e.g. the training run name).
+    Display name of the job on the dashboard (e.g. the training run name); absent or null means a server-generated name.
     """
 
 
