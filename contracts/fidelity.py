@@ -9,7 +9,7 @@ simple types (``string``, ``integer``, ``number``, ``boolean``, ``array``, ``obj
 for every enum, its values.
 
 Each difference has a stable id, ``<module>.<Model>[.<field>] <kind>``. The differences we
-keep on purpose are listed, with one line of reason each, in
+keep on purpose are listed (an id, or a pattern with ``*``), with one line of reason each, in
 ``contracts/fidelity_allowlist.yaml``; any other difference fails the check, and so does an
 allowlist entry that no longer matches a difference (so the list cannot rot). See
 ``docs/wire-fidelity.md``.
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import enum
+import fnmatch
 import importlib
 import inspect
 import sys
@@ -154,6 +155,21 @@ def _schema_type(schema: Mapping[str, Any], components: Mapping[str, Any]) -> st
     return "object" if "properties" in schema else ANY
 
 
+def _flatten(schema: Mapping[str, Any], components: Mapping[str, Any]) -> tuple[dict[str, Any], set[str]]:
+    """Properties and required names of an object schema, ``allOf`` members merged in."""
+    properties: dict[str, Any] = {}
+    required: set[str] = set()
+    for member in schema.get("allOf", []):
+        ref = member.get("$ref")
+        target = components.get(ref.rsplit("/", 1)[-1], {}) if isinstance(ref, str) else member
+        more, needed = _flatten(target, components)
+        properties.update(more)
+        required |= needed
+    properties.update(schema.get("properties") or {})
+    required |= set(schema.get("required", []))
+    return properties, required
+
+
 def our_shapes(paths: Iterable[Path]) -> dict[str, Shape]:
     """The components of our schema files, by name (the first file that defines a name wins)."""
     shapes: dict[str, Shape] = {}
@@ -165,11 +181,11 @@ def our_shapes(paths: Iterable[Path]) -> dict[str, Shape]:
             if "enum" in schema:
                 shapes[name] = Shape(values=frozenset(str(value) for value in schema["enum"]))
                 continue
-            required = set(schema.get("required", []))
+            properties, required = _flatten(schema, components)
             shapes[name] = Shape(
                 fields={
                     field: Field(field in required, _schema_type(sub, components))
-                    for field, sub in (schema.get("properties") or {}).items()
+                    for field, sub in properties.items()
                 }
             )
     return shapes
@@ -229,11 +245,13 @@ def check(schemas_dir: Path = SCHEMAS_DIR, allowlist: Path = ALLOWLIST) -> Repor
     for module_name, files in sources.items():
         ours = our_shapes(schemas_dir / f"{stem}.yaml" for stem in files)
         found += diff_module(module_name, their_shapes(module_name), ours)
-    ids = {d.id for d in found}
+    def covered(difference: Difference) -> bool:
+        return any(fnmatch.fnmatchcase(difference.id, pattern) for pattern in allowed)
+
     return Report(
-        unexpected=[d for d in found if d.id not in allowed],
-        allowed=[d for d in found if d.id in allowed],
-        stale=sorted(set(allowed) - ids),
+        unexpected=[d for d in found if not covered(d)],
+        allowed=[d for d in found if covered(d)],
+        stale=sorted(p for p in allowed if not any(fnmatch.fnmatchcase(d.id, p) for d in found)),
     )
 
 

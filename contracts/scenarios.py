@@ -94,6 +94,7 @@ def screenshot_key(data: bytes, extension: str = "png") -> str:
 
 
 def _assert_instance_urls(instance: models.InstanceResponse) -> None:
+    assert instance.urls is not None, "a running instance has its URLs"
     host = urlsplit(instance.urls.manager.api).hostname or ""
     assert INSTANCE_HOST_RE.match(host), f"manager API on {host!r}, not an instance host"
     assert instance.urls.manager.api.endswith("/api/v1/env"), instance.urls.manager.api
@@ -156,8 +157,9 @@ async def verifier_execute(ctx: ScenarioContext) -> None:
 async def task_import(ctx: ScenarioContext) -> None:
     """Import one task (POST /v1/tasks?project_key=...), read it back, list it by key."""
     api = ctx.fleet.api.control_plane
-    task = models.Task(
-        task_key="contract-count-events",
+    key = "contract-count-events"
+    task = models.TaskRequest(
+        task_key=key,
         prompt="How many events are on the calendar? Call submit_final_answer with the number.",
         env_key="calendar",
         env_version="v1.0.0",
@@ -169,11 +171,11 @@ async def task_import(ctx: ScenarioContext) -> None:
         metadata={"tags": ["contract"]},
     )
     stored = await api.import_task(task, project_key="contracts")
-    assert stored.task_key == task.task_key
-    fetched = await api.get_task(task.task_key)
+    assert stored.task_key == key
+    fetched = await api.get_task(key)
     assert fetched.prompt == task.prompt
-    listed = await api.list_tasks(project_key="contracts", task_keys=[task.task_key])
-    assert [t.task_key for t in listed.tasks] == [task.task_key]
+    listed = await api.list_tasks(project_key="contracts", task_keys=[key])
+    assert [t.task_key for t in listed.tasks] == [key]
 
 
 @scenario

@@ -18,16 +18,19 @@ from typing import Annotated, Any, Literal
 
 import anyio
 from fastapi import APIRouter, Query
+from fastapi.exceptions import RequestValidationError
 from fleet_api.env_instance import models
 
 from . import _instances, _verifier_exec
 from ._errors import LocalAPIError, not_found
 from ._idempotency import IdempotencyKey, idempotent
-from ._state import LocalState
+from ._state import LocalState, iso
 
 __all__ = ["DEFAULT_PROJECT", "TASK_KIND", "lifespan", "load_bundled_tasks", "router"]
 
 TASK_KIND = "task"
+# Bundled tasks ship with the server; they report this fixed creation time.
+_BUNDLED_CREATED_AT = "2025-01-01T00:00:00Z"
 DEFAULT_PROJECT = "default"
 """Project of tasks imported without ``project_key`` and of the bundled tasks."""
 
@@ -36,8 +39,56 @@ DEFAULT_REAPER_INTERVAL = 5.0
 # ---------------------------------------------------------------- tasks
 
 
-def _task_model(doc: dict[str, Any]) -> models.Task:
-    return models.Task.model_validate(doc)
+# The orchestrator's names for fields we store under ours (``TaskRequest`` in the schema).
+_REQUEST_ALIASES: dict[str, tuple[str, ...]] = {
+    "task_key": ("key",),
+    "env_key": ("environment_id", "env_id"),
+    "env_version": ("version",),
+    "data_key": ("data_id",),
+    "verifier_code": ("verifier_func",),
+}
+_TASK_FIELDS = frozenset(models.Task.model_fields)
+
+
+def _task_model(doc: dict[str, Any]) -> models.TaskResponse:
+    """A stored task with the orchestrator's names beside ours (``TaskResponse``)."""
+    code = doc.get("verifier_code") or doc.get("verifier_func")
+    return models.TaskResponse.model_validate(
+        {
+            **doc,
+            "verifier_func": code,
+            "key": doc["task_key"],
+            "environment_id": doc["env_key"],
+            "version": doc.get("env_version"),
+            "data_id": doc.get("data_key"),
+            "team_id": _instances.TEAM_ID,
+            "created_at": doc.get("created_at") or _BUNDLED_CREATED_AT,
+            "verifier_id": _verifier_exec.verifier_id_of(code) if code else None,
+            "verifier": None,
+        }
+    )
+
+
+def _canonical_task(body: models.TaskRequest) -> models.Task:
+    """The ``Task`` a request describes, whichever names it used.
+
+    Raises:
+        RequestValidationError: 422 naming ``key`` or ``environment_id`` when neither spelling is given.
+    """
+    sent = body.model_dump(mode="json", exclude_none=True)
+    for ours, theirs in _REQUEST_ALIASES.items():
+        if ours not in sent:
+            given = next((sent[name] for name in theirs if name in sent), None)
+            if given is not None:
+                sent[ours] = given
+    missing = [
+        {"type": "missing", "loc": ("body", theirs[0]), "msg": f"Field required (or {ours!r})"}
+        for ours, theirs in _REQUEST_ALIASES.items()
+        if ours in ("task_key", "env_key") and not sent.get(ours)
+    ]
+    if missing:
+        raise RequestValidationError(missing)
+    return models.Task.model_validate({name: v for name, v in sent.items() if name in _TASK_FIELDS})
 
 
 def load_bundled_tasks(state: LocalState) -> int:
@@ -49,6 +100,7 @@ def load_bundled_tasks(state: LocalState) -> int:
             if state.store.get(TASK_KIND, key) is None:
                 doc = models.Task.model_validate(dict(task)).model_dump(mode="json")
                 doc["project_key"] = DEFAULT_PROJECT
+                doc["created_at"] = _BUNDLED_CREATED_AT
                 state.store.put(TASK_KIND, key, doc)
                 added += 1
     return added
@@ -62,7 +114,7 @@ def _list_tasks(
     project_key: str | None,
     data_id: str | None,
     data_version: str | None,
-) -> models.TaskList:
+) -> models.TaskListResponse:
     wanted_keys = set(task_keys) if task_keys else None
     version = _instances.normalize_version(data_version)
     tasks = [
@@ -74,10 +126,10 @@ def _list_tasks(
         and (data_id is None or doc.get("data_key") == data_id)
         and (version is None or _instances.normalize_version(doc.get("data_version")) == version)
     ]
-    return models.TaskList(tasks=tasks, total=len(tasks))
+    return models.TaskListResponse(tasks=tasks, total=len(tasks))
 
 
-def _import_task(state: LocalState, task: models.Task, project_key: str | None) -> models.Task:
+def _import_task(state: LocalState, task: models.Task, project_key: str | None) -> models.TaskResponse:
     if state.store.get(TASK_KIND, task.task_key) is not None:
         raise LocalAPIError(
             409,
@@ -87,11 +139,14 @@ def _import_task(state: LocalState, task: models.Task, project_key: str | None) 
         )
     doc = task.model_dump(mode="json")
     doc["project_key"] = project_key or DEFAULT_PROJECT
+    doc["created_at"] = iso()
     state.store.put(TASK_KIND, task.task_key, doc)
     return _task_model(doc)
 
 
-def _update_task(state: LocalState, task_key: str, update: models.TaskUpdate) -> models.Task:
+def _update_task(
+    state: LocalState, task_key: str, update: models.TaskUpdateRequest
+) -> models.TaskResponse:
     changes = {
         name: getattr(update, name)
         for name in update.model_fields_set
@@ -187,14 +242,14 @@ def router(state: LocalState) -> APIRouter:
         """One bundled environment."""
         return _instances.env_info(state, env_key)
 
-    @api.get("/v1/tasks", response_model=models.TaskList)
+    @api.get("/v1/tasks", response_model=models.TaskListResponse)
     def list_tasks(
         env_key: str | None = None,
         task_keys: Annotated[list[str] | None, Query()] = None,
         project_key: str | None = None,
         data_id: str | None = None,
         data_version: str | None = None,
-    ) -> models.TaskList:
+    ) -> models.TaskListResponse:
         """Task configs matching every given filter."""
         return _list_tasks(
             state,
@@ -205,31 +260,32 @@ def router(state: LocalState) -> APIRouter:
             data_version=data_version,
         )
 
-    @api.post("/v1/tasks", response_model=models.Task)
+    @api.post("/v1/tasks", response_model=models.TaskResponse)
     def import_task(
-        body: models.Task, project_key: str | None = None, idempotency_key: IdempotencyKey = None
-    ) -> models.Task:
+        body: models.TaskRequest, project_key: str | None = None, idempotency_key: IdempotencyKey = None
+    ) -> models.TaskResponse:
         """Store one task config (409 when the key exists)."""
-        payload = {"task": body.model_dump(mode="json", exclude_none=True), "project_key": project_key}
+        task = _canonical_task(body)
+        payload = {"task": task.model_dump(mode="json", exclude_none=True), "project_key": project_key}
         return idempotent(
             state,
             scope="import_task",
             key=idempotency_key,
             payload=payload,
-            model=models.Task,
-            create=lambda: _import_task(state, body, project_key),
+            model=models.TaskResponse,
+            create=lambda: _import_task(state, task, project_key),
         )
 
-    @api.get("/v1/tasks/{task_key}", response_model=models.Task)
-    def get_task(task_key: str) -> models.Task:
+    @api.get("/v1/tasks/{task_key}", response_model=models.TaskResponse)
+    def get_task(task_key: str) -> models.TaskResponse:
         """One task config."""
         doc = state.store.get(TASK_KIND, task_key)
         if doc is None:
             raise not_found("task", task_key)
         return _task_model(doc)
 
-    @api.put("/v1/tasks/{task_key}", response_model=models.Task)
-    def update_task(task_key: str, body: models.TaskUpdate) -> models.Task:
+    @api.put("/v1/tasks/{task_key}", response_model=models.TaskResponse)
+    def update_task(task_key: str, body: models.TaskUpdateRequest) -> models.TaskResponse:
         """Change a task's prompt, verifier code and/or metadata (fields left out are kept)."""
         return _update_task(state, task_key, body)
 
@@ -243,8 +299,8 @@ def router(state: LocalState) -> APIRouter:
         """A stored verifier bundle by id."""
         return _verifier_exec.get_verifier(state, verifier_id)
 
-    @api.post("/v1/verifiers/execute", response_model=models.VerifierExecuteResponse)
-    async def execute_verifier(body: models.VerifierExecuteRequest) -> models.VerifierExecuteResponse:
+    @api.post("/v1/verifiers/execute", response_model=models.VerifiersExecuteResponse)
+    async def execute_verifier(body: models.VerifiersExecuteRequest) -> models.VerifiersExecuteResponse:
         """Run a verifier against the instance named in ``args.instance_id``."""
         return await _verifier_exec.execute_verifier(state, body, None)
 

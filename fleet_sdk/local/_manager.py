@@ -299,11 +299,11 @@ def router(state: LocalState) -> APIRouter:
         )
 
     # ``urls.manager.execute_verifier_function_with_upload`` points here: the bundle travels in the body.
-    @api.post("/execute_verifier_function_with_upload", response_model=models.VerifierExecuteResponse)
-    @api.post("/execute_verifier_function", response_model=models.VerifierExecuteResponse)
+    @api.post("/execute_verifier_function_with_upload", response_model=models.VerifiersExecuteResponse)
+    @api.post("/execute_verifier_function", response_model=models.VerifiersExecuteResponse)
     async def execute_verifier_function(
-        instance_id: str, body: models.VerifierExecuteRequest
-    ) -> models.VerifierExecuteResponse:
+        instance_id: str, body: models.VerifiersExecuteRequest
+    ) -> models.VerifiersExecuteResponse:
         """Run a verifier against this instance (same contract as ``/v1/verifiers/execute``)."""
         return await _verifier_exec.execute_verifier(state, body, instance_id)
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import anyio
 from fastapi import APIRouter
+from pydantic import ValidationError
 from fleet_api.sessions_ingest import models as smodels
 
 from ._errors import not_found
@@ -126,7 +127,8 @@ def _verifier_execution(state: LocalState, doc: Mapping[str, Any]) -> dict[str, 
             "execution_id": str(execution_id),
         }
     elapsed = execution.get("execution_time_ms")
-    execution["execution_time_ms"] = int(elapsed) if isinstance(elapsed, int | float) else None
+    # Required by the schema: an execution this server did not time reports 0 ms.
+    execution["execution_time_ms"] = int(elapsed) if isinstance(elapsed, int | float) else 0
     execution["success"] = bool(execution.get("success"))
     return execution
 
@@ -135,49 +137,64 @@ def _public(record: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in record.items() if not key.startswith("_")}
 
 
-def _instance(state: LocalState, doc: Mapping[str, Any]) -> dict[str, Any] | None:
+def _instance(state: LocalState, doc: Mapping[str, Any]) -> smodels.Instance | None:
+    """The session's instance record; None when this server has no full record of it."""
     instance_id = doc.get("instance_id")
-    if instance_id:
-        current = state.store.get(_INSTANCE_KIND, str(instance_id))
-        if current is not None:
-            return _public(current)
-    snapshot = doc.get("instance")
-    if isinstance(snapshot, dict):
-        return snapshot
-    return {"instance_id": str(instance_id)} if instance_id else None
+    record = state.store.get(_INSTANCE_KIND, str(instance_id)) if instance_id else None
+    if record is None and isinstance(doc.get("instance"), dict):
+        record = doc["instance"]
+    if record is None:
+        return None
+    try:
+        return smodels.Instance.model_validate(_public(record))
+    except ValidationError:
+        return None  # e.g. an id ingested for an instance this server never ran
 
 
 def _task(state: LocalState, doc: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The session's task as ``TaskInfo``: our names and the orchestrator's, side by side."""
     task = doc.get("task")
-    if isinstance(task, dict):
-        return task
-    key = doc.get("task_key")
-    if not key:
+    if not isinstance(task, dict):
+        key = doc.get("task_key")
+        task = state.store.get(_TASK_KIND, str(key)) if key else None
+    if task is None:
         return None
-    stored = state.store.get(_TASK_KIND, str(key))
-    return stored if stored is not None else {"task_key": str(key)}
+    key = task.get("task_key") or task.get("key")
+    env = task.get("env_key") or task.get("env_id")
+    if not key or not env:
+        return None
+    return {
+        **task,
+        "key": key,
+        "task_key": key,
+        "env_id": env,
+        "env_key": env,
+        "prompt": task.get("prompt") or "",
+        "version": task.get("env_version") or task.get("version"),
+        "verifier_func": task.get("verifier_code") or task.get("verifier_func"),
+    }
 
 
-def _transcript(state: LocalState, session_id: str) -> smodels.SessionTranscript:
+def _transcript(state: LocalState, session_id: str) -> smodels.SessionTranscriptResponse:
     doc = state.store.get(SESSION_KIND, session_id)
     if doc is None:
         raise not_found("session", session_id)
     task = _task(state, doc)
     execution = _verifier_execution(state, doc)
-    return smodels.SessionTranscript(
-        task=None if task is None else smodels.TranscriptTask.model_validate(task),
+    return smodels.SessionTranscriptResponse(
+        task=None if task is None else smodels.TaskInfo.model_validate(task),
         instance=_instance(state, doc),
-        verifier_execution=None if execution is None else smodels.VerifierExecution.model_validate(execution),
+        verifier_execution=None if execution is None else smodels.VerifierExecutionResult.model_validate(execution),
         transcript=[
-            smodels.ChatMessage.model_validate({"content": None, **m})
+            smodels.TranscriptMessage.model_validate({"content": None, **m})
             for m in state.store.messages(session_id)
         ],
     )
 
 
-def _summary(state: LocalState, doc: Mapping[str, Any]) -> tuple[smodels.SessionSummary, float | None]:
+def _summary(state: LocalState, doc: Mapping[str, Any]) -> tuple[smodels.SessionInfo, float | None]:
     execution = _verifier_execution(state, doc)
-    summary = smodels.SessionSummary.model_validate(
+    summary = smodels.SessionInfo.model_validate(
         {
             "session_id": doc["session_id"],
             "instance": _instance(state, doc),
@@ -194,7 +211,7 @@ def _summary(state: LocalState, doc: Mapping[str, Any]) -> tuple[smodels.Session
     return summary, session_score(execution)
 
 
-def _job_sessions(state: LocalState, job_id: str) -> smodels.JobSessions:
+def _job_sessions(state: LocalState, job_id: str) -> smodels.JobSessionsResponse:
     docs = state.store.list(SESSION_KIND, parent=job_id)
     if (
         not docs
@@ -205,9 +222,9 @@ def _job_sessions(state: LocalState, job_id: str) -> smodels.JobSessions:
     groups: dict[str, list[dict[str, Any]]] = {}
     for doc in docs:
         groups.setdefault(str(doc.get("task_key") or ""), []).append(doc)
-    tasks: list[smodels.TaskSessions] = []
+    tasks: list[smodels.TaskSessionGroup] = []
     for task_key, members in groups.items():
-        summaries: list[smodels.SessionSummary] = []
+        summaries: list[smodels.SessionInfo] = []
         scores: list[float] = []
         for doc in members:
             summary, score = _summary(state, doc)
@@ -216,7 +233,7 @@ def _job_sessions(state: LocalState, job_id: str) -> smodels.JobSessions:
                 scores.append(score)
         passed = sum(1 for score in scores if score >= 1.0)
         tasks.append(
-            smodels.TaskSessions(
+            smodels.TaskSessionGroup(
                 task_id=task_key,
                 task=_task(state, members[0]),
                 total_sessions=len(members),
@@ -226,7 +243,7 @@ def _job_sessions(state: LocalState, job_id: str) -> smodels.JobSessions:
                 sessions=summaries,
             )
         )
-    return smodels.JobSessions(job_id=job_id, total_sessions=len(docs), tasks=tasks)
+    return smodels.JobSessionsResponse(job_id=job_id, total_sessions=len(docs), tasks=tasks)
 
 
 def router(state: LocalState) -> APIRouter:
@@ -238,8 +255,8 @@ def router(state: LocalState) -> APIRouter:
         """Create a session, or append messages to an existing one."""
         return await anyio.to_thread.run_sync(_ingest, state, body)
 
-    @api.get("/v1/sessions/job/{job_id}", response_model=smodels.JobSessions)
-    async def get_job_sessions(job_id: str) -> smodels.JobSessions:
+    @api.get("/v1/sessions/job/{job_id}", response_model=smodels.JobSessionsResponse)
+    async def get_job_sessions(job_id: str) -> smodels.JobSessionsResponse:
         """A job's sessions grouped by task, with pass counts and average scores."""
         return await anyio.to_thread.run_sync(_job_sessions, state, job_id)
 
@@ -247,10 +264,10 @@ def router(state: LocalState) -> APIRouter:
     # field such as an image's ``detail`` is not nullable in the schema.
     @api.get(
         "/v1/sessions/{session_id}/transcript",
-        response_model=smodels.SessionTranscript,
+        response_model=smodels.SessionTranscriptResponse,
         response_model_exclude_unset=True,
     )
-    async def get_session_transcript(session_id: str) -> smodels.SessionTranscript:
+    async def get_session_transcript(session_id: str) -> smodels.SessionTranscriptResponse:
         """A session's task, instance, verifier execution and messages."""
         return await anyio.to_thread.run_sync(_transcript, state, session_id)
 

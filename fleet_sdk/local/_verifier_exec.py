@@ -40,6 +40,7 @@ __all__ = [
     "execute_for_session",
     "execute_verifier",
     "get_verifier",
+    "verifier_id_of",
     "run_code",
 ]
 
@@ -53,6 +54,11 @@ _MAX_BUNDLE_BYTES = 5 * 1024 * 1024
 
 def _verifier_id(sha256: str) -> str:
     return f"ver_{sha256[:16]}"
+
+
+def verifier_id_of(code: str) -> str:
+    """The ``verifier_id`` the bundle of this verifier source gets."""
+    return _verifier_id(bundle_sha256(code))
 
 
 def decode_bundle(bundle_b64: str, sha256: str | None = None) -> str:
@@ -137,7 +143,7 @@ def _task_code(task: dict[str, Any]) -> str | None:
     return code if isinstance(code, str) and code.strip() else None
 
 
-def _resolve_code(state: LocalState, req: models.VerifierExecuteRequest) -> str:
+def _resolve_code(state: LocalState, req: models.VerifiersExecuteRequest) -> str:
     """The code a request names (and store a new bundle by ``(key, sha256)``)."""
     record_id = f"{req.key}:{req.sha256}"
     if req.bundle is not None:
@@ -155,7 +161,9 @@ def _resolve_code(state: LocalState, req: models.VerifierExecuteRequest) -> str:
                 },
             )
         return bundled
-    stored = state.store.get(BUNDLE_KIND, record_id)
+    # Same bytes, same code: a bundle stored under another key serves this one too, as
+    # ``check_bundle`` (by sha256 alone) told the client.
+    stored = state.store.get(BUNDLE_KIND, record_id) or _stored_bundle(state, "sha256", req.sha256)
     if stored is not None:
         return str(stored["code"])
     task = state.store.get(TASK_KIND, req.key)
@@ -165,7 +173,7 @@ def _resolve_code(state: LocalState, req: models.VerifierExecuteRequest) -> str:
             return code
     raise LocalAPIError(
         404,
-        f"no verifier bundle for key {req.key!r} with sha256 {req.sha256}; resend with 'bundle'",
+        f"verifier bundle not found for key {req.key!r} with sha256 {req.sha256}; resend with 'bundle'",
         code="not_found",
         retryable=False,
     )
@@ -279,14 +287,41 @@ async def _save_execution(
     return record
 
 
+def _invocation(req: models.VerifiersExecuteRequest) -> tuple[str | None, Any]:
+    """(instance id, second positional argument) of a request, in either argument form.
+
+    ``args`` as ``VerifierArgs`` names both. Otherwise ``args_array`` carries the positional
+    arguments after ``env`` followed by ``{"env": <instance_id>}`` (the public SDK's form; its
+    pickled ``args`` string is never unpickled here).
+
+    Raises:
+        LocalAPIError: 400 ``bad_request`` for more than one argument besides ``env``.
+    """
+    if isinstance(req.args, models.VerifierArgs):
+        return req.args.instance_id, req.args.final_answer
+    values = list(req.args_array or [])
+    instance_id: str | None = None
+    if values and isinstance(values[-1], dict) and isinstance(values[-1].get("env"), str):
+        instance_id = values.pop()["env"]
+    if len(values) > 1:
+        raise LocalAPIError(
+            400,
+            f"args_array has {len(values)} arguments besides env; the local server passes at most one",
+            code="bad_request",
+            retryable=False,
+        )
+    return instance_id, values[0] if values else None
+
+
 async def execute_verifier(
-    state: LocalState, req: models.VerifierExecuteRequest, instance_id: str | None
-) -> models.VerifierExecuteResponse:
+    state: LocalState, req: models.VerifiersExecuteRequest, instance_id: str | None
+) -> models.VerifiersExecuteResponse:
     """Run the verifier a request names against an instance.
 
     Args:
         state: Server state.
-        req: The request; ``args.instance_id`` names the instance unless ``instance_id`` is given.
+        req: The request; ``args.instance_id`` (or the ``{"env": ...}`` entry of ``args_array``)
+            names the instance unless ``instance_id`` is given.
         instance_id: The instance the route is bound to (the manager's endpoint), or None.
 
     Raises:
@@ -294,23 +329,32 @@ async def execute_verifier(
         LocalAPIError: 400 with a bad bundle, 404 for unknown code (``not_found``) or instance
             (``instance_not_found``).
     """
-    target = instance_id if instance_id is not None else req.args.instance_id
-    if target is None:  # the control plane's schema requires it, so the body check answers this first
+    named, argument = _invocation(req)
+    target = instance_id if instance_id is not None else named
+    if target is None:
         raise RequestValidationError(
             [{"type": "missing", "loc": ("body", "args", "instance_id"), "msg": "Field required"}]
         )
+    cache_hit = req.bundle is None
     code = await anyio.to_thread.run_sync(_resolve_code, state, req)
     record = await run_code(
         state,
         code,
         target,
-        final_answer=req.args.final_answer,
+        final_answer=argument,
         function_name=req.function_name,
         timeout_seconds=float(req.timeout),
         key=req.key,
         sha256=req.sha256,
     )
-    return models.VerifierExecuteResponse.model_validate(record)
+    return models.VerifiersExecuteResponse.model_validate(
+        {
+            **record,
+            "execution_time_ms": round(float(record.get("execution_time_ms") or 0.0)),
+            "version": 1,
+            "bundle_cache_hit": cache_hit,
+        }
+    )
 
 
 async def execute_for_session(

@@ -106,7 +106,7 @@ async def run_remote_async(
         function_name = find_entry_point(code)
     except VerifierCodeError:
         function_name = "verify"  # let the platform report the syntax error / missing entry point
-    request = models.VerifierExecuteRequest(
+    request = models.VerifiersExecuteRequest(
         key=key,
         sha256=bundle_sha256(code),
         args=models.VerifierArgs(instance_id=instance_id, final_answer=final_answer),

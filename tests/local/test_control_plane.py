@@ -147,7 +147,7 @@ def test_tasks_list_import_get_update(fleet: Fleet) -> None:
 
     key = f"imported-{uuid.uuid4().hex[:8]}"
     project = f"proj-{uuid.uuid4().hex[:6]}"
-    task = models.Task(
+    task = models.TaskRequest(
         task_key=key,
         prompt="Say hi.",
         env_key=ENV,
@@ -164,7 +164,7 @@ def test_tasks_list_import_get_update(fleet: Fleet) -> None:
     assert key in [t.task_key for t in cp.list_tasks(data_id=ENV, data_version="1.0.0").tasks]
 
     assert cp.get_task(key).prompt == "Say hi."
-    updated = cp.update_task(key, models.TaskUpdate(prompt="Say bye.", metadata={"difficulty": "easy"}))
+    updated = cp.update_task(key, models.TaskUpdateRequest(prompt="Say bye.", metadata={"difficulty": "easy"}))
     assert updated.prompt == "Say bye." and updated.metadata == {"difficulty": "easy"}
     assert updated.verifier_code == task.verifier_code  # left out, so kept
     with pytest.raises(NotFoundError):
@@ -272,7 +272,7 @@ def test_ttl_expiry_and_restart(tmp_path: Path) -> None:
         cp = client.api.control_plane
         short = cp.create_instance(models.InstanceRequest(env_key=ENV, ttl_seconds=1))
         kept = cp.create_instance(models.InstanceRequest(env_key=ENV, ttl_seconds=600))
-        cp.import_task(models.Task(task_key="survivor", prompt="p", env_key=ENV))
+        cp.import_task(models.TaskRequest(task_key="survivor", prompt="p", env_key=ENV))
         deadline = time.monotonic() + 10
         while cp.get_instance(short.instance_id).status != "terminated":
             assert time.monotonic() < deadline, "the reaper never terminated the expired instance"

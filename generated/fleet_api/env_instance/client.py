@@ -718,7 +718,7 @@ class ControlPlaneClient:
         data_id: str | None = None,
         data_version: str | None = None,
         options: RequestOptions | None = None,
-    ) -> models.TaskList:
+    ) -> models.TaskListResponse:
         """List task configs.
 
         Lists task configs visible to the team, optionally filtered. Filters combine with AND.
@@ -743,7 +743,7 @@ class ControlPlaneClient:
         return self._http.request(
             "GET",
             "/v1/tasks",
-            cast_to=models.TaskList,
+            cast_to=models.TaskListResponse,
             params={
                 "env_key": env_key,
                 "task_keys": task_keys,
@@ -756,12 +756,12 @@ class ControlPlaneClient:
 
     def import_task(
         self,
-        body: models.Task,
+        body: models.TaskRequest,
         *,
         project_key: str | None = None,
         idempotency_key: str | None = None,
         options: RequestOptions | None = None,
-    ) -> models.Task:
+    ) -> models.TaskResponse:
         """Import one task config.
 
         Stores one task config, optionally inside a project, and returns it as stored. Design
@@ -770,10 +770,13 @@ class ControlPlaneClient:
         result instead.
 
         Args:
-            body: A task config: the prompt, the environment and data it runs on, and its verifier. These
-                are the canonical wire names; on input the SDK also accepts the aliases `key`
-                (`task_key`), `env_id` (`env_key`), `version` (`env_version`) and `data_id` (`data_key`),
-                and task files shaped `{"tasks": [...]}` or a bare list.
+            body: Body of `import_task`: one task config. The task's key and environment may be sent under
+                our names (`task_key`, `env_key`) or the orchestrator's (`key`, `environment_id`, or
+                `env_id` as the public SDK's task files have it); one of each is required, else 422
+                naming `key` or `environment_id`. Likewise `env_version` or `version`, `data_key` or
+                `data_id`, `verifier_code` or `verifier_func`. Fields that describe a stored task
+                (`created_at`, `verifier`, `verifier_id`, `verifier_sha`, `verifier_runtime_version`) are
+                accepted and ignored.
             project_key: Project to import the task into. Design choice - when absent, the team's default project is used.
             idempotency_key: Sent as the ``Idempotency-Key`` header; makes the POST safe to retry; the server returns the first result for a repeated key.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
@@ -793,7 +796,7 @@ class ControlPlaneClient:
         return self._http.request(
             "POST",
             "/v1/tasks",
-            cast_to=models.Task,
+            cast_to=models.TaskResponse,
             params={"project_key": project_key},
             body=body,
             options=_merge_options(options, idempotency_key=idempotency_key),
@@ -804,7 +807,7 @@ class ControlPlaneClient:
         task_key: str,
         *,
         options: RequestOptions | None = None,
-    ) -> models.Task:
+    ) -> models.TaskResponse:
         """Get one task config.
 
         Returns one task config by key. Answers 404 with code `not_found` when the key is unknown.
@@ -825,7 +828,7 @@ class ControlPlaneClient:
         return self._http.request(
             "GET",
             "/v1/tasks/{task_key}",
-            cast_to=models.Task,
+            cast_to=models.TaskResponse,
             path_params={"task_key": task_key},
             options=options,
         )
@@ -833,10 +836,10 @@ class ControlPlaneClient:
     def update_task(
         self,
         task_key: str,
-        body: models.TaskUpdate,
+        body: models.TaskUpdateRequest,
         *,
         options: RequestOptions | None = None,
-    ) -> models.Task:
+    ) -> models.TaskResponse:
         """Update a task config.
 
         Changes the prompt, verifier code and/or metadata of a task. Design choice: fields left out
@@ -863,7 +866,7 @@ class ControlPlaneClient:
         return self._http.request(
             "PUT",
             "/v1/tasks/{task_key}",
-            cast_to=models.Task,
+            cast_to=models.TaskResponse,
             path_params={"task_key": task_key},
             body=body,
             options=options,
@@ -871,10 +874,10 @@ class ControlPlaneClient:
 
     def execute_verifier(
         self,
-        body: models.VerifierExecuteRequest,
+        body: models.VerifiersExecuteRequest,
         *,
         options: RequestOptions | None = None,
-    ) -> models.VerifierExecuteResponse:
+    ) -> models.VerifiersExecuteResponse:
         """Execute a verifier remotely.
 
         Runs a verifier bundle against an instance and returns its result. A verifier that ran but
@@ -896,6 +899,14 @@ class ControlPlaneClient:
 
         Args:
             body: Body of `execute_verifier` and of the instance's `execute_verifier_function`.
+
+                The verifier's arguments come one of two ways. `args` as an object (`VerifierArgs`): the
+                instance is `args.instance_id` and the verifier is called `verify(env, final_answer)`.
+                Or, as the public SDK sends them, `args` as a string (base64 of a pickled argument tuple,
+                which this server does not unpickle) with `args_array` holding the same values as JSON:
+                the positional arguments after `env`, then `{"env": <instance_id>}`. Design choice: the
+                local server passes at most one positional argument besides `env` (as the second
+                parameter, where `final_answer` goes); more is a 400.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -913,7 +924,7 @@ class ControlPlaneClient:
         return self._http.request(
             "POST",
             "/v1/verifiers/execute",
-            cast_to=models.VerifierExecuteResponse,
+            cast_to=models.VerifiersExecuteResponse,
             body=body,
             options=options,
         )
@@ -1487,7 +1498,7 @@ class ControlPlaneClientWithRawResponse:
         data_id: str | None = None,
         data_version: str | None = None,
         options: RequestOptions | None = None,
-    ) -> APIResponse[models.TaskList]:
+    ) -> APIResponse[models.TaskListResponse]:
         """List task configs.
 
         Lists task configs visible to the team, optionally filtered. Filters combine with AND.
@@ -1513,7 +1524,7 @@ class ControlPlaneClientWithRawResponse:
         return self._http.request_raw(
             "GET",
             "/v1/tasks",
-            cast_to=models.TaskList,
+            cast_to=models.TaskListResponse,
             params={
                 "env_key": env_key,
                 "task_keys": task_keys,
@@ -1526,12 +1537,12 @@ class ControlPlaneClientWithRawResponse:
 
     def import_task(
         self,
-        body: models.Task,
+        body: models.TaskRequest,
         *,
         project_key: str | None = None,
         idempotency_key: str | None = None,
         options: RequestOptions | None = None,
-    ) -> APIResponse[models.Task]:
+    ) -> APIResponse[models.TaskResponse]:
         """Import one task config.
 
         Stores one task config, optionally inside a project, and returns it as stored. Design
@@ -1540,10 +1551,13 @@ class ControlPlaneClientWithRawResponse:
         result instead.
 
         Args:
-            body: A task config: the prompt, the environment and data it runs on, and its verifier. These
-                are the canonical wire names; on input the SDK also accepts the aliases `key`
-                (`task_key`), `env_id` (`env_key`), `version` (`env_version`) and `data_id` (`data_key`),
-                and task files shaped `{"tasks": [...]}` or a bare list.
+            body: Body of `import_task`: one task config. The task's key and environment may be sent under
+                our names (`task_key`, `env_key`) or the orchestrator's (`key`, `environment_id`, or
+                `env_id` as the public SDK's task files have it); one of each is required, else 422
+                naming `key` or `environment_id`. Likewise `env_version` or `version`, `data_key` or
+                `data_id`, `verifier_code` or `verifier_func`. Fields that describe a stored task
+                (`created_at`, `verifier`, `verifier_id`, `verifier_sha`, `verifier_runtime_version`) are
+                accepted and ignored.
             project_key: Project to import the task into. Design choice - when absent, the team's default project is used.
             idempotency_key: Sent as the ``Idempotency-Key`` header; makes the POST safe to retry; the server returns the first result for a repeated key.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
@@ -1564,7 +1578,7 @@ class ControlPlaneClientWithRawResponse:
         return self._http.request_raw(
             "POST",
             "/v1/tasks",
-            cast_to=models.Task,
+            cast_to=models.TaskResponse,
             params={"project_key": project_key},
             body=body,
             options=_merge_options(options, idempotency_key=idempotency_key),
@@ -1575,7 +1589,7 @@ class ControlPlaneClientWithRawResponse:
         task_key: str,
         *,
         options: RequestOptions | None = None,
-    ) -> APIResponse[models.Task]:
+    ) -> APIResponse[models.TaskResponse]:
         """Get one task config.
 
         Returns one task config by key. Answers 404 with code `not_found` when the key is unknown.
@@ -1597,7 +1611,7 @@ class ControlPlaneClientWithRawResponse:
         return self._http.request_raw(
             "GET",
             "/v1/tasks/{task_key}",
-            cast_to=models.Task,
+            cast_to=models.TaskResponse,
             path_params={"task_key": task_key},
             options=options,
         )
@@ -1605,10 +1619,10 @@ class ControlPlaneClientWithRawResponse:
     def update_task(
         self,
         task_key: str,
-        body: models.TaskUpdate,
+        body: models.TaskUpdateRequest,
         *,
         options: RequestOptions | None = None,
-    ) -> APIResponse[models.Task]:
+    ) -> APIResponse[models.TaskResponse]:
         """Update a task config.
 
         Changes the prompt, verifier code and/or metadata of a task. Design choice: fields left out
@@ -1636,7 +1650,7 @@ class ControlPlaneClientWithRawResponse:
         return self._http.request_raw(
             "PUT",
             "/v1/tasks/{task_key}",
-            cast_to=models.Task,
+            cast_to=models.TaskResponse,
             path_params={"task_key": task_key},
             body=body,
             options=options,
@@ -1644,10 +1658,10 @@ class ControlPlaneClientWithRawResponse:
 
     def execute_verifier(
         self,
-        body: models.VerifierExecuteRequest,
+        body: models.VerifiersExecuteRequest,
         *,
         options: RequestOptions | None = None,
-    ) -> APIResponse[models.VerifierExecuteResponse]:
+    ) -> APIResponse[models.VerifiersExecuteResponse]:
         """Execute a verifier remotely.
 
         Runs a verifier bundle against an instance and returns its result. A verifier that ran but
@@ -1669,6 +1683,14 @@ class ControlPlaneClientWithRawResponse:
 
         Args:
             body: Body of `execute_verifier` and of the instance's `execute_verifier_function`.
+
+                The verifier's arguments come one of two ways. `args` as an object (`VerifierArgs`): the
+                instance is `args.instance_id` and the verifier is called `verify(env, final_answer)`.
+                Or, as the public SDK sends them, `args` as a string (base64 of a pickled argument tuple,
+                which this server does not unpickle) with `args_array` holding the same values as JSON:
+                the positional arguments after `env`, then `{"env": <instance_id>}`. Design choice: the
+                local server passes at most one positional argument besides `env` (as the second
+                parameter, where `final_answer` goes); more is a 400.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -1687,7 +1709,7 @@ class ControlPlaneClientWithRawResponse:
         return self._http.request_raw(
             "POST",
             "/v1/verifiers/execute",
-            cast_to=models.VerifierExecuteResponse,
+            cast_to=models.VerifiersExecuteResponse,
             body=body,
             options=options,
         )
@@ -2262,7 +2284,7 @@ class AsyncControlPlaneClient:
         data_id: str | None = None,
         data_version: str | None = None,
         options: RequestOptions | None = None,
-    ) -> models.TaskList:
+    ) -> models.TaskListResponse:
         """List task configs.
 
         Lists task configs visible to the team, optionally filtered. Filters combine with AND.
@@ -2287,7 +2309,7 @@ class AsyncControlPlaneClient:
         return await self._http.request(
             "GET",
             "/v1/tasks",
-            cast_to=models.TaskList,
+            cast_to=models.TaskListResponse,
             params={
                 "env_key": env_key,
                 "task_keys": task_keys,
@@ -2300,12 +2322,12 @@ class AsyncControlPlaneClient:
 
     async def import_task(
         self,
-        body: models.Task,
+        body: models.TaskRequest,
         *,
         project_key: str | None = None,
         idempotency_key: str | None = None,
         options: RequestOptions | None = None,
-    ) -> models.Task:
+    ) -> models.TaskResponse:
         """Import one task config.
 
         Stores one task config, optionally inside a project, and returns it as stored. Design
@@ -2314,10 +2336,13 @@ class AsyncControlPlaneClient:
         result instead.
 
         Args:
-            body: A task config: the prompt, the environment and data it runs on, and its verifier. These
-                are the canonical wire names; on input the SDK also accepts the aliases `key`
-                (`task_key`), `env_id` (`env_key`), `version` (`env_version`) and `data_id` (`data_key`),
-                and task files shaped `{"tasks": [...]}` or a bare list.
+            body: Body of `import_task`: one task config. The task's key and environment may be sent under
+                our names (`task_key`, `env_key`) or the orchestrator's (`key`, `environment_id`, or
+                `env_id` as the public SDK's task files have it); one of each is required, else 422
+                naming `key` or `environment_id`. Likewise `env_version` or `version`, `data_key` or
+                `data_id`, `verifier_code` or `verifier_func`. Fields that describe a stored task
+                (`created_at`, `verifier`, `verifier_id`, `verifier_sha`, `verifier_runtime_version`) are
+                accepted and ignored.
             project_key: Project to import the task into. Design choice - when absent, the team's default project is used.
             idempotency_key: Sent as the ``Idempotency-Key`` header; makes the POST safe to retry; the server returns the first result for a repeated key.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
@@ -2337,7 +2362,7 @@ class AsyncControlPlaneClient:
         return await self._http.request(
             "POST",
             "/v1/tasks",
-            cast_to=models.Task,
+            cast_to=models.TaskResponse,
             params={"project_key": project_key},
             body=body,
             options=_merge_options(options, idempotency_key=idempotency_key),
@@ -2348,7 +2373,7 @@ class AsyncControlPlaneClient:
         task_key: str,
         *,
         options: RequestOptions | None = None,
-    ) -> models.Task:
+    ) -> models.TaskResponse:
         """Get one task config.
 
         Returns one task config by key. Answers 404 with code `not_found` when the key is unknown.
@@ -2369,7 +2394,7 @@ class AsyncControlPlaneClient:
         return await self._http.request(
             "GET",
             "/v1/tasks/{task_key}",
-            cast_to=models.Task,
+            cast_to=models.TaskResponse,
             path_params={"task_key": task_key},
             options=options,
         )
@@ -2377,10 +2402,10 @@ class AsyncControlPlaneClient:
     async def update_task(
         self,
         task_key: str,
-        body: models.TaskUpdate,
+        body: models.TaskUpdateRequest,
         *,
         options: RequestOptions | None = None,
-    ) -> models.Task:
+    ) -> models.TaskResponse:
         """Update a task config.
 
         Changes the prompt, verifier code and/or metadata of a task. Design choice: fields left out
@@ -2407,7 +2432,7 @@ class AsyncControlPlaneClient:
         return await self._http.request(
             "PUT",
             "/v1/tasks/{task_key}",
-            cast_to=models.Task,
+            cast_to=models.TaskResponse,
             path_params={"task_key": task_key},
             body=body,
             options=options,
@@ -2415,10 +2440,10 @@ class AsyncControlPlaneClient:
 
     async def execute_verifier(
         self,
-        body: models.VerifierExecuteRequest,
+        body: models.VerifiersExecuteRequest,
         *,
         options: RequestOptions | None = None,
-    ) -> models.VerifierExecuteResponse:
+    ) -> models.VerifiersExecuteResponse:
         """Execute a verifier remotely.
 
         Runs a verifier bundle against an instance and returns its result. A verifier that ran but
@@ -2440,6 +2465,14 @@ class AsyncControlPlaneClient:
 
         Args:
             body: Body of `execute_verifier` and of the instance's `execute_verifier_function`.
+
+                The verifier's arguments come one of two ways. `args` as an object (`VerifierArgs`): the
+                instance is `args.instance_id` and the verifier is called `verify(env, final_answer)`.
+                Or, as the public SDK sends them, `args` as a string (base64 of a pickled argument tuple,
+                which this server does not unpickle) with `args_array` holding the same values as JSON:
+                the positional arguments after `env`, then `{"env": <instance_id>}`. Design choice: the
+                local server passes at most one positional argument besides `env` (as the second
+                parameter, where `final_answer` goes); more is a 400.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -2457,7 +2490,7 @@ class AsyncControlPlaneClient:
         return await self._http.request(
             "POST",
             "/v1/verifiers/execute",
-            cast_to=models.VerifierExecuteResponse,
+            cast_to=models.VerifiersExecuteResponse,
             body=body,
             options=options,
         )
@@ -3031,7 +3064,7 @@ class AsyncControlPlaneClientWithRawResponse:
         data_id: str | None = None,
         data_version: str | None = None,
         options: RequestOptions | None = None,
-    ) -> APIResponse[models.TaskList]:
+    ) -> APIResponse[models.TaskListResponse]:
         """List task configs.
 
         Lists task configs visible to the team, optionally filtered. Filters combine with AND.
@@ -3057,7 +3090,7 @@ class AsyncControlPlaneClientWithRawResponse:
         return await self._http.request_raw(
             "GET",
             "/v1/tasks",
-            cast_to=models.TaskList,
+            cast_to=models.TaskListResponse,
             params={
                 "env_key": env_key,
                 "task_keys": task_keys,
@@ -3070,12 +3103,12 @@ class AsyncControlPlaneClientWithRawResponse:
 
     async def import_task(
         self,
-        body: models.Task,
+        body: models.TaskRequest,
         *,
         project_key: str | None = None,
         idempotency_key: str | None = None,
         options: RequestOptions | None = None,
-    ) -> APIResponse[models.Task]:
+    ) -> APIResponse[models.TaskResponse]:
         """Import one task config.
 
         Stores one task config, optionally inside a project, and returns it as stored. Design
@@ -3084,10 +3117,13 @@ class AsyncControlPlaneClientWithRawResponse:
         result instead.
 
         Args:
-            body: A task config: the prompt, the environment and data it runs on, and its verifier. These
-                are the canonical wire names; on input the SDK also accepts the aliases `key`
-                (`task_key`), `env_id` (`env_key`), `version` (`env_version`) and `data_id` (`data_key`),
-                and task files shaped `{"tasks": [...]}` or a bare list.
+            body: Body of `import_task`: one task config. The task's key and environment may be sent under
+                our names (`task_key`, `env_key`) or the orchestrator's (`key`, `environment_id`, or
+                `env_id` as the public SDK's task files have it); one of each is required, else 422
+                naming `key` or `environment_id`. Likewise `env_version` or `version`, `data_key` or
+                `data_id`, `verifier_code` or `verifier_func`. Fields that describe a stored task
+                (`created_at`, `verifier`, `verifier_id`, `verifier_sha`, `verifier_runtime_version`) are
+                accepted and ignored.
             project_key: Project to import the task into. Design choice - when absent, the team's default project is used.
             idempotency_key: Sent as the ``Idempotency-Key`` header; makes the POST safe to retry; the server returns the first result for a repeated key.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
@@ -3108,7 +3144,7 @@ class AsyncControlPlaneClientWithRawResponse:
         return await self._http.request_raw(
             "POST",
             "/v1/tasks",
-            cast_to=models.Task,
+            cast_to=models.TaskResponse,
             params={"project_key": project_key},
             body=body,
             options=_merge_options(options, idempotency_key=idempotency_key),
@@ -3119,7 +3155,7 @@ class AsyncControlPlaneClientWithRawResponse:
         task_key: str,
         *,
         options: RequestOptions | None = None,
-    ) -> APIResponse[models.Task]:
+    ) -> APIResponse[models.TaskResponse]:
         """Get one task config.
 
         Returns one task config by key. Answers 404 with code `not_found` when the key is unknown.
@@ -3141,7 +3177,7 @@ class AsyncControlPlaneClientWithRawResponse:
         return await self._http.request_raw(
             "GET",
             "/v1/tasks/{task_key}",
-            cast_to=models.Task,
+            cast_to=models.TaskResponse,
             path_params={"task_key": task_key},
             options=options,
         )
@@ -3149,10 +3185,10 @@ class AsyncControlPlaneClientWithRawResponse:
     async def update_task(
         self,
         task_key: str,
-        body: models.TaskUpdate,
+        body: models.TaskUpdateRequest,
         *,
         options: RequestOptions | None = None,
-    ) -> APIResponse[models.Task]:
+    ) -> APIResponse[models.TaskResponse]:
         """Update a task config.
 
         Changes the prompt, verifier code and/or metadata of a task. Design choice: fields left out
@@ -3180,7 +3216,7 @@ class AsyncControlPlaneClientWithRawResponse:
         return await self._http.request_raw(
             "PUT",
             "/v1/tasks/{task_key}",
-            cast_to=models.Task,
+            cast_to=models.TaskResponse,
             path_params={"task_key": task_key},
             body=body,
             options=options,
@@ -3188,10 +3224,10 @@ class AsyncControlPlaneClientWithRawResponse:
 
     async def execute_verifier(
         self,
-        body: models.VerifierExecuteRequest,
+        body: models.VerifiersExecuteRequest,
         *,
         options: RequestOptions | None = None,
-    ) -> APIResponse[models.VerifierExecuteResponse]:
+    ) -> APIResponse[models.VerifiersExecuteResponse]:
         """Execute a verifier remotely.
 
         Runs a verifier bundle against an instance and returns its result. A verifier that ran but
@@ -3213,6 +3249,14 @@ class AsyncControlPlaneClientWithRawResponse:
 
         Args:
             body: Body of `execute_verifier` and of the instance's `execute_verifier_function`.
+
+                The verifier's arguments come one of two ways. `args` as an object (`VerifierArgs`): the
+                instance is `args.instance_id` and the verifier is called `verify(env, final_answer)`.
+                Or, as the public SDK sends them, `args` as a string (base64 of a pickled argument tuple,
+                which this server does not unpickle) with `args_array` holding the same values as JSON:
+                the positional arguments after `env`, then `{"env": <instance_id>}`. Design choice: the
+                local server passes at most one positional argument besides `env` (as the second
+                parameter, where `final_answer` goes); more is a 400.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -3231,7 +3275,7 @@ class AsyncControlPlaneClientWithRawResponse:
         return await self._http.request_raw(
             "POST",
             "/v1/verifiers/execute",
-            cast_to=models.VerifierExecuteResponse,
+            cast_to=models.VerifiersExecuteResponse,
             body=body,
             options=options,
         )
@@ -3651,10 +3695,10 @@ class InstanceManagerClient:
 
     def execute_verifier_function(
         self,
-        body: models.VerifierExecuteRequest,
+        body: models.VerifiersExecuteRequest,
         *,
         options: RequestOptions | None = None,
-    ) -> models.VerifierExecuteResponse:
+    ) -> models.VerifiersExecuteResponse:
         """Execute a verifier on the instance.
 
         The instance's own verifier endpoint (its `urls.manager.execute_verifier_function`). Takes
@@ -3669,6 +3713,14 @@ class InstanceManagerClient:
 
         Args:
             body: Body of `execute_verifier` and of the instance's `execute_verifier_function`.
+
+                The verifier's arguments come one of two ways. `args` as an object (`VerifierArgs`): the
+                instance is `args.instance_id` and the verifier is called `verify(env, final_answer)`.
+                Or, as the public SDK sends them, `args` as a string (base64 of a pickled argument tuple,
+                which this server does not unpickle) with `args_array` holding the same values as JSON:
+                the positional arguments after `env`, then `{"env": <instance_id>}`. Design choice: the
+                local server passes at most one positional argument besides `env` (as the second
+                parameter, where `final_answer` goes); more is a 400.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -3686,17 +3738,17 @@ class InstanceManagerClient:
         return self._http.request(
             "POST",
             "/execute_verifier_function",
-            cast_to=models.VerifierExecuteResponse,
+            cast_to=models.VerifiersExecuteResponse,
             body=body,
             options=options,
         )
 
     def execute_verifier_function_with_upload(
         self,
-        body: models.VerifierExecuteRequest,
+        body: models.VerifiersExecuteRequest,
         *,
         options: RequestOptions | None = None,
-    ) -> models.VerifierExecuteResponse:
+    ) -> models.VerifiersExecuteResponse:
         """Execute a verifier on the instance, bundle in the body.
 
         The instance's `urls.manager.execute_verifier_function_with_upload`. Same request, response
@@ -3704,6 +3756,14 @@ class InstanceManagerClient:
 
         Args:
             body: Body of `execute_verifier` and of the instance's `execute_verifier_function`.
+
+                The verifier's arguments come one of two ways. `args` as an object (`VerifierArgs`): the
+                instance is `args.instance_id` and the verifier is called `verify(env, final_answer)`.
+                Or, as the public SDK sends them, `args` as a string (base64 of a pickled argument tuple,
+                which this server does not unpickle) with `args_array` holding the same values as JSON:
+                the positional arguments after `env`, then `{"env": <instance_id>}`. Design choice: the
+                local server passes at most one positional argument besides `env` (as the second
+                parameter, where `final_answer` goes); more is a 400.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -3721,7 +3781,7 @@ class InstanceManagerClient:
         return self._http.request(
             "POST",
             "/execute_verifier_function_with_upload",
-            cast_to=models.VerifierExecuteResponse,
+            cast_to=models.VerifiersExecuteResponse,
             body=body,
             options=options,
         )
@@ -3966,10 +4026,10 @@ class InstanceManagerClientWithRawResponse:
 
     def execute_verifier_function(
         self,
-        body: models.VerifierExecuteRequest,
+        body: models.VerifiersExecuteRequest,
         *,
         options: RequestOptions | None = None,
-    ) -> APIResponse[models.VerifierExecuteResponse]:
+    ) -> APIResponse[models.VerifiersExecuteResponse]:
         """Execute a verifier on the instance.
 
         The instance's own verifier endpoint (its `urls.manager.execute_verifier_function`). Takes
@@ -3984,6 +4044,14 @@ class InstanceManagerClientWithRawResponse:
 
         Args:
             body: Body of `execute_verifier` and of the instance's `execute_verifier_function`.
+
+                The verifier's arguments come one of two ways. `args` as an object (`VerifierArgs`): the
+                instance is `args.instance_id` and the verifier is called `verify(env, final_answer)`.
+                Or, as the public SDK sends them, `args` as a string (base64 of a pickled argument tuple,
+                which this server does not unpickle) with `args_array` holding the same values as JSON:
+                the positional arguments after `env`, then `{"env": <instance_id>}`. Design choice: the
+                local server passes at most one positional argument besides `env` (as the second
+                parameter, where `final_answer` goes); more is a 400.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -4002,17 +4070,17 @@ class InstanceManagerClientWithRawResponse:
         return self._http.request_raw(
             "POST",
             "/execute_verifier_function",
-            cast_to=models.VerifierExecuteResponse,
+            cast_to=models.VerifiersExecuteResponse,
             body=body,
             options=options,
         )
 
     def execute_verifier_function_with_upload(
         self,
-        body: models.VerifierExecuteRequest,
+        body: models.VerifiersExecuteRequest,
         *,
         options: RequestOptions | None = None,
-    ) -> APIResponse[models.VerifierExecuteResponse]:
+    ) -> APIResponse[models.VerifiersExecuteResponse]:
         """Execute a verifier on the instance, bundle in the body.
 
         The instance's `urls.manager.execute_verifier_function_with_upload`. Same request, response
@@ -4020,6 +4088,14 @@ class InstanceManagerClientWithRawResponse:
 
         Args:
             body: Body of `execute_verifier` and of the instance's `execute_verifier_function`.
+
+                The verifier's arguments come one of two ways. `args` as an object (`VerifierArgs`): the
+                instance is `args.instance_id` and the verifier is called `verify(env, final_answer)`.
+                Or, as the public SDK sends them, `args` as a string (base64 of a pickled argument tuple,
+                which this server does not unpickle) with `args_array` holding the same values as JSON:
+                the positional arguments after `env`, then `{"env": <instance_id>}`. Design choice: the
+                local server passes at most one positional argument besides `env` (as the second
+                parameter, where `final_answer` goes); more is a 400.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -4038,7 +4114,7 @@ class InstanceManagerClientWithRawResponse:
         return self._http.request_raw(
             "POST",
             "/execute_verifier_function_with_upload",
-            cast_to=models.VerifierExecuteResponse,
+            cast_to=models.VerifiersExecuteResponse,
             body=body,
             options=options,
         )
@@ -4283,10 +4359,10 @@ class AsyncInstanceManagerClient:
 
     async def execute_verifier_function(
         self,
-        body: models.VerifierExecuteRequest,
+        body: models.VerifiersExecuteRequest,
         *,
         options: RequestOptions | None = None,
-    ) -> models.VerifierExecuteResponse:
+    ) -> models.VerifiersExecuteResponse:
         """Execute a verifier on the instance.
 
         The instance's own verifier endpoint (its `urls.manager.execute_verifier_function`). Takes
@@ -4301,6 +4377,14 @@ class AsyncInstanceManagerClient:
 
         Args:
             body: Body of `execute_verifier` and of the instance's `execute_verifier_function`.
+
+                The verifier's arguments come one of two ways. `args` as an object (`VerifierArgs`): the
+                instance is `args.instance_id` and the verifier is called `verify(env, final_answer)`.
+                Or, as the public SDK sends them, `args` as a string (base64 of a pickled argument tuple,
+                which this server does not unpickle) with `args_array` holding the same values as JSON:
+                the positional arguments after `env`, then `{"env": <instance_id>}`. Design choice: the
+                local server passes at most one positional argument besides `env` (as the second
+                parameter, where `final_answer` goes); more is a 400.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -4318,17 +4402,17 @@ class AsyncInstanceManagerClient:
         return await self._http.request(
             "POST",
             "/execute_verifier_function",
-            cast_to=models.VerifierExecuteResponse,
+            cast_to=models.VerifiersExecuteResponse,
             body=body,
             options=options,
         )
 
     async def execute_verifier_function_with_upload(
         self,
-        body: models.VerifierExecuteRequest,
+        body: models.VerifiersExecuteRequest,
         *,
         options: RequestOptions | None = None,
-    ) -> models.VerifierExecuteResponse:
+    ) -> models.VerifiersExecuteResponse:
         """Execute a verifier on the instance, bundle in the body.
 
         The instance's `urls.manager.execute_verifier_function_with_upload`. Same request, response
@@ -4336,6 +4420,14 @@ class AsyncInstanceManagerClient:
 
         Args:
             body: Body of `execute_verifier` and of the instance's `execute_verifier_function`.
+
+                The verifier's arguments come one of two ways. `args` as an object (`VerifierArgs`): the
+                instance is `args.instance_id` and the verifier is called `verify(env, final_answer)`.
+                Or, as the public SDK sends them, `args` as a string (base64 of a pickled argument tuple,
+                which this server does not unpickle) with `args_array` holding the same values as JSON:
+                the positional arguments after `env`, then `{"env": <instance_id>}`. Design choice: the
+                local server passes at most one positional argument besides `env` (as the second
+                parameter, where `final_answer` goes); more is a 400.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -4353,7 +4445,7 @@ class AsyncInstanceManagerClient:
         return await self._http.request(
             "POST",
             "/execute_verifier_function_with_upload",
-            cast_to=models.VerifierExecuteResponse,
+            cast_to=models.VerifiersExecuteResponse,
             body=body,
             options=options,
         )
@@ -4598,10 +4690,10 @@ class AsyncInstanceManagerClientWithRawResponse:
 
     async def execute_verifier_function(
         self,
-        body: models.VerifierExecuteRequest,
+        body: models.VerifiersExecuteRequest,
         *,
         options: RequestOptions | None = None,
-    ) -> APIResponse[models.VerifierExecuteResponse]:
+    ) -> APIResponse[models.VerifiersExecuteResponse]:
         """Execute a verifier on the instance.
 
         The instance's own verifier endpoint (its `urls.manager.execute_verifier_function`). Takes
@@ -4616,6 +4708,14 @@ class AsyncInstanceManagerClientWithRawResponse:
 
         Args:
             body: Body of `execute_verifier` and of the instance's `execute_verifier_function`.
+
+                The verifier's arguments come one of two ways. `args` as an object (`VerifierArgs`): the
+                instance is `args.instance_id` and the verifier is called `verify(env, final_answer)`.
+                Or, as the public SDK sends them, `args` as a string (base64 of a pickled argument tuple,
+                which this server does not unpickle) with `args_array` holding the same values as JSON:
+                the positional arguments after `env`, then `{"env": <instance_id>}`. Design choice: the
+                local server passes at most one positional argument besides `env` (as the second
+                parameter, where `final_answer` goes); more is a 400.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -4634,17 +4734,17 @@ class AsyncInstanceManagerClientWithRawResponse:
         return await self._http.request_raw(
             "POST",
             "/execute_verifier_function",
-            cast_to=models.VerifierExecuteResponse,
+            cast_to=models.VerifiersExecuteResponse,
             body=body,
             options=options,
         )
 
     async def execute_verifier_function_with_upload(
         self,
-        body: models.VerifierExecuteRequest,
+        body: models.VerifiersExecuteRequest,
         *,
         options: RequestOptions | None = None,
-    ) -> APIResponse[models.VerifierExecuteResponse]:
+    ) -> APIResponse[models.VerifiersExecuteResponse]:
         """Execute a verifier on the instance, bundle in the body.
 
         The instance's `urls.manager.execute_verifier_function_with_upload`. Same request, response
@@ -4652,6 +4752,14 @@ class AsyncInstanceManagerClientWithRawResponse:
 
         Args:
             body: Body of `execute_verifier` and of the instance's `execute_verifier_function`.
+
+                The verifier's arguments come one of two ways. `args` as an object (`VerifierArgs`): the
+                instance is `args.instance_id` and the verifier is called `verify(env, final_answer)`.
+                Or, as the public SDK sends them, `args` as a string (base64 of a pickled argument tuple,
+                which this server does not unpickle) with `args_array` holding the same values as JSON:
+                the positional arguments after `env`, then `{"env": <instance_id>}`. Design choice: the
+                local server passes at most one positional argument besides `env` (as the second
+                parameter, where `final_answer` goes); more is a 400.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -4670,7 +4778,7 @@ class AsyncInstanceManagerClientWithRawResponse:
         return await self._http.request_raw(
             "POST",
             "/execute_verifier_function_with_upload",
-            cast_to=models.VerifierExecuteResponse,
+            cast_to=models.VerifiersExecuteResponse,
             body=body,
             options=options,
         )

@@ -452,22 +452,109 @@ class Task(BaseModel):
     """
 
 
-class TaskList(BaseModel):
+class TaskRequest(BaseModel):
     """
-    A page of task configs.
+    Body of `import_task`: one task config. The task's key and environment may be sent under
+    our names (`task_key`, `env_key`) or the orchestrator's (`key`, `environment_id`, or
+    `env_id` as the public SDK's task files have it); one of each is required, else 422
+    naming `key` or `environment_id`. Likewise `env_version` or `version`, `data_key` or
+    `data_id`, `verifier_code` or `verifier_func`. Fields that describe a stored task
+    (`created_at`, `verifier`, `verifier_id`, `verifier_sha`, `verifier_runtime_version`) are
+    accepted and ignored.
+
     """
 
-    tasks: list[Task]
+    key: str | None = None
     """
-    The tasks.
+    Unique key of the task (the orchestrator's name for `task_key`).
     """
-    total: Annotated[int, Field(ge=0)]
+    task_key: str | None = None
     """
-    Number of tasks matching the filters.
+    Unique key of the task.
+    """
+    prompt: str
+    """
+    The instruction given to the agent.
+    """
+    environment_id: str | None = None
+    """
+    Key of the environment the task runs in (the orchestrator's name for `env_key`).
+    """
+    env_id: str | None = None
+    """
+    Key of the environment, as the public SDK's task files name it.
+    """
+    env_key: str | None = None
+    """
+    Key of the environment the task runs in.
+    """
+    version: str | None = None
+    """
+    Environment version (the orchestrator's name for `env_version`).
+    """
+    env_version: str | None = None
+    """
+    Environment version, e.g. `v1.2.3`; null means the environment's default.
+    """
+    data_id: str | None = None
+    """
+    Key of the data snapshot (the orchestrator's name for `data_key`).
+    """
+    data_key: str | None = None
+    """
+    Key of the data snapshot the instance is seeded with.
+    """
+    data_version: str | None = None
+    """
+    Version of that data snapshot.
+    """
+    env_variables: dict[str, Any] | None = None
+    """
+    Variables for the environment, e.g. `CURRENT_DATE`, `LOGGED_IN_USER`.
+    """
+    verifier_code: str | None = None
+    """
+    Python source of the verifier (see `Task.verifier_code`).
+    """
+    verifier_func: str | None = None
+    """
+    Python source of the verifier, under the public SDK's name.
+    """
+    verifier_id: str | None = None
+    """
+    Id of a stored verifier; accepted and ignored (the code is what is stored).
+    """
+    verifier_sha: str | None = None
+    """
+    SHA-256 of the verifier bundle; accepted and ignored.
+    """
+    verifier_runtime_version: str | None = None
+    """
+    Verifier runtime the task was written for; accepted and ignored.
+    """
+    verifier: Any | None = None
+    """
+    A stored verifier object, as a task read back carries it; accepted and ignored.
+    """
+    created_at: str | None = None
+    """
+    Creation time of a task read back; accepted and ignored.
+    """
+    task_modality: Literal["tool_use", "computer_use", "browser_use"] | None = None
+    """
+    How the agent acts on the environment (see `TaskModality`); absent means `tool_use`.
+    """
+    metadata: dict[str, Any] | None = None
+    """
+    Free-form metadata (e.g. difficulty, category, source).
+    """
+    output_json_schema: dict[str, Any] | None = None
+    """
+    JSON Schema the agent's final answer should follow.
     """
 
 
-class TaskUpdate(BaseModel):
+class TaskUpdateRequest(BaseModel):
     """
     Body of `update_task`. Fields left out are kept as they are.
     """
@@ -508,9 +595,18 @@ class VerifierArgs(BaseModel):
     """
 
 
-class VerifierExecuteRequest(BaseModel):
+class VerifiersExecuteRequest(BaseModel):
     """
     Body of `execute_verifier` and of the instance's `execute_verifier_function`.
+
+    The verifier's arguments come one of two ways. `args` as an object (`VerifierArgs`): the
+    instance is `args.instance_id` and the verifier is called `verify(env, final_answer)`.
+    Or, as the public SDK sends them, `args` as a string (base64 of a pickled argument tuple,
+    which this server does not unpickle) with `args_array` holding the same values as JSON:
+    the positional arguments after `env`, then `{"env": <instance_id>}`. Design choice: the
+    local server passes at most one positional argument besides `env` (as the second
+    parameter, where `final_answer` goes); more is a 400.
+
     """
 
     key: str
@@ -521,15 +617,19 @@ class VerifierExecuteRequest(BaseModel):
     """
     Lower-case hex SHA-256 of the bundle. Must be deterministic for the same code (no timestamps in the zip), so the server can cache bundles by it.
     """
-    args: VerifierArgs
+    args: VerifierArgs | str | None = None
     """
-    Arguments passed to the verifier (see `VerifierArgs`).
+    The verifier's arguments: `VerifierArgs`, or the public SDK's base64 pickled tuple (see above).
     """
-    function_name: str
+    args_array: list[Any] | None = None
+    """
+    The positional arguments after `env` as JSON values, the last one `{"env": <instance_id>}`.
+    """
+    function_name: str = "verify"
     """
     Name of the entry-point function in the bundle, normally `verify`.
     """
-    timeout: Annotated[int, Field(ge=1)]
+    timeout: Annotated[int, Field(ge=1)] = 60
     """
     Seconds the verifier may run before it is stopped with error type `timeout`.
     """
@@ -544,6 +644,28 @@ class VerifierExecuteRequest(BaseModel):
     ] = None
     """
     The verifier bundle, a zip file, base64-encoded. May be left out when the server already has this `sha256`.
+    """
+    region: str | None = None
+    """
+    Region to run the verifier in; the local server runs it on this machine.
+    """
+    metadata: dict[str, Any] | None = None
+    """
+    Free-form metadata stored with the bundle.
+    """
+    comment: str | None = None
+    """
+    Comment stored with the bundle.
+    """
+    display_src: str | None = None
+    """
+    Source code to show for the verifier.
+    """
+
+
+class VerifierExecuteRequest(VerifiersExecuteRequest):
+    """
+    Deprecated name of `VerifiersExecuteRequest`, kept so existing imports work.
     """
 
 
@@ -580,7 +702,7 @@ class VerifierError(BaseModel):
     """
 
 
-class VerifierExecuteResponse(BaseModel):
+class VerifiersExecuteResponse(BaseModel):
     """
     Result of a verifier run.
     """
@@ -605,13 +727,43 @@ class VerifierExecuteResponse(BaseModel):
     """
     Why the run failed; null on success.
     """
-    execution_time_ms: Annotated[float | None, Field(ge=0.0)] = None
+    execution_time_ms: Annotated[int, Field(ge=0)]
     """
-    Wall-clock time of the run in milliseconds.
+    Wall-clock time of the run in whole milliseconds.
     """
     stdout: str | None = None
     """
     Everything the verifier printed. Lines starting `JUDGE ERROR:` mean an LLM judge failed and the call should be retried; per-app and accumulator blocks feed the opt-in partial reward.
+    """
+    key: str | None = None
+    """
+    Key of the verifier that ran.
+    """
+    version: int | None = None
+    """
+    Version of the verifier that ran.
+    """
+    display_src: str | None = None
+    """
+    Source code to show for the verifier.
+    """
+    created_at: str | None = None
+    """
+    When the verifier bundle was stored.
+    """
+    comment: str | None = None
+    """
+    Comment stored with the verifier.
+    """
+    bundle_cache_hit: bool = False
+    """
+    Whether the server already had the bundle (it was not in the request).
+    """
+
+
+class VerifierExecuteResponse(VerifiersExecuteResponse):
+    """
+    Deprecated name of `VerifiersExecuteResponse`, kept so existing imports work.
     """
 
 
@@ -1234,4 +1386,77 @@ class ErrorResponse(BaseModel):
     retryable: bool | None = None
     """
     `true` when repeating the same request may succeed (transient provisioning failure), `false` when it cannot. Absent: decide by status code.
+    """
+
+
+class TaskResponse(Task):
+    """
+    A stored task config: `Task` under our names, plus the orchestrator's names for the same
+    values (`key`, `environment_id`, `version`, `data_id`) and what the server adds
+    (`team_id`, `created_at`, `verifier_id`).
+
+    """
+
+    key: str
+    """
+    Same as `task_key`.
+    """
+    environment_id: str
+    """
+    Same as `env_key`.
+    """
+    team_id: str
+    """
+    Team that owns the task.
+    """
+    created_at: str
+    """
+    When the task was stored.
+    """
+    version: str | None = None
+    """
+    Same as `env_version`.
+    """
+    data_id: str | None = None
+    """
+    Same as `data_key`.
+    """
+    verifier_id: str | None = None
+    """
+    Id of the task's verifier bundle, when it has verifier code.
+    """
+    verifier: VerifierData | None = None
+    """
+    The stored verifier object; null here (the code is in `verifier_code`).
+    """
+    output_json_schema: dict[str, Any] | None = None
+    """
+    JSON Schema the agent's final answer should follow.
+    """
+
+
+class TaskListResponse(BaseModel):
+    """
+    A page of task configs.
+    """
+
+    tasks: list[TaskResponse]
+    """
+    The tasks.
+    """
+    total: Annotated[int, Field(ge=0)]
+    """
+    Number of tasks matching the filters.
+    """
+
+
+class TaskList(TaskListResponse):
+    """
+    Deprecated name of `TaskListResponse`, kept so existing imports work.
+    """
+
+
+class TaskUpdate(TaskUpdateRequest):
+    """
+    Deprecated name of `TaskUpdateRequest`, kept so existing imports work.
     """

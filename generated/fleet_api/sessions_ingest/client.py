@@ -127,7 +127,7 @@ class SessionsClient:
         session_id: str,
         *,
         options: RequestOptions | None = None,
-    ) -> models.SessionTranscript:
+    ) -> models.SessionTranscriptResponse:
         """Read a session's transcript.
 
         Returns the session's task, instance and verifier execution (each null when the session
@@ -149,7 +149,7 @@ class SessionsClient:
         return self._http.request(
             "GET",
             "/v1/sessions/{session_id}/transcript",
-            cast_to=models.SessionTranscript,
+            cast_to=models.SessionTranscriptResponse,
             path_params={"session_id": session_id},
             options=options,
         )
@@ -159,7 +159,7 @@ class SessionsClient:
         job_id: str,
         *,
         options: RequestOptions | None = None,
-    ) -> models.JobSessions:
+    ) -> models.JobSessionsResponse:
         """List the sessions of a job, grouped by task.
 
         Returns every session of a job grouped by task, with per-task pass counts, pass rate and
@@ -187,7 +187,7 @@ class SessionsClient:
         return self._http.request(
             "GET",
             "/v1/sessions/job/{job_id}",
-            cast_to=models.JobSessions,
+            cast_to=models.JobSessionsResponse,
             path_params={"job_id": job_id},
             options=options,
         )
@@ -256,7 +256,7 @@ class SessionsClientWithRawResponse:
         session_id: str,
         *,
         options: RequestOptions | None = None,
-    ) -> APIResponse[models.SessionTranscript]:
+    ) -> APIResponse[models.SessionTranscriptResponse]:
         """Read a session's transcript.
 
         Returns the session's task, instance and verifier execution (each null when the session
@@ -279,7 +279,7 @@ class SessionsClientWithRawResponse:
         return self._http.request_raw(
             "GET",
             "/v1/sessions/{session_id}/transcript",
-            cast_to=models.SessionTranscript,
+            cast_to=models.SessionTranscriptResponse,
             path_params={"session_id": session_id},
             options=options,
         )
@@ -289,7 +289,7 @@ class SessionsClientWithRawResponse:
         job_id: str,
         *,
         options: RequestOptions | None = None,
-    ) -> APIResponse[models.JobSessions]:
+    ) -> APIResponse[models.JobSessionsResponse]:
         """List the sessions of a job, grouped by task.
 
         Returns every session of a job grouped by task, with per-task pass counts, pass rate and
@@ -318,7 +318,7 @@ class SessionsClientWithRawResponse:
         return self._http.request_raw(
             "GET",
             "/v1/sessions/job/{job_id}",
-            cast_to=models.JobSessions,
+            cast_to=models.JobSessionsResponse,
             path_params={"job_id": job_id},
             options=options,
         )
@@ -393,7 +393,7 @@ class AsyncSessionsClient:
         session_id: str,
         *,
         options: RequestOptions | None = None,
-    ) -> models.SessionTranscript:
+    ) -> models.SessionTranscriptResponse:
         """Read a session's transcript.
 
         Returns the session's task, instance and verifier execution (each null when the session
@@ -415,7 +415,7 @@ class AsyncSessionsClient:
         return await self._http.request(
             "GET",
             "/v1/sessions/{session_id}/transcript",
-            cast_to=models.SessionTranscript,
+            cast_to=models.SessionTranscriptResponse,
             path_params={"session_id": session_id},
             options=options,
         )
@@ -425,7 +425,7 @@ class AsyncSessionsClient:
         job_id: str,
         *,
         options: RequestOptions | None = None,
-    ) -> models.JobSessions:
+    ) -> models.JobSessionsResponse:
         """List the sessions of a job, grouped by task.
 
         Returns every session of a job grouped by task, with per-task pass counts, pass rate and
@@ -453,7 +453,7 @@ class AsyncSessionsClient:
         return await self._http.request(
             "GET",
             "/v1/sessions/job/{job_id}",
-            cast_to=models.JobSessions,
+            cast_to=models.JobSessionsResponse,
             path_params={"job_id": job_id},
             options=options,
         )
@@ -522,7 +522,7 @@ class AsyncSessionsClientWithRawResponse:
         session_id: str,
         *,
         options: RequestOptions | None = None,
-    ) -> APIResponse[models.SessionTranscript]:
+    ) -> APIResponse[models.SessionTranscriptResponse]:
         """Read a session's transcript.
 
         Returns the session's task, instance and verifier execution (each null when the session
@@ -545,7 +545,7 @@ class AsyncSessionsClientWithRawResponse:
         return await self._http.request_raw(
             "GET",
             "/v1/sessions/{session_id}/transcript",
-            cast_to=models.SessionTranscript,
+            cast_to=models.SessionTranscriptResponse,
             path_params={"session_id": session_id},
             options=options,
         )
@@ -555,7 +555,7 @@ class AsyncSessionsClientWithRawResponse:
         job_id: str,
         *,
         options: RequestOptions | None = None,
-    ) -> APIResponse[models.JobSessions]:
+    ) -> APIResponse[models.JobSessionsResponse]:
         """List the sessions of a job, grouped by task.
 
         Returns every session of a job grouped by task, with per-task pass counts, pass rate and
@@ -584,7 +584,7 @@ class AsyncSessionsClientWithRawResponse:
         return await self._http.request_raw(
             "GET",
             "/v1/sessions/job/{job_id}",
-            cast_to=models.JobSessions,
+            cast_to=models.JobSessionsResponse,
             path_params={"job_id": job_id},
             options=options,
         )

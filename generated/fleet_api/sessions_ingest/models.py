@@ -118,35 +118,74 @@ class ToolCallFunction(BaseModel):
     """
 
 
-class TranscriptTask(BaseModel):
+class TaskInfo(BaseModel):
     """
-    The task a session ran, as stored by the server. Only `task_key` is guaranteed; other
-    task fields are passed through.
+    The task a session ran, as stored by the server: the orchestrator's names (`key`,
+    `env_id`, `version`) and ours (`task_key`, `env_key`, `env_version`) for the same values.
+    Other task fields are passed through.
 
     """
 
     model_config = ConfigDict(
         extra="allow",
     )
-    task_key: str
+    key: str
     """
     Key of the task.
     """
-    prompt: str | None = None
+    prompt: str
     """
     Task prompt.
     """
-    env_key: str | None = None
+    env_id: str
     """
     Environment the task runs in.
     """
-    env_version: str | None = None
+    env_variables: dict[str, Any] | None = None
+    """
+    Variables the environment is started with.
+    """
+    created_at: str | None = None
+    """
+    When the task was stored.
+    """
+    version: str | None = None
     """
     Environment version, when pinned.
     """
+    verifier_func: str | None = None
+    """
+    Python source of the task's verifier.
+    """
+    verifier_id: str | None = None
+    """
+    Id of the task's verifier bundle.
+    """
+    metadata: dict[str, Any] | None = None
+    """
+    Free-form task metadata.
+    """
+    task_key: str | None = None
+    """
+    Same as `key`.
+    """
+    env_key: str | None = None
+    """
+    Same as `env_id`.
+    """
+    env_version: str | None = None
+    """
+    Same as `version`.
+    """
 
 
-class VerifierExecution(BaseModel):
+class TranscriptTask(TaskInfo):
+    """
+    Deprecated name of `TaskInfo`, kept so existing imports work.
+    """
+
+
+class VerifierExecutionResult(BaseModel):
     """
     Result of the verifier run that graded a session. A session scores `score`, else 1.0 if
     `success`, else 0.0.
@@ -157,19 +196,19 @@ class VerifierExecution(BaseModel):
     """
     True when the verifier ran and returned a result.
     """
-    score: float | None
+    score: float | None = None
     """
     The verifier's score; null when it returned none.
     """
-    stdout: str | None
+    stdout: str | None = None
     """
     Verifier standard output (used for partial reward and judge-error detection).
     """
-    execution_time_ms: int | None
+    execution_time_ms: Annotated[int, Field(ge=0)]
     """
-    How long the verifier ran, in milliseconds.
+    How long the verifier ran, in milliseconds (0 when the server did not time it).
     """
-    result: Any
+    result: Any | None = None
     """
     The verifier's raw return value (any JSON value, possibly null).
     """
@@ -179,59 +218,67 @@ class VerifierExecution(BaseModel):
     """
 
 
-class SessionSummary(BaseModel):
+class VerifierExecution(VerifierExecutionResult):
     """
-    One session in a job listing.
+    Deprecated name of `VerifierExecutionResult`, kept so existing imports work.
     """
 
-    session_id: str
-    """
-    Id of the session; read its messages with `get_session_transcript`.
-    """
-    instance: dict[str, Any] | str | None
-    """
-    The env instance the session ran on. PROTOCOL does not pin its shape: accepted as an
-    instance record (object, as in the transcript) or a bare instance id; null when none.
 
+class Instance(BaseModel):
     """
-    model: str
+    The env instance a session ran on, as the orchestrator records it.
     """
-    Model id, bare (`claude-sonnet-4.5`) even though the job was created with
-    `provider/model` (`anthropic/claude-sonnet-4.5`).
 
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    instance_id: str
     """
-    status: Literal[
-        "pending", "running", "completed", "timed_out", "errored", "failed", "cancelled"
-    ]
+    The instance's id.
     """
-    Current state of the session.
+    env_key: str
     """
-    created_at: datetime
+    Key of its environment.
     """
-    When the session record was created.
+    version: str
     """
-    started_at: datetime | None
+    Version of the environment.
     """
-    When the rollout started; null while pending (a designer's choice, PROTOCOL is silent).
+    status: str
     """
-    ended_at: datetime | None
+    Lifecycle state of the instance.
     """
-    When the rollout ended; null until the session is terminal.
+    subdomain: str
     """
-    step_count: Annotated[int, Field(ge=0)]
+    The instance's subdomain.
     """
-    Number of agent steps taken.
+    created_at: str
     """
-    verifier_execution: VerifierExecution | None
+    When the instance was created.
     """
-    The verifier run that graded the session; null when none ran (an error, not a 0).
+    updated_at: str
     """
-    error: str | None = None
+    When the instance last changed.
     """
-    What went wrong: why the session `errored` (e.g. the instance could not be created,
-    the model endpoint failed) or why its verifier could not grade it (`failed`); null
-    when nothing did. Not required: servers that do not report it omit it.
-
+    terminated_at: str | None = None
+    """
+    When the instance was terminated.
+    """
+    team_id: str
+    """
+    Team that owns the instance.
+    """
+    region: str
+    """
+    Region the instance ran in.
+    """
+    env_variables: dict[str, Any] | None = None
+    """
+    Variables the instance was started with.
+    """
+    run_id: str | None = None
+    """
+    Run the instance belonged to.
     """
 
 
@@ -291,18 +338,78 @@ class ToolCall(BaseModel):
     """
 
 
-class TaskSessions(BaseModel):
+class SessionInfo(BaseModel):
+    """
+    One session in a job listing.
+    """
+
+    session_id: str
+    """
+    Id of the session; read its messages with `get_session_transcript`.
+    """
+    instance: Instance | None = None
+    """
+    The env instance the session ran on; null when none.
+    """
+    model: str
+    """
+    Model id, bare (`claude-sonnet-4.5`) even though the job was created with
+    `provider/model` (`anthropic/claude-sonnet-4.5`).
+
+    """
+    status: Literal[
+        "pending", "running", "completed", "timed_out", "errored", "failed", "cancelled"
+    ]
+    """
+    Current state of the session.
+    """
+    created_at: datetime
+    """
+    When the session record was created.
+    """
+    started_at: datetime | None = None
+    """
+    When the rollout started; null while pending (a designer's choice, PROTOCOL is silent).
+    """
+    ended_at: datetime | None = None
+    """
+    When the rollout ended; null until the session is terminal.
+    """
+    step_count: Annotated[int, Field(ge=0)]
+    """
+    Number of agent steps taken.
+    """
+    verifier_execution: VerifierExecutionResult | None = None
+    """
+    The verifier run that graded the session; null when none ran (an error, not a 0).
+    """
+    error: str | None = None
+    """
+    What went wrong: why the session `errored` (e.g. the instance could not be created,
+    the model endpoint failed) or why its verifier could not grade it (`failed`); null
+    when nothing did. Not required: servers that do not report it omit it.
+
+    """
+
+
+class SessionSummary(SessionInfo):
+    """
+    Deprecated name of `SessionInfo`, kept so existing imports work.
+    """
+
+
+class TaskSessionGroup(BaseModel):
     """
     The sessions of one task within a job, with aggregates.
     """
 
-    task_id: str
+    task_id: str | None = None
     """
     Id of the task.
     """
-    task: dict[str, Any] | None
+    task: TaskInfo | None = None
     """
-    The task record (key, prompt, ...), passed through as-is; null when unknown.
+    The task; null when unknown.
     """
     total_sessions: Annotated[int, Field(ge=0)]
     """
@@ -318,41 +425,28 @@ class TaskSessions(BaseModel):
     whether it is a fraction or a percentage; clients should recompute from the counts).
 
     """
-    average_score: float | None
+    average_score: float | None = None
     """
     Mean score of the graded sessions; null when none was graded.
     """
-    sessions: list[SessionSummary]
+    sessions: list[SessionInfo]
     """
     The sessions of this task.
     """
 
 
-class JobSessions(BaseModel):
+class TaskSessions(TaskSessionGroup):
     """
-    All sessions of a job, grouped by task.
-    """
-
-    job_id: str
-    """
-    Id of the job.
-    """
-    total_sessions: Annotated[int, Field(ge=0)]
-    """
-    Number of sessions across all tasks.
-    """
-    tasks: list[TaskSessions]
-    """
-    One entry per task of the job.
+    Deprecated name of `TaskSessionGroup`, kept so existing imports work.
     """
 
 
-class ChatMessage(BaseModel):
+class SessionIngestMessage(BaseModel):
     """
     One chat message in OpenAI multimodal shape. The legacy Gemini `history` / `parts` /
     `inline_data` shape is not accepted here. `tool_calls` belong to assistant messages only;
     `tool_call_id` to tool messages only. Optional fields are nullable because the transcript
-    read-back returns them as null when absent.
+    read-back returns them as null when absent. A missing `content` is stored as null.
 
     """
 
@@ -364,7 +458,7 @@ class ChatMessage(BaseModel):
         str
         | list[Annotated[TextBlock | ImageURLBlock, Field(discriminator="type")]]
         | None
-    )
+    ) = None
     """
     Text, a list of content blocks (text and images), or null (an assistant message that
     only calls tools). Image URLs should be public HTTPS URLs, not `data:` URLs.
@@ -382,28 +476,98 @@ class ChatMessage(BaseModel):
     """
     Optional participant or tool name (OpenAI `name`).
     """
+    thinking: str | None = None
+    """
+    The model's reasoning trace for this turn, when it exposes one.
+    """
+    timestamp: str | None = None
+    """
+    When the message was produced.
+    """
+    tokens: int | None = None
+    """
+    Tokens the message used.
+    """
+    metadata: dict[str, Any] | None = None
+    """
+    Free-form metadata of the message.
+    """
 
 
-class SessionTranscript(BaseModel):
+class ChatMessage(SessionIngestMessage):
+    """
+    Deprecated name of `SessionIngestMessage`, kept so existing imports work.
+    """
+
+
+class TranscriptMessage(SessionIngestMessage):
+    """
+    One message of a transcript read back; `content` is always present (null when the message had none).
+    """
+
+    content: (
+        str
+        | list[Annotated[TextBlock | ImageURLBlock, Field(discriminator="type")]]
+        | None
+    )
+    """
+    Text, a list of content blocks (text and images), or null (an assistant message that
+    only calls tools). Image URLs should be public HTTPS URLs, not `data:` URLs.
+
+    """
+
+
+class SessionTranscriptResponse(BaseModel):
     """
     A session's context and its full message list.
     """
 
-    task: TranscriptTask | None
+    task: TaskInfo | None = None
     """
     The task the session ran; null when unknown.
     """
-    instance: dict[str, Any] | None
+    instance: Instance | None = None
     """
-    The env instance record the session ran on, passed through as-is; null when none.
+    The env instance the session ran on; null when none.
     """
-    verifier_execution: VerifierExecution | None
+    verifier_execution: VerifierExecutionResult | None = None
     """
     The verifier run that graded the session; null when none ran.
     """
-    transcript: list[ChatMessage]
+    transcript: list[TranscriptMessage]
     """
     The messages, in order.
+    """
+
+
+class SessionTranscript(SessionTranscriptResponse):
+    """
+    Deprecated name of `SessionTranscriptResponse`, kept so existing imports work.
+    """
+
+
+class JobSessionsResponse(BaseModel):
+    """
+    All sessions of a job, grouped by task.
+    """
+
+    job_id: str
+    """
+    Id of the job.
+    """
+    total_sessions: Annotated[int, Field(ge=0)]
+    """
+    Number of sessions across all tasks.
+    """
+    tasks: list[TaskSessionGroup]
+    """
+    One entry per task of the job.
+    """
+
+
+class JobSessions(JobSessionsResponse):
+    """
+    Deprecated name of `JobSessionsResponse`, kept so existing imports work.
     """
 
 
@@ -415,7 +579,7 @@ class SessionIngestRequest(BaseModel):
 
     """
 
-    messages: Annotated[list[ChatMessage], Field(min_length=1)]
+    messages: Annotated[list[SessionIngestMessage], Field(min_length=1)]
     """
     The chat messages to store (at least one), in order.
     """
