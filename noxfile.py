@@ -1,4 +1,4 @@
-"""Developer and CI entry points: ``nox -s tests|contracts|record|generate|lint|typecheck``.
+"""Developer and CI entry points: ``nox -s tests|contracts|fidelity|record|generate|lint|typecheck``.
 
 Every session installs the project with its ``dev`` extra, which pins the tools whose
 output is committed (``datamodel-code-generator``, ``ruff``), so ``nox -s generate``
@@ -38,6 +38,17 @@ def contracts(session: nox.Session) -> None:
     session.run(
         "pytest", "contracts", *session.posargs, env=env, success_codes=[0, PYTEST_NO_TESTS_COLLECTED]
     )
+
+
+@nox.session(python=PYTHON)
+def fidelity(session: nox.Session) -> None:
+    """Diff ``schemas/`` against the public Fleet SDK's models (see ``docs/wire-fidelity.md``).
+
+    Prints every difference; fails on one that ``contracts/fidelity_allowlist.yaml`` does not
+    list. The same check runs in the normal test command (``contracts/test_fidelity.py``).
+    """
+    _install(session)
+    session.run("python", "-m", "contracts.fidelity", *session.posargs)
 
 
 @nox.session(python=PYTHON)

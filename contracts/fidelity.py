@@ -40,6 +40,7 @@ SCHEMAS_DIR = ROOT / "schemas"
 ALLOWLIST = Path(__file__).resolve().parent / "fidelity_allowlist.yaml"
 
 ANY = "any"
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _SIMPLE = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
 
@@ -174,7 +175,7 @@ def our_shapes(paths: Iterable[Path]) -> dict[str, Shape]:
     """The components of our schema files, by name (the first file that defines a name wins)."""
     shapes: dict[str, Shape] = {}
     for path in paths:
-        components = yaml.safe_load(path.read_text())["components"]["schemas"]
+        components = yaml.load(path.read_text(), Loader=_LOADER)["components"]["schemas"]
         for name, schema in components.items():
             if name in shapes:
                 continue

@@ -458,9 +458,11 @@ def test_every_operation_round_trips(schema: str, operation_id: str) -> None:
             _annotation_sample(doc, op.body_annotation.replace("list[", "").rstrip("]"))
         )
         args.append([body] if match.group(1) else body)
+    # Required query parameters are keyword-only; each is sent with a recognisable value.
+    required_query = {p.py_name: f"q-{p.name}" for p in op.query_params if p.required}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore" if op.deprecated else "error", DeprecationWarning)
-        result = getattr(client, operation_id)(*args)
+        result = getattr(client, operation_id)(*args, **required_query)
 
     request = recorder.last
     expected_path = op.path
@@ -469,6 +471,9 @@ def test_every_operation_round_trips(schema: str, operation_id: str) -> None:
     assert request.method == op.method
     assert request.url.path == expected_path
     assert request.url.host == httpx.URL(BASE_URL).host
+    for p in op.query_params:
+        if p.required:
+            assert request.url.params.get(p.name) == f"q-{p.name}"
     if op.body_annotation:
         assert _json_body(request) == encode_body(args[-1])
     if op.return_annotation == "None":

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping
@@ -94,7 +95,7 @@ def _tracked(state: LocalState) -> dict[str, asyncio.Task[None]]:
 # ---------------------------------------------------------------- task selection
 
 
-def _select_tasks(state: LocalState, req: models.JobRequest) -> list[dict[str, Any]]:
+def _select_tasks(state: LocalState, req: models.JobCreateRequest) -> list[dict[str, Any]]:
     """The task documents a job runs (blocking store reads).
 
     Raises:
@@ -139,7 +140,7 @@ def _select_tasks(state: LocalState, req: models.JobRequest) -> list[dict[str, A
     return selected
 
 
-def _create_job(state: LocalState, req: models.JobRequest) -> models.JobCreated:
+def _create_job(state: LocalState, req: models.JobCreateRequest) -> models.JobCreateResponse:
     """Store the job and its pending sessions (blocking); the runner is started by the route."""
     if req.mode is not None and req.mode != "tool_use":
         raise LocalAPIError(
@@ -202,23 +203,36 @@ def _create_job(state: LocalState, req: models.JobRequest) -> models.JobCreated:
         "max_concurrent_per_model": req.max_concurrent_per_model,
         "mode": req.mode,
         "system_prompt": req.system_prompt,
+        "model_prompts": req.model_prompts,
         "session_ids": session_ids,
         "error": None,
     }
     state.store.put(JOB_KIND, job_id, doc)
-    return models.JobCreated(
+    return models.JobCreateResponse(
         job_id=job_id, workflow_job_id=doc["workflow_job_id"], status="pending", name=name
     )
 
 
-def _create_job_once(state: LocalState, req: models.JobRequest, key: str | None) -> models.JobCreated:
+def _fingerprint(req: models.JobCreateRequest) -> dict[str, Any]:
+    """The body the idempotency store compares, with ``byok_keys`` reduced to a digest.
+
+    Bring-your-own keys are secrets: they are never stored, only whether they changed.
+    """
+    payload = req.model_dump(mode="json", exclude_none=True)
+    if "byok_keys" in payload:
+        raw = json.dumps(payload["byok_keys"], sort_keys=True).encode()
+        payload["byok_keys"] = hashlib.sha256(raw).hexdigest()
+    return payload
+
+
+def _create_job_once(state: LocalState, req: models.JobCreateRequest, key: str | None) -> models.JobCreateResponse:
     """:func:`_create_job`, once per ``Idempotency-Key`` (the same key and body replays the answer)."""
     return idempotent(
         state,
         scope="create_job",
         key=key,
-        payload=req.model_dump(mode="json", exclude_none=True),
-        model=models.JobCreated,
+        payload=_fingerprint(req),
+        model=models.JobCreateResponse,
         create=lambda: _create_job(state, req),
     )
 
@@ -375,7 +389,12 @@ async def _run_session(state: LocalState, job: Mapping[str, Any], session: Mappi
         )
         policy = make_policy(state.settings, context)
         episode = _Episode(state, session_id, instance_id, max_steps)
-        system_prompt = job.get("system_prompt") or _default_system_prompt(env.name, offer_submit)
+        per_model = job.get("model_prompts") or {}
+        system_prompt = (
+            per_model.get(str(session["model_id"]))
+            or job.get("system_prompt")
+            or _default_system_prompt(env.name, offer_submit)
+        )
         await episode.record(
             {"role": "system", "content": system_prompt}, {"role": "user", "content": prompt}
         )
@@ -509,10 +528,10 @@ def router(state: LocalState) -> APIRouter:
     """Routes of ``/v1/jobs``."""
     api = APIRouter(tags=["control-plane"])
 
-    @api.post("/v1/jobs", response_model=models.JobCreated)
+    @api.post("/v1/jobs", response_model=models.JobCreateResponse)
     async def create_job(
-        body: models.JobRequest, idempotency_key: IdempotencyKey = None
-    ) -> models.JobCreated:
+        body: models.JobCreateRequest, idempotency_key: IdempotencyKey = None
+    ) -> models.JobCreateResponse:
         """Create a job and start running it."""
         created = await anyio.to_thread.run_sync(_create_job_once, state, body, idempotency_key)
         job = await anyio.to_thread.run_sync(state.store.get, JOB_KIND, created.job_id)
@@ -520,17 +539,17 @@ def router(state: LocalState) -> APIRouter:
             _start(state, created.job_id)
         return created
 
-    @api.get("/v1/jobs", response_model=models.JobList)
-    async def list_jobs() -> models.JobList:
+    @api.get("/v1/jobs", response_model=models.JobListResponse)
+    async def list_jobs() -> models.JobListResponse:
         """Every job, oldest first."""
         docs = await anyio.to_thread.run_sync(state.store.list, JOB_KIND)
         jobs = [
-            models.JobSummary.model_validate(
+            models.JobResponse.model_validate(
                 {key: d.get(key) for key in ("id", "name", "created_at", "status")}
             )
             for d in docs
         ]
-        return models.JobList(jobs=jobs, total=len(jobs))
+        return models.JobListResponse(jobs=jobs, total=len(jobs))
 
     @api.get("/v1/jobs/{job_id}", response_model=models.Job)
     async def get_job(job_id: str) -> models.Job:

@@ -27,14 +27,14 @@ def router(state: LocalState) -> APIRouter:
     """Routes of the traces surface (bearer auth is added by the app)."""
     api = APIRouter(tags=["traces-jobs"])
 
-    @api.post("/v1/traces/jobs", response_model=models.TraceJob)
+    @api.post("/v1/traces/jobs", response_model=models.TraceJobResponse)
     async def create_trace_job(
         body: models.TraceJobRequest,
-    ) -> models.TraceJob:
+    ) -> models.TraceJobResponse:
         """Create an ``active`` trace job; its id groups the sessions of one run."""
         job_id = new_id("tjob")
         # The schema lets the name out: the server names the job after its id then.
-        job = models.TraceJob(job_id=job_id, name=body.name or f"trace-{job_id}", status="active")
+        job = models.TraceJobResponse(job_id=job_id, name=body.name or f"trace-{job_id}", status="active")
         state.store.put(TRACE_JOB_KIND, job.job_id, {**job.model_dump(), "created_at": iso()})
         return job
 

@@ -40,7 +40,7 @@ async def wait_for_job(fleet: AsyncFleet, job_id: str, timeout: float = 40.0) ->
         await asyncio.sleep(0.2)
 
 
-def score(session: smodels.SessionSummary) -> float:
+def score(session: smodels.SessionInfo) -> float:
     """The PROTOCOL §9 score of a graded session."""
     execution = session.verifier_execution
     assert execution is not None, f"session {session.session_id} has no verifier execution"
@@ -68,7 +68,7 @@ async def test_scripted_policy_solves_every_task_of_an_environment(local: LocalF
     assert task_keys
     async with local.async_fleet() as fleet:
         created = await fleet.api.control_plane.create_job(
-            models.JobRequest(
+            models.JobCreateRequest(
                 models=["local/scripted"],
                 env_key=ENV_KEY,
                 excluded_task_keys=other_task_keys(local) or None,
@@ -103,7 +103,7 @@ async def test_scripted_policy_solves_every_task_of_an_environment(local: LocalF
         first = results.tasks[0].sessions[0]
         transcript = await fleet.api.sessions.get_session_transcript(first.session_id)
         assert transcript.task is not None and transcript.task.task_key == results.tasks[0].task_id
-        assert transcript.instance is not None and transcript.instance["env_key"] == ENV_KEY
+        assert transcript.instance is not None and transcript.instance.env_key == ENV_KEY
         assert transcript.verifier_execution is not None and transcript.verifier_execution.success
         roles = [m.role for m in transcript.transcript]
         assert roles[:2] == ["system", "user"]
@@ -123,7 +123,7 @@ async def test_random_policy_with_pass_k_gives_k_graded_sessions_per_task(local:
     keys = env_task_keys(local)[:2]
     async with local.async_fleet() as fleet:
         created = await fleet.api.control_plane.create_job(
-            models.JobRequest(models=["local/random"], task_keys=keys, pass_k=2, max_concurrent_per_model=2)
+            models.JobCreateRequest(models=["local/random"], task_keys=keys, pass_k=2, max_concurrent_per_model=2)
         )
         job = await wait_for_job(fleet, created.job_id)
         assert job.status == "completed"
@@ -145,7 +145,7 @@ async def test_models_without_an_endpoint_error_clearly_and_report_bare_names(lo
     keys = env_task_keys(local)
     async with local.async_fleet() as fleet:
         created = await fleet.api.control_plane.create_job(
-            models.JobRequest(
+            models.JobCreateRequest(
                 models=["anthropic/claude-sonnet-4.5"],
                 env_key=ENV_KEY,
                 excluded_task_keys=keys[1:] + other_task_keys(local),
@@ -168,28 +168,28 @@ async def test_job_requests_are_validated(local: LocalFleet) -> None:
     async with local.async_fleet() as fleet:
         jobs = fleet.api.control_plane
         with pytest.raises(NotFoundError, match="no-such-task"):
-            await jobs.create_job(models.JobRequest(models=["local/scripted"], task_keys=["no-such-task"]))
+            await jobs.create_job(models.JobCreateRequest(models=["local/scripted"], task_keys=["no-such-task"]))
         with pytest.raises(EnvNotFoundError):
-            await jobs.create_job(models.JobRequest(models=["local/scripted"], env_key="no-such-env"))
+            await jobs.create_job(models.JobCreateRequest(models=["local/scripted"], env_key="no-such-env"))
         # Schema-valid bodies the server cannot carry out are 400s; 422 is for schema violations.
         with pytest.raises(BadRequestError, match="no task selected") as unselected:
-            await jobs.create_job(models.JobRequest(models=["local/scripted"]))
+            await jobs.create_job(models.JobCreateRequest(models=["local/scripted"]))
         assert unselected.value.code == "bad_request"
         keys = [t.task_key for t in (await jobs.list_tasks(env_key=ENV_KEY)).tasks]
         bundled = env_task_keys(local)
         with pytest.raises(BadRequestError, match="leave no task"):
             await jobs.create_job(
-                models.JobRequest(models=["local/scripted"], env_key=ENV_KEY, excluded_task_keys=keys)
+                models.JobCreateRequest(models=["local/scripted"], env_key=ENV_KEY, excluded_task_keys=keys)
             )
         with pytest.raises(BadRequestError, match="not supported"):
             await jobs.create_job(
-                models.JobRequest(models=["local/scripted"], env_key=ENV_KEY, mode="computer_use")
+                models.JobCreateRequest(models=["local/scripted"], env_key=ENV_KEY, mode="computer_use")
             )
         with pytest.raises(NotFoundError):
             await jobs.get_job("job_missing")
 
         # The same Idempotency-Key replays the first job; another body with it is a conflict.
-        body = models.JobRequest(models=["local/scripted"], task_keys=bundled[:1])
+        body = models.JobCreateRequest(models=["local/scripted"], task_keys=bundled[:1])
         first = await jobs.create_job(body, idempotency_key="job-key-1")
         again = await jobs.create_job(body, idempotency_key="job-key-1")
         assert again.job_id == first.job_id
@@ -252,7 +252,7 @@ def fake_model() -> Iterator[str]:
 async def test_chat_completions_policy_drives_the_tools(fake_model: str) -> None:
     async with LocalFleet(s3=False, model_base_url=fake_model) as local, local.async_fleet() as fleet:
         created = await fleet.api.control_plane.create_job(
-            models.JobRequest(models=["openai/fake-model"], task_keys=["orderdesk-count-pending-orders"])
+            models.JobCreateRequest(models=["openai/fake-model"], task_keys=["orderdesk-count-pending-orders"])
         )
         job = await wait_for_job(fleet, created.job_id)
         assert job.status == "completed"

@@ -993,11 +993,11 @@ class ControlPlaneClient:
 
     def create_job(
         self,
-        body: models.JobRequest,
+        body: models.JobCreateRequest,
         *,
         idempotency_key: str | None = None,
         options: RequestOptions | None = None,
-    ) -> models.JobCreated:
+    ) -> models.JobCreateResponse:
         """Create an evaluation job.
 
         Starts an evaluation job that runs every selected task `pass_k` times for each model in
@@ -1036,7 +1036,7 @@ class ControlPlaneClient:
         return self._http.request(
             "POST",
             "/v1/jobs",
-            cast_to=models.JobCreated,
+            cast_to=models.JobCreateResponse,
             body=body,
             options=_merge_options(options, idempotency_key=idempotency_key),
         )
@@ -1045,7 +1045,7 @@ class ControlPlaneClient:
         self,
         *,
         options: RequestOptions | None = None,
-    ) -> models.JobList:
+    ) -> models.JobListResponse:
         """List jobs.
 
         Lists the team's jobs with their status. Design choice - no pagination or filter parameters are documented, as the wire reference names none.
@@ -1064,7 +1064,7 @@ class ControlPlaneClient:
         return self._http.request(
             "GET",
             "/v1/jobs",
-            cast_to=models.JobList,
+            cast_to=models.JobListResponse,
             options=options,
         )
 
@@ -1780,11 +1780,11 @@ class ControlPlaneClientWithRawResponse:
 
     def create_job(
         self,
-        body: models.JobRequest,
+        body: models.JobCreateRequest,
         *,
         idempotency_key: str | None = None,
         options: RequestOptions | None = None,
-    ) -> APIResponse[models.JobCreated]:
+    ) -> APIResponse[models.JobCreateResponse]:
         """Create an evaluation job.
 
         Starts an evaluation job that runs every selected task `pass_k` times for each model in
@@ -1824,7 +1824,7 @@ class ControlPlaneClientWithRawResponse:
         return self._http.request_raw(
             "POST",
             "/v1/jobs",
-            cast_to=models.JobCreated,
+            cast_to=models.JobCreateResponse,
             body=body,
             options=_merge_options(options, idempotency_key=idempotency_key),
         )
@@ -1833,7 +1833,7 @@ class ControlPlaneClientWithRawResponse:
         self,
         *,
         options: RequestOptions | None = None,
-    ) -> APIResponse[models.JobList]:
+    ) -> APIResponse[models.JobListResponse]:
         """List jobs.
 
         Lists the team's jobs with their status. Design choice - no pagination or filter parameters are documented, as the wire reference names none.
@@ -1853,7 +1853,7 @@ class ControlPlaneClientWithRawResponse:
         return self._http.request_raw(
             "GET",
             "/v1/jobs",
-            cast_to=models.JobList,
+            cast_to=models.JobListResponse,
             options=options,
         )
 
@@ -2559,11 +2559,11 @@ class AsyncControlPlaneClient:
 
     async def create_job(
         self,
-        body: models.JobRequest,
+        body: models.JobCreateRequest,
         *,
         idempotency_key: str | None = None,
         options: RequestOptions | None = None,
-    ) -> models.JobCreated:
+    ) -> models.JobCreateResponse:
         """Create an evaluation job.
 
         Starts an evaluation job that runs every selected task `pass_k` times for each model in
@@ -2602,7 +2602,7 @@ class AsyncControlPlaneClient:
         return await self._http.request(
             "POST",
             "/v1/jobs",
-            cast_to=models.JobCreated,
+            cast_to=models.JobCreateResponse,
             body=body,
             options=_merge_options(options, idempotency_key=idempotency_key),
         )
@@ -2611,7 +2611,7 @@ class AsyncControlPlaneClient:
         self,
         *,
         options: RequestOptions | None = None,
-    ) -> models.JobList:
+    ) -> models.JobListResponse:
         """List jobs.
 
         Lists the team's jobs with their status. Design choice - no pagination or filter parameters are documented, as the wire reference names none.
@@ -2630,7 +2630,7 @@ class AsyncControlPlaneClient:
         return await self._http.request(
             "GET",
             "/v1/jobs",
-            cast_to=models.JobList,
+            cast_to=models.JobListResponse,
             options=options,
         )
 
@@ -3346,11 +3346,11 @@ class AsyncControlPlaneClientWithRawResponse:
 
     async def create_job(
         self,
-        body: models.JobRequest,
+        body: models.JobCreateRequest,
         *,
         idempotency_key: str | None = None,
         options: RequestOptions | None = None,
-    ) -> APIResponse[models.JobCreated]:
+    ) -> APIResponse[models.JobCreateResponse]:
         """Create an evaluation job.
 
         Starts an evaluation job that runs every selected task `pass_k` times for each model in
@@ -3390,7 +3390,7 @@ class AsyncControlPlaneClientWithRawResponse:
         return await self._http.request_raw(
             "POST",
             "/v1/jobs",
-            cast_to=models.JobCreated,
+            cast_to=models.JobCreateResponse,
             body=body,
             options=_merge_options(options, idempotency_key=idempotency_key),
         )
@@ -3399,7 +3399,7 @@ class AsyncControlPlaneClientWithRawResponse:
         self,
         *,
         options: RequestOptions | None = None,
-    ) -> APIResponse[models.JobList]:
+    ) -> APIResponse[models.JobListResponse]:
         """List jobs.
 
         Lists the team's jobs with their status. Design choice - no pagination or filter parameters are documented, as the wire reference names none.
@@ -3419,7 +3419,7 @@ class AsyncControlPlaneClientWithRawResponse:
         return await self._http.request_raw(
             "GET",
             "/v1/jobs",
-            cast_to=models.JobList,
+            cast_to=models.JobListResponse,
             options=options,
         )
 

@@ -833,7 +833,7 @@ class VerifierData(BaseModel):
     """
 
 
-class JobRequest(BaseModel):
+class JobCreateRequest(BaseModel):
     """
     Body of `create_job`. Design choice: tasks are chosen by `task_keys` when given, else all
     tasks of `project_key`, else all tasks of `env_key`, less `excluded_task_keys`; at least one
@@ -892,9 +892,31 @@ class JobRequest(BaseModel):
     """
     System prompt for the agent; null means the server's default.
     """
+    model_prompts: dict[str, Any] | None = None
+    """
+    System prompt per model id (`provider/model`), used instead of `system_prompt` for that model.
+    """
+    byok_keys: dict[str, Any] | None = None
+    """
+    Bring-your-own API keys by provider, used for this job's model calls only. Servers never return or log them.
+    """
+    byok_ttl_minutes: Annotated[int | None, Field(ge=1)] = None
+    """
+    Minutes the server may keep `byok_keys`.
+    """
+    harness: str | None = None
+    """
+    Agent harness to run the sessions with; null means the server's default.
+    """
 
 
-class JobCreated(BaseModel):
+class JobRequest(JobCreateRequest):
+    """
+    Deprecated name of `JobCreateRequest`, kept so existing imports work.
+    """
+
+
+class JobCreateResponse(BaseModel):
     """
     Result of `create_job`.
     """
@@ -917,7 +939,13 @@ class JobCreated(BaseModel):
     """
 
 
-class JobSummary(BaseModel):
+class JobCreated(JobCreateResponse):
+    """
+    Deprecated name of `JobCreateResponse`, kept so existing imports work.
+    """
+
+
+class JobResponse(BaseModel):
     """
     One entry of `list_jobs`.
     """
@@ -934,24 +962,39 @@ class JobSummary(BaseModel):
     """
     When the job was created.
     """
-    status: Literal["pending", "running", "completed", "errored", "failed", "cancelled"]
+    status: (
+        Literal["pending", "running", "completed", "errored", "failed", "cancelled"]
+        | None
+    ) = None
     """
-    State of the job (see `JobStatus`).
+    State of the job (see `JobStatus`); null when the server does not say.
     """
 
 
-class JobList(BaseModel):
+class JobSummary(JobResponse):
+    """
+    Deprecated name of `JobResponse`, kept so existing imports work.
+    """
+
+
+class JobListResponse(BaseModel):
     """
     The team's jobs.
     """
 
-    jobs: list[JobSummary]
+    jobs: list[JobResponse]
     """
     The jobs.
     """
     total: Annotated[int, Field(ge=0)]
     """
     Number of jobs.
+    """
+
+
+class JobList(JobListResponse):
+    """
+    Deprecated name of `JobListResponse`, kept so existing imports work.
     """
 
 
@@ -1122,11 +1165,11 @@ class Resource(BaseModel):
     """
     type: Literal["sqlite", "cdp", "api"]
     """
-    Kind of resource: `sqlite` (a database), `cdp` (a Chrome DevTools Protocol endpoint), `api` (an HTTP API).
+    Kind of resource (see `ResourceType`).
     """
     mode: Literal["ro", "rw"]
     """
-    `ro` read-only, `rw` read-write.
+    Access mode (see `ResourceMode`).
     """
     label: str | None = None
     """

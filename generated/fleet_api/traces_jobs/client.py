@@ -72,7 +72,7 @@ class TracesJobsClient:
         body: models.TraceJobRequest,
         *,
         options: RequestOptions | None = None,
-    ) -> models.TraceJob:
+    ) -> models.TraceJobResponse:
         """Create a trace job.
 
         Creates a named trace job. Its `job_id` is then passed as `job_id` to the orchestrator's
@@ -95,7 +95,7 @@ class TracesJobsClient:
         return self._http.request(
             "POST",
             "/v1/traces/jobs",
-            cast_to=models.TraceJob,
+            cast_to=models.TraceJobResponse,
             body=body,
             options=options,
         )
@@ -160,7 +160,7 @@ class TracesJobsClientWithRawResponse:
         body: models.TraceJobRequest,
         *,
         options: RequestOptions | None = None,
-    ) -> APIResponse[models.TraceJob]:
+    ) -> APIResponse[models.TraceJobResponse]:
         """Create a trace job.
 
         Creates a named trace job. Its `job_id` is then passed as `job_id` to the orchestrator's
@@ -184,7 +184,7 @@ class TracesJobsClientWithRawResponse:
         return self._http.request_raw(
             "POST",
             "/v1/traces/jobs",
-            cast_to=models.TraceJob,
+            cast_to=models.TraceJobResponse,
             body=body,
             options=options,
         )
@@ -257,7 +257,7 @@ class AsyncTracesJobsClient:
         body: models.TraceJobRequest,
         *,
         options: RequestOptions | None = None,
-    ) -> models.TraceJob:
+    ) -> models.TraceJobResponse:
         """Create a trace job.
 
         Creates a named trace job. Its `job_id` is then passed as `job_id` to the orchestrator's
@@ -280,7 +280,7 @@ class AsyncTracesJobsClient:
         return await self._http.request(
             "POST",
             "/v1/traces/jobs",
-            cast_to=models.TraceJob,
+            cast_to=models.TraceJobResponse,
             body=body,
             options=options,
         )
@@ -345,7 +345,7 @@ class AsyncTracesJobsClientWithRawResponse:
         body: models.TraceJobRequest,
         *,
         options: RequestOptions | None = None,
-    ) -> APIResponse[models.TraceJob]:
+    ) -> APIResponse[models.TraceJobResponse]:
         """Create a trace job.
 
         Creates a named trace job. Its `job_id` is then passed as `job_id` to the orchestrator's
@@ -369,7 +369,7 @@ class AsyncTracesJobsClientWithRawResponse:
         return await self._http.request_raw(
             "POST",
             "/v1/traces/jobs",
-            cast_to=models.TraceJob,
+            cast_to=models.TraceJobResponse,
             body=body,
             options=options,
         )

@@ -36,7 +36,7 @@ class TraceJobRequest(BaseModel):
     """
 
 
-class TraceJob(BaseModel):
+class TraceJobResponse(BaseModel):
     """
     A trace job; its `job_id` groups the sessions uploaded for one run.
     """
@@ -148,6 +148,12 @@ class ErrorResponse(BaseModel):
     retryable: bool | None = None
     """
     True when the server says the same request may succeed if retried.
+    """
+
+
+class TraceJob(TraceJobResponse):
+    """
+    Deprecated name of `TraceJobResponse`, kept so existing imports work.
     """
 
 
