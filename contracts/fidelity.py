@@ -246,6 +246,7 @@ def check(schemas_dir: Path = SCHEMAS_DIR, allowlist: Path = ALLOWLIST) -> Repor
     for module_name, files in sources.items():
         ours = our_shapes(schemas_dir / f"{stem}.yaml" for stem in files)
         found += diff_module(module_name, their_shapes(module_name), ours)
+
     def covered(difference: Difference) -> bool:
         return any(fnmatch.fnmatchcase(difference.id, pattern) for pattern in allowed)
 

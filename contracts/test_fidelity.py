@@ -16,7 +16,7 @@ import yaml
 
 pytest.importorskip("fleet", reason="the public SDK is a pinned dev dependency (fleet-python)")
 
-from contracts import fidelity  # noqa: E402
+from contracts import fidelity
 
 
 def test_schemas_match_the_public_sdk_models_or_the_allowlist() -> None:

@@ -144,9 +144,7 @@ def _import_task(state: LocalState, task: models.Task, project_key: str | None) 
     return _task_model(doc)
 
 
-def _update_task(
-    state: LocalState, task_key: str, update: models.TaskUpdateRequest
-) -> models.TaskResponse:
+def _update_task(state: LocalState, task_key: str, update: models.TaskUpdateRequest) -> models.TaskResponse:
     changes = {
         name: getattr(update, name)
         for name in update.model_fields_set

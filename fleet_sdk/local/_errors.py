@@ -69,14 +69,18 @@ def _allowed_methods(request: Request) -> set[str]:
 
     Starlette's 405 names only the methods of the first route matching the path,
     so a path served by two routes (GET and DELETE) advertised half of them.
-    Probing with ``BaseRoute.matches`` works for included routers too.
+    Probing with ``BaseRoute.matches`` works for included routers too. A literal path that a
+    template also matches (``/v1/env/instances/batch`` and ``/v1/env/instances/{instance_id}``)
+    is its own resource: only the literal routes' methods count there.
     """
-    allowed: set[str] = set()
+    matched: list[tuple[str, str]] = []
     for method in _PROBED_METHODS:
         scope = {**request.scope, "method": method}
-        if any(route.matches(scope)[0] == Match.FULL for route in request.app.router.routes):
-            allowed.add(method)
-    return allowed
+        for route in request.app.router.routes:
+            if route.matches(scope)[0] == Match.FULL:
+                matched.append((method, str(getattr(route, "path_format", ""))))
+    literal = {method for method, path in matched if "{" not in path}
+    return literal or {method for method, _ in matched}
 
 
 def _undecodable_body(exc: StarletteHTTPException) -> bool:

@@ -366,7 +366,7 @@ def list_runs(state: LocalState, profile_id: str | None, active: str | None) -> 
     out: list[models.Run] = []
     for run_id, docs in runs.items():
         running = sum(1 for doc in docs if doc.get("status") == "running")
-        if (active or "active") == "active" and not running or active == "inactive" and running:
+        if ((active or "active") == "active" and not running) or (active == "inactive" and running):
             continue
         created = sorted(str(doc["created_at"]) for doc in docs)
         out.append(

@@ -225,7 +225,9 @@ def _fingerprint(req: models.JobCreateRequest) -> dict[str, Any]:
     return payload
 
 
-def _create_job_once(state: LocalState, req: models.JobCreateRequest, key: str | None) -> models.JobCreateResponse:
+def _create_job_once(
+    state: LocalState, req: models.JobCreateRequest, key: str | None
+) -> models.JobCreateResponse:
     """:func:`_create_job`, once per ``Idempotency-Key`` (the same key and body replays the answer)."""
     return idempotent(
         state,

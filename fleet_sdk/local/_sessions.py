@@ -23,8 +23,8 @@ from typing import Any
 
 import anyio
 from fastapi import APIRouter
-from pydantic import ValidationError
 from fleet_api.sessions_ingest import models as smodels
+from pydantic import ValidationError
 
 from ._errors import not_found
 from ._jobs import JOB_KIND, SESSION_KIND, session_score
@@ -184,7 +184,9 @@ def _transcript(state: LocalState, session_id: str) -> smodels.SessionTranscript
     return smodels.SessionTranscriptResponse(
         task=None if task is None else smodels.TaskInfo.model_validate(task),
         instance=_instance(state, doc),
-        verifier_execution=None if execution is None else smodels.VerifierExecutionResult.model_validate(execution),
+        verifier_execution=None
+        if execution is None
+        else smodels.VerifierExecutionResult.model_validate(execution),
         transcript=[
             smodels.TranscriptMessage.model_validate({"content": None, **m})
             for m in state.store.messages(session_id)

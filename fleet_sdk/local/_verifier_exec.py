@@ -40,8 +40,8 @@ __all__ = [
     "execute_for_session",
     "execute_verifier",
     "get_verifier",
-    "verifier_id_of",
     "run_code",
+    "verifier_id_of",
 ]
 
 _log = logging.getLogger(__name__)

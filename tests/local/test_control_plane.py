@@ -14,6 +14,7 @@ import pytest
 from fleet_api.env_instance import models
 
 from fleet_sdk import (
+    BadRequestError,
     ConflictError,
     EnvNotFoundError,
     NotFoundError,
@@ -37,8 +38,8 @@ def _request(
     final_answer: object = None,
     timeout: int = 20,
     with_bundle: bool = True,
-) -> models.VerifierExecuteRequest:
-    return models.VerifierExecuteRequest(
+) -> models.VerifiersExecuteRequest:
+    return models.VerifiersExecuteRequest(
         key=key,
         sha256=bundle_sha256(code),
         args=models.VerifierArgs(instance_id=instance_id, final_answer=final_answer),
@@ -164,7 +165,9 @@ def test_tasks_list_import_get_update(fleet: Fleet) -> None:
     assert key in [t.task_key for t in cp.list_tasks(data_id=ENV, data_version="1.0.0").tasks]
 
     assert cp.get_task(key).prompt == "Say hi."
-    updated = cp.update_task(key, models.TaskUpdateRequest(prompt="Say bye.", metadata={"difficulty": "easy"}))
+    updated = cp.update_task(
+        key, models.TaskUpdateRequest(prompt="Say bye.", metadata={"difficulty": "easy"})
+    )
     assert updated.prompt == "Say bye." and updated.metadata == {"difficulty": "easy"}
     assert updated.verifier_code == task.verifier_code  # left out, so kept
     with pytest.raises(NotFoundError):
@@ -286,3 +289,68 @@ def test_ttl_expiry_and_restart(tmp_path: Path) -> None:
         revived = cp.get_instance(kept.instance_id)
         assert revived.status == "running"
         assert revived.urls.root.startswith(server.base_url)
+
+
+# ---------------------------------------------------------------- endpoints the public SDK calls
+
+
+def test_regions_account_and_runs(fleet: Fleet) -> None:
+    cp = fleet.api.control_plane
+    assert [region.root for region in cp.list_regions()] == ["local"]
+    run_id = f"run-{uuid.uuid4().hex[:8]}"
+    before = cp.get_account().instance_count
+    created = [cp.create_instance(models.InstanceRequest(env_key=ENV, run_id=run_id)) for _ in range(2)]
+    assert cp.get_account().instance_count == before + 2
+    (run,) = [r for r in cp.list_runs(active="all") if r.run_id == run_id]
+    assert (run.running_count, run.total_count) == (2, 2)
+    assert run.first_created_at <= run.last_created_at
+
+    with pytest.raises(BadRequestError):
+        cp.delete_instances_batch()  # no filter would mean every instance
+    deleted = cp.delete_instances_batch(run_id=run_id)
+    assert sorted(i.instance_id for i in deleted) == sorted(i.instance_id for i in created)
+    assert {i.status for i in deleted} == {"terminated"}
+    assert run_id not in {r.run_id for r in cp.list_runs()}  # active runs only by default
+    assert [r.running_count for r in cp.list_runs(active="inactive") if r.run_id == run_id] == [0]
+    assert cp.delete_instances_batch(run_id=run_id) == []
+
+
+def test_verifier_bundles_by_sha_and_by_id(fleet: Fleet, instance: models.InstanceResponse) -> None:
+    cp = fleet.api.control_plane
+    code = f"def verify(env, final_answer=None):\n    return 1.0  # {uuid.uuid4().hex}\n"
+    assert cp.check_verifier_bundle(sha256=bundle_sha256(code)).success is False
+    ran = cp.execute_verifier(_request(code, instance.instance_id, key="by-id"))
+    assert ran.success and ran.bundle_cache_hit is False and isinstance(ran.execution_time_ms, int)
+    found = cp.check_verifier_bundle(sha256=bundle_sha256(code))
+    assert (found.success, found.key, found.display_src) == (True, "by-id", code)
+    assert ran.verifier_id is not None
+    stored = cp.get_verifier(ran.verifier_id)
+    assert (stored.key, stored.sha256, stored.code) == ("by-id", bundle_sha256(code), code)
+    with pytest.raises(NotFoundError):
+        cp.get_verifier("ver_missing")
+    again = cp.execute_verifier(_request(code, instance.instance_id, key="by-id", with_bundle=False))
+    assert again.bundle_cache_hit is True and again.execution_id != ran.execution_id
+
+
+def test_browserless_instance_has_no_cdp(fleet: Fleet, instance: models.InstanceResponse) -> None:
+    assert instance.urls is not None
+    manager = fleet.api.manager(instance.urls.manager.api)
+    with pytest.raises(NotFoundError) as caught:
+        manager.describe_browser()
+    assert caught.value.code == "not_found"
+    health = manager.manager_health()
+    assert health.status == "ok" and health.service and health.timestamp
+
+
+def test_tasks_accept_the_orchestrators_names(fleet: Fleet) -> None:
+    cp = fleet.api.control_plane
+    key = f"theirs-{uuid.uuid4().hex[:8]}"
+    stored = cp.import_task(
+        models.TaskRequest(key=key, prompt="p", environment_id=ENV, version="v1.0.0", verifier_func="x = 1")
+    )
+    assert (stored.task_key, stored.key, stored.env_key, stored.environment_id) == (key, key, ENV, ENV)
+    assert (stored.env_version, stored.version, stored.verifier_code) == ("v1.0.0", "v1.0.0", "x = 1")
+    assert stored.team_id == "local" and stored.created_at
+    with pytest.raises(UnprocessableEntityError) as caught:
+        cp.import_task(models.TaskRequest(prompt="p", environment_id=ENV))
+    assert caught.value.body is not None and "key" in str(caught.value.body)

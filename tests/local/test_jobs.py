@@ -123,7 +123,9 @@ async def test_random_policy_with_pass_k_gives_k_graded_sessions_per_task(local:
     keys = env_task_keys(local)[:2]
     async with local.async_fleet() as fleet:
         created = await fleet.api.control_plane.create_job(
-            models.JobCreateRequest(models=["local/random"], task_keys=keys, pass_k=2, max_concurrent_per_model=2)
+            models.JobCreateRequest(
+                models=["local/random"], task_keys=keys, pass_k=2, max_concurrent_per_model=2
+            )
         )
         job = await wait_for_job(fleet, created.job_id)
         assert job.status == "completed"
@@ -168,7 +170,9 @@ async def test_job_requests_are_validated(local: LocalFleet) -> None:
     async with local.async_fleet() as fleet:
         jobs = fleet.api.control_plane
         with pytest.raises(NotFoundError, match="no-such-task"):
-            await jobs.create_job(models.JobCreateRequest(models=["local/scripted"], task_keys=["no-such-task"]))
+            await jobs.create_job(
+                models.JobCreateRequest(models=["local/scripted"], task_keys=["no-such-task"])
+            )
         with pytest.raises(EnvNotFoundError):
             await jobs.create_job(models.JobCreateRequest(models=["local/scripted"], env_key="no-such-env"))
         # Schema-valid bodies the server cannot carry out are 400s; 422 is for schema violations.
@@ -252,7 +256,9 @@ def fake_model() -> Iterator[str]:
 async def test_chat_completions_policy_drives_the_tools(fake_model: str) -> None:
     async with LocalFleet(s3=False, model_base_url=fake_model) as local, local.async_fleet() as fleet:
         created = await fleet.api.control_plane.create_job(
-            models.JobCreateRequest(models=["openai/fake-model"], task_keys=["orderdesk-count-pending-orders"])
+            models.JobCreateRequest(
+                models=["openai/fake-model"], task_keys=["orderdesk-count-pending-orders"]
+            )
         )
         job = await wait_for_job(fleet, created.job_id)
         assert job.status == "completed"
