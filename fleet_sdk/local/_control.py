@@ -18,7 +18,6 @@ from typing import Annotated, Any, Literal
 
 import anyio
 from fastapi import APIRouter, Query
-from fastapi.exceptions import RequestValidationError
 from fleet_api.env_instance import models
 
 from . import _instances, _verifier_exec
@@ -70,24 +69,27 @@ def _task_model(doc: dict[str, Any]) -> models.TaskResponse:
 
 
 def _canonical_task(body: models.TaskRequest) -> models.Task:
-    """The ``Task`` a request describes, whichever names it used.
+    """The ``Task`` a request describes, whichever names it used (an empty string counts as absent).
 
     Raises:
-        RequestValidationError: 422 naming ``key`` or ``environment_id`` when neither spelling is given.
+        LocalAPIError: 400 ``bad_request`` naming ``key`` or ``environment_id`` when no spelling of
+            it is given (the rule spans fields, so the schema cannot say it: not a 422).
     """
     sent = body.model_dump(mode="json", exclude_none=True)
     for ours, theirs in _REQUEST_ALIASES.items():
-        if ours not in sent:
-            given = next((sent[name] for name in theirs if name in sent), None)
+        if not sent.get(ours):
+            given = next((sent[name] for name in theirs if sent.get(name)), None)
             if given is not None:
                 sent[ours] = given
     missing = [
-        {"type": "missing", "loc": ("body", theirs[0]), "msg": f"Field required (or {ours!r})"}
+        f"{theirs[0]} (or {ours})"
         for ours, theirs in _REQUEST_ALIASES.items()
         if ours in ("task_key", "env_key") and not sent.get(ours)
     ]
     if missing:
-        raise RequestValidationError(missing)
+        raise LocalAPIError(
+            400, f"the task needs {' and '.join(missing)}", code="bad_request", retryable=False
+        )
     return models.Task.model_validate({name: v for name, v in sent.items() if name in _TASK_FIELDS})
 
 

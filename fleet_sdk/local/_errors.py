@@ -76,11 +76,20 @@ def _allowed_methods(request: Request) -> set[str]:
     matched: list[tuple[str, str]] = []
     for method in _PROBED_METHODS:
         scope = {**request.scope, "method": method}
-        for route in request.app.router.routes:
+        for route in _leaf_routes(request.app.router.routes):
             if route.matches(scope)[0] == Match.FULL:
-                matched.append((method, str(getattr(route, "path_format", ""))))
+                matched.append((method, str(getattr(route, "path_format", "{}"))))
     literal = {method for method, path in matched if "{" not in path}
     return literal or {method for method, _ in matched}
+
+
+def _leaf_routes(routes: list[Any]) -> list[Any]:
+    """The routes of included routers, flattened (FastAPI wraps each ``include_router``)."""
+    leaves: list[Any] = []
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        leaves.extend(_leaf_routes(list(inner.routes)) if inner is not None else [route])
+    return leaves
 
 
 def _undecodable_body(exc: StarletteHTTPException) -> bool:

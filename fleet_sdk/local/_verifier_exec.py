@@ -325,15 +325,23 @@ async def execute_verifier(
         instance_id: The instance the route is bound to (the manager's endpoint), or None.
 
     Raises:
-        RequestValidationError: without an instance (422 naming ``args.instance_id``).
-        LocalAPIError: 400 with a bad bundle, 404 for unknown code (``not_found``) or instance
+        RequestValidationError: ``VerifierArgs`` without an instance (422 naming ``args.instance_id``).
+        LocalAPIError: 400 when no instance is named at all or with a bad bundle, 404 for unknown code (``not_found``) or instance
             (``instance_not_found``).
     """
     named, argument = _invocation(req)
     target = instance_id if instance_id is not None else named
-    if target is None:
+    if target is None and isinstance(req.args, models.VerifierArgs):
+        # The control plane's schema requires it, so the body check normally answers this first.
         raise RequestValidationError(
             [{"type": "missing", "loc": ("body", "args", "instance_id"), "msg": "Field required"}]
+        )
+    if target is None:
+        raise LocalAPIError(
+            400,
+            'name the instance: args.instance_id, or {"env": <instance_id>} as the last args_array entry',
+            code="bad_request",
+            retryable=False,
         )
     cache_hit = req.bundle is None
     code = await anyio.to_thread.run_sync(_resolve_code, state, req)

@@ -772,8 +772,8 @@ class ControlPlaneClient:
         Args:
             body: Body of `import_task`: one task config. The task's key and environment may be sent under
                 our names (`task_key`, `env_key`) or the orchestrator's (`key`, `environment_id`, or
-                `env_id` as the public SDK's task files have it); one of each is required, else 422
-                naming `key` or `environment_id`. Likewise `env_version` or `version`, `data_key` or
+                `env_id` as the public SDK's task files have it); one of each is required (an empty
+                string counts as absent), else 400 (code `bad_request`) naming `key` or `environment_id`. Likewise `env_version` or `version`, `data_key` or
                 `data_id`, `verifier_code` or `verifier_func`. Fields that describe a stored task
                 (`created_at`, `verifier`, `verifier_id`, `verifier_sha`, `verifier_runtime_version`) are
                 accepted and ignored.
@@ -892,8 +892,11 @@ class ControlPlaneClient:
         may not have that sha256 yet. A server that has no bundle for the pair answers 404 with code
         `not_found`, and the client resends with `bundle`.
 
-        `args.instance_id` is required here (the control plane has no other way to know which
-        instance to verify): without it the answer is 422 naming `["body", "args", "instance_id"]`.
+        `args.instance_id` is required here when `args` is an object (the control plane has no
+        other way to know which instance to verify): without it the answer is 422 naming
+        `["body", "args", "instance_id"]`. In the public SDK's form (`args` a string) the
+        instance is the `{"env": ...}` entry of `args_array`; a body that names no instance either
+        way is answered 400 (code `bad_request`).
         The body schema below narrows the shared `VerifierExecuteRequest` to say so; the
         instance's own `execute_verifier_function` binds the instance from its URL instead.
 
@@ -1553,8 +1556,8 @@ class ControlPlaneClientWithRawResponse:
         Args:
             body: Body of `import_task`: one task config. The task's key and environment may be sent under
                 our names (`task_key`, `env_key`) or the orchestrator's (`key`, `environment_id`, or
-                `env_id` as the public SDK's task files have it); one of each is required, else 422
-                naming `key` or `environment_id`. Likewise `env_version` or `version`, `data_key` or
+                `env_id` as the public SDK's task files have it); one of each is required (an empty
+                string counts as absent), else 400 (code `bad_request`) naming `key` or `environment_id`. Likewise `env_version` or `version`, `data_key` or
                 `data_id`, `verifier_code` or `verifier_func`. Fields that describe a stored task
                 (`created_at`, `verifier`, `verifier_id`, `verifier_sha`, `verifier_runtime_version`) are
                 accepted and ignored.
@@ -1676,8 +1679,11 @@ class ControlPlaneClientWithRawResponse:
         may not have that sha256 yet. A server that has no bundle for the pair answers 404 with code
         `not_found`, and the client resends with `bundle`.
 
-        `args.instance_id` is required here (the control plane has no other way to know which
-        instance to verify): without it the answer is 422 naming `["body", "args", "instance_id"]`.
+        `args.instance_id` is required here when `args` is an object (the control plane has no
+        other way to know which instance to verify): without it the answer is 422 naming
+        `["body", "args", "instance_id"]`. In the public SDK's form (`args` a string) the
+        instance is the `{"env": ...}` entry of `args_array`; a body that names no instance either
+        way is answered 400 (code `bad_request`).
         The body schema below narrows the shared `VerifierExecuteRequest` to say so; the
         instance's own `execute_verifier_function` binds the instance from its URL instead.
 
@@ -2338,8 +2344,8 @@ class AsyncControlPlaneClient:
         Args:
             body: Body of `import_task`: one task config. The task's key and environment may be sent under
                 our names (`task_key`, `env_key`) or the orchestrator's (`key`, `environment_id`, or
-                `env_id` as the public SDK's task files have it); one of each is required, else 422
-                naming `key` or `environment_id`. Likewise `env_version` or `version`, `data_key` or
+                `env_id` as the public SDK's task files have it); one of each is required (an empty
+                string counts as absent), else 400 (code `bad_request`) naming `key` or `environment_id`. Likewise `env_version` or `version`, `data_key` or
                 `data_id`, `verifier_code` or `verifier_func`. Fields that describe a stored task
                 (`created_at`, `verifier`, `verifier_id`, `verifier_sha`, `verifier_runtime_version`) are
                 accepted and ignored.
@@ -2458,8 +2464,11 @@ class AsyncControlPlaneClient:
         may not have that sha256 yet. A server that has no bundle for the pair answers 404 with code
         `not_found`, and the client resends with `bundle`.
 
-        `args.instance_id` is required here (the control plane has no other way to know which
-        instance to verify): without it the answer is 422 naming `["body", "args", "instance_id"]`.
+        `args.instance_id` is required here when `args` is an object (the control plane has no
+        other way to know which instance to verify): without it the answer is 422 naming
+        `["body", "args", "instance_id"]`. In the public SDK's form (`args` a string) the
+        instance is the `{"env": ...}` entry of `args_array`; a body that names no instance either
+        way is answered 400 (code `bad_request`).
         The body schema below narrows the shared `VerifierExecuteRequest` to say so; the
         instance's own `execute_verifier_function` binds the instance from its URL instead.
 
@@ -3119,8 +3128,8 @@ class AsyncControlPlaneClientWithRawResponse:
         Args:
             body: Body of `import_task`: one task config. The task's key and environment may be sent under
                 our names (`task_key`, `env_key`) or the orchestrator's (`key`, `environment_id`, or
-                `env_id` as the public SDK's task files have it); one of each is required, else 422
-                naming `key` or `environment_id`. Likewise `env_version` or `version`, `data_key` or
+                `env_id` as the public SDK's task files have it); one of each is required (an empty
+                string counts as absent), else 400 (code `bad_request`) naming `key` or `environment_id`. Likewise `env_version` or `version`, `data_key` or
                 `data_id`, `verifier_code` or `verifier_func`. Fields that describe a stored task
                 (`created_at`, `verifier`, `verifier_id`, `verifier_sha`, `verifier_runtime_version`) are
                 accepted and ignored.
@@ -3242,8 +3251,11 @@ class AsyncControlPlaneClientWithRawResponse:
         may not have that sha256 yet. A server that has no bundle for the pair answers 404 with code
         `not_found`, and the client resends with `bundle`.
 
-        `args.instance_id` is required here (the control plane has no other way to know which
-        instance to verify): without it the answer is 422 naming `["body", "args", "instance_id"]`.
+        `args.instance_id` is required here when `args` is an object (the control plane has no
+        other way to know which instance to verify): without it the answer is 422 naming
+        `["body", "args", "instance_id"]`. In the public SDK's form (`args` a string) the
+        instance is the `{"env": ...}` entry of `args_array`; a body that names no instance either
+        way is answered 400 (code `bad_request`).
         The body schema below narrows the shared `VerifierExecuteRequest` to say so; the
         instance's own `execute_verifier_function` binds the instance from its URL instead.
 

@@ -456,8 +456,8 @@ class TaskRequest(BaseModel):
     """
     Body of `import_task`: one task config. The task's key and environment may be sent under
     our names (`task_key`, `env_key`) or the orchestrator's (`key`, `environment_id`, or
-    `env_id` as the public SDK's task files have it); one of each is required, else 422
-    naming `key` or `environment_id`. Likewise `env_version` or `version`, `data_key` or
+    `env_id` as the public SDK's task files have it); one of each is required (an empty
+    string counts as absent), else 400 (code `bad_request`) naming `key` or `environment_id`. Likewise `env_version` or `version`, `data_key` or
     `data_id`, `verifier_code` or `verifier_func`. Fields that describe a stored task
     (`created_at`, `verifier`, `verifier_id`, `verifier_sha`, `verifier_runtime_version`) are
     accepted and ignored.
