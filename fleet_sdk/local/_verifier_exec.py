@@ -326,8 +326,8 @@ async def execute_verifier(
 
     Raises:
         RequestValidationError: ``VerifierArgs`` without an instance (422 naming ``args.instance_id``).
-        LocalAPIError: 400 when no instance is named at all or with a bad bundle, 404 for unknown code (``not_found``) or instance
-            (``instance_not_found``).
+        LocalAPIError: 400 when no instance is named at all or with a bad bundle, 404 for unknown
+            code (``not_found``) or instance (``instance_not_found``).
     """
     named, argument = _invocation(req)
     target = instance_id if instance_id is not None else named
