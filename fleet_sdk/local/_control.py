@@ -232,6 +232,16 @@ def router(state: LocalState) -> APIRouter:
         """Push an instance's deadline back."""
         return _instances.heartbeat(state, instance_id)
 
+    @api.post("/v1/env/instances/{instance_id}/snapshot", response_model=models.SnapshotResponse)
+    def snapshot_instance(instance_id: str) -> models.SnapshotResponse:
+        """Back up an instance's ``current`` database."""
+        return _instances.snapshot_instance(state, instance_id)
+
+    @api.post("/v1/env/instances/{instance_id}/restore", response_model=models.RestoreResponse)
+    def restore_instance(instance_id: str, body: models.RestoreRequest) -> models.RestoreResponse:
+        """Restore a backup (the instance's latest when none is named) into ``current``."""
+        return _instances.restore_instance(state, instance_id, body.backup_id)
+
     @api.get("/v1/env/", response_model=list[models.Environment])
     def list_envs() -> list[models.Environment]:
         """Every bundled environment."""

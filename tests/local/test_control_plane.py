@@ -354,3 +354,45 @@ def test_tasks_accept_the_orchestrators_names(fleet: Fleet) -> None:
     with pytest.raises(BadRequestError, match=r"key \(or task_key\)") as caught:
         cp.import_task(models.TaskRequest(task_key="", prompt="p", environment_id=ENV))
     assert caught.value.code == "bad_request"
+
+
+def test_snapshot_and_restore(fleet: Fleet) -> None:
+    cp = fleet.api.control_plane
+    source = cp.create_instance(models.InstanceRequest(env_key=ENV))
+    target = cp.create_instance(models.InstanceRequest(env_key=ENV))
+    assert source.urls is not None and target.urls is not None
+    count = "SELECT count(*) FROM orders"
+
+    def orders(instance: models.InstanceResponse) -> int:
+        assert instance.urls is not None
+        rows = fleet.api.manager(instance.urls.manager.api).query_database(
+            "current", models.QueryRequest(query=count)
+        )
+        return int((rows.rows or [[0]])[0][0])
+
+    seeded = orders(source)
+    write = models.QueryRequest(
+        query="DELETE FROM orders WHERE id IN (SELECT id FROM orders LIMIT 1)", read_only=False
+    )
+    fleet.api.manager(source.urls.manager.api).query_database("current", write)
+    backup = cp.snapshot_instance(source.instance_id)
+    assert (backup.success, backup.instance_id) == (True, source.instance_id)
+    assert backup.s3_key.endswith(f"{backup.backup_id}.db")
+
+    restored = cp.restore_instance(target.instance_id, models.RestoreRequest(backup_id=backup.backup_id))
+    assert (restored.source_instance_id, restored.target_instance_id) == (
+        source.instance_id,
+        target.instance_id,
+    )
+    assert orders(target) == seeded - 1
+
+    fleet.api.manager(source.urls.manager.api).reset_instance(models.ResetRequest())
+    assert orders(source) == seeded
+    latest = cp.restore_instance(source.instance_id, models.RestoreRequest())  # its own latest backup
+    assert latest.backup_id == backup.backup_id and orders(source) == seeded - 1
+    with pytest.raises(NotFoundError):
+        cp.restore_instance(target.instance_id, models.RestoreRequest())  # target has no backup of its own
+    with pytest.raises(NotFoundError):
+        cp.restore_instance(target.instance_id, models.RestoreRequest(backup_id="bkp_missing"))
+    for instance in (source, target):
+        cp.delete_instance(instance.instance_id)

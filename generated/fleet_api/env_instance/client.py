@@ -131,6 +131,24 @@ OPERATIONS: dict[str, Operation] = {
         server="https://orchestrator.fleetai.com",
         success_status=200,
     ),
+    "snapshot_instance": Operation(
+        operation_id="snapshot_instance",
+        method="POST",
+        path="/v1/env/instances/{instance_id}/snapshot",
+        tag="control-plane",
+        deprecated=False,
+        server="https://orchestrator.fleetai.com",
+        success_status=200,
+    ),
+    "restore_instance": Operation(
+        operation_id="restore_instance",
+        method="POST",
+        path="/v1/env/instances/{instance_id}/restore",
+        tag="control-plane",
+        deprecated=False,
+        server="https://orchestrator.fleetai.com",
+        success_status=200,
+    ),
     "list_tasks": Operation(
         operation_id="list_tasks",
         method="GET",
@@ -704,6 +722,80 @@ class ControlPlaneClient:
             "POST",
             "/v1/env/instances/{instance_id}/heartbeat",
             cast_to=models.HeartbeatResponse,
+            path_params={"instance_id": instance_id},
+            body=body,
+            options=options,
+        )
+
+    def snapshot_instance(
+        self,
+        instance_id: str,
+        *,
+        options: RequestOptions | None = None,
+    ) -> models.SnapshotResponse:
+        """Back up an instance's data.
+
+        Stores a consistent copy of the instance's `current` database as a backup and returns its
+        `backup_id`. Design choice: the path is ours (the orchestrator's models describe the
+        response, not where it is served); `s3_key` names the backup in the server's store.
+
+        Args:
+            instance_id: The instance's id (`InstanceResponse.instance_id`).
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The backup.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return self._http.request(
+            "POST",
+            "/v1/env/instances/{instance_id}/snapshot",
+            cast_to=models.SnapshotResponse,
+            path_params={"instance_id": instance_id},
+            options=options,
+        )
+
+    def restore_instance(
+        self,
+        instance_id: str,
+        body: models.RestoreRequest,
+        *,
+        options: RequestOptions | None = None,
+    ) -> models.RestoreResponse:
+        """Restore a backup into an instance.
+
+        Replaces the instance's `current` database with a backup, which may come from another
+        instance of the same environment. Without `backup_id`, the instance's own latest backup
+        is used. 404 (`not_found`) for an unknown backup or when the instance has none; 400
+        (`bad_request`) for a backup of another environment. Design choice: the path is ours, as
+        for `snapshot_instance`.
+
+        Args:
+            instance_id: The instance's id (`InstanceResponse.instance_id`).
+            body: Body of `restore_instance`; may be empty.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The backup was restored.
+
+        Raises:
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return self._http.request(
+            "POST",
+            "/v1/env/instances/{instance_id}/restore",
+            cast_to=models.RestoreResponse,
             path_params={"instance_id": instance_id},
             body=body,
             options=options,
@@ -1487,6 +1579,82 @@ class ControlPlaneClientWithRawResponse:
             "POST",
             "/v1/env/instances/{instance_id}/heartbeat",
             cast_to=models.HeartbeatResponse,
+            path_params={"instance_id": instance_id},
+            body=body,
+            options=options,
+        )
+
+    def snapshot_instance(
+        self,
+        instance_id: str,
+        *,
+        options: RequestOptions | None = None,
+    ) -> APIResponse[models.SnapshotResponse]:
+        """Back up an instance's data.
+
+        Stores a consistent copy of the instance's `current` database as a backup and returns its
+        `backup_id`. Design choice: the path is ours (the orchestrator's models describe the
+        response, not where it is served); `s3_key` names the backup in the server's store.
+
+        Args:
+            instance_id: The instance's id (`InstanceResponse.instance_id`).
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The ``APIResponse`` (status, headers, ``retries_taken``); ``parse()`` gives
+            the backup.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return self._http.request_raw(
+            "POST",
+            "/v1/env/instances/{instance_id}/snapshot",
+            cast_to=models.SnapshotResponse,
+            path_params={"instance_id": instance_id},
+            options=options,
+        )
+
+    def restore_instance(
+        self,
+        instance_id: str,
+        body: models.RestoreRequest,
+        *,
+        options: RequestOptions | None = None,
+    ) -> APIResponse[models.RestoreResponse]:
+        """Restore a backup into an instance.
+
+        Replaces the instance's `current` database with a backup, which may come from another
+        instance of the same environment. Without `backup_id`, the instance's own latest backup
+        is used. 404 (`not_found`) for an unknown backup or when the instance has none; 400
+        (`bad_request`) for a backup of another environment. Design choice: the path is ours, as
+        for `snapshot_instance`.
+
+        Args:
+            instance_id: The instance's id (`InstanceResponse.instance_id`).
+            body: Body of `restore_instance`; may be empty.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The ``APIResponse`` (status, headers, ``retries_taken``); ``parse()`` gives
+            the backup was restored.
+
+        Raises:
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return self._http.request_raw(
+            "POST",
+            "/v1/env/instances/{instance_id}/restore",
+            cast_to=models.RestoreResponse,
             path_params={"instance_id": instance_id},
             body=body,
             options=options,
@@ -2281,6 +2449,80 @@ class AsyncControlPlaneClient:
             options=options,
         )
 
+    async def snapshot_instance(
+        self,
+        instance_id: str,
+        *,
+        options: RequestOptions | None = None,
+    ) -> models.SnapshotResponse:
+        """Back up an instance's data.
+
+        Stores a consistent copy of the instance's `current` database as a backup and returns its
+        `backup_id`. Design choice: the path is ours (the orchestrator's models describe the
+        response, not where it is served); `s3_key` names the backup in the server's store.
+
+        Args:
+            instance_id: The instance's id (`InstanceResponse.instance_id`).
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The backup.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return await self._http.request(
+            "POST",
+            "/v1/env/instances/{instance_id}/snapshot",
+            cast_to=models.SnapshotResponse,
+            path_params={"instance_id": instance_id},
+            options=options,
+        )
+
+    async def restore_instance(
+        self,
+        instance_id: str,
+        body: models.RestoreRequest,
+        *,
+        options: RequestOptions | None = None,
+    ) -> models.RestoreResponse:
+        """Restore a backup into an instance.
+
+        Replaces the instance's `current` database with a backup, which may come from another
+        instance of the same environment. Without `backup_id`, the instance's own latest backup
+        is used. 404 (`not_found`) for an unknown backup or when the instance has none; 400
+        (`bad_request`) for a backup of another environment. Design choice: the path is ours, as
+        for `snapshot_instance`.
+
+        Args:
+            instance_id: The instance's id (`InstanceResponse.instance_id`).
+            body: Body of `restore_instance`; may be empty.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The backup was restored.
+
+        Raises:
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return await self._http.request(
+            "POST",
+            "/v1/env/instances/{instance_id}/restore",
+            cast_to=models.RestoreResponse,
+            path_params={"instance_id": instance_id},
+            body=body,
+            options=options,
+        )
+
     async def list_tasks(
         self,
         *,
@@ -3059,6 +3301,82 @@ class AsyncControlPlaneClientWithRawResponse:
             "POST",
             "/v1/env/instances/{instance_id}/heartbeat",
             cast_to=models.HeartbeatResponse,
+            path_params={"instance_id": instance_id},
+            body=body,
+            options=options,
+        )
+
+    async def snapshot_instance(
+        self,
+        instance_id: str,
+        *,
+        options: RequestOptions | None = None,
+    ) -> APIResponse[models.SnapshotResponse]:
+        """Back up an instance's data.
+
+        Stores a consistent copy of the instance's `current` database as a backup and returns its
+        `backup_id`. Design choice: the path is ours (the orchestrator's models describe the
+        response, not where it is served); `s3_key` names the backup in the server's store.
+
+        Args:
+            instance_id: The instance's id (`InstanceResponse.instance_id`).
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The ``APIResponse`` (status, headers, ``retries_taken``); ``parse()`` gives
+            the backup.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return await self._http.request_raw(
+            "POST",
+            "/v1/env/instances/{instance_id}/snapshot",
+            cast_to=models.SnapshotResponse,
+            path_params={"instance_id": instance_id},
+            options=options,
+        )
+
+    async def restore_instance(
+        self,
+        instance_id: str,
+        body: models.RestoreRequest,
+        *,
+        options: RequestOptions | None = None,
+    ) -> APIResponse[models.RestoreResponse]:
+        """Restore a backup into an instance.
+
+        Replaces the instance's `current` database with a backup, which may come from another
+        instance of the same environment. Without `backup_id`, the instance's own latest backup
+        is used. 404 (`not_found`) for an unknown backup or when the instance has none; 400
+        (`bad_request`) for a backup of another environment. Design choice: the path is ours, as
+        for `snapshot_instance`.
+
+        Args:
+            instance_id: The instance's id (`InstanceResponse.instance_id`).
+            body: Body of `restore_instance`; may be empty.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The ``APIResponse`` (status, headers, ``retries_taken``); ``parse()`` gives
+            the backup was restored.
+
+        Raises:
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return await self._http.request_raw(
+            "POST",
+            "/v1/env/instances/{instance_id}/restore",
+            cast_to=models.RestoreResponse,
             path_params={"instance_id": instance_id},
             body=body,
             options=options,

@@ -359,6 +359,71 @@ class InstanceResponse(BaseModel):
     """
 
 
+class SnapshotResponse(BaseModel):
+    """
+    A backup of an instance's data.
+    """
+
+    success: bool
+    """
+    Whether the backup was stored.
+    """
+    backup_id: str
+    """
+    Id of the backup; pass it to `restore_instance`.
+    """
+    instance_id: str
+    """
+    The instance that was backed up.
+    """
+    s3_key: str
+    """
+    Where the backup is kept in the server's store.
+    """
+    created_at: str
+    """
+    When the backup was taken.
+    """
+
+
+class RestoreRequest(BaseModel):
+    """
+    Body of `restore_instance`; may be empty.
+    """
+
+    backup_id: str | None = None
+    """
+    The backup to restore; absent means the instance's latest backup.
+    """
+
+
+class RestoreResponse(BaseModel):
+    """
+    Result of a restore.
+    """
+
+    success: bool
+    """
+    Whether the backup was restored.
+    """
+    backup_id: str
+    """
+    The backup that was restored.
+    """
+    source_instance_id: str
+    """
+    The instance the backup was taken from.
+    """
+    target_instance_id: str
+    """
+    The instance whose data was replaced.
+    """
+    restored_at: str
+    """
+    When the restore finished.
+    """
+
+
 class HeartbeatRequest(BaseModel):
     """
     Body of `heartbeat_instance`; may be empty.
