@@ -14,8 +14,6 @@ from typing import Any
 import pytest
 import yaml
 
-pytest.importorskip("fleet", reason="the public SDK is a pinned dev dependency (fleet-python)")
-
 from contracts import fidelity
 
 

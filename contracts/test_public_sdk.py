@@ -21,14 +21,13 @@ import uuid
 from collections.abc import Awaitable, Iterator
 from typing import Any, TypeVar
 
+# The public SDK is a pinned dev dependency (fleet-python): missing, the suite fails, never skips.
+import fleet
 import httpx
 import pytest
+from fleet.tasks import Task as PublicTask
 
 from fleet_sdk.local import LocalFleet
-
-fleet = pytest.importorskip("fleet", reason="the public SDK is a pinned dev dependency (fleet-python)")
-
-from fleet.tasks import Task as PublicTask  # noqa: E402
 
 T = TypeVar("T")
 

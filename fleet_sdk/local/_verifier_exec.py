@@ -207,7 +207,7 @@ async def run_code(
     Verifier faults never raise: they come back with ``success: False`` and ``error``.
 
     Returns:
-        The record: ``VerifierExecuteResponse`` fields plus ``score``, ``key``, ``sha256``,
+        The record: ``VerifiersExecuteResponse`` fields plus ``score``, ``key``, ``sha256``,
         ``instance_id`` and ``created_at``.
 
     Raises:

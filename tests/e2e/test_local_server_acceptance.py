@@ -20,8 +20,8 @@ from fleet_sdk.verifiers import bundle_sha256, bundle_verifier
 TERMINAL_JOB = {"completed", "errored", "failed", "cancelled"}
 
 
-def verifier_request(code: str, instance_id: str) -> models.VerifierExecuteRequest:
-    return models.VerifierExecuteRequest(
+def verifier_request(code: str, instance_id: str) -> models.VerifiersExecuteRequest:
+    return models.VerifiersExecuteRequest(
         key="acceptance",
         sha256=bundle_sha256(code),
         args=models.VerifierArgs(instance_id=instance_id),
@@ -108,7 +108,9 @@ def test_the_local_server_over_http_only(fleet: Fleet) -> None:
 
     task_keys = [t.task_key for t in api.list_tasks(env_key="calendar").tasks]
     created = api.create_job(
-        models.JobRequest(models=["local/scripted", "local/random"], env_key="calendar", name="acceptance")
+        models.JobCreateRequest(
+            models=["local/scripted", "local/random"], env_key="calendar", name="acceptance"
+        )
     )
     assert wait_for_job(fleet, created.job_id).status == "completed"
     sessions = fleet.api.sessions.get_job_sessions(created.job_id)

@@ -12,8 +12,8 @@ from fleet_sdk.local import LocalFleet
 TASK_KEY = "orderdesk-count-pending-orders"
 
 
-def chat(*messages: dict[str, object]) -> list[smodels.ChatMessage]:
-    return [smodels.ChatMessage.model_validate(m) for m in messages]
+def chat(*messages: dict[str, object]) -> list[smodels.SessionIngestMessage]:
+    return [smodels.SessionIngestMessage.model_validate(m) for m in messages]
 
 
 async def test_ingest_then_append_then_read_back(local: LocalFleet) -> None:
