@@ -109,8 +109,12 @@ class AsyncEnv:
         self.instance = instance
         root = instance.urls.root if instance.urls.root.endswith("/") else instance.urls.root + "/"
         self.manager = fleet.api.manager(instance.urls.manager.api)
+        # MCP rides the fleet's pool: the user's transport, proxies and limits, and warm connections.
         self.mcp = MCPClient(
-            mcp_endpoints or [f"{root}mcp", f"{root}api/v1/mcp"], call_deadline=call_deadline
+            mcp_endpoints or [f"{root}mcp", f"{root}api/v1/mcp"],
+            http_client=fleet._pool,
+            timeout=fleet._policy_kwargs.get("timeout"),
+            call_deadline=call_deadline,
         )
         self._closed = False
 
