@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--instance-ttl-seconds", type=int, default=3600, help="default instance TTL")
     serve.add_argument("--reaper-interval", type=float, default=5.0, help="seconds between TTL reaper passes")
     serve.add_argument(
-        "--mcp-session-idle-timeout", type=float, default=1800.0, help="seconds before an idle MCP session ends"
+        "--mcp-session-idle-timeout", type=float, default=1800.0, help="seconds an idle MCP session lives"
     )
     serve.add_argument("--quiet", action="store_true", help="print only the ready line")
     serve.set_defaults(handler=_serve)

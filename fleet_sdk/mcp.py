@@ -78,8 +78,7 @@ class _Session:
     protocol_version: str | None = None
     lock: anyio.Lock = field(default_factory=anyio.Lock)
 
-    @property
-    def open(self) -> bool:
+    def is_open(self) -> bool:
         return self.protocol_version is not None
 
     def reset(self) -> None:
@@ -117,9 +116,7 @@ def _parse_body(response: httpx.Response, request_id: int) -> dict[str, Any]:
     if content_type.startswith("text/event-stream"):
         # Notifications may precede the response on the stream; take the matching message.
         for event in response.text.split("\n\n"):
-            data = "\n".join(
-                line[5:].lstrip() for line in event.splitlines() if line.startswith("data:")
-            )
+            data = "\n".join(line[5:].lstrip() for line in event.splitlines() if line.startswith("data:"))
             if not data:
                 continue
             message = json.loads(data)
@@ -248,10 +245,10 @@ class MCPClient:
 
     async def _open(self, session: _Session, deadline: Deadline) -> None:
         """Set up the session once; concurrent callers wait for the first to finish."""
-        if session.open:
+        if session.is_open():
             return
         async with session.lock:
-            if session.open:
+            if session.is_open():
                 return
             params = {
                 "protocolVersion": PROTOCOL_VERSION,
@@ -270,9 +267,7 @@ class MCPClient:
             session.protocol_version = str(result.get("protocolVersion") or PROTOCOL_VERSION)
             self.initializations += 1
             try:
-                await self._post(
-                    session, {"jsonrpc": "2.0", "method": "notifications/initialized"}, deadline
-                )
+                await self._post(session, {"jsonrpc": "2.0", "method": "notifications/initialized"}, deadline)
             except BaseException:
                 session.reset()
                 raise
@@ -322,7 +317,9 @@ class MCPClient:
                         f"MCP {method} on {endpoint} failed after {attempt} attempt(s)"
                         f"{'' if safe else ' (not repeated: the tool may have run)'}: {exc}"
                     ) from exc
-                log.warning("MCP %s on %s failed (%s); retry %d in %.1fs", method, endpoint, exc, attempt, wait)
+                log.warning(
+                    "MCP %s on %s failed (%s); retry %d in %.1fs", method, endpoint, exc, attempt, wait
+                )
                 await anyio.sleep(wait)
 
     async def list_tools(self, *, refresh: bool = False) -> list[Tool]:

@@ -8,8 +8,8 @@ path; a tool runs against that instance's ``current`` database.
 The server is the ``mcp`` package's low-level :class:`~mcp.server.lowlevel.Server` (``mcp`` 1.x or
 2.x) behind one stateful :class:`~mcp.server.streamable_http_manager.StreamableHTTPSessionManager`
 answering JSON (no SSE stream is needed: every tool call is a single request/response). Sessions
-that stay idle for ``LocalSettings.mcp_session_idle_timeout`` seconds are ended by the server. Job policies call tools
-through :func:`execute_tool`, the same function the MCP handlers use.
+idle for ``LocalSettings.mcp_session_idle_timeout`` seconds are ended by the server. Job policies
+call tools through :func:`execute_tool`, the same function the MCP handlers use.
 
 Results:
 

@@ -23,11 +23,10 @@ ENV_KEY = "orderdesk"
 @asynccontextmanager
 async def mcp_session(url: str) -> AsyncIterator[ClientSession]:
     """An initialised MCP client session on ``url``."""
-    async with streamable_http_client(url) as streams:
-        # mcp 1.x yields (read, write, get_session_id); 2.x yields (read, write).
-        async with ClientSession(streams[0], streams[1]) as session:
-            await session.initialize()
-            yield session
+    # mcp 1.x yields (read, write, get_session_id); 2.x yields (read, write).
+    async with streamable_http_client(url) as streams, ClientSession(streams[0], streams[1]) as session:
+        await session.initialize()
+        yield session
 
 
 def wire(model: Any) -> Any:
