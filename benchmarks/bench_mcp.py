@@ -46,9 +46,12 @@ async def raw_session(url: str, http: Any = None) -> AsyncIterator[ClientSession
 
 def shared_raw_client() -> Any:
     """The HTTP client type the installed ``mcp`` transport takes (httpx for 1.x, httpx2 for 2.x)."""
-    from mcp.shared._httpx_utils import create_mcp_http_client
+    import mcp.client.streamable_http as transport
 
-    return create_mcp_http_client()
+    http: Any = getattr(transport, "httpx2", None) or getattr(transport, "httpx")  # noqa: B009
+    # Unbounded: each raw session may hold a standalone GET stream on the shared client.
+    limits = http.Limits(max_connections=None, max_keepalive_connections=None)
+    return http.AsyncClient(limits=limits, timeout=http.Timeout(30, read=300))
 
 
 async def timed(call: Callable[[], Awaitable[Any]], n: int) -> list[float]:
@@ -82,7 +85,7 @@ async def latency(rounds: int, block: int) -> None:
                 "new mcp session per call": per_call,
             }
             samples: dict[str, list[float]] = {name: [] for name in paths}
-            for name, call in paths.items():  # warm up
+            for call in paths.values():  # warm up
                 await timed(call, 5)
             for _ in range(rounds):
                 for name, call in paths.items():

@@ -199,10 +199,11 @@ class AsyncEnv:
             return
         self._closed = True
         try:
+            # End the MCP sessions first: once the instance is gone its endpoints answer 404.
+            await self.mcp.aclose()
+        finally:
             with contextlib.suppress(NotFoundError):
                 await self._fleet.api.control_plane.delete_instance(self.instance_id)
-        finally:
-            await self.mcp.aclose()
 
     async def __aenter__(self) -> AsyncEnv:
         return self
