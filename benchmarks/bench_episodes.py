@@ -40,6 +40,7 @@ class Run:
     rate: float
     errors: int
     retries: int
+    cpu_ms: float  # client CPU per episode (this process; the server runs in its own)
 
 
 async def episode(fleet: AsyncFleet, task: Task) -> float | None:
@@ -63,12 +64,13 @@ async def measure(fleet: AsyncFleet, tasks: list[Task], episodes: int, concurren
         async with gate:
             return await episode(fleet, tasks[i % len(tasks)])
 
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     outcomes = await asyncio.gather(*(one(i) for i in range(episodes)), return_exceptions=True)
     elapsed = time.perf_counter() - started
+    cpu_ms = (time.process_time() - cpu) / episodes * 1e3
     logging.getLogger("fleet_sdk").removeHandler(counter)
     errors = sum(1 for r in outcomes if r != 1.0)
-    return Run(episodes / elapsed, errors, counter.retries)
+    return Run(episodes / elapsed, errors, counter.retries, cpu_ms)
 
 
 async def main(episodes: int, levels: list[int], rounds: int, burst: int) -> None:
@@ -88,13 +90,15 @@ async def main(episodes: int, levels: list[int], rounds: int, burst: int) -> Non
             rate = statistics.median(r.rate for r in rs)
             print(
                 f"  N={level:3d}: {rate:6.2f} episodes/s = {rate / base:5.2f}x N={levels[0]}"
+                f"  client CPU {statistics.median(r.cpu_ms for r in rs):5.1f} ms/episode"
                 f"  errors {sum(r.errors for r in rs)}  retries {sum(r.retries for r in rs)}"
             )
         if burst:
             run = await measure(fleet, tasks, burst, burst)
             print(
                 f"  burst: {burst} episodes at once: {run.rate:6.2f} episodes/s = {run.rate / base:5.2f}x"
-                f" N={levels[0]}  errors {run.errors}  retries {run.retries}"
+                f" N={levels[0]}  client CPU {run.cpu_ms:5.1f} ms/episode  errors {run.errors}"
+                f"  retries {run.retries}"
             )
         await fleet.close()
 
