@@ -28,6 +28,8 @@ class MCPTraffic:
     async def on_request(self, request: httpx.Request) -> None:
         if "/mcp" in request.url.path and request.method == "POST":
             self.methods.append(json.loads(request.content)["method"])
+        elif "/mcp" in request.url.path and request.method == "DELETE":
+            self.methods.append(f"DELETE {request.headers.get('mcp-session-id')}")
 
     async def on_response(self, response: httpx.Response) -> None:
         request = response.request
@@ -82,6 +84,17 @@ async def test_one_initialize_per_endpoint_and_no_tools_list_per_call(
     assert counts["notifications/initialized"] == endpoints
     assert counts["tools/list"] == endpoints
     assert env.mcp.initializations == endpoints
+
+
+async def test_closing_the_env_ends_its_sessions(user_fleet: AsyncFleet, traffic: MCPTraffic) -> None:
+    env = await user_fleet.make("orderdesk")
+    await env.list_tools()
+    await env.close()
+    ended = [m for m in traffic.methods if m.startswith("DELETE ")]
+    # One DELETE per session, each naming the session the server gave it.
+    assert len(ended) == len(env.mcp.endpoints)
+    assert all(m != "DELETE None" for m in ended)
+    assert len(set(ended)) == len(ended)
 
 
 async def test_concurrent_first_calls_share_one_session(user_fleet: AsyncFleet, traffic: MCPTraffic) -> None:
