@@ -34,7 +34,13 @@ from ._runtime import Deadline, RetryPolicy, Timeout
 from ._version import __version__
 from .tools import Tool
 
-__all__ = ["MCPClient", "MCPSessionExpiredError", "extract_tool_result", "may_retry_tool_call"]
+__all__ = [
+    "MCPClient",
+    "MCPSessionExpiredError",
+    "MCPTransportError",
+    "extract_tool_result",
+    "may_retry_tool_call",
+]
 
 log = logging.getLogger("fleet_sdk.mcp")
 
@@ -52,11 +58,25 @@ _TRANSIENT_STATUSES = frozenset({408, 429, 502, 503, 504})
 
 
 class MCPSessionExpiredError(MCPError):
-    """The server no longer knows the session (HTTP 404 on its id); the request was not run."""
+    """The server no longer knows the session (HTTP 404 on its id); the request was not run.
+
+    Attributes:
+        session_id: The id the server no longer knows.
+    """
+
+    def __init__(self, message: str, *, session_id: str) -> None:
+        super().__init__(message)
+        self.session_id = session_id
 
 
-class _TransportFailure(MCPError):
-    """An HTTP-level failure of one MCP request (connection, timeout or non-2xx status)."""
+class MCPTransportError(MCPError):
+    """An MCP request failed at the HTTP level (connection, timeout or an error status).
+
+    Attributes:
+        sent: False when the request provably never reached the server (no connection); True
+            when it may have, so a tool call may have run.
+        status_code: The HTTP status, when the server answered.
+    """
 
     def __init__(self, message: str, *, sent: bool, status_code: int | None = None) -> None:
         super().__init__(message)
@@ -98,9 +118,9 @@ def may_retry_tool_call(failure: BaseException, annotations: Mapping[str, Any] |
         failure: The error of the attempt.
         annotations: The tool's ``annotations`` from ``tools/list`` (None when it had none).
     """
-    if isinstance(failure, _TransportFailure) and not failure.sent:
+    if isinstance(failure, MCPTransportError) and not failure.sent:
         return True
-    if not isinstance(failure, _TransportFailure):
+    if not isinstance(failure, MCPTransportError):
         return False
     hints = annotations or {}
     return bool(hints.get("readOnlyHint") or hints.get("idempotentHint"))
@@ -202,11 +222,12 @@ class MCPClient:
         return self._http
 
     async def _post(self, session: _Session, payload: dict[str, Any], deadline: Deadline) -> httpx.Response:
-        """One HTTP POST of a JSON-RPC message; transport failures become ``_TransportFailure``."""
+        """One HTTP POST of a JSON-RPC message; transport failures become ``MCPTransportError``."""
         headers = dict(self._headers)
         headers["content-type"] = "application/json"
-        if session.session_id is not None:
-            headers[_SESSION_HEADER] = session.session_id
+        session_id = session.session_id  # the id this request carries, whatever happens meanwhile
+        if session_id is not None:
+            headers[_SESSION_HEADER] = session_id
         if session.protocol_version is not None:
             headers[_VERSION_HEADER] = session.protocol_version
         remaining = deadline.remaining()
@@ -218,13 +239,15 @@ class MCPClient:
                 session.endpoint, content=body, headers=headers, timeout=self._timeout.to_httpx(remaining)
             )
         except _NOT_SENT as exc:
-            raise _TransportFailure(_describe(exc), sent=False) from exc
+            raise MCPTransportError(_describe(exc), sent=False) from exc
         except httpx.HTTPError as exc:
-            raise _TransportFailure(_describe(exc), sent=True) from exc
-        if response.status_code == 404 and session.session_id is not None:
-            raise MCPSessionExpiredError(f"the server ended MCP session on {session.endpoint}")
+            raise MCPTransportError(_describe(exc), sent=True) from exc
+        if response.status_code == 404 and session_id is not None:
+            raise MCPSessionExpiredError(
+                f"the server ended MCP session on {session.endpoint}", session_id=session_id
+            )
         if response.status_code >= 400:
-            raise _TransportFailure(
+            raise MCPTransportError(
                 f"HTTP {response.status_code} from {session.endpoint}: {response.text[:200]}",
                 sent=True,
                 status_code=response.status_code,
@@ -293,18 +316,19 @@ class MCPClient:
             try:
                 try:
                     await self._open(session, deadline)
-                except _TransportFailure as exc:
-                    raise _TransportFailure(str(exc), sent=False, status_code=exc.status_code) from exc
+                except MCPTransportError as exc:
+                    raise MCPTransportError(str(exc), sent=False, status_code=exc.status_code) from exc
                 return await self._rpc(session, method, params, deadline)
-            except MCPSessionExpiredError:
+            except MCPSessionExpiredError as exc:
                 # The spec has the server answer 404 without running the request, so resending is safe.
-                session.reset()
+                if session.session_id == exc.session_id:  # not already replaced by a concurrent call
+                    session.reset()
                 if renewed:
                     raise
                 renewed = True
                 log.info("MCP session on %s ended by the server; opening a new one", endpoint)
                 continue
-            except _TransportFailure as exc:
+            except MCPTransportError as exc:
                 safe = method != "tools/call" or may_retry_tool_call(exc, annotations)
                 attempt += 1
                 wait = self._retry.backoff(attempt)
@@ -313,9 +337,11 @@ class MCPClient:
                     or attempt > self._retry.max_retries
                     or not deadline.allows(wait)
                 ):
-                    raise MCPError(
+                    raise MCPTransportError(
                         f"MCP {method} on {endpoint} failed after {attempt} attempt(s)"
-                        f"{'' if safe else ' (not repeated: the tool may have run)'}: {exc}"
+                        f"{'' if safe else ' (not repeated: the tool may have run)'}: {exc}",
+                        sent=exc.sent,
+                        status_code=exc.status_code,
                     ) from exc
                 log.warning(
                     "MCP %s on %s failed (%s); retry %d in %.1fs", method, endpoint, exc, attempt, wait

@@ -126,4 +126,11 @@ async def test_a_session_ended_by_the_server_is_reestablished_once() -> None:
                 assert ("tools/call", 404) in traffic.statuses
                 rows = await env.db().query("SELECT count(*) FROM order_notes WHERE body = ?", [note])
                 assert rows.rows == [[1]]  # the write ran once: the 404 request was never run
+                # Concurrent calls that all meet the ended session open one new session between them.
+                await anyio.sleep(1.5)
+                reopened = env.mcp.initializations
+                async with anyio.create_task_group() as group:
+                    for order_id in (1012, 1013, 1014, 1015):
+                        group.start_soon(env.call_tool, "get_order", {"order_id": order_id})
+                assert env.mcp.initializations == reopened + 1
             await fleet.close()

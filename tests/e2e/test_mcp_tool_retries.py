@@ -14,7 +14,7 @@ import pytest
 from fleet_sdk import AsyncFleet, MCPError, RetryPolicy
 from fleet_sdk.env import AsyncEnv
 from fleet_sdk.local import LocalFleet
-from fleet_sdk.mcp import MCPClient, _TransportFailure, may_retry_tool_call
+from fleet_sdk.mcp import MCPClient, MCPTransportError, may_retry_tool_call
 
 FAST = RetryPolicy(max_retries=3, backoff_base=0.05, backoff_max=0.2)
 
@@ -58,8 +58,9 @@ async def test_a_write_that_failed_after_sending_is_not_replayed(server: LocalFl
         await client.list_tools()
         before = fired(server)
         server.inject_fault(f"/instances/{env.instance_id}/mcp", method="POST", mode="drop", count=5)
-        with pytest.raises(MCPError, match="not repeated"):
+        with pytest.raises(MCPTransportError, match="not repeated") as failed:
             await client.call_tool("add_order_note", {"order_id": 1012, "body": "dropped once"}, deadline=10)
+        assert failed.value.sent is True
         assert fired(server) == before + 1  # one attempt reached the server; none followed
         await client.aclose()
 
@@ -93,8 +94,8 @@ async def test_a_write_that_was_never_sent_is_retried_and_runs_once(env: AsyncEn
 
 
 def test_the_retry_decision() -> None:
-    never_sent = _TransportFailure("connect refused", sent=False)
-    sent = _TransportFailure("connection reset", sent=True)
+    never_sent = MCPTransportError("connect refused", sent=False)
+    sent = MCPTransportError("connection reset", sent=True)
     assert may_retry_tool_call(never_sent, None)
     assert may_retry_tool_call(never_sent, {"destructiveHint": True})
     assert not may_retry_tool_call(sent, None)
