@@ -109,19 +109,20 @@ class _Session:
 def may_retry_tool_call(failure: BaseException, annotations: Mapping[str, Any] | None) -> bool:
     """Whether a failed ``tools/call`` may be sent again without risking a second run.
 
-    True when the request provably never reached the server (no connection could be
-    made), or when the tool declares itself safe to repeat in its MCP annotations
-    (``readOnlyHint`` or ``idempotentHint``). A request that was sent and then failed
-    (connection reset, read timeout, 5xx) may have run the tool, so it is not repeated.
+    Only transient failures count (no answer, or 408/429/502/503/504). Then: True when the
+    request provably never reached the server (no connection could be made), or when the
+    tool declares itself safe to repeat in its MCP annotations (``readOnlyHint`` or
+    ``idempotentHint``). A request that was sent and then failed (connection reset, read
+    timeout, 503) may have run the tool, so it is not repeated.
 
     Args:
         failure: The error of the attempt.
         annotations: The tool's ``annotations`` from ``tools/list`` (None when it had none).
     """
-    if isinstance(failure, MCPTransportError) and not failure.sent:
+    if not isinstance(failure, MCPTransportError) or not failure.transient:
+        return False  # an answer (a JSON-RPC error, a 4xx): repeating gets the same answer
+    if not failure.sent:
         return True
-    if not isinstance(failure, MCPTransportError):
-        return False
     hints = annotations or {}
     return bool(hints.get("readOnlyHint") or hints.get("idempotentHint"))
 
@@ -329,14 +330,11 @@ class MCPClient:
                 log.info("MCP session on %s ended by the server; opening a new one", endpoint)
                 continue
             except MCPTransportError as exc:
-                safe = method != "tools/call" or may_retry_tool_call(exc, annotations)
+                # Listing and session setup are read-only; a tool call follows its own rule.
+                safe = may_retry_tool_call(exc, annotations) if method == "tools/call" else exc.transient
                 attempt += 1
                 wait = self._retry.backoff(attempt)
-                if (
-                    not (safe and exc.transient)
-                    or attempt > self._retry.max_retries
-                    or not deadline.allows(wait)
-                ):
+                if not safe or attempt > self._retry.max_retries or not deadline.allows(wait):
                     raise MCPTransportError(
                         f"MCP {method} on {endpoint} failed after {attempt} attempt(s)"
                         f"{'' if safe else ' (not repeated: the tool may have run)'}: {exc}",

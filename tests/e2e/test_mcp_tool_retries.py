@@ -102,5 +102,9 @@ def test_the_retry_decision() -> None:
     assert not may_retry_tool_call(sent, {"readOnlyHint": False, "destructiveHint": True})
     assert may_retry_tool_call(sent, {"readOnlyHint": True})
     assert may_retry_tool_call(sent, {"idempotentHint": True})
-    # A JSON-RPC error is an answer, not a transport failure: never repeated.
+    # An answer is never repeated: a 4xx, or a JSON-RPC error.
+    read_only = {"readOnlyHint": True}
+    assert not may_retry_tool_call(MCPTransportError("bad", sent=True, status_code=400), read_only)
+    assert may_retry_tool_call(MCPTransportError("busy", sent=True, status_code=503), read_only)
+    assert not may_retry_tool_call(MCPTransportError("busy", sent=True, status_code=503), None)
     assert not may_retry_tool_call(MCPError("refused"), {"readOnlyHint": True})
