@@ -31,6 +31,7 @@ import httpx
 from ._exceptions import MCPError, ToolNotFoundError, ToolsUnavailableError
 from ._mcp_results import extract_tool_result
 from ._runtime import Deadline, RetryPolicy, Timeout
+from ._runtime._policy import RETRYABLE_STATUS
 from ._version import __version__
 from .tools import Tool
 
@@ -54,7 +55,6 @@ _VERSION_HEADER = "mcp-protocol-version"
 _ACCEPT = "application/json, text/event-stream"
 # Failures where the request provably never left this process (no connection, or no pooled slot).
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
-_TRANSIENT_STATUSES = frozenset({408, 429, 502, 503, 504})
 
 
 class MCPSessionExpiredError(MCPError):
@@ -86,7 +86,7 @@ class MCPTransportError(MCPError):
     @property
     def transient(self) -> bool:
         """Whether another attempt may succeed (no answer at all, or a busy/unavailable answer)."""
-        return self.status_code is None or self.status_code in _TRANSIENT_STATUSES
+        return self.status_code is None or self.status_code in RETRYABLE_STATUS
 
 
 @dataclass
