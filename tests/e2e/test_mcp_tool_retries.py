@@ -49,7 +49,7 @@ async def notes(env: AsyncEnv, body: str) -> int:
 
 
 def fired(server: LocalFleet) -> int:
-    return len(httpx.get(f"{server.base_url}/_admin/faults", timeout=10).json()["fired"])
+    return len(server.fired_faults())
 
 
 async def test_a_write_that_failed_after_sending_is_not_replayed(server: LocalFleet, env: AsyncEnv) -> None:
