@@ -29,6 +29,25 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", *(session.posargs or ["tests"]))
 
 
+MCP_TESTS = (
+    "tests/local/test_mcp.py",
+    "tests/e2e/test_mcp_session_reuse.py",
+    "tests/e2e/test_mcp_tool_retries.py",
+)
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("major", ["1", "2"])
+def mcp(session: nox.Session, major: str) -> None:
+    """MCP client and local MCP server on the latest ``mcp`` of a major: ``nox -s "mcp(major='1')"``.
+
+    The dev extra resolves to the latest 2.x (what ``tests`` runs); this keeps 1.x working too.
+    """
+    _install(session)
+    session.install(f"mcp>={major},<{int(major) + 1}")
+    session.run("pytest", *(session.posargs or [*MCP_TESTS, "tests/test_facade_units.py"]))
+
+
 @nox.session(python=PYTHON)
 def contracts(session: nox.Session) -> None:
     """Contract tests (``contracts/``); an empty suite is not a failure."""

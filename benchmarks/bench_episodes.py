@@ -1,14 +1,46 @@
-"""Throughput of scripted TaskEnv episodes on the local server, against one-at-a-time."""
+"""Throughput of scripted TaskEnv episodes on the local server, against one-at-a-time.
+
+The concurrency levels are interleaved (1, 16, 64, 1, 16, 64, ...) in one run, and every
+level's rate is printed as a ratio to concurrency 1 of the same run. Failed episodes (an
+exception or a reward other than 1.0) and retried requests (the SDK logs each retry as a
+warning on ``fleet_sdk.http`` / ``fleet_sdk.mcp``) are counted. ``--burst 256`` then runs
+that many episodes at once, one time, for the errors and retries at full concurrency.
+
+``python benchmarks/bench_episodes.py [--episodes 32] [--concurrency 1,16,64] [--rounds 2] [--burst 256]``
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
+import statistics
 import time
+from dataclasses import dataclass
 
 from fleet_sdk import AsyncFleet, TaskEnv
 from fleet_sdk.local import LocalFleet
 from fleet_sdk.tasks import Task
+
+
+class RetryCounter(logging.Handler):
+    """Counts the SDK's retry warnings."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.retries = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "retry" in record.getMessage():
+            self.retries += 1
+
+
+@dataclass
+class Run:
+    rate: float
+    errors: int
+    retries: int
+    cpu_ms: float  # client CPU per episode (this process; the server runs in its own)
 
 
 async def episode(fleet: AsyncFleet, task: Task) -> float | None:
@@ -23,38 +55,60 @@ async def episode(fleet: AsyncFleet, task: Task) -> float | None:
         return env.final_reward
 
 
-async def measure(fleet: AsyncFleet, tasks: list[Task], episodes: int, concurrency: int) -> float:
+async def measure(fleet: AsyncFleet, tasks: list[Task], episodes: int, concurrency: int) -> Run:
     gate = asyncio.Semaphore(concurrency)
+    counter = RetryCounter()
+    logging.getLogger("fleet_sdk").addHandler(counter)
 
     async def one(i: int) -> float | None:
         async with gate:
             return await episode(fleet, tasks[i % len(tasks)])
 
-    started = time.perf_counter()
-    rewards = await asyncio.gather(*(one(i) for i in range(episodes)))
+    started, cpu = time.perf_counter(), time.process_time()
+    outcomes = await asyncio.gather(*(one(i) for i in range(episodes)), return_exceptions=True)
     elapsed = time.perf_counter() - started
-    assert all(r == 1.0 for r in rewards), rewards
-    return episodes / elapsed
+    cpu_ms = (time.process_time() - cpu) / episodes * 1e3
+    logging.getLogger("fleet_sdk").removeHandler(counter)
+    errors = sum(1 for r in outcomes if r != 1.0)
+    return Run(episodes / elapsed, errors, counter.retries, cpu_ms)
 
 
-async def main(episodes: int, levels: list[int]) -> None:
-    async with LocalFleet() as local:
+async def main(episodes: int, levels: list[int], rounds: int, burst: int) -> None:
+    async with LocalFleet(s3=False) as local:
         fleet = local.async_fleet()
         tasks = [
             Task.model_validate(t.model_dump()) for t in (await fleet.api.control_plane.list_tasks()).tasks
         ]
         await measure(fleet, tasks, 4, 4)  # warm up (seed databases, imports)
-        baseline = await measure(fleet, tasks, max(8, episodes // 8), 1)
-        print(f"baseline (concurrency 1): {baseline:6.2f} episodes/s")
-        for level in levels:
-            rate = await measure(fleet, tasks, episodes, level)
-            print(f"concurrency {level:3d}: {rate:6.2f} episodes/s  = {rate / baseline:5.2f}x baseline")
+        runs: dict[int, list[Run]] = {level: [] for level in levels}
+        for _ in range(rounds):
+            for level in levels:
+                runs[level].append(await measure(fleet, tasks, max(episodes, level), level))
+        base = statistics.median(r.rate for r in runs[levels[0]])
+        print(f"{rounds} interleaved rounds, {episodes} episodes per level (at least N):")
+        for level, rs in runs.items():
+            rate = statistics.median(r.rate for r in rs)
+            print(
+                f"  N={level:3d}: {rate:6.2f} episodes/s = {rate / base:5.2f}x N={levels[0]}"
+                f"  client CPU {statistics.median(r.cpu_ms for r in rs):5.1f} ms/episode"
+                f"  errors {sum(r.errors for r in rs)}  retries {sum(r.retries for r in rs)}"
+            )
+        if burst:
+            run = await measure(fleet, tasks, burst, burst)
+            print(
+                f"  burst: {burst} episodes at once: {run.rate:6.2f} episodes/s = {run.rate / base:5.2f}x"
+                f" N={levels[0]}  client CPU {run.cpu_ms:5.1f} ms/episode  errors {run.errors}"
+                f"  retries {run.retries}"
+            )
         await fleet.close()
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--episodes", type=int, default=64)
-    parser.add_argument("--concurrency", default="8,32,64")
+    parser.add_argument("--episodes", type=int, default=32)
+    parser.add_argument("--concurrency", default="1,16,64")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--burst", type=int, default=0)
     args = parser.parse_args()
-    asyncio.run(main(args.episodes, [int(x) for x in args.concurrency.split(",")]))
+    levels = [int(x) for x in args.concurrency.split(",")]
+    asyncio.run(main(args.episodes, levels, args.rounds, args.burst))

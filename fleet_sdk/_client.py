@@ -46,7 +46,11 @@ __all__ = ["AsyncFleet", "AsyncFleetAPI", "Fleet", "FleetAPI", "is_transient_pro
 
 InstanceStatus = Literal["pending", "running", "stopped", "terminated", "error"]
 
-_POOL_LIMITS = httpx.Limits(max_connections=256, max_keepalive_connections=64)
+# Every surface and every env's MCP session share this pool. Idle connections are kept for as
+# many concurrent episodes as the pool serves (no reconnect churn), and dropped before common
+# server idle timeouts (uvicorn's is 5 s) so a request is never sent on a socket the server is
+# closing at that moment (seen as ReadError at 256 concurrent episodes).
+_POOL_LIMITS = httpx.Limits(max_connections=256, max_keepalive_connections=256, keepalive_expiry=4.0)
 
 
 class FleetAPI:

@@ -50,8 +50,11 @@ def extract_tool_result(result: Any) -> Any:
     """The agent-facing value of a ``CallToolResult`` (or its dict form).
 
     Args:
-        result: An ``mcp.types.CallToolResult`` or an equivalent dict.
+        result: An ``mcp.types.CallToolResult`` (either ``mcp`` major) or its wire dict.
     """
+    if not isinstance(result, dict) and hasattr(result, "model_dump"):
+        # An ``mcp`` model: its wire (camelCase) form is the same under mcp 1.x and 2.x.
+        result = result.model_dump(by_alias=True, mode="json", exclude_none=True)
     content = list(_field(result, "content") or [])
     texts = [str(_field(c, "text")) for c in content if _field(c, "type") == "text"]
     if _field(result, "isError"):

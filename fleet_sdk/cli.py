@@ -47,6 +47,7 @@ def _serve(args: argparse.Namespace) -> int:
         model_api_key=os.environ.get("FLEET_LOCAL_MODEL_API_KEY") or None,
         instance_ttl_seconds=args.instance_ttl_seconds,
         reaper_interval=args.reaper_interval,
+        mcp_session_idle_timeout=args.mcp_session_idle_timeout,
     )
     if not args.quiet:
         print(f"fleet-sdk local server: data in {settings.data_dir}", file=sys.stderr)
@@ -115,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--model-base-url", default=None, help="OpenAI-compatible URL for model policies")
     serve.add_argument("--instance-ttl-seconds", type=int, default=3600, help="default instance TTL")
     serve.add_argument("--reaper-interval", type=float, default=5.0, help="seconds between TTL reaper passes")
+    serve.add_argument(
+        "--mcp-session-idle-timeout", type=float, default=1800.0, help="seconds an idle MCP session lives"
+    )
     serve.add_argument("--quiet", action="store_true", help="print only the ready line")
     serve.set_defaults(handler=_serve)
 

@@ -116,8 +116,12 @@ class AsyncEnv:
             )
         root = urls.root if urls.root.endswith("/") else urls.root + "/"
         self.manager = fleet.api.manager(urls.manager.api)
+        # MCP rides the fleet's pool: the user's transport, proxies and limits, and warm connections.
         self.mcp = MCPClient(
-            mcp_endpoints or [f"{root}mcp", f"{root}api/v1/mcp"], call_deadline=call_deadline
+            mcp_endpoints or [f"{root}mcp", f"{root}api/v1/mcp"],
+            http_client=fleet._pool,
+            timeout=fleet._policy_kwargs.get("timeout"),
+            call_deadline=call_deadline,
         )
         self._closed = False
 
@@ -202,10 +206,11 @@ class AsyncEnv:
             return
         self._closed = True
         try:
+            # End the MCP sessions first: once the instance is gone its endpoints answer 404.
+            await self.mcp.aclose()
+        finally:
             with contextlib.suppress(NotFoundError):
                 await self._fleet.api.control_plane.delete_instance(self.instance_id)
-        finally:
-            await self.mcp.aclose()
 
     async def __aenter__(self) -> AsyncEnv:
         return self

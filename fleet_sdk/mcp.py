@@ -1,21 +1,28 @@
-"""MCP access to an environment instance: tool listing as a union over endpoints,
-and tool calls with retries inside a wall-clock deadline (PROTOCOL section 4).
+"""MCP access to an environment instance: one persistent session per endpoint, on the
+connection pool of the ``Fleet`` that made the env (see ``docs`` of ``MCPClient``).
 
 - Tools are the union over the endpoints that answer, de-duplicated by name, the
   first endpoint to list a tool owning it. An endpoint that fails is tolerated
-  only if another returned tools, and the partial union is logged as a warning
-  (one tool out of 157 once went unnoticed); an empty union is an error.
-- A tool that does not exist is never retried. Transport failures are retried
-  with exponential backoff, but never past the call's deadline (one dead call
-  once retried for 8.5 minutes against a 120 s step budget).
-
-The ``mcp`` package is imported on first use, not with ``fleet_sdk``.
+  only if another returned tools, and the partial union is logged as a warning;
+  an empty union is an error.
+- Each endpoint gets one MCP session (``initialize`` + ``notifications/initialized``),
+  opened on first use and reused by every call; a session the server ended (HTTP 404
+  on a request carrying its ``Mcp-Session-Id``, per the streamable HTTP transport) is
+  re-established once. Closing the client ends the sessions (HTTP DELETE).
+- The client speaks JSON-RPC over the streamable HTTP transport itself, on the
+  caller's ``httpx.AsyncClient``, so it works the same with every ``mcp`` major and
+  needs no background task per session. ``tools/list`` runs only when listing.
+- A ``tools/call`` is repeated only when repeating cannot run the tool twice: see
+  ``may_retry_tool_call``. Everything else surfaces as ``MCPError`` inside the
+  call's deadline.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -23,22 +30,124 @@ import httpx
 
 from ._exceptions import MCPError, ToolNotFoundError, ToolsUnavailableError
 from ._mcp_results import extract_tool_result
-from ._runtime import Deadline, RetryPolicy
+from ._runtime import Deadline, RetryPolicy, Timeout
+from ._runtime._policy import RETRYABLE_STATUS
+from ._version import __version__
 from .tools import Tool
 
-__all__ = ["MCPClient", "extract_tool_result"]
+__all__ = [
+    "MCPClient",
+    "MCPSessionExpiredError",
+    "MCPTransportError",
+    "extract_tool_result",
+    "may_retry_tool_call",
+]
 
 log = logging.getLogger("fleet_sdk.mcp")
 
 DEFAULT_CALL_DEADLINE = 120.0
 DEFAULT_LIST_DEADLINE = 60.0
+PROTOCOL_VERSION = "2025-11-25"
+"""The revision proposed in ``initialize``; the server's answer is what the session then uses."""
+
+_SESSION_HEADER = "mcp-session-id"
+_VERSION_HEADER = "mcp-protocol-version"
+_ACCEPT = "application/json, text/event-stream"
+# Failures where the request provably never left this process (no connection, or no pooled slot).
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+
+class MCPSessionExpiredError(MCPError):
+    """The server no longer knows the session (HTTP 404 on its id); the request was not run.
+
+    Attributes:
+        session_id: The id the server no longer knows.
+    """
+
+    def __init__(self, message: str, *, session_id: str) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+
+
+class MCPTransportError(MCPError):
+    """An MCP request failed at the HTTP level (connection, timeout or an error status).
+
+    Attributes:
+        sent: False when the request provably never reached the server (no connection); True
+            when it may have, so a tool call may have run.
+        status_code: The HTTP status, when the server answered.
+    """
+
+    def __init__(self, message: str, *, sent: bool, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.sent = sent
+        self.status_code = status_code
+
+    @property
+    def transient(self) -> bool:
+        """Whether another attempt may succeed (no answer at all, or a busy/unavailable answer)."""
+        return self.status_code is None or self.status_code in RETRYABLE_STATUS
+
+
+@dataclass
+class _Session:
+    """One endpoint's MCP session: its id and negotiated revision, set up at most once at a time."""
+
+    endpoint: str
+    session_id: str | None = None
+    protocol_version: str | None = None
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+
+    def is_open(self) -> bool:
+        return self.protocol_version is not None
+
+    def reset(self) -> None:
+        self.session_id = None
+        self.protocol_version = None
+
+
+def may_retry_tool_call(failure: BaseException, annotations: Mapping[str, Any] | None) -> bool:
+    """Whether a failed ``tools/call`` may be sent again without risking a second run.
+
+    Only transient failures count (no answer, or 408/429/502/503/504). Then: True when the
+    request provably never reached the server (no connection could be made), or when the
+    tool declares itself safe to repeat in its MCP annotations (``readOnlyHint`` or
+    ``idempotentHint``). A request that was sent and then failed (connection reset, read
+    timeout, 503) may have run the tool, so it is not repeated.
+
+    Args:
+        failure: The error of the attempt.
+        annotations: The tool's ``annotations`` from ``tools/list`` (None when it had none).
+    """
+    if not isinstance(failure, MCPTransportError) or not failure.transient:
+        return False  # an answer (a JSON-RPC error, a 4xx): repeating gets the same answer
+    if not failure.sent:
+        return True
+    hints = annotations or {}
+    return bool(hints.get("readOnlyHint") or hints.get("idempotentHint"))
 
 
 def _describe(exc: BaseException) -> str:
-    # anyio task groups wrap failures in ExceptionGroups; report the leaves.
-    if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(_describe(e) for e in exc.exceptions)
-    return f"{type(exc).__name__}: {exc}"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _parse_body(response: httpx.Response, request_id: int) -> dict[str, Any]:
+    """The JSON-RPC response to ``request_id``, from a JSON body or an SSE stream."""
+    content_type = response.headers.get("content-type", "")
+    if content_type.startswith("text/event-stream"):
+        # Notifications may precede the response on the stream; take the matching message.
+        for event in response.text.split("\n\n"):
+            data = "\n".join(line[5:].lstrip() for line in event.splitlines() if line.startswith("data:"))
+            if not data:
+                continue
+            message = json.loads(data)
+            if isinstance(message, dict) and message.get("id") == request_id:
+                return message
+        raise MCPError(f"MCP stream from {response.request.url} ended without a response")
+    message = json.loads(response.content)
+    if not isinstance(message, dict):
+        raise MCPError(f"MCP answer from {response.request.url} is not a JSON-RPC object")
+    return message
 
 
 class MCPClient:
@@ -46,88 +155,194 @@ class MCPClient:
 
     Args:
         endpoints: MCP URLs in priority order, e.g. ``[root + "mcp", root + "api/v1/mcp"]``.
+        http_client: The pool to send on (the ``AsyncFleet``'s, so the user's transport,
+            proxies, limits and timeouts apply); owned by the caller. None creates one,
+            closed by ``aclose``.
         headers: Extra HTTP headers for every MCP request.
-        retry: Backoff policy for transport failures.
+        retry: Backoff policy for retries that are safe (see ``may_retry_tool_call``).
         call_deadline: Default wall-clock seconds per tool call, retries included.
         list_deadline: Wall-clock seconds for listing tools.
-        attempt_timeout: Seconds for one HTTP attempt.
+        attempt_timeout: Seconds for one HTTP attempt (when ``timeout`` is not given).
+        timeout: Per-attempt timeouts (the fleet's call policy).
     """
 
     def __init__(
         self,
         endpoints: Sequence[str],
         *,
+        http_client: httpx.AsyncClient | None = None,
         headers: Mapping[str, str] | None = None,
         retry: RetryPolicy | None = None,
         call_deadline: float = DEFAULT_CALL_DEADLINE,
         list_deadline: float = DEFAULT_LIST_DEADLINE,
         attempt_timeout: float = 30.0,
+        timeout: Timeout | None = None,
     ) -> None:
         if not endpoints:
             raise ValueError("MCPClient needs at least one endpoint")
         self.endpoints = list(endpoints)
-        self._headers = dict(headers or {})
+        self._headers = {"accept": _ACCEPT, **dict(headers or {})}
         self._retry = retry or RetryPolicy(max_retries=3, backoff_base=1.0, backoff_max=8.0)
         self.call_deadline = call_deadline
         self.list_deadline = list_deadline
         self.attempt_timeout = attempt_timeout
+        self._timeout = timeout or Timeout(total=attempt_timeout)
         self._tools: dict[str, Tool] | None = None
-        # One pool per client, created on first use so it binds to the loop that uses it.
-        self._http: httpx.AsyncClient | None = None
-
-    async def aclose(self) -> None:
-        """Close the HTTP pool."""
-        if self._http is not None:
-            await self._http.aclose()
-            self._http = None
+        self._annotations: dict[str, dict[str, Any]] = {}
+        self._owns_http = http_client is None
+        self._http = http_client
+        self._sessions = {endpoint: _Session(endpoint) for endpoint in self.endpoints}
+        self._next_id = 0
+        self.initializations = 0
+        """How many sessions this client has set up (one per endpoint unless the server ended one)."""
 
     def __repr__(self) -> str:
         return f"MCPClient(endpoints={self.endpoints!r})"
 
-    async def _session_call(self, endpoint: str, op: str, *args: Any, seconds: float) -> Any:
-        from datetime import timedelta
+    async def aclose(self) -> None:
+        """End the open sessions (best effort) and close the pool if this client made it."""
+        try:
+            for session in self._sessions.values():
+                if session.session_id is not None and self._http is not None:
+                    headers = {**self._headers, _SESSION_HEADER: session.session_id}
+                    try:
+                        with anyio.fail_after(5):
+                            await self._http.delete(session.endpoint, headers=headers)
+                    except (httpx.HTTPError, TimeoutError) as exc:
+                        log.debug("ending MCP session on %s failed: %s", session.endpoint, _describe(exc))
+                session.reset()
+        finally:
+            if self._owns_http and self._http is not None:
+                await self._http.aclose()
+                self._http = None
 
-        from mcp import ClientSession
-        from mcp.client.streamable_http import streamable_http_client
-
+    def _pool(self) -> httpx.AsyncClient:
         if self._http is None:
-            self._http = httpx.AsyncClient(
-                headers=self._headers, timeout=httpx.Timeout(self.attempt_timeout, connect=10.0)
+            # Created on first use so it binds to the loop that uses it.
+            self._http = httpx.AsyncClient()
+        return self._http
+
+    async def _post(self, session: _Session, payload: dict[str, Any], deadline: Deadline) -> httpx.Response:
+        """One HTTP POST of a JSON-RPC message; transport failures become ``MCPTransportError``."""
+        headers = dict(self._headers)
+        headers["content-type"] = "application/json"
+        session_id = session.session_id  # the id this request carries, whatever happens meanwhile
+        if session_id is not None:
+            headers[_SESSION_HEADER] = session_id
+        if session.protocol_version is not None:
+            headers[_VERSION_HEADER] = session.protocol_version
+        remaining = deadline.remaining()
+        if remaining is not None and remaining <= 0:
+            raise MCPError(f"MCP {payload['method']} on {session.endpoint} ran past its deadline")
+        body = json.dumps(payload, separators=(",", ":")).encode()
+        try:
+            response = await self._pool().post(
+                session.endpoint, content=body, headers=headers, timeout=self._timeout.to_httpx(remaining)
             )
-        with anyio.fail_after(seconds):
-            async with (
-                streamable_http_client(endpoint, http_client=self._http) as (read, write, _),
-                ClientSession(read, write, read_timeout_seconds=timedelta(seconds=seconds)) as session,
-            ):
-                await session.initialize()
-                if op == "list":
-                    result = await session.list_tools()
-                    return list(result.tools)
-                return await session.call_tool(*args)
+        except _NOT_SENT as exc:
+            raise MCPTransportError(_describe(exc), sent=False) from exc
+        except httpx.HTTPError as exc:
+            raise MCPTransportError(_describe(exc), sent=True) from exc
+        if response.status_code == 404 and session_id is not None:
+            raise MCPSessionExpiredError(
+                f"the server ended MCP session on {session.endpoint}", session_id=session_id
+            )
+        if response.status_code >= 400:
+            raise MCPTransportError(
+                f"HTTP {response.status_code} from {session.endpoint}: {response.text[:200]}",
+                sent=True,
+                status_code=response.status_code,
+            )
+        return response
 
-    async def _with_retries(self, endpoint: str, op: str, *args: Any, deadline: Deadline) -> Any:
-        attempt = 0
-        while True:
-            remaining = deadline.remaining()
-            if remaining is not None and remaining <= 0:
-                raise MCPError(f"MCP {op} on {endpoint} ran past its deadline after {attempt} attempts")
+    async def _rpc(self, session: _Session, method: str, params: dict[str, Any], deadline: Deadline) -> Any:
+        """Send a request on an open session and return its ``result``."""
+        self._next_id += 1
+        request_id = self._next_id
+        payload = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        message = _parse_body(await self._post(session, payload, deadline), request_id)
+        error = message.get("error")
+        if error is not None:  # a JSON-RPC error from the server: retrying cannot help
+            detail = error.get("message") if isinstance(error, dict) else error
+            raise MCPError(f"MCP {method} on {session.endpoint} was refused: {detail}")
+        return message.get("result")
+
+    async def _open(self, session: _Session, deadline: Deadline) -> None:
+        """Set up the session once; concurrent callers wait for the first to finish."""
+        if session.is_open():
+            return
+        async with session.lock:
+            if session.is_open():
+                return
+            params = {
+                "protocolVersion": PROTOCOL_VERSION,
+                "capabilities": {},
+                "clientInfo": {"name": "fleet-sdk", "version": __version__},
+            }
+            self._next_id += 1
+            request_id = self._next_id
+            payload = {"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": params}
+            response = await self._post(session, payload, deadline)
+            message = _parse_body(response, request_id)
+            if message.get("error") is not None:
+                raise MCPError(f"MCP initialize on {session.endpoint} was refused: {message['error']}")
+            result = message.get("result") or {}
+            session.session_id = response.headers.get(_SESSION_HEADER)
+            session.protocol_version = str(result.get("protocolVersion") or PROTOCOL_VERSION)
+            self.initializations += 1
             try:
-                return await self._session_call(
-                    endpoint, op, *args, seconds=remaining or self.attempt_timeout
-                )
-            except Exception as exc:
-                from mcp.shared.exceptions import McpError
+                await self._post(session, {"jsonrpc": "2.0", "method": "notifications/initialized"}, deadline)
+            except BaseException:
+                session.reset()
+                raise
 
-                if isinstance(exc, McpError):  # a JSON-RPC error from the server: retrying cannot help
-                    raise MCPError(f"MCP {op} on {endpoint} was refused: {exc}") from exc
+    async def _request(
+        self,
+        endpoint: str,
+        method: str,
+        params: dict[str, Any],
+        *,
+        deadline: Deadline,
+        annotations: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """A request on the endpoint's session, with the retries that are safe for it.
+
+        ``tools/list`` and the session setup are always safe to repeat; ``tools/call`` only
+        as ``may_retry_tool_call`` says. A server-ended session is set up again once.
+        """
+        session = self._sessions[endpoint]
+        attempt = 0
+        renewed = False
+        while True:
+            try:
+                try:
+                    await self._open(session, deadline)
+                except MCPTransportError as exc:
+                    raise MCPTransportError(str(exc), sent=False, status_code=exc.status_code) from exc
+                return await self._rpc(session, method, params, deadline)
+            except MCPSessionExpiredError as exc:
+                # The spec has the server answer 404 without running the request, so resending is safe.
+                if session.session_id == exc.session_id:  # not already replaced by a concurrent call
+                    session.reset()
+                if renewed:
+                    raise
+                renewed = True
+                log.info("MCP session on %s ended by the server; opening a new one", endpoint)
+                continue
+            except MCPTransportError as exc:
+                # Listing and session setup are read-only; a tool call follows its own rule.
+                safe = may_retry_tool_call(exc, annotations) if method == "tools/call" else exc.transient
                 attempt += 1
                 wait = self._retry.backoff(attempt)
-                if attempt > self._retry.max_retries or not deadline.allows(wait):
-                    raise MCPError(
-                        f"MCP {op} on {endpoint} failed after {attempt} attempts: {_describe(exc)}"
+                if not safe or attempt > self._retry.max_retries or not deadline.allows(wait):
+                    raise MCPTransportError(
+                        f"MCP {method} on {endpoint} failed after {attempt} attempt(s)"
+                        f"{'' if safe else ' (not repeated: the tool may have run)'}: {exc}",
+                        sent=exc.sent,
+                        status_code=exc.status_code,
                     ) from exc
                 log.warning(
-                    "MCP %s on %s failed (%s); retry %d in %.1fs", op, endpoint, _describe(exc), attempt, wait
+                    "MCP %s on %s failed (%s); retry %d in %.1fs", method, endpoint, exc, attempt, wait
                 )
                 await anyio.sleep(wait)
 
@@ -143,11 +358,20 @@ class MCPClient:
         if self._tools is not None and not refresh:
             return list(self._tools.values())
         deadline = Deadline(self.list_deadline)
-        results: dict[str, list[Any] | BaseException] = {}
+        results: dict[str, list[dict[str, Any]] | BaseException] = {}
 
         async def list_one(endpoint: str) -> None:
             try:
-                results[endpoint] = await self._with_retries(endpoint, "list", deadline=deadline)
+                tools: list[dict[str, Any]] = []
+                cursor: str | None = None
+                while True:
+                    params = {"cursor": cursor} if cursor else {}
+                    page = await self._request(endpoint, "tools/list", params, deadline=deadline) or {}
+                    tools.extend(t for t in page.get("tools") or [] if isinstance(t, dict))
+                    cursor = page.get("nextCursor")
+                    if not cursor:
+                        break
+                results[endpoint] = tools
             except MCPError as exc:
                 results[endpoint] = exc
 
@@ -156,6 +380,7 @@ class MCPClient:
                 group.start_soon(list_one, endpoint)
 
         union: dict[str, Tool] = {}
+        annotations: dict[str, dict[str, Any]] = {}
         failures: list[str] = []
         for endpoint in self.endpoints:  # priority order decides ownership
             outcome = results[endpoint]
@@ -163,13 +388,15 @@ class MCPClient:
                 failures.append(f"{endpoint}: {outcome}")
                 continue
             for tool in outcome:
-                if tool.name not in union:
-                    union[tool.name] = Tool(
-                        name=tool.name,
-                        description=tool.description or "",
-                        input_schema=dict(tool.inputSchema or {}),
+                name = str(tool.get("name") or "")
+                if name and name not in union:
+                    union[name] = Tool(
+                        name=name,
+                        description=tool.get("description") or "",
+                        input_schema=dict(tool.get("inputSchema") or {}),
                         endpoint=endpoint,
                     )
+                    annotations[name] = dict(tool.get("annotations") or {})
         if not union:
             detail = "; ".join(failures) or "every endpoint answered with no tools"
             raise ToolsUnavailableError(f"no MCP tools found on {self.endpoints}: {detail}")
@@ -180,6 +407,7 @@ class MCPClient:
                 "; ".join(failures),
             )
         self._tools = union
+        self._annotations = annotations
         return list(union.values())
 
     async def call_tool(
@@ -194,14 +422,23 @@ class MCPClient:
 
         Raises:
             ToolNotFoundError: The tool does not exist (not retried).
-            MCPError: Transport failures outlasted the deadline or the retries.
+            MCPError: The call failed and repeating it was not safe, or the retries or the
+                deadline ran out.
         """
-        tools = {tool.name: tool for tool in await self.list_tools()}
+        tools = self._tools if self._tools is not None else {t.name: t for t in await self.list_tools()}
         tool = tools.get(name)
         if tool is None:
             raise ToolNotFoundError(f"tool {name!r} not found; available: {sorted(tools)}")
         endpoint = tool.endpoint or self.endpoints[0]
-        result = await self._with_retries(
-            endpoint, "call", name, dict(arguments or {}), deadline=Deadline(deadline or self.call_deadline)
-        )
+        limit = Deadline(deadline or self.call_deadline)
+        params = {"name": name, "arguments": dict(arguments or {})}
+        try:
+            with anyio.fail_after(limit.remaining()):
+                result = await self._request(
+                    endpoint, "tools/call", params, deadline=limit, annotations=self._annotations.get(name)
+                )
+        except TimeoutError as exc:
+            raise MCPError(f"MCP tools/call {name!r} on {endpoint} ran past its deadline") from exc
+        if not isinstance(result, dict):
+            raise MCPError(f"MCP tools/call {name!r} on {endpoint} returned no result object")
         return extract_tool_result(result)

@@ -5,10 +5,11 @@ at ``{urls.root}api/v1/mcp`` (PROTOCOL §4); both endpoints serve the same tools
 trailing slash (no redirect, so a POST is never turned into a GET). The instance id comes from the
 path; a tool runs against that instance's ``current`` database.
 
-The server is the ``mcp`` package's low-level :class:`~mcp.server.lowlevel.Server` behind one
-stateless :class:`~mcp.server.streamable_http_manager.StreamableHTTPSessionManager` answering JSON
-(no SSE stream is needed: every tool call is a single request/response). Job policies call tools
-through :func:`execute_tool`, the same function the MCP handlers use.
+The server is the ``mcp`` package's low-level :class:`~mcp.server.lowlevel.Server` (``mcp`` 1.x or
+2.x) behind one stateful :class:`~mcp.server.streamable_http_manager.StreamableHTTPSessionManager`
+answering JSON (no SSE stream is needed: every tool call is a single request/response). Sessions
+idle for ``LocalSettings.mcp_session_idle_timeout`` seconds are ended by the server. Job policies
+call tools through :func:`execute_tool`, the same function the MCP handlers use.
 
 Results:
 
@@ -171,49 +172,76 @@ async def execute_tool(
 
 def to_call_tool_result(outcome: ToolOutcome) -> types.CallToolResult:
     """Shape an outcome as an MCP ``CallToolResult``."""
-    content: list[types.ContentBlock] = [types.TextContent(type="text", text=outcome.text())]
+    # Built from the wire (camelCase) form, which both ``mcp`` majors accept.
+    content = [{"type": "text", "text": outcome.text()}]
     if outcome.is_error:
-        return types.CallToolResult(content=content, isError=True)
+        return types.CallToolResult.model_validate({"content": content, "isError": True})
     structured = outcome.value if isinstance(outcome.value, dict) else None
-    return types.CallToolResult(content=content, structuredContent=structured, isError=False)
+    return types.CallToolResult.model_validate(
+        {"content": content, "structuredContent": structured, "isError": False}
+    )
 
 
 def mcp_tool(tool: ToolSpec) -> types.Tool:
     """An environment tool as MCP ``tools/list`` shows it."""
-    return types.Tool(
-        name=tool.name,
-        description=tool.description,
-        inputSchema=tool.input_schema,
-        annotations=types.ToolAnnotations(readOnlyHint=tool.read_only, destructiveHint=not tool.read_only),
+    return types.Tool.model_validate(
+        {
+            "name": tool.name,
+            "description": tool.description,
+            "inputSchema": tool.input_schema,
+            "annotations": {"readOnlyHint": tool.read_only, "destructiveHint": not tool.read_only},
+        }
     )
 
 
-def _build_server(state: LocalState) -> Server[Any, Any]:
-    """The low-level MCP server; the instance id of each request is read from its ASGI scope."""
-    server: Server[Any, Any] = Server(
-        "fleet-local-instance", instructions="Tools of a local Fleet env instance."
-    )
+def _instance_of(request: Any) -> str:
+    """The instance id the endpoint tagged the HTTP request's ASGI scope with."""
+    scope = getattr(request, "scope", None)
+    if not isinstance(scope, dict) or not isinstance(scope.get(_SCOPE_KEY), str):
+        raise RuntimeError("MCP request without an instance id")
+    return str(scope[_SCOPE_KEY])
 
-    def current_instance() -> str:
-        request = server.request_context.request
-        scope = getattr(request, "scope", None)
-        if not isinstance(scope, dict) or not isinstance(scope.get(_SCOPE_KEY), str):
-            raise RuntimeError("MCP request without an instance id")
-        return str(scope[_SCOPE_KEY])
 
-    @server.list_tools()  # type: ignore[untyped-decorator, no-untyped-call]
-    async def list_tools() -> list[types.Tool]:
-        env = await instance_environment(state, current_instance())
+def _build_server(state: LocalState) -> Any:
+    """The low-level MCP server; the instance id of each request is read from its ASGI scope.
+
+    ``mcp`` 2.x takes handlers as constructor arguments, 1.x through decorators; both wrap the
+    same two functions.
+    """
+
+    async def list_tools(request: Any) -> list[types.Tool]:
+        env = await instance_environment(state, _instance_of(request))
         return [mcp_tool(tool) for tool in env.tools]
 
-    @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator]
-    async def call_tool(name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
-        instance_id = current_instance()
+    async def call_tool(request: Any, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
         try:
-            outcome = await execute_tool(state, instance_id, name, arguments)
+            outcome = await execute_tool(state, _instance_of(request), name, arguments)
         except InstanceUnavailableError as exc:
-            return types.CallToolResult(content=[types.TextContent(type="text", text=str(exc))], isError=True)
+            return types.CallToolResult.model_validate(
+                {"content": [{"type": "text", "text": str(exc)}], "isError": True}
+            )
         return to_call_tool_result(outcome)
+
+    name, instructions = "fleet-local-instance", "Tools of a local Fleet env instance."
+    if not hasattr(Server, "list_tools"):  # mcp 2.x
+
+        async def on_list_tools(ctx: Any, params: Any) -> Any:
+            return types.ListToolsResult(tools=await list_tools(ctx.request))
+
+        async def on_call_tool(ctx: Any, params: Any) -> Any:
+            return await call_tool(ctx.request, params.name, params.arguments)
+
+        return Server(name, instructions=instructions, on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+
+    server: Any = Server(name, instructions=instructions)  # mcp 1.x
+
+    @server.list_tools()  # type: ignore[untyped-decorator]
+    async def list_tools_v1() -> list[types.Tool]:
+        return await list_tools(server.request_context.request)
+
+    @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator]
+    async def call_tool_v1(name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+        return await call_tool(server.request_context.request, name, arguments)
 
     return server
 
@@ -221,7 +249,14 @@ def _build_server(state: LocalState) -> Server[Any, Any]:
 def _manager(state: LocalState) -> StreamableHTTPSessionManager:
     manager = state.extras.get(_MANAGER_KEY)
     if manager is None:
-        manager = StreamableHTTPSessionManager(_build_server(state), json_response=True, stateless=True)
+        # Stateful: a client initializes once and reuses its session; an idle session is ended
+        # after ``mcp_session_idle_timeout`` and its id then answers 404 (the client opens a new one).
+        manager = StreamableHTTPSessionManager(
+            _build_server(state),
+            json_response=True,
+            stateless=False,
+            session_idle_timeout=state.settings.mcp_session_idle_timeout,
+        )
         state.extras[_MANAGER_KEY] = manager
     assert isinstance(manager, StreamableHTTPSessionManager)
     return manager

@@ -93,7 +93,14 @@ def serve(
 
     state.extras["on_ready"] = ready
     config = uvicorn.Config(
-        create_app(state), log_level="warning", lifespan="on", timeout_graceful_shutdown=5, access_log=False
+        create_app(state),
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=5,
+        access_log=False,
+        # Longer than clients keep idle pooled connections, so the server never closes one
+        # under a request a client is just sending (a load balancer's idle timeout is similar).
+        timeout_keep_alive=75,
     )
     try:
         uvicorn.Server(config).run(sockets=[sock])

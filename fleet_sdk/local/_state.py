@@ -48,6 +48,8 @@ class LocalSettings:
         instance_ttl_seconds: Default TTL of an instance.
         reaper_interval: Seconds between two passes of the TTL reaper.
         faults_enabled: Serve the fault-injection admin API (tests only; off by default).
+        mcp_session_idle_timeout: Seconds of inactivity after which an instance's MCP session is
+            ended (its id then answers 404 and the client opens a new session).
     """
 
     data_dir: Path
@@ -63,6 +65,7 @@ class LocalSettings:
     instance_ttl_seconds: int = 3600
     reaper_interval: float = 5.0
     faults_enabled: bool = False
+    mcp_session_idle_timeout: float = 1800.0
 
 
 @dataclass

@@ -11,6 +11,7 @@ sessions that link one (seed).
 from __future__ import annotations
 
 import base64
+import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +73,20 @@ def _outcome(response: Any, attempts: int) -> RemoteVerifierOutcome:
     )
 
 
+@functools.lru_cache(maxsize=256)
+def _prepared(code: str) -> tuple[str, str, str]:
+    """Entry point, bundle sha256 and base64 bundle of a verifier's source.
+
+    Cached: every episode of a task sends the same code, and parsing it was the largest
+    client cost of an episode's end (see benchmarks/README.md).
+    """
+    try:
+        function_name = find_entry_point(code)
+    except VerifierCodeError:
+        function_name = "verify"  # let the platform report the syntax error / missing entry point
+    return function_name, bundle_sha256(code), base64.b64encode(bundle_verifier(code)).decode("ascii")
+
+
 async def run_remote_async(
     fleet: AsyncFleet,
     code: str,
@@ -102,17 +117,14 @@ async def run_remote_async(
     from fleet_api.env_instance import models
 
     policy = retry or RetryPolicy(max_retries=3, backoff_base=3.0, backoff_max=12.0)
-    try:
-        function_name = find_entry_point(code)
-    except VerifierCodeError:
-        function_name = "verify"  # let the platform report the syntax error / missing entry point
+    function_name, sha256, bundle = _prepared(code)
     request = models.VerifiersExecuteRequest(
         key=key,
-        sha256=bundle_sha256(code),
+        sha256=sha256,
         args=models.VerifierArgs(instance_id=instance_id, final_answer=final_answer),
         function_name=function_name,
         timeout=run_timeout,
-        bundle=base64.b64encode(bundle_verifier(code)).decode("ascii"),
+        bundle=bundle,
     )
     limit = Deadline(deadline)
     attempts = 0

@@ -32,15 +32,16 @@ def verifier_request(code: str, instance_id: str) -> models.VerifiersExecuteRequ
 
 
 async def mcp_session_calls(url: str, event_id: int) -> tuple[list[str], str, str]:
-    async with streamable_http_client(url) as (read, write, _), ClientSession(read, write) as session:
+    # mcp 1.x yields (read, write, get_session_id), 2.x (read, write); results compare in wire form.
+    async with streamable_http_client(url) as streams, ClientSession(streams[0], streams[1]) as session:
         await session.initialize()
         tools = [t.name for t in (await session.list_tools()).tools]
-        read_result = await session.call_tool("get_event", {"event_id": event_id})
-        write_result = await session.call_tool(
-            "update_event", {"event_id": event_id, "title": "Renamed by MCP"}
-        )
-        assert not read_result.isError and not write_result.isError
-        return tools, read_result.content[0].text, write_result.content[0].text  # type: ignore[union-attr]
+        read_result = (await session.call_tool("get_event", {"event_id": event_id})).model_dump(by_alias=True)
+        write_result = (
+            await session.call_tool("update_event", {"event_id": event_id, "title": "Renamed by MCP"})
+        ).model_dump(by_alias=True)
+        assert not read_result["isError"] and not write_result["isError"]
+        return tools, read_result["content"][0]["text"], write_result["content"][0]["text"]
 
 
 def wait_for_job(fleet: Fleet, job_id: str, deadline: float = 120.0) -> models.Job:

@@ -1,10 +1,14 @@
-"""MCP over streamable HTTP on local instances, exercised with the real ``mcp`` client."""
+"""MCP over streamable HTTP on local instances, exercised with the real ``mcp`` client (1.x or 2.x).
+
+Results are compared in their wire (camelCase) form, which both ``mcp`` majors produce.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
 from fleet_api.env_instance import models
@@ -19,9 +23,15 @@ ENV_KEY = "orderdesk"
 @asynccontextmanager
 async def mcp_session(url: str) -> AsyncIterator[ClientSession]:
     """An initialised MCP client session on ``url``."""
-    async with streamable_http_client(url) as (read, write, _), ClientSession(read, write) as session:
+    # mcp 1.x yields (read, write, get_session_id); 2.x yields (read, write).
+    async with streamable_http_client(url) as streams, ClientSession(streams[0], streams[1]) as session:
         await session.initialize()
         yield session
+
+
+def wire(model: Any) -> Any:
+    """An ``mcp`` model in its JSON wire form."""
+    return model.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
 def endpoints(instance: models.InstanceResponse) -> list[str]:
@@ -38,15 +48,15 @@ async def test_both_endpoints_list_the_environment_tools(
     for url in [*endpoints(instance), *(u + "/" for u in endpoints(instance))]:
         async with mcp_session(url) as session:
             result = await session.list_tools()
-        listings.append({tool.name: tool for tool in result.tools})
+        listings.append({tool.name: wire(tool) for tool in result.tools})
     names = set(listings[0])
     assert {"get_order", "list_orders", "add_order_note", "update_order_status"} <= names
     assert all(set(listing) == names for listing in listings)
     get_order = listings[0]["get_order"]
-    assert get_order.inputSchema["type"] == "object"
-    assert "order_id" in get_order.inputSchema["required"]
-    assert get_order.annotations is not None and get_order.annotations.readOnlyHint is True
-    assert listings[0]["add_order_note"].annotations.readOnlyHint is False  # type: ignore[union-attr]
+    assert get_order["inputSchema"]["type"] == "object"
+    assert "order_id" in get_order["inputSchema"]["required"]
+    assert get_order["annotations"]["readOnlyHint"] is True
+    assert listings[0]["add_order_note"]["annotations"]["readOnlyHint"] is False
 
 
 async def test_read_and_write_tools_act_on_the_instance_database(
@@ -54,14 +64,14 @@ async def test_read_and_write_tools_act_on_the_instance_database(
 ) -> None:
     note = "customer called about the delivery window"
     async with mcp_session(endpoints(instance)[0]) as session:
-        read = await session.call_tool("get_order", {"order_id": 1012})
-        assert read.isError is False
-        assert len(read.content) == 1 and read.content[0].type == "text"
-        order = json.loads(read.content[0].text)
+        read = wire(await session.call_tool("get_order", {"order_id": 1012}))
+        assert read["isError"] is False
+        assert len(read["content"]) == 1 and read["content"][0]["type"] == "text"
+        order = json.loads(read["content"][0]["text"])
         assert order["id"] == 1012
-        assert read.structuredContent == order
-        written = await session.call_tool("add_order_note", {"order_id": 1012, "body": note})
-        assert written.isError is False, written.content
+        assert read["structuredContent"] == order
+        written = wire(await session.call_tool("add_order_note", {"order_id": 1012, "body": note}))
+        assert written["isError"] is False, written["content"]
     # The write is visible through the instance manager API on the `current` database.
     async with local.async_fleet() as fleet:
         manager = fleet.api.manager(instance.urls.manager.api)
@@ -73,24 +83,24 @@ async def test_read_and_write_tools_act_on_the_instance_database(
         assert [note] not in (seed.rows or [])
     # And through the aggregator endpoint, which serves the same tools on the same data.
     async with mcp_session(endpoints(instance)[1]) as session:
-        again = await session.call_tool("get_order", {"order_id": 1012})
-        assert not again.isError
-        assert note in again.content[0].text  # type: ignore[union-attr]
+        again = wire(await session.call_tool("get_order", {"order_id": 1012}))
+        assert not again["isError"]
+        assert note in again["content"][0]["text"]
 
 
 async def test_tool_errors_come_back_as_error_results(instance: models.InstanceResponse) -> None:
     async with mcp_session(endpoints(instance)[0]) as session:
-        missing = await session.call_tool("get_order", {"order_id": 999999})
-        assert missing.isError is True
-        assert "999999" in missing.content[0].text  # type: ignore[union-attr]
-        bad = await session.call_tool("get_order", {"order_id": "not-a-number"})
-        assert bad.isError is True
-        assert "order_id" in bad.content[0].text  # type: ignore[union-attr]
-        unknown = await session.call_tool("no_such_tool", {})
-        assert unknown.isError is True
-        assert unknown.content[0].text == "Unknown tool: no_such_tool"  # type: ignore[union-attr]
+        missing = wire(await session.call_tool("get_order", {"order_id": 999999}))
+        assert missing["isError"] is True
+        assert "999999" in missing["content"][0]["text"]
+        bad = wire(await session.call_tool("get_order", {"order_id": "not-a-number"}))
+        assert bad["isError"] is True
+        assert "order_id" in bad["content"][0]["text"]
+        unknown = wire(await session.call_tool("no_such_tool", {}))
+        assert unknown["isError"] is True
+        assert unknown["content"][0]["text"] == "Unknown tool: no_such_tool"
         # The session is still usable after errors.
-        assert not (await session.call_tool("list_orders", {"status": "pending"})).isError
+        assert not wire(await session.call_tool("list_orders", {"status": "pending"}))["isError"]
 
 
 async def test_unknown_and_terminated_instances_answer_404(local: LocalFleet) -> None:
