@@ -22,7 +22,7 @@ from pathlib import Path
 
 import jinja2
 
-from .spec import Spec, SpecError, load_spec
+from .spec import BodyField, Operation, Spec, SpecError, load_spec
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SCHEMAS = PROJECT_ROOT / "schemas"
@@ -132,16 +132,87 @@ def _client_exports(spec: Spec) -> list[str]:
     return names
 
 
-def render_client(env: jinja2.Environment, spec: Spec) -> str:
-    ops = spec.operations
-    annotations = [p.annotation for op in ops for p in op.query_params + op.header_params]
+# Names the body keyword annotations may use besides the surface's models, and their imports.
+_ANNOTATION_IMPORTS = {
+    "Any": "from typing import Any",
+    "Literal": "from typing import Literal",
+    "datetime": "from datetime import datetime",
+    "date": "from datetime import date",
+}
+
+
+def _field_annotations(models_code: str) -> dict[str, dict[str, str]]:
+    """Per model class, the annotation of each field by wire name, as the client spells it.
+
+    Read from datamodel-codegen's output so the keyword arguments have exactly the model's
+    types: ``Annotated[X, ...]`` becomes ``X`` and model names get the ``models.`` prefix.
+    """
+    tree = ast.parse(models_code)
+    classes = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+
+    class _Qualify(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            if node.id in classes:
+                return ast.Attribute(
+                    value=ast.Name(id="models", ctx=ast.Load()), attr=node.id, ctx=ast.Load()
+                )
+            return node
+
+    found: dict[str, dict[str, str]] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        fields: dict[str, str] = {}
+        for item in node.body:
+            if not isinstance(item, ast.AnnAssign) or not isinstance(item.target, ast.Name):
+                continue
+            annotation = item.annotation
+            wire = item.target.id
+            if isinstance(annotation, ast.Subscript) and getattr(annotation.value, "id", "") == "Annotated":
+                parts = (
+                    annotation.slice.elts if isinstance(annotation.slice, ast.Tuple) else [annotation.slice]
+                )
+                annotation = parts[0]
+                for extra in parts[1:]:
+                    for kw in getattr(extra, "keywords", []):
+                        if kw.arg == "alias" and isinstance(kw.value, ast.Constant):
+                            wire = str(kw.value.value)
+            fields[wire] = ast.unparse(_Qualify().visit(annotation))
+        found[node.name] = fields
+    return found
+
+
+def render_client(env: jinja2.Environment, spec: Spec, models_code: str) -> str:
+    annotations = _field_annotations(models_code)
+
+    def field_type(op: Operation, field: BodyField) -> str:
+        by_wire = annotations.get(op.body_model or "", {})
+        if field.name not in by_wire:
+            raise CodegenError(
+                f"{spec.file_name}: {op.operation_id}: body field {field.name!r} is not a field of "
+                f"models.{op.body_model} as datamodel-codegen emitted it"
+            )
+        return by_wire[field.name]
+
+    used = [p.annotation for op in spec.operations for p in op.query_params + op.header_params]
+    used += [field_type(op, f) for op in spec.operations for f in op.body_fields]
+    names = {node.id for text in used for node in ast.walk(ast.parse(text)) if isinstance(node, ast.Name)}
+    names -= {"models", "str", "int", "float", "bool", "list", "dict", "None"}
+    unknown = sorted(names - set(_ANNOTATION_IMPORTS))
+    if unknown:
+        raise CodegenError(f"{spec.file_name}: no import known for annotation names {unknown}")
+    resource = ["AsyncResource", "SyncResource", "async_raw_response", "raw_response"]
+    if any(op.body_fields for op in spec.operations):
+        resource += ["NOT_GIVEN", "NotGiven", "build_body"]
+    if any(op.idempotency_key or op.header_params for op in spec.operations):
+        resource.append("request_options")
+    env.globals["field_type"] = field_type
     code = env.get_template("client.py.jinja").render(
         header=header(spec.file_name),
         spec=spec,
         all_names=sorted(["OPERATIONS", "SERVER_URL", *_client_exports(spec)]),
-        uses_warnings=any(op.deprecated for op in ops),
-        uses_literal=any("Literal[" in a for a in annotations),
-        uses_merge=any(op.idempotency_key or op.header_params for op in ops),
+        imports=sorted({_ANNOTATION_IMPORTS[name] for name in names}),
+        resource_imports=sorted(resource, key=lambda name: (not name.isupper(), not name[0].isupper(), name)),
     )
     return ruff_format(code, what=f"client.py of {spec.file_name}")
 
@@ -193,7 +264,7 @@ def render_all(schemas_dir: Path = DEFAULT_SCHEMAS) -> dict[str, str]:
     for spec, models_code in zip(specs, models, strict=True):
         _check_models(spec, models_code)
         files[f"{spec.surface}/models.py"] = models_code
-        files[f"{spec.surface}/client.py"] = render_client(env, spec)
+        files[f"{spec.surface}/client.py"] = render_client(env, spec, models_code)
         files[f"{spec.surface}/__init__.py"] = render_surface_init(env, spec)
     package_header = header(PACKAGE_SOURCE)
     files["__init__.py"] = ruff_format(
@@ -202,6 +273,9 @@ def render_all(schemas_dir: Path = DEFAULT_SCHEMAS) -> dict[str, str]:
     )
     files["_operation.py"] = ruff_format(
         env.get_template("operation.py.jinja").render(header=package_header), what="fleet_api/_operation.py"
+    )
+    files["_resource.py"] = ruff_format(
+        env.get_template("resource.py.jinja").render(header=package_header), what="fleet_api/_resource.py"
     )
     files["py.typed"] = ""
     return dict(sorted(files.items()))

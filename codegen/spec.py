@@ -17,22 +17,26 @@ from typing import Any
 
 import yaml
 
+from fleet_sdk._exceptions import status_error_class
+
 HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 SUCCESS_STATUSES = ("200", "201", "202", "204")
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 RESERVED_NAMES = frozenset({"self", "body", "options", "idempotency_key", "models", "warnings"})
 
-# Exception raised by the runtime for each documented error status (fleet_sdk._exceptions).
-ERROR_CLASSES = {
-    "400": "BadRequestError",
-    "401": "AuthenticationError",
-    "403": "PermissionDeniedError",
-    "404": "NotFoundError",
-    "409": "ConflictError",
-    "422": "UnprocessableEntityError",
-    "429": "RateLimitError",
-    "5XX": "InternalServerError",
-}
+# Descriptions become public docstrings. Notes on why the schema chose something (where the
+# upstream wire behaviour is unspecified) belong in an ``x-design-note`` next to the
+# description, never in it; ``python -m codegen.design_notes`` moves them mechanically.
+DESIGN_NOTE_MARKERS = (
+    "design choice",
+    "designer's choice",
+    "protocol.md",
+    "protocol is silent",
+    "protocol does",
+    "protocol names",
+    "protocol only",
+)
+DESIGN_NOTE_KEY = "x-design-note"
 
 
 class SpecError(ValueError):
@@ -47,6 +51,16 @@ class Param:
     py_name: str  # Python argument name
     location: str  # path | query | header
     annotation: str  # Python type, without "| None"
+    required: bool
+    description: str
+
+
+@dataclass(frozen=True)
+class BodyField:
+    """One top-level property of a request body model, offered as a keyword argument."""
+
+    name: str  # wire name (the model field's alias when they differ)
+    py_name: str  # Python keyword argument name
     required: bool
     description: str
 
@@ -73,6 +87,8 @@ class Operation:
     header_params: list[Param]
     idempotency_key: Param | None
     body_annotation: str | None
+    body_model: str | None  # component name when the body is one model (keywords offered)
+    body_fields: list[BodyField]
     body_required: bool
     body_description: str
     return_annotation: str  # "None", "models.X", "list[models.X]"
@@ -236,6 +252,54 @@ def _param_type(resolver: _Resolver, schema: Any, location: str, where: str) -> 
     return _scalar_type(schema, where)
 
 
+def _error_class(code: str) -> str:
+    """The runtime's exception for a documented status (``404``, ``5XX``, ``default``)."""
+    if re.fullmatch(r"[45]\d\d", code):
+        return status_error_class(int(code), None).__name__
+    if code.upper() == "5XX":
+        return status_error_class(500, None).__name__
+    return "APIStatusError"
+
+
+def _body_fields(resolver: _Resolver, schema: Any, taken: set[str]) -> list[BodyField]:
+    target = resolver.deref(schema)
+    if not isinstance(target, dict) or not isinstance(target.get("properties"), dict):
+        return []
+    required = set(target.get("required") or [])
+    fields = []
+    for name, raw in target["properties"].items():
+        prop = resolver.deref(raw)
+        fields.append(
+            BodyField(
+                name=str(name),
+                py_name=py_identifier(str(name), taken),
+                required=name in required,
+                description=clean_text(prop.get("description") if isinstance(prop, dict) else ""),
+            )
+        )
+    return fields
+
+
+def check_design_notes(doc: Any, where: str, path: str = "") -> None:
+    """Refuse descriptions that carry design notes: they would become public docstrings."""
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            here = f"{path}/{key}"
+            if key in ("description", "summary") and isinstance(value, str):
+                lowered = value.lower()
+                marker = next((m for m in DESIGN_NOTE_MARKERS if m in lowered), None)
+                if marker is not None:
+                    raise SpecError(
+                        f"{where}: {here} carries a design note ({marker!r}); move it into "
+                        f"{DESIGN_NOTE_KEY} (python -m codegen.design_notes {where})"
+                    )
+            elif not key.startswith("x-"):
+                check_design_notes(value, where, here)
+    elif isinstance(doc, list):
+        for index, item in enumerate(doc):
+            check_design_notes(item, where, f"{path}/{index}")
+
+
 def _server(servers: Any) -> str | None:
     if isinstance(servers, list) and servers and isinstance(servers[0], dict):
         url = servers[0].get("url")
@@ -320,6 +384,8 @@ def _operation(
 
     models: set[str] = set()
     body_annotation: str | None = None
+    body_model: str | None = None
+    body_fields: list[BodyField] = []
     body_required = False
     body_description = ""
     if "requestBody" in op:
@@ -327,6 +393,9 @@ def _operation(
         schema = _json_schema(request_body.get("content"), f"{where} requestBody")
         body_annotation = _model_type(schema, f"{where} requestBody", models)
         body_required = bool(request_body.get("required", False))
+        body_model = _component_name(schema)
+        if body_model is not None:
+            body_fields = _body_fields(resolver, schema, taken)
         body_description = clean_text(request_body.get("description"))
         if not body_description:
             target = resolver.deref(schema)
@@ -356,7 +425,7 @@ def _operation(
         errors.append(
             ErrorDoc(
                 status=code,
-                exception=ERROR_CLASSES.get(code.upper(), "APIStatusError"),
+                exception=_error_class(code),
                 description=clean_text(response.get("description")),
             )
         )
@@ -376,6 +445,8 @@ def _operation(
         header_params=header_params,
         idempotency_key=idempotency,
         body_annotation=body_annotation,
+        body_model=body_model,
+        body_fields=body_fields,
         body_required=body_required,
         body_description=body_description,
         return_annotation=return_annotation,
@@ -393,6 +464,7 @@ def load_spec(path: Path) -> Spec:
     doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     if not isinstance(doc, dict):
         raise SpecError(f"{where}: not a YAML mapping")
+    check_design_notes(doc, where)
     resolver = _Resolver(doc, where)
     server_url = _server(doc.get("servers"))
     if server_url is None:

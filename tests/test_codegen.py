@@ -190,3 +190,31 @@ def test_generated_code_typechecks_strict(tmp_path: Path) -> None:
             check=False,
         )
         assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_design_notes_are_refused_in_descriptions(tmp_path: Path) -> None:
+    """A "Design choice" in a description would become a public docstring; codegen refuses it."""
+    schema = tmp_path / "traces-jobs.yaml"
+    text = (DEFAULT_SCHEMAS / "traces-jobs.yaml").read_text(encoding="utf-8")
+    schema.write_text(text.replace("summary: Create a trace job", "summary: Design choice - create a job"))
+    with pytest.raises(SpecError, match="x-design-note"):
+        load_spec(schema)
+
+
+def test_design_notes_move_is_reproducible(tmp_path: Path) -> None:
+    """``python -m codegen.design_notes`` moves a marked note out and changes nothing on a second run."""
+    from codegen.design_notes import transform_file
+
+    schema = tmp_path / "s.yaml"
+    schema.write_text(
+        "components:\n  schemas:\n    A:\n      type: object\n      description: |\n"
+        "        Does one thing.\n\n        Design choice (the reference is silent): 409 on reuse.\n",
+        encoding="utf-8",
+    )
+    assert transform_file(schema) is True
+    moved = yaml.safe_load(schema.read_text(encoding="utf-8"))["components"]["schemas"]["A"]
+    assert moved["description"].split() == ["Does", "one", "thing.", "409", "on", "reuse."]
+    assert "Design choice" in moved["x-design-note"]
+    assert transform_file(schema) is False
+    for path in DEFAULT_SCHEMAS.glob("*.yaml"):
+        load_spec(path)  # the committed schemas carry no notes in descriptions

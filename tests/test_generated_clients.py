@@ -28,7 +28,6 @@ import yaml
 from codegen.generate import render_all, write_tree
 from codegen.spec import Spec, load_spec
 from fleet_sdk._runtime import APIResponse, AsyncHTTPClient, HTTPClient
-from fleet_sdk._runtime._base import encode_body  # the runtime's own body encoding
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMAS = ROOT / "schemas"
@@ -181,6 +180,7 @@ class Case:
     schema: str
     client: str  # sync class name; the async one is "Async" + client
     operation: str
+    expected_method: str  # written here, not read from the spec loader under test
     args: tuple[str, ...] = ()  # path arguments, in order
     kwargs: dict[str, Any] = field(default_factory=dict)  # query / idempotency kwargs
     expected_path: str = ""
@@ -195,6 +195,7 @@ CASES = [
         schema="env-instance.yaml",
         client="ControlPlaneClient",
         operation="list_instances",
+        expected_method="GET",
         kwargs={"status": "running", "region": "us-west-2"},
         expected_path="/v1/env/instances",
         expected_query={"status": ["running"], "region": ["us-west-2"]},
@@ -204,6 +205,7 @@ CASES = [
         schema="env-instance.yaml",
         client="ControlPlaneClient",
         operation="create_instance",
+        expected_method="POST",
         kwargs={"idempotency_key": "idem-123"},
         expected_path="/v1/env/instances",
         expected_headers={"Idempotency-Key": "idem-123"},
@@ -213,6 +215,7 @@ CASES = [
         schema="env-instance.yaml",
         client="ControlPlaneClient",
         operation="list_tasks",
+        expected_method="GET",
         kwargs={"env_key": "fira", "task_keys": ["t1", "t2"]},
         expected_path="/v1/tasks",
         expected_query={"env_key": ["fira"], "task_keys": ["t1", "t2"]},
@@ -222,6 +225,7 @@ CASES = [
         schema="env-instance.yaml",
         client="ControlPlaneClient",
         operation="get_instance",
+        expected_method="GET",
         args=("inst/1",),
         expected_path="/v1/env/instances/inst%2F1",
     ),
@@ -230,6 +234,7 @@ CASES = [
         schema="sessions-ingest.yaml",
         client="SessionsClient",
         operation="ingest_session",
+        expected_method="POST",
         expected_path="/v1/sessions/ingest",
     ),
     Case(
@@ -237,6 +242,7 @@ CASES = [
         schema="sessions-ingest.yaml",
         client="SessionsClient",
         operation="get_session_transcript",
+        expected_method="GET",
         args=("sess-1",),
         expected_path="/v1/sessions/sess-1/transcript",
     ),
@@ -245,6 +251,7 @@ CASES = [
         schema="traces-jobs.yaml",
         client="TracesJobsClient",
         operation="create_trace_job",
+        expected_method="POST",
         expected_path="/v1/traces/jobs",
     ),
     Case(
@@ -252,6 +259,7 @@ CASES = [
         schema="traces-jobs.yaml",
         client="TracesJobsClient",
         operation="upload_trace_logs",
+        expected_method="POST",
         expected_path="/v1/traces/logs",
         deprecated=True,
     ),
@@ -260,6 +268,7 @@ CASES = [
         schema="browser-lease.yaml",
         client="BrowserLeaseClient",
         operation="create_browser_lease",
+        expected_method="POST",
         kwargs={"idempotency_key": "lease-key"},
         expected_path="/v1/browser",
         expected_headers={"Idempotency-Key": "lease-key"},
@@ -269,6 +278,7 @@ CASES = [
         schema="browser-lease.yaml",
         client="BrowserLeaseClient",
         operation="get_browser_lease",
+        expected_method="GET",
         args=("lease-1",),
         expected_path="/v1/browser/lease-1",
     ),
@@ -279,8 +289,8 @@ CASES = [
 class Prepared:
     module: ModuleType
     models: ModuleType
-    method: str
     body: Any  # the model instance passed as ``body`` (or None)
+    body_json: Any  # the JSON the body was built from: what must go on the wire
     payload: Any  # JSON the mock answers with
     return_annotation: str
 
@@ -291,15 +301,16 @@ def _prepare(case: Case) -> Prepared:
     spec = _spec(case.schema)
     op = next(o for o in spec.operations if o.operation_id == case.operation)
     assert op.deprecated == case.deprecated
-    body = None
+    body = body_json = None
     if op.body_annotation:
         name = op.body_annotation.removeprefix("models.")
-        body = getattr(module.models, name).model_validate(_annotation_sample(doc, op.body_annotation))
+        body_json = _annotation_sample(doc, op.body_annotation)
+        body = getattr(module.models, name).model_validate(body_json)
     return Prepared(
         module=module,
         models=module.models,
-        method=op.method,
         body=body,
+        body_json=body_json,
         payload=_annotation_sample(doc, op.return_annotation),
         return_annotation=op.return_annotation,
     )
@@ -311,7 +322,7 @@ def _call_args(case: Case, prepared: Prepared) -> tuple[tuple[Any, ...], dict[st
 
 
 def _assert_request(case: Case, prepared: Prepared, request: httpx.Request) -> None:
-    assert request.method == prepared.method
+    assert request.method == case.expected_method
     assert request.url.raw_path.decode().split("?")[0] == case.expected_path
     query: dict[str, list[str]] = {}
     for key, value in request.url.params.multi_items():
@@ -322,7 +333,7 @@ def _assert_request(case: Case, prepared: Prepared, request: httpx.Request) -> N
         assert request.headers[name] == value
     if "idempotency_key" not in case.kwargs:
         assert "Idempotency-Key" not in request.headers
-    assert _json_body(request) == encode_body(prepared.body)
+    assert _json_body(request) == prepared.body_json
 
 
 def _assert_typed(prepared: Prepared, result: Any) -> None:
@@ -436,6 +447,15 @@ def _all_operations() -> list[tuple[str, str]]:
     ]
 
 
+def _method_and_path(doc: dict[str, Any], operation_id: str) -> tuple[str, str]:
+    """Method and path of an operation, read straight from the YAML (not via codegen)."""
+    for path, item in doc["paths"].items():
+        for method, op in item.items():
+            if isinstance(op, dict) and op.get("operationId") == operation_id:
+                return method.upper(), path
+    raise AssertionError(f"no operation {operation_id}")
+
+
 @pytest.mark.parametrize(("schema", "operation_id"), _all_operations())
 def test_every_operation_round_trips(schema: str, operation_id: str) -> None:
     spec = _spec(schema)
@@ -444,20 +464,26 @@ def test_every_operation_round_trips(schema: str, operation_id: str) -> None:
     op = next(o for o in spec.operations if o.operation_id == operation_id)
     tag = next(t for t in spec.tags if t.name == op.tag)
 
+    wire_method, wire_path = _method_and_path(doc, operation_id)
     meta = module.OPERATIONS[operation_id]
-    assert (meta.method, meta.path, meta.tag, meta.deprecated) == (op.method, op.path, op.tag, op.deprecated)
+    assert (meta.method, meta.path, meta.tag, meta.deprecated) == (
+        wire_method,
+        wire_path,
+        op.tag,
+        op.deprecated,
+    )
 
     recorder = Recorder(status=int(op.success_status), payload=_annotation_sample(doc, op.return_annotation))
     client = getattr(module, tag.class_name)(sync_http(recorder))
     args: list[Any] = [f"v-{p.name}" for p in op.path_params]
-    body = None
+    body_json: Any = None
     if op.body_annotation:
         match = re.fullmatch(r"(list\[)?models\.(\w+)\]?", op.body_annotation)
         assert match
-        body = getattr(module.models, match.group(2)).model_validate(
-            _annotation_sample(doc, op.body_annotation.replace("list[", "").rstrip("]"))
-        )
+        one = _annotation_sample(doc, op.body_annotation.replace("list[", "").rstrip("]"))
+        body = getattr(module.models, match.group(2)).model_validate(one)
         args.append([body] if match.group(1) else body)
+        body_json = [one] if match.group(1) else one
     # Required query parameters are keyword-only; each is sent with a recognisable value.
     required_query = {p.py_name: f"q-{p.name}" for p in op.query_params if p.required}
     with warnings.catch_warnings():
@@ -465,17 +491,17 @@ def test_every_operation_round_trips(schema: str, operation_id: str) -> None:
         result = getattr(client, operation_id)(*args, **required_query)
 
     request = recorder.last
-    expected_path = op.path
+    expected_path = wire_path
     for p in op.path_params:
         expected_path = expected_path.replace(f"{{{p.name}}}", f"v-{p.name}")
-    assert request.method == op.method
+    assert request.method == wire_method
     assert request.url.path == expected_path
     assert request.url.host == httpx.URL(BASE_URL).host
     for p in op.query_params:
         if p.required:
             assert request.url.params.get(p.name) == f"q-{p.name}"
     if op.body_annotation:
-        assert _json_body(request) == encode_body(args[-1])
+        assert _json_body(request) == body_json
     if op.return_annotation == "None":
         assert result is None
     else:
@@ -569,3 +595,62 @@ def test_fixture_operations_and_servers(demo: ModuleType) -> None:
     assert demo.OPERATIONS["rename_widget"].deprecated is True
     with pytest.raises(AttributeError):
         health.path = "/other"  # frozen
+
+
+# --------------------------------------------------------------------------------------
+# Request bodies as keyword arguments
+# --------------------------------------------------------------------------------------
+
+
+def test_body_keywords_send_only_what_was_passed() -> None:
+    from fleet_api.env_instance import ControlPlaneClient, models
+
+    recorder = Recorder(payload=_annotation_sample(_doc("env-instance.yaml"), "models.InstanceResponse"))
+    client = ControlPlaneClient(sync_http(recorder))
+    client.create_instance(env_key="orderdesk", region=None)
+    # Left out: not on the wire. Passed as None: sent as null.
+    assert _json_body(recorder.last) == {"env_key": "orderdesk", "region": None}
+    client.create_instance(models.InstanceRequest(env_key="orderdesk"))
+    assert _json_body(recorder.last) == {"env_key": "orderdesk"}
+
+
+async def test_body_keywords_async_and_raw() -> None:
+    from fleet_api.env_instance import AsyncControlPlaneClient
+
+    recorder = Recorder(payload=_annotation_sample(_doc("env-instance.yaml"), "models.InstanceResponse"))
+    client = AsyncControlPlaneClient(async_http(recorder))
+    raw = await client.with_raw_response.create_instance(env_key="orderdesk", idempotency_key="k-9")
+    assert isinstance(raw, APIResponse)
+    assert _json_body(recorder.last) == {"env_key": "orderdesk"}
+    assert recorder.last.headers["Idempotency-Key"] == "k-9"
+
+
+def test_body_keywords_and_model_together_are_refused() -> None:
+    from fleet_api.env_instance import ControlPlaneClient, models
+
+    recorder = Recorder()
+    client = ControlPlaneClient(sync_http(recorder))
+    with pytest.raises(TypeError, match="region"):
+        client.create_instance(models.InstanceRequest(env_key="orderdesk"), region="us-west-2")
+    assert recorder.requests == []
+
+
+def test_body_keywords_name_the_missing_field() -> None:
+    from fleet_api.env_instance import ControlPlaneClient
+
+    recorder = Recorder()
+    with pytest.raises(pydantic.ValidationError, match="env_key"):
+        ControlPlaneClient(sync_http(recorder)).create_instance(region="us-west-2")
+    assert recorder.requests == []
+
+
+def test_raw_view_wraps_the_client_methods_with_their_signatures() -> None:
+    import inspect
+
+    from fleet_api.env_instance import AsyncControlPlaneClient, ControlPlaneClient
+
+    for cls in (ControlPlaneClient, AsyncControlPlaneClient):
+        client = cls(sync_http(Recorder()) if cls is ControlPlaneClient else async_http(Recorder()))  # type: ignore[arg-type]
+        view = client.with_raw_response
+        for name in ("create_instance", "get_instance", "list_instances"):
+            assert inspect.signature(getattr(view, name)) == inspect.signature(getattr(client, name))

@@ -36,15 +36,15 @@ class BrowserLeaseRequest(BaseModel):
     """
     lease_id: Annotated[str | None, Field(min_length=1)] = None
     """
-    Optional client-chosen lease id; the server assigns one when it is omitted. Design
-    choice (PROTOCOL does not say what a reused id does): the id of a lease that is still
-    live is a 409, so use `Idempotency-Key` for safe retries.
+    Optional client-chosen lease id; the server assigns one when it is
+    omitted. The id of a lease that is still live is a 409, so use
+    `Idempotency-Key` for safe retries.
 
     """
     allowed_hosts: list[str] | None = None
     """
-    Hosts the browser may open, e.g. the env instance's host. Omitted means the server's
-    default policy (PROTOCOL is silent on it).
+    Hosts the browser may open, e.g. the env instance's host. Omitted means
+    the server's default policy.
 
     """
 
@@ -52,14 +52,14 @@ class BrowserLeaseRequest(BaseModel):
 class BrowserLease(BaseModel):
     """
     A browser lease. The browser and its URLs exist only once it is scheduled, so
-    `browser_id`, `host_domain` and the three URLs are null while `pending` / `starting`
-    (a designer's choice, PROTOCOL is silent); rely on them only when `status` is `running`.
+    `browser_id`, `host_domain` and the three URLs are null while `pending` /
+    `starting`; rely on them only when `status` is `running`.
 
     """
 
     id: str
     """
-    Server record id of the lease (PROTOCOL names both `id` and `lease_id`; paths use `lease_id`).
+    Server record id of the lease.
     """
     lease_id: str
     """

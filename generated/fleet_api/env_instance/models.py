@@ -49,7 +49,7 @@ class Environment(BaseModel):
     """
     versions: dict[str, str]
     """
-    Design choice (the wire reference names the field only) - a map from each available version tag (e.g. `v1.2.3`) to a string describing it, as the public SDK reads it.
+    A map from each available version tag (e.g. `v1.2.3`) to a string describing it, as the public SDK reads it.
     """
 
 
@@ -182,7 +182,9 @@ class InstanceRequest(BaseModel):
     """
     max_wait_seconds: Annotated[int | None, Field(ge=0)] = None
     """
-    Design choice (meaning inferred from the name) - how long the server may hold the request waiting for the instance to leave `pending`; the response may still be `pending` when this runs out.
+    How long the server may hold the request waiting for the instance to
+    leave `pending`; the response may still be `pending` when this runs out.
+
     """
     seed: int | None = None
     """
@@ -450,7 +452,7 @@ class HeartbeatResponse(BaseModel):
     """
     last_heartbeat: datetime | None = None
     """
-    When this heartbeat was recorded. Design choice - an RFC 3339 timestamp (a Unix number also parses).
+    When this heartbeat was recorded. An RFC 3339 timestamp (a Unix number also parses).
     """
     deadline_timestamp: float | None = None
     """
@@ -664,13 +666,14 @@ class VerifiersExecuteRequest(BaseModel):
     """
     Body of `execute_verifier` and of the instance's `execute_verifier_function`.
 
-    The verifier's arguments come one of two ways. `args` as an object (`VerifierArgs`): the
-    instance is `args.instance_id` and the verifier is called `verify(env, final_answer)`.
-    Or, as the public SDK sends them, `args` as a string (base64 of a pickled argument tuple,
-    which this server does not unpickle) with `args_array` holding the same values as JSON:
-    the positional arguments after `env`, then `{"env": <instance_id>}`. Design choice: the
-    local server passes at most one positional argument besides `env` (as the second
-    parameter, where `final_answer` goes); more is a 400.
+    The verifier's arguments come one of two ways. `args` as an object
+    (`VerifierArgs`): the instance is `args.instance_id` and the verifier is called
+    `verify(env, final_answer)`. Or, as the public SDK sends them, `args` as a
+    string (base64 of a pickled argument tuple, which this server does not unpickle)
+    with `args_array` holding the same values as JSON: the positional arguments
+    after `env`, then `{"env": <instance_id>}`. The local server passes at most one
+    positional argument besides `env` (as the second parameter, where `final_answer`
+    goes); more is a 400.
 
     """
 
@@ -900,12 +903,12 @@ class VerifierData(BaseModel):
 
 class JobCreateRequest(BaseModel):
     """
-    Body of `create_job`. Design choice: tasks are chosen by `task_keys` when given, else all
-    tasks of `project_key`, else all tasks of `env_key`, less `excluded_task_keys`; at least one
-    of the three selectors must be given (an empty string or list counts as not given). A
-    body with none, or whose exclusions leave no task, is answered 400 (code `bad_request`):
-    the rule is not expressed in this schema, so it is not a 422. A `mode` the server cannot
-    run is a 400 too.
+    Body of `create_job`. Tasks are chosen by `task_keys` when given, else all tasks
+    of `project_key`, else all tasks of `env_key`, less `excluded_task_keys`; at
+    least one of the three selectors must be given (an empty string or list counts
+    as not given). A body with none, or whose exclusions leave no task, is answered
+    400 (code `bad_request`): the rule is not expressed in this schema, so it is not
+    a 422. A `mode` the server cannot run is a 400 too.
 
     """
 
@@ -1146,7 +1149,7 @@ class Job(BaseModel):
 
 class HealthResponse(BaseModel):
     """
-    Design choice (the wire reference gives no body) - a `status` string such as `ok` or `healthy`, plus whatever else the manager reports, kept as extra fields.
+    A `status` string such as `ok` or `healthy`, plus whatever else the manager reports, kept as extra fields.
     """
 
     model_config = ConfigDict(
@@ -1436,7 +1439,9 @@ class TableDiff(BaseModel):
     """
     primary_key: str | list[str] | None = None
     """
-    Column(s) used to match rows between the databases; a list for a composite key. Design choice - a single name or a list are both accepted.
+    Column(s) used to match rows between the databases; a list for a
+    composite key. A single name or a list are both accepted.
+
     """
     added_rows: list[dict[str, Any]] = []
     """

@@ -38,9 +38,8 @@ class SessionMetadata(BaseModel):
     )
     score: float | None
     """
-    The rollout's reward. null means "unknown" (verifier failed, judge error), which is
-    not the same as 0.0 ("graded and failed"). Required (possibly null) so a reward is
-    never dropped by accident; PROTOCOL only says the reward travels here.
+    The rollout's reward. null means "unknown" (verifier failed, judge
+    error), which is not the same as 0.0 ("graded and failed").
 
     """
 
@@ -60,9 +59,8 @@ class SessionIngestResponse(BaseModel):
     """
     message_count: Annotated[int, Field(ge=0)]
     """
-    Number of messages the session holds after this call, the ones stored before included
-    (it grows with each append). PROTOCOL does not say which count it is; this is the
-    server's design choice.
+    Number of messages the session holds after this call, the ones stored
+    before included (it grows with each append).
 
     """
     created_new_session: bool
@@ -369,7 +367,7 @@ class SessionInfo(BaseModel):
     """
     started_at: datetime | None = None
     """
-    When the rollout started; null while pending (a designer's choice, PROTOCOL is silent).
+    When the rollout started; null while pending.
     """
     ended_at: datetime | None = None
     """
@@ -421,8 +419,7 @@ class TaskSessionGroup(BaseModel):
     """
     pass_rate: Annotated[float, Field(ge=0.0)]
     """
-    passed_sessions / total_sessions as computed by the server (PROTOCOL does not say
-    whether it is a fraction or a percentage; clients should recompute from the counts).
+    passed_sessions / total_sessions as computed by the server.
 
     """
     average_score: float | None = None
@@ -622,7 +619,7 @@ class SessionIngestRequest(BaseModel):
         | None
     ) = None
     """
-    Session status; the server decides the default when omitted (PROTOCOL is silent).
+    Session status; the server decides the default when omitted.
     """
     metadata: SessionMetadata | None = None
     """

@@ -72,7 +72,7 @@ class TraceInlineData(BaseModel):
 
 class TraceFunctionCall(BaseModel):
     """
-    Gemini `FunctionCall`. PROTOCOL does not detail it; the Gemini fields are used.
+    Gemini `FunctionCall`.
     """
 
     model_config = ConfigDict(
@@ -94,7 +94,7 @@ class TraceFunctionCall(BaseModel):
 
 class TraceFunctionResponse(BaseModel):
     """
-    Gemini `FunctionResponse`. PROTOCOL does not detail it; the Gemini fields are used.
+    Gemini `FunctionResponse`.
     """
 
     model_config = ConfigDict(
@@ -195,8 +195,7 @@ class TraceTurn(BaseModel):
 
     role: str
     """
-    Author of the turn. Kept a free string: Gemini uses `user` / `model`, old clients
-    also sent OpenAI roles, and PROTOCOL does not say which the server accepts.
+    Author of the turn.
 
     """
     parts: list[TracePart]
