@@ -1,5 +1,6 @@
-"""Regression tests for the env / tool / verifier / event-loop bugs of seed 000.
-Each docstring quotes the bug it guards against."""
+"""Behaviours of envs and verifiers that earlier SDKs got wrong: the create body, the request
+timeout, reset with a seed, verifier globals, a missing ``verify``, retries through a warming
+instance and judge errors, and per-episode feedback. Each docstring says what is guarded."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 
 import httpx
 import pytest
+from fleet_api.env_instance import models
 
 from fleet_sdk import AsyncFleet, EnvNotFoundError, RetryPolicy, Timeout
 from fleet_sdk.local import LocalFleet
@@ -22,7 +24,7 @@ def task_with(code: str) -> Task:
 
 
 async def test_make_sends_no_image_type_by_default() -> None:
-    """Seed: "MCP images don't exist for all environment versions ... changing the default to None"."""
+    """Guards: "MCP images don't exist for all environment versions ... changing the default to None"."""
     seen: list[dict[str, object]] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -38,21 +40,40 @@ async def test_make_sends_no_image_type_by_default() -> None:
     assert seen[0]["env_key"] == "fira" and seen[0]["env_version"] == "v1.2.3"
 
 
-def test_default_timeout_is_60s_not_15s() -> None:
-    """Seed: "Increases default timeout from 15s to 60s ... prevents timeouts during environment
-    initialization"."""
+async def test_requests_get_a_60s_timeout_by_default() -> None:
+    """A 15 s default timed out while environments initialised; calls now allow 60 s (on the wire)."""
+    seen: list[dict[str, float]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.extensions["timeout"])
+        return httpx.Response(200, json=[])
+
+    fleet = AsyncFleet(
+        "sk-test-000000", http_client=httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    )
+    await fleet.api.control_plane.list_envs()
+    assert seen and seen[0]["read"] == 60.0
     assert Timeout().total == 60.0
 
 
-async def test_reset_accepts_a_seed(afleet: AsyncFleet) -> None:
-    """Seed: "HTTPEnvClient.reset() doesn't support seed parameter yet"."""
+async def test_reset_with_a_seed_restores_the_data(afleet: AsyncFleet) -> None:
+    """``reset(seed=...)`` sends the seed and really restores the instance's data."""
     async with await afleet.make("orderdesk") as env:
+        count = "SELECT count(*) FROM orders"
+        before = (await env.manager.query_database("current", models.QueryRequest(query=count))).rows
+        await env.manager.query_database(
+            "current", models.QueryRequest(query="DELETE FROM orders", read_only=False)
+        )
+        emptied = (await env.manager.query_database("current", models.QueryRequest(query=count))).rows
+        assert emptied != before
         response = await env.reset(seed=7)
         assert response.success
+        after = (await env.manager.query_database("current", models.QueryRequest(query=count))).rows
+        assert after == before
 
 
 async def test_verifier_annotated_with_environment_type(afleet: AsyncFleet) -> None:
-    """Seed: "fixes 'name Environment is not defined' errors during verifier execution"."""
+    """Guards: "fixes 'name Environment is not defined' errors during verifier execution"."""
     code = "def verify(env: Environment) -> float:\n    return TASK_SUCCESSFUL_SCORE\n"
     async with TaskEnv(task_with(code), fleet=afleet) as env:
         await env.reset_async()
@@ -61,7 +82,7 @@ async def test_verifier_annotated_with_environment_type(afleet: AsyncFleet) -> N
 
 
 async def test_missing_verify_names_the_functions_found(afleet: AsyncFleet) -> None:
-    """Seed: "Show which functions were found if 'verify' is missing"."""
+    """Guards: "Show which functions were found if 'verify' is missing"."""
     code = "def check_a(env):\n    return 1\n\ndef check_b(env):\n    return 0\n"
     async with TaskEnv(task_with(code), fleet=afleet) as env:
         await env.reset_async()
@@ -74,7 +95,7 @@ async def test_missing_verify_names_the_functions_found(afleet: AsyncFleet) -> N
 async def test_verifier_is_retried_through_502_from_a_warming_instance(
     server: LocalFleet, afleet: AsyncFleet
 ) -> None:
-    """Seed: "Fresh instances occasionally return 502 before they finish warming up; the next attempt
+    """Guards: "Fresh instances occasionally return 502 before they finish warming up; the next attempt
     succeeds" and the execution_id must still come back."""
     async with await afleet.make("orderdesk") as env:
         server.inject_fault("/v1/verifiers/execute", method="POST", status=502, count=2)
@@ -87,7 +108,7 @@ async def test_verifier_is_retried_through_502_from_a_warming_instance(
 
 
 async def test_judge_error_is_retried_then_unknown(afleet: AsyncFleet) -> None:
-    """Seed: retry on stdout lines starting `JUDGE ERROR:`; a judge failure is no grade, not a 0."""
+    """Guards: retry on stdout lines starting `JUDGE ERROR:`; a judge failure is no grade, not a 0."""
     code = "def verify(env):\n    print('JUDGE ERROR: upstream 529')\n    return 0\n"
     async with await afleet.make("orderdesk") as env:
         outcome = await run_remote_async(afleet, code, key="k", instance_id=env.instance_id, retry=FAST)
@@ -97,7 +118,7 @@ async def test_judge_error_is_retried_then_unknown(afleet: AsyncFleet) -> None:
 
 
 async def test_feedback_properties_do_not_leak_across_episodes(afleet: AsyncFleet) -> None:
-    """Seed: "All feedback properties reset in reset_async() to prevent cross-episode leakage"."""
+    """Guards: "All feedback properties reset in reset_async() to prevent cross-episode leakage"."""
     code = "def verify(env):\n    print('graded')\n    raise ValueError('nope')\n"
     async with TaskEnv(task_with(code), fleet=afleet) as env:
         await env.reset_async()
