@@ -54,20 +54,18 @@ def split_note(text: str) -> tuple[str, str]:
             label = LABEL.match(sentence)
             if label:
                 notes.append(sentence)
-                rest = label.group("rest")
-                if not _has_marker(rest):
-                    kept.append(_upper_first(rest))
-                    continue
-            marked = _upper_first(label.group("rest")) if label else sentence
-            cut = marked
-            for paren in PAREN.finditer(marked):
+                if not _has_marker(label.group("rest")):
+                    kept.append(_upper_first(label.group("rest")))
+                continue
+            cut = sentence
+            for paren in PAREN.finditer(sentence):
                 if _has_marker(paren.group("inner")):
                     notes.append(paren.group("inner"))
                     cut = cut.replace(paren.group(0), "")
-            if cut != marked and not _has_marker(cut):
+            if cut != sentence and not _has_marker(cut):
                 kept.append(cut)
             else:
-                notes.append(marked)
+                notes.append(sentence)
         if kept:
             kept_paragraphs.append(" ".join(kept))
     upstream = "the upstream wire reference"
@@ -180,12 +178,27 @@ def _report(got: Any, want: Any, where: str = "") -> None:
         print(f"{where}: got {got!r}, want {want!r}", file=sys.stderr)
 
 
+def _refuse_repeated_keys(node: yaml.Node | None) -> None:
+    """A mapping with a repeated key (say a second ``x-design-note``) loads as the last one; refuse it."""
+    if isinstance(node, yaml.MappingNode):
+        keys = [key.value for key, _ in node.value if isinstance(key, yaml.ScalarNode)]
+        repeated = sorted({key for key in keys if keys.count(key) > 1})
+        if repeated:
+            raise SystemExit(f"{node.start_mark}: repeated keys {repeated}; merge the notes by hand")
+        for _, value in node.value:
+            _refuse_repeated_keys(value)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            _refuse_repeated_keys(item)
+
+
 def transform_file(path: Path) -> bool:
     """Rewrite ``path`` in place; returns whether it changed. Raises if the check fails."""
     source = path.read_text(encoding="utf-8")
     result = transform_text(source)
     if result == source:
         return False
+    _refuse_repeated_keys(yaml.compose(result, Loader=yaml.SafeLoader))
     expected = _normalise(_expected(yaml.safe_load(source)))
     if _normalise(yaml.safe_load(result)) != expected:
         _report(_normalise(yaml.safe_load(result)), expected)

@@ -35,6 +35,7 @@ DESIGN_NOTE_MARKERS = (
     "protocol does",
     "protocol names",
     "protocol only",
+    "wire reference names",
 )
 DESIGN_NOTE_KEY = "x-design-note"
 

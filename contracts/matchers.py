@@ -5,10 +5,10 @@ plus the two defined here:
 
 * ``json_body``: JSON bodies are compared parsed (key order and whitespace do not matter, a
   renamed or missing field does); other bodies (the screenshot bytes of an S3 PUT) byte for byte.
-* ``auth_scheme``: both requests use the same auth scheme, and it is the scheme PROTOCOL section 1
+* ``auth_scheme``: both requests use the same auth scheme, and it is the scheme docs/wire.md#hosts
   prescribes for the host: ``Bearer`` on the orchestrator and the platform host, nothing on an
   instance's manager API, SigV4 on S3. ``X-API-Key`` is never right: the platform answers it with
-  "Authentication required..." (seed).
+  "Authentication required..." (docs/wire.md#hosts).
 
 The secret itself is never compared: both sides have been through the same redaction filter
 (``contracts.recording.before_record_request``) before vcrpy matches them.
@@ -42,7 +42,7 @@ __all__ = [
 
 Matcher = Callable[[Request, Request], None]
 
-# PROTOCOL section 1, pinned literally here (never imported from the SDK under test).
+# docs/wire.md#hosts, pinned literally here (never imported from the SDK under test).
 ORCHESTRATOR_HOST: Final = "orchestrator.fleetai.com"
 PLATFORM_HOST: Final = "api.internal.fleet-platform.fleetai.com"
 S3_HOST: Final = "fleet-sessions-images.s3.us-east-1.amazonaws.com"
@@ -62,7 +62,7 @@ CONTRACT_HOSTS: Final = {
 
 
 def expected_auth_scheme(host: str) -> str | None:
-    """The auth scheme PROTOCOL section 1 prescribes for ``host`` (None: no credentials at all).
+    """The auth scheme docs/wire.md#hosts prescribes for ``host`` (None: no credentials at all).
 
     Raises:
         AssertionError: ``host`` is none of the contract's hosts.

@@ -89,7 +89,7 @@ EPISODE_PNG: Final = _png(6, 4)
 
 
 def screenshot_key(data: bytes, extension: str = "png") -> str:
-    """The object key of PROTOCOL section 7: ``harness/screenshot/<sha256[:24]>.<ext>``."""
+    """The object key of docs/wire.md#traces: ``harness/screenshot/<sha256[:24]>.<ext>``."""
     return f"harness/screenshot/{hashlib.sha256(data).hexdigest()[:24]}.{extension}"
 
 
@@ -202,7 +202,7 @@ async def job_run(ctx: ScenarioContext) -> None:
     sessions = await ctx.fleet.api.sessions.get_job_sessions(created.job_id)
     assert sessions.total_sessions == 1
     (session,) = sessions.tasks[0].sessions
-    assert session.model == "scripted"  # bare model name (PROTOCOL section 2)
+    assert session.model == "scripted"  # bare model name (docs/wire.md#instances)
     assert session.verifier_execution is not None
 
 
@@ -217,7 +217,7 @@ async def trace_job_create(ctx: ScenarioContext) -> None:
 
 
 def _upload_screenshot(s3: Any, data: bytes) -> tuple[str, bool]:
-    """PROTOCOL section 7: HEAD first, PUT only when missing; returns (public URL, uploaded)."""
+    """docs/wire.md#traces: HEAD first, PUT only when missing; returns (public URL, uploaded)."""
     from botocore.exceptions import ClientError
 
     key = screenshot_key(data)

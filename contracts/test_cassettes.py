@@ -111,7 +111,7 @@ def _request_bytes(request: Request) -> bytes:
 
 
 def _check_s3(item: Interaction) -> None:
-    """S3 has no OpenAPI document here: pin the PROTOCOL section 7 shape instead."""
+    """S3 has no OpenAPI document here: pin the shape of docs/wire.md#traces instead."""
     match = re.fullmatch(r"/harness/screenshot/([0-9a-f]{24})\.(png|jpeg)", item.request.path)
     assert match, f"{item.label}: not a screenshot key"
     assert item.request.method in ("HEAD", "PUT"), item.label
@@ -386,7 +386,7 @@ def _with_renamed_field(request: Request, old: str, new: str) -> Request:
 
 Mutation = Callable[[Request], Request]
 REGRESSIONS: Final[dict[str, tuple[Callable[[], tuple[str, Request]], Mutation]]] = {
-    # The past regression: session ingest sent to the traces host (PROTOCOL section 1).
+    # The past regression: session ingest sent to the traces host (docs/wire.md#hosts).
     "ingest on the platform host": (_ingest, lambda r: _with_uri(r, ORCHESTRATOR_HOST, PLATFORM_HOST)),
     "X-API-Key instead of Bearer": (_ingest, lambda r: _with_auth(r, {"X-API-Key": "local-regression"})),
     "no credentials": (_ingest, lambda r: _with_auth(r, {})),

@@ -1,7 +1,7 @@
-"""Hosts are pinned: each surface on its PROTOCOL section 1 host, in the cassettes and in the SDK.
+"""Hosts are pinned: each surface on its host (docs/wire.md#hosts), in the cassettes and in the SDK.
 
 The regression this guards against: trace jobs and session ingest were once sent to one host,
-and sessions stopped uploading silently for a whole training run (seed). The expected URLs are
+and sessions stopped uploading silently for a whole training run. The expected URLs are
 written out here literally, never imported from the SDK under test.
 """
 
@@ -18,7 +18,7 @@ from contracts.matchers import INSTANCE_HOST_RE, S3_HOST
 from fleet_sdk import AsyncFleet, Fleet
 from fleet_sdk._runtime import FleetConfig, Surface
 
-# PROTOCOL section 1.
+# docs/wire.md#hosts.
 ORCHESTRATOR: Final = "https://orchestrator.fleetai.com"
 PLATFORM: Final = "https://api.internal.fleet-platform.fleetai.com"
 S3: Final = "https://fleet-sessions-images.s3.us-east-1.amazonaws.com"

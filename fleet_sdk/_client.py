@@ -1,6 +1,6 @@
 """``Fleet`` and ``AsyncFleet``: one client object, one connection pool, every surface.
 
-Each surface gets its own base URL and key from ``FleetConfig`` (PROTOCOL section 1);
+Each surface gets its own base URL and key from ``FleetConfig`` (docs/wire.md#hosts);
 the generated, typed operation clients hang off ``fleet.api``. The higher-level
 facades (environments, tasks, traces) are built on these and never speak HTTP
 themselves.

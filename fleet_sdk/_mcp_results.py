@@ -1,11 +1,11 @@
-"""Turn an MCP ``CallToolResult`` into the value an agent sees (PROTOCOL section 4).
+"""Turn an MCP ``CallToolResult`` into the value an agent sees (docs/wire.md#mcp).
 
 - ``isError`` -> ``{"error": <first text or "Tool execution failed">}``;
 - image content -> OpenAI ``image_url`` blocks with a data URL, text and images
   kept in their original order;
 - one text block holding JSON -> the parsed value; a dict with a non-null
   ``base64_image`` -> an image block; ``{"base64_image": null}`` -> an error,
-  never a block whose URL is null (seed: it crashed SkyRL's image extraction);
+  never a block whose URL is null (it crashed SkyRL's image extraction);
 - plain text -> the string; several texts -> their list; else ``structuredContent``.
 """
 

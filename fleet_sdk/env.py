@@ -29,7 +29,7 @@ COMPUTER_TOOL = "computer"
 
 
 def filter_tools(tools: list[Tool], modality: str) -> list[Tool]:
-    """The tools an agent may use for a task modality (PROTOCOL section 4).
+    """The tools an agent may use for a task modality (docs/wire.md#mcp).
 
     Args:
         tools: Every tool of the instance.
@@ -180,7 +180,7 @@ class AsyncEnv:
     async def call_tool(
         self, name: str, arguments: Mapping[str, Any] | None = None, *, deadline: float | None = None
     ) -> Any:
-        """Call a tool; returns the agent-facing value (PROTOCOL section 4).
+        """Call a tool; returns the agent-facing value (docs/wire.md#mcp).
 
         Args:
             name: Tool name.

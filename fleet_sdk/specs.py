@@ -1,8 +1,8 @@
 """Environment and data specs: ``"fira:1.2.3"`` -> ``("fira", "v1.2.3")``.
 
-PROTOCOL section 2: a ``v`` is added to a version that starts with a digit, for
+docs/wire.md#instances: a ``v`` is added to a version that starts with a digit, for
 environment and data versions alike. Callers pass a data spec as one
-``"key:version"`` string (seed: passing the two parts as separate arguments
+``"key:version"`` string (passing the two parts as separate arguments
 broke callers); on the wire it becomes ``data_key`` and ``data_version``.
 """
 

@@ -1,4 +1,4 @@
-"""``TaskEnv``: the episode loop a trainer drives (PROTOCOL section 5).
+"""``TaskEnv``: the episode loop a trainer drives (docs/wire.md#episodes).
 
 ``reset`` provisions (or restores) the task's environment and returns the
 prompt and the tools in one observation; ``step`` runs one action (the tool
@@ -122,7 +122,7 @@ class TaskEnv:
         fleet: The client: an ``AsyncFleet`` for the async methods, a ``Fleet`` for the sync
             ones (None creates one from the environment).
         max_steps: Steps (actions) before the episode ends with ``done_reason == "max_steps"``.
-        partial_reward: Use the partial reward of PROTOCOL section 6 when the score is 0.0.
+        partial_reward: Use the partial reward of docs/wire.md#verifiers when the score is 0.0.
         call_deadline: Wall-clock seconds per tool call, retries included.
         verifier_timeout: Seconds the platform gives one verifier run.
         verifier_deadline: Overall seconds for the verifier, retries included.

@@ -1,4 +1,4 @@
-"""Task configs (PROTOCOL section 5) and task files.
+"""Task configs (docs/wire.md#episodes) and task files.
 
 A task file is ``{"tasks": [...]}`` or a bare list. Field aliases of the
 platform's exports are accepted on input (``key``, ``env_id``, ``version``,

@@ -1,4 +1,4 @@
-"""Tools as an agent sees them, and their OpenAI / Anthropic shapes (PROTOCOL section 4)."""
+"""Tools as an agent sees them, and their OpenAI / Anthropic shapes (docs/wire.md#mcp)."""
 
 from __future__ import annotations
 

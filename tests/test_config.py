@@ -1,4 +1,4 @@
-"""Where each surface lives and which key it takes (PROTOCOL section 1)."""
+"""Where each surface lives and which key it takes (docs/wire.md#hosts)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from fleet_sdk._runtime import ORCHESTRATOR_URL, PLATFORM_URL
 
 
 def test_production_hosts_are_pinned_and_differ() -> None:
-    """Seed: trace calls went to the orchestrator and 404'd silently for a whole run."""
+    """Regression: trace calls went to the orchestrator and 404'd silently for a whole run."""
     config = FleetConfig.resolve(environ={})
     assert config.url_for(Surface.CONTROL_PLANE) == "https://orchestrator.fleetai.com"
     assert config.url_for(Surface.SESSIONS) == "https://orchestrator.fleetai.com"
@@ -57,7 +57,7 @@ def test_browser_url_falls_back_to_platform_override() -> None:
     ],
 )
 def test_browser_key_fallback_chain(environ: dict[str, str], expected: str | None) -> None:
-    """Seed: FLEET_API_KEY alone is refused by the browser-lease API (401)."""
+    """Regression: FLEET_API_KEY alone is refused by the browser-lease API (401)."""
     config = FleetConfig.resolve(environ=environ)
     assert config.key_for(Surface.BROWSER) == expected
     assert config.key_for(Surface.CONTROL_PLANE) == environ.get("FLEET_API_KEY")

@@ -46,7 +46,7 @@ def test_env_spec_adds_v_to_numeric_versions(spec: str, key: str, version: str |
 
 
 def test_data_spec_is_one_key_version_string() -> None:
-    """Seed: data_key and data_version passed as separate arguments broke callers; one spec string works."""
+    """Regression: data_key and data_version as separate arguments broke callers; a spec string works."""
     assert parse_spec("orders:2.0", what="data") == ("orders", "v2.0")
     assert parse_spec("orders", version="2.0", what="data") == ("orders", "v2.0")
     with pytest.raises(ValueError, match="data spec"):
@@ -152,7 +152,7 @@ def test_tool_formats_for_models() -> None:
 
 
 def test_modality_filtering() -> None:
-    """Seed: computer_use tasks got API tools (or none at all)."""
+    """Regression: computer_use tasks got API tools (or none at all)."""
     tools = [Tool(name="computer"), Tool(name="search"), Tool(name="create")]
     assert [t.name for t in filter_tools(tools, "tool_use")] == ["search", "create"]
     assert [t.name for t in filter_tools(tools, "computer_use")] == ["computer"]
@@ -161,7 +161,7 @@ def test_modality_filtering() -> None:
         filter_tools(tools[1:], "computer_use")
 
 
-# -- MCP results (seed: agents were handed CallToolResult reprs) ------------------------------
+# -- MCP results (regression: agents were handed CallToolResult reprs) ------------------------------
 
 
 def text(value: str) -> TextContent:
@@ -169,7 +169,7 @@ def text(value: str) -> TextContent:
 
 
 def test_result_is_never_a_repr() -> None:
-    """Seed: agents saw "meta=None content=[TextContent(...)]" instead of the text."""
+    """Regression: agents saw "meta=None content=[TextContent(...)]" instead of the text."""
     value = extract_tool_result(CallToolResult(content=[text("hello")]))
     assert value == "hello"
 
@@ -215,7 +215,7 @@ def test_base64_image_json_becomes_an_image_block() -> None:
 
 
 def test_null_screenshot_is_an_error_not_a_null_url() -> None:
-    """Seed: {"base64_image": null} produced an image_url block with url=None and crashed SkyRL."""
+    """Regression: {"base64_image": null} produced an image_url block with url=None and crashed SkyRL."""
     value = extract_tool_result(CallToolResult(content=[text('{"base64_image": null}')]))
     assert value == {"error": NULL_SCREENSHOT}
 
@@ -277,7 +277,7 @@ def test_bridge_from_a_plain_script_and_threads() -> None:
 
 
 async def test_bridge_inside_a_running_loop_does_not_raise() -> None:
-    """Seed: sync wrappers called asyncio.run()/run_until_complete() inside a running loop."""
+    """Regression: sync wrappers called asyncio.run()/run_until_complete() inside a running loop."""
     caller = id(asyncio.get_running_loop())
     assert run_sync(_which_loop()) != caller
 
@@ -324,7 +324,7 @@ def test_with_options_shares_settings_and_pool_and_overrides_policy() -> None:
 
 
 def test_an_async_pool_used_from_two_running_loops_fails_clearly() -> None:
-    """Seed: loop-bound objects used from a second loop failed with obscure RuntimeErrors."""
+    """Regression: loop-bound objects used from a second loop failed with obscure RuntimeErrors."""
     from fleet_sdk import AsyncFleet, ConfigurationError
 
     def handler(request: httpx.Request) -> httpx.Response:

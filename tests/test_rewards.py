@@ -1,4 +1,4 @@
-"""fleet_sdk.rewards: outcome -> reward (None vs 0.0) and the opt-in partial reward (PROTOCOL §6)."""
+"""fleet_sdk.rewards: outcome -> reward (None vs 0.0), opt-in partial reward (docs/wire.md#verifiers)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ BU_ROLLOUT_STDOUT = (
 
 
 def test_real_bu_rollout_leaves_the_trivial_medora_out() -> None:
-    """Seed: trivial-pass apps (guard checks only) must not inflate the fraction: 1 of the 2 real
+    """Regression: trivial-pass apps (guard checks only) must not inflate the fraction: 1 of the 2 real
     apps passed, so 0.5, not the 2/3 that "Combined result" reports."""
     assert partial_reward(BU_ROLLOUT_STDOUT) == 0.5
 

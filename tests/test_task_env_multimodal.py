@@ -1,5 +1,5 @@
 """Multimodal episodes (computer_use / browser_use): only the computer tool, an initial
-screenshot with reset, and a ``[Turn N/M]`` text block after each image (PROTOCOL section 5).
+screenshot with reset, and a ``[Turn N/M]`` text block after each image (docs/wire.md#episodes).
 
 The local server has no computer tool yet, so the env here is a stand-in that returns what
 the MCP layer returns for a screenshot; everything TaskEnv does with it is real."""

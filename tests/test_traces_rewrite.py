@@ -1,4 +1,4 @@
-"""Traces with screenshots, without a network: the chat-history rewrite (PROTOCOL section 7),
+"""Traces with screenshots, without a network: the chat-history rewrite (docs/wire.md#traces),
 the screenshot upload step with a fake store, and the two HTTP calls against an
 ``httpx.MockTransport`` that pins the exact URLs and auth.
 
@@ -499,7 +499,7 @@ async def test_ingest_body_is_openai_shape_with_public_urls_score_and_verifier_i
 
 
 async def test_unknown_reward_stays_null() -> None:
-    """PROTOCOL section 5: None means unknown and must not become 0.0."""
+    """docs/wire.md#verifiers: None means unknown and must not become 0.0."""
     recorder = Recorder()
     fleet = fleet_with(recorder)
     try:
@@ -628,7 +628,7 @@ def test_import_fleet_sdk_does_not_import_boto3() -> None:
 async def test_http_failure_returns_none_and_logs_no_secret(
     status: int, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """PROTOCOL section 7: "Upload never fails a rollout: errors are logged and the call returns None"."""
+    """docs/wire.md#traces: "Upload never fails a rollout: errors are logged and the call returns None"."""
     recorder = Recorder(ingest_status=status)
     fleet = fleet_with(recorder)
     try:

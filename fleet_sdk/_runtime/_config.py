@@ -1,7 +1,7 @@
 """Where each API lives and which key it takes.
 
 Resolution order for every setting: an explicit argument, then an environment
-variable, then the production default of PROTOCOL section 1. The two production hosts
+variable, then the production default (docs/wire.md#hosts). The two production hosts
 differ on purpose: trace jobs and browser leases live on the platform host,
 everything else (including session ingest) on the orchestrator.
 """
@@ -22,7 +22,7 @@ ENV_API_KEY = "FLEET_API_KEY"
 ENV_BASE_URL = "FLEET_BASE_URL"
 ENV_PLATFORM_URL = "FLEET_PLATFORM_URL"
 ENV_BROWSER_URL = "BROWSER_API_BASE_URL"
-# The browser-lease API rejects some research keys; the team key comes first (seed).
+# The browser-lease API rejects some research keys; the team key comes first (docs/wire.md#hosts).
 BROWSER_KEY_CHAIN = ("FLEET_TEAM_API_KEY", "BROWSER_API_TOKEN")
 
 

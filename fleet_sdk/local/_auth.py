@@ -8,7 +8,7 @@ from ._errors import LocalAPIError
 
 __all__ = ["BEARER_HINT", "X_API_KEY_REFUSAL", "auth_refusal"]
 
-# The platform's own answer to an X-API-Key header (seed): Bearer is the only scheme.
+# The platform's own answer to an X-API-Key header (docs/wire.md#hosts): Bearer is the only scheme.
 X_API_KEY_REFUSAL = "Authentication required. Provide either API key or JWT token with team ID"
 # What every other 401 says: what to send and where the key comes from.
 BEARER_HINT = (

@@ -1,7 +1,7 @@
 """MCP (streamable HTTP) for every local instance, and the one in-process tool runner.
 
 Each instance serves its environment's tools at ``{urls.root}mcp`` and, as aggregator images do,
-at ``{urls.root}api/v1/mcp`` (PROTOCOL §4); both endpoints serve the same tools, with or without a
+at ``{urls.root}api/v1/mcp`` (docs/wire.md#mcp); both endpoints serve the same tools, with or without a
 trailing slash (no redirect, so a POST is never turned into a GET). The instance id comes from the
 path; a tool runs against that instance's ``current`` database.
 

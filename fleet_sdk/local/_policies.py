@@ -1,6 +1,6 @@
 """Agents the local job harness can run: a scripted one, a random one, and any chat-completions model.
 
-A job names its models as ``provider/model`` ids (PROTOCOL §2). This server knows:
+A job names its models as ``provider/model`` ids (docs/wire.md#instances). This server knows:
 
 * ``local/scripted`` - plays the task's ``metadata.reference_solution`` step by step; a
   ``submit_final_answer`` step carries the final answer. It should pass every bundled task.
@@ -59,7 +59,10 @@ class PolicyError(Exception):
 
 
 def bare_model(model_id: str) -> str:
-    """The bare model name sessions report: ``anthropic/claude-x`` -> ``claude-x`` (PROTOCOL §2)."""
+    """The bare model name sessions report (docs/wire.md#instances).
+
+    ``anthropic/claude-x`` -> ``claude-x``.
+    """
     return model_id.rsplit("/", 1)[-1]
 
 
@@ -113,7 +116,7 @@ class PolicyContext:
     Attributes:
         session_id: The session (seeds the random policy).
         model_id: The job's model id, e.g. ``local/scripted`` or ``openai/gpt-4o``.
-        task: The task config (PROTOCOL §5 keys).
+        task: The task config (keys as in docs/wire.md#episodes).
         tools: The environment's tools as MCP lists them (``name``, ``description``, ``inputSchema``).
         offer_submit: Whether ``submit_final_answer`` is offered (the prompt mentions it).
         max_steps: The step budget.

@@ -10,7 +10,7 @@ Design choices where the schema leaves room:
 * a new ingested session without ``status`` is ``completed``; an append without it keeps the old one;
 * ``metadata`` of an append is merged into the stored metadata (``score`` replaced when sent);
 * an ingested session has a verifier execution only when it carries ``verifier_execution_id``
-  (PROTOCOL §7: only those count for the pass rate): the stored execution of that id when this
+  (docs/wire.md#traces: only those count for the pass rate): the stored execution of that id when this
   server ran it, else one made from ``metadata.score``;
 * models are reported bare (``anthropic/claude-x`` → ``claude-x``), ingested ones included.
 """

@@ -3,7 +3,7 @@
 ``fleet.traces.create_job(name)`` creates a trace job on the platform host;
 ``fleet.traces.upload_session(...)`` uploads the episode's screenshots to the public
 bucket, rewrites the chat history (``rewrite_chat_history``) and posts it to the
-orchestrator's sessions ingest, never raising (PROTOCOL section 7).
+orchestrator's sessions ingest, never raising (docs/wire.md#traces).
 """
 
 from ._rewrite import (

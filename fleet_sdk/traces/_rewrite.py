@@ -1,11 +1,11 @@
-"""What the trace viewer needs, as pure functions (PROTOCOL section 7).
+"""What the trace viewer needs, as pure functions (docs/wire.md#traces).
 
 The model's own chat history is never changed: ``rewrite_chat_history`` works on a
 deep copy and returns new messages in the OpenAI multimodal shape that
 ``POST /v1/sessions/ingest`` takes (never the legacy Gemini ``history`` / ``parts`` /
 ``inline_data`` shape, whose images the server stored in a private bucket).
 
-The rules, each learnt from a broken dashboard (seed):
+The rules, each learnt from a broken dashboard (docs/wire.md#traces):
 
 1. every ``data:image/...;base64,`` URL is replaced by the public HTTPS URL it was
    uploaded to (the upload itself is ``_screenshots``' job; this module only maps);

@@ -1,6 +1,6 @@
 """Where screenshots go: a public-read S3 bucket the trace viewer can ``<img src>`` without auth.
 
-Production (PROTOCOL section 7): bucket ``fleet-sessions-images`` in ``us-east-1``, objects at
+Production (docs/wire.md#traces): bucket ``fleet-sessions-images`` in ``us-east-1``, objects at
 ``https://fleet-sessions-images.s3.us-east-1.amazonaws.com/<key>``. Credentials come from the
 usual AWS chain (environment, shared config, instance role) unless given explicitly.
 
@@ -165,7 +165,7 @@ class ScreenshotStore:
                 import boto3
                 from botocore.config import Config
 
-                # The regional host of PROTOCOL section 7 (``<bucket>.s3.us-east-1.amazonaws.com``),
+                # The regional host of docs/wire.md#traces (``<bucket>.s3.us-east-1.amazonaws.com``),
                 # not botocore's legacy global endpoint for us-east-1.
                 s3_options: dict[str, Any] = {"us_east_1_regional_endpoint": "regional"}
                 if self.addressing_style:

@@ -3,7 +3,7 @@
 ``create_job`` is ``POST {platform}/v1/traces/jobs``; ``upload_session`` uploads the episode's
 screenshots to the public bucket, rewrites the chat history for the viewer (``_rewrite``) and
 posts it to ``POST {orchestrator}/v1/sessions/ingest``. The two hosts differ on purpose: once
-they were collapsed and a whole training run uploaded nothing (seed).
+they were collapsed and a whole training run uploaded nothing (docs/wire.md#traces).
 
 An upload never fails a rollout: every error (S3, HTTP, validation) is logged and
 ``upload_session`` returns None. Async is the source; ``Traces`` runs it on the loop bridge.
@@ -135,7 +135,7 @@ class AsyncTraces(_StoreSlot):
 
         Pass the id as ``job_id`` to ``upload_session`` for every session of the run. Unlike
         uploads, this raises: a run whose job could not be created would otherwise upload
-        nothing without anyone noticing (seed).
+        nothing without anyone noticing.
 
         Args:
             name: Display name of the job (e.g. the training run name).

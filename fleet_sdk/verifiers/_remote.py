@@ -4,8 +4,8 @@ Retries transient failures inside a deadline, as the runtime's ``is_transient``
 classifies them: connection errors, timeouts, 408/429/502/503/504 (fresh instances
 answer 502 while warming up), an error body that says ``"retryable": true``
 anywhere, and also a run whose stdout carries a ``JUDGE ERROR:``
-line (seed). The ``execution_id`` is kept, because the dashboard only counts
-sessions that link one (seed).
+line (docs/wire.md#verifiers). The ``execution_id`` is kept, because the dashboard only counts
+sessions that link one.
 """
 
 from __future__ import annotations

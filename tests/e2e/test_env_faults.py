@@ -1,4 +1,4 @@
-"""Env and MCP facades under injected faults (PROTOCOL sections 2 and 4)."""
+"""Env and MCP facades under injected faults (docs/wire.md#instances, #mcp)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ async def test_unknown_env_fails_at_once(afleet: AsyncFleet, caplog: pytest.LogC
 
 
 def test_make_parses_env_and_data_specs(fleet: Fleet) -> None:
-    """Seed: data_key/data_version as separate arguments broke callers; "key:version" works."""
+    """Regression: data_key/data_version as separate arguments broke callers; "key:version" works."""
     with fleet.make("orderdesk:1.0.0", data_key="orderdesk:1.0.0") as env:
         assert env.instance.env_key == "orderdesk"
         assert env.instance.version == "v1.0.0"

@@ -1,5 +1,5 @@
 """TaskEnv episodes end to end on the local server: honest rewards, feedback,
-episode rules, and the sync twin (PROTOCOL sections 5 and 6)."""
+episode rules, and the sync twin (docs/wire.md#episodes, #verifiers)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ async def test_every_bundled_task_scores_1_with_its_reference_and_0_when_empty(
 
 
 async def test_reset_returns_prompt_tools_step_and_key(afleet: AsyncFleet, bundled_tasks: list[Task]) -> None:
-    """Seed: tools were fetched outside reset and came back empty for some paths."""
+    """Regression: tools were fetched outside reset and came back empty for some paths."""
     task = next(t for t in bundled_tasks if "submit_final_answer" in t.prompt)
     async with TaskEnv(task, fleet=afleet) as env:
         obs = await env.reset_async()
@@ -100,7 +100,7 @@ async def test_reset_returns_prompt_tools_step_and_key(afleet: AsyncFleet, bundl
 async def test_verifier_outcomes_map_to_honest_rewards(
     afleet: AsyncFleet, code: str, reward: float | None, error_type: str | None
 ) -> None:
-    """Seed: verifier failures were silently 0; None must mean unknown, 0.0 graded-and-failed."""
+    """Regression: verifier failures were silently 0; None must mean unknown, 0.0 graded-and-failed."""
     async with TaskEnv(custom_task(code), fleet=afleet, verifier_timeout=2) as env:
         await env.reset_async()
         _, step_reward, done, info = await env.step_async({"done": True})
@@ -149,7 +149,7 @@ async def test_max_steps_ends_the_episode(afleet: AsyncFleet) -> None:
 async def test_close_on_an_unfinished_episode_runs_the_verifier(
     afleet: AsyncFleet, bundled_tasks: list[Task]
 ) -> None:
-    """Seed: an abandoned episode lost its reward; close must still grade it."""
+    """Regression: an abandoned episode lost its reward; close must still grade it."""
     task = next(t for t in bundled_tasks if t.task_key == "orderdesk-cancel-pending-order")
     env = TaskEnv(task, fleet=afleet)
     await env.reset_async()
@@ -203,7 +203,7 @@ async def test_partial_reward_is_opt_in(afleet: AsyncFleet) -> None:
 
 
 async def test_sync_reset_inside_a_running_loop(fleet: Fleet, bundled_tasks: list[Task]) -> None:
-    """Seed: sync reset() called asyncio.run()/run_until_complete() inside the trainer's loop."""
+    """Regression: sync reset() called asyncio.run()/run_until_complete() inside the trainer's loop."""
     env = TaskEnv(bundled_tasks[0], fleet=fleet)
     try:
         obs = env.reset()  # we are inside `async def`, under pytest-asyncio's running loop

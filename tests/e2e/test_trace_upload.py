@@ -1,4 +1,4 @@
-"""Traces with screenshots end to end on the local server (PROTOCOL section 7).
+"""Traces with screenshots end to end on the local server (docs/wire.md#traces).
 
 Screenshots go to the server's S3-compatible endpoint (bucket ``fleet-sessions-images``,
 public reads, writes signed with the server's key) through ``ScreenshotStore`` with
@@ -243,9 +243,8 @@ def reference_actions(task: Task) -> list[dict[str, Any]]:
 async def test_task_env_uploads_each_finished_episode_with_reward_and_verifier_id(
     afleet: AsyncFleet, server: LocalFleet, bundled_tasks: list[Task]
 ) -> None:
-    """The verifier linkage seed: "FleetTaskEnv._compute_reward now stashes
-    response.execution_id ... upload_trace gains a verifier_execution_id kwarg" — the
-    dashboard's pass rate only counts sessions that carry it."""
+    """The episode's verifier ``execution_id`` reaches the uploaded session: the dashboard's
+    pass rate only counts sessions that carry it (docs/wire.md#traces)."""
     task = bundled_tasks[0]
     job_id = await afleet.traces.create_job("e2e task env")
     async with TaskEnv(
@@ -316,7 +315,7 @@ async def test_abandoned_episode_is_uploaded_on_close(
 async def test_failed_ingest_never_fails_the_episode(
     afleet: AsyncFleet, server: LocalFleet, bundled_tasks: list[Task], status: int
 ) -> None:
-    """PROTOCOL section 7: "Upload never fails a rollout"."""
+    """docs/wire.md#traces: "Upload never fails a rollout"."""
     task = bundled_tasks[0]
     job_id = await afleet.traces.create_job("e2e failing ingest")
     server.inject_fault("/v1/sessions/ingest", status=status, count=1, method="POST")

@@ -41,7 +41,7 @@ async def wait_for_job(fleet: AsyncFleet, job_id: str, timeout: float = 40.0) ->
 
 
 def score(session: smodels.SessionInfo) -> float:
-    """The PROTOCOL §9 score of a graded session."""
+    """The score of a graded session (docs/wire.md#jobs)."""
     execution = session.verifier_execution
     assert execution is not None, f"session {session.session_id} has no verifier execution"
     if execution.score is not None:

@@ -1,8 +1,8 @@
 """Bundled environments the local server mounts.
 
 Each :class:`EnvironmentSpec` carries the SQL of its seed database, its MCP tools (:class:`ToolSpec`:
-JSON Schema plus a handler over an instance's ``current`` database) and its tasks (PROTOCOL §5 task
-configs with verifiers and reference solutions)::
+JSON Schema plus a handler over an instance's ``current`` database) and its tasks (task configs
+as in docs/wire.md#episodes, with verifiers and reference solutions)::
 
     env = get_environment("orderdesk")
     env.build_seed("/tmp/orderdesk/seed.db")

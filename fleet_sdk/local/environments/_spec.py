@@ -5,7 +5,7 @@ environment without knowing anything about its domain:
 
 * a :class:`ToolSpec` is one MCP tool: a JSON Schema for its arguments and a handler that reads or
   changes an instance's ``current`` database;
-* a :class:`TaskSpec` is one task config exactly as PROTOCOL §5 spells it (a JSON-ready dict);
+* a :class:`TaskSpec` is one task config exactly as docs/wire.md#episodes spells it (a JSON-ready dict);
 * an :class:`EnvironmentSpec` ties a seed database (built from SQL), its tools and its tasks together.
 """
 
@@ -83,7 +83,7 @@ class TaskMetadata(TypedDict):
 
 
 class TaskSpec(TypedDict):
-    """A task config as PROTOCOL §5 names its keys; JSON-serialisable as it is."""
+    """A task config as docs/wire.md#episodes names its keys; JSON-serialisable as it is."""
 
     task_key: str
     prompt: str

@@ -1,7 +1,8 @@
 """Source text shared by the bundled verifiers.
 
-A verifier is a string of Python run in the verifier namespace of PROTOCOL §6 (``normalized_contains``,
-``TASK_SUCCESSFUL_SCORE``, ``TASK_FAILED_SCORE``, ``json``, ``re`` ... as globals). Each bundled
+A verifier is a string of Python run in the verifier namespace (docs/wire.md#verifiers:
+``normalized_contains``, ``TASK_SUCCESSFUL_SCORE``, ``TASK_FAILED_SCORE``, ``json``, ``re`` ... as
+globals). Each bundled
 verifier is self-contained: the helpers it needs are written out above its ``verify`` function, so
 the code runs the same on the local runner and on a remote one. Helpers only use
 ``env.db(name).query(sql, args)`` (``.columns`` and ``.rows``), the call every runner offers.
@@ -71,7 +72,7 @@ def answer_numbers(final_answer):
 
 
 def report_app(app, successes, errors):
-    """Print one per-app block (PROTOCOL §6 partial reward) and return 1 when the app passed."""
+    """Print one per-app block (partial reward, docs/wire.md#verifiers) and return 1 when the app passed."""
     print("<<< VERIFY_" + app + " <<<")
     print(">>> SUCCESS_ACCUMULATOR >>>")
     print(repr([str(s) for s in successes]))

@@ -1164,8 +1164,7 @@ class AsyncControlPlaneClient(AsyncResource):
     ) -> models.JobListResponse:
         """List jobs.
 
-        Lists the team's jobs with their status. No pagination or filter parameters are
-        documented, as the wire reference names none.
+        Lists the team's jobs with their status.
 
         Args:
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).

@@ -192,7 +192,7 @@ def verify(env, final_answer=None):
 
 _ACCEPT_PENDING = _calendar_verifier(r'''
 def pending_this_week(env, email):
-    """Ids of confirmed events from Nov 2 to Nov 6 awaiting this person's response (seed)."""
+    """Ids of confirmed events from Nov 2 to Nov 6 awaiting this person's response (seed database)."""
     result = env.db("seed").query(
         "SELECT e.id FROM events e JOIN attendees a ON a.event_id = e.id JOIN users u ON u.id = a.user_id "
         "WHERE u.email = ? AND a.response = 'needs_action' AND e.status = 'confirmed' "
@@ -293,7 +293,7 @@ def verify(env, final_answer=None):
 
 _COUNT_TUESDAY = _calendar_verifier(r'''
 def meetings_on(env, email, day):
-    """Confirmed events on ``day`` the person is invited to and has not declined (seed)."""
+    """Confirmed events on ``day`` the person is invited to and has not declined (seed database)."""
     result = env.db("seed").query(
         "SELECT COUNT(*) FROM events e JOIN attendees a ON a.event_id = e.id "
         "JOIN users u ON u.id = a.user_id "
@@ -317,7 +317,7 @@ def verify(env, final_answer=None):
 
 _LARGEST_FREE_ROOM = _calendar_verifier(r'''
 def free_video_rooms(env, start_at, end_at):
-    """(capacity, name) of video rooms free in the window, largest first (seed)."""
+    """(capacity, name) of video rooms free in the window, largest first (seed database)."""
     result = env.db("seed").query(
         "SELECT capacity, name FROM rooms r WHERE has_video = 1 AND NOT EXISTS ("
         "SELECT 1 FROM events e WHERE e.room_id = r.id AND e.status = 'confirmed' "
@@ -433,7 +433,7 @@ def verify(env, final_answer=None):
 
 _OFFSITE_DAY = _calendar_verifier(r'''
 def maya_friday_events(env):
-    """Confirmed events of Maya's primary calendar on 2026-11-06 (seed)."""
+    """Confirmed events of Maya's primary calendar on 2026-11-06 (seed database)."""
     result = env.db("seed").query(
         "SELECT e.id FROM events e JOIN calendars c ON c.id = e.calendar_id "
         "JOIN users u ON u.id = c.owner_id "
