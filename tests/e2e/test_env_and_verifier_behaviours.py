@@ -93,14 +93,18 @@ async def test_missing_verify_names_the_functions_found(afleet: AsyncFleet) -> N
 
 
 async def test_verifier_is_retried_through_502_from_a_warming_instance(
-    server: LocalFleet, afleet: AsyncFleet
+    faulty_server: LocalFleet, faulty_afleet: AsyncFleet
 ) -> None:
     """Guards: "Fresh instances occasionally return 502 before they finish warming up; the next attempt
     succeeds" and the execution_id must still come back."""
-    async with await afleet.make("orderdesk") as env:
-        server.inject_fault("/v1/verifiers/execute", method="POST", status=502, count=2)
+    async with await faulty_afleet.make("orderdesk") as env:
+        faulty_server.inject_fault("/v1/verifiers/execute", method="POST", status=502, count=2)
         outcome = await run_remote_async(
-            afleet, "def verify(env):\n    return 1\n", key="k", instance_id=env.instance_id, retry=FAST
+            faulty_afleet,
+            "def verify(env):\n    return 1\n",
+            key="k",
+            instance_id=env.instance_id,
+            retry=FAST,
         )
         assert outcome.score == 1.0
         assert outcome.attempts == 3

@@ -14,46 +14,48 @@ from fleet_sdk.mcp import MCPClient
 FAST = RetryPolicy(max_retries=3, backoff_base=0.05, backoff_max=0.2)
 
 
-async def test_a_503_on_instance_creation_is_retried(server: LocalFleet, afleet: AsyncFleet) -> None:
-    server.inject_fault("/v1/env/instances", method="POST", status=503, count=2)
-    env = await afleet.make("orderdesk:1.0.0", retry=FAST)
+async def test_a_503_on_instance_creation_is_retried(
+    faulty_server: LocalFleet, faulty_afleet: AsyncFleet
+) -> None:
+    faulty_server.inject_fault("/v1/env/instances", method="POST", status=503, count=2)
+    env = await faulty_afleet.make("orderdesk:1.0.0", retry=FAST)
     try:
         assert env.instance.status == "running"
         assert env.instance.version == "v1.0.0"
-        assert server.fired_faults()[-2:] == [("POST", "/v1/env/instances", "status")] * 2
+        assert faulty_server.fired_faults()[-2:] == [("POST", "/v1/env/instances", "status")] * 2
     finally:
         await env.close()
 
 
 async def test_a_retryable_provisioning_failure_is_retried_by_make(
-    server: LocalFleet, afleet: AsyncFleet, caplog: pytest.LogCaptureFixture
+    faulty_server: LocalFleet, faulty_afleet: AsyncFleet, caplog: pytest.LogCaptureFixture
 ) -> None:
-    server.inject_fault("/v1/env/instances", method="POST", status=500, count=1)
+    faulty_server.inject_fault("/v1/env/instances", method="POST", status=500, count=1)
     caplog.set_level(logging.WARNING, logger="fleet_sdk")
-    env = await afleet.make("orderdesk", retry=FAST)
+    env = await faulty_afleet.make("orderdesk", retry=FAST)
     await env.close()
     assert any("creating orderdesk failed" in r.getMessage() for r in caplog.records)
 
 
-async def test_unknown_env_fails_at_once(afleet: AsyncFleet, caplog: pytest.LogCaptureFixture) -> None:
+async def test_unknown_env_fails_at_once(faulty_afleet: AsyncFleet, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="fleet_sdk")
     with pytest.raises(EnvNotFoundError) as info:
-        await afleet.make("no-such-env", retry=FAST)
+        await faulty_afleet.make("no-such-env", retry=FAST)
     assert info.value.retryable is False
     assert not [r for r in caplog.records if "retry" in r.getMessage()]
 
 
-def test_make_parses_env_and_data_specs(fleet: Fleet) -> None:
+def test_make_parses_env_and_data_specs(faulty_fleet: Fleet) -> None:
     """Regression: data_key/data_version as separate arguments broke callers; "key:version" works."""
-    with fleet.make("orderdesk:1.0.0", data_key="orderdesk:1.0.0") as env:
+    with faulty_fleet.make("orderdesk:1.0.0", data_key="orderdesk:1.0.0") as env:
         assert env.instance.env_key == "orderdesk"
         assert env.instance.version == "v1.0.0"
         assert env.instance.data_key == "orderdesk"
         assert env.instance.data_version == "v1.0.0"
 
 
-async def test_env_databases_tools_and_diff(afleet: AsyncFleet) -> None:
-    async with await afleet.make("orderdesk") as env:
+async def test_env_databases_tools_and_diff(faulty_afleet: AsyncFleet) -> None:
+    async with await faulty_afleet.make("orderdesk") as env:
         names = {r.name for r in await env.resources()}
         assert {"seed", "current"} <= names
         tables = {t.name for t in (await env.db().describe()).tables}
@@ -75,33 +77,35 @@ async def test_env_databases_tools_and_diff(afleet: AsyncFleet) -> None:
 
 
 async def test_failing_mcp_endpoint_gives_the_union_and_a_warning(
-    server: LocalFleet, afleet: AsyncFleet, caplog: pytest.LogCaptureFixture
+    faulty_server: LocalFleet, faulty_afleet: AsyncFleet, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Seed/fork: a partial tool list (1 of 157) went unnoticed; the union must say so."""
-    async with await afleet.make("orderdesk") as env:
+    async with await faulty_afleet.make("orderdesk") as env:
         root = env.instance.urls.root
-        server.inject_fault(f"/instances/{env.instance_id}/api/v1/mcp*", status=503, count=1000)
+        faulty_server.inject_fault(f"/instances/{env.instance_id}/api/v1/mcp*", status=503, count=1000)
         client = MCPClient([f"{root}mcp", f"{root}api/v1/mcp"], retry=FAST, list_deadline=10)
         caplog.set_level(logging.WARNING, logger="fleet_sdk")
         tools = await client.list_tools()
         assert {t.endpoint for t in tools} == {f"{root}mcp"}
         assert any("partial MCP tool list" in r.getMessage() for r in caplog.records)
         # Both failing: an empty union is an error, not an empty list.
-        server.inject_fault(f"/instances/{env.instance_id}/mcp*", status=503, count=1000)
+        faulty_server.inject_fault(f"/instances/{env.instance_id}/mcp*", status=503, count=1000)
         with pytest.raises(ToolsUnavailableError):
             await client.list_tools(refresh=True)
         await client.aclose()
 
 
-async def test_a_failing_tool_call_stops_at_its_deadline(server: LocalFleet, afleet: AsyncFleet) -> None:
+async def test_a_failing_tool_call_stops_at_its_deadline(
+    faulty_server: LocalFleet, faulty_afleet: AsyncFleet
+) -> None:
     """Fork: one dead call retried for 8.5 minutes against a 120 s budget."""
-    async with await afleet.make("orderdesk") as env:
+    async with await faulty_afleet.make("orderdesk") as env:
         root = env.instance.urls.root
         client = MCPClient(
             [f"{root}mcp"], retry=RetryPolicy(max_retries=100, backoff_base=0.2, backoff_max=0.5)
         )
         await client.list_tools()
-        server.inject_fault(f"/instances/{env.instance_id}/mcp*", status=503, count=100000)
+        faulty_server.inject_fault(f"/instances/{env.instance_id}/mcp*", status=503, count=100000)
         started = time.monotonic()
         with pytest.raises(MCPError, match=r"failed after|deadline"):
             await client.call_tool("list_orders", {}, deadline=2.0)
@@ -109,14 +113,14 @@ async def test_a_failing_tool_call_stops_at_its_deadline(server: LocalFleet, afl
         await client.aclose()
 
 
-async def test_a_missing_tool_is_never_retried(server: LocalFleet, afleet: AsyncFleet) -> None:
+async def test_a_missing_tool_is_never_retried(faulty_server: LocalFleet, faulty_afleet: AsyncFleet) -> None:
     from fleet_sdk import ToolNotFoundError
 
-    async with await afleet.make("orderdesk") as env:
+    async with await faulty_afleet.make("orderdesk") as env:
         await env.list_tools()
         # Any MCP request from here on would hit (and be recorded by) this fault.
-        server.inject_fault(f"/instances/{env.instance_id}/*mcp*", status=503, count=1000)
-        before = len(server.fired_faults())
+        faulty_server.inject_fault(f"/instances/{env.instance_id}/*mcp*", status=503, count=1000)
+        before = len(faulty_server.fired_faults())
         with pytest.raises(ToolNotFoundError, match="not_a_tool"):
             await env.call_tool("not_a_tool", {})
-        assert len(server.fired_faults()) == before
+        assert len(faulty_server.fired_faults()) == before

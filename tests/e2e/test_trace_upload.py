@@ -313,13 +313,13 @@ async def test_abandoned_episode_is_uploaded_on_close(
 
 @pytest.mark.parametrize("status", [500, 422])
 async def test_failed_ingest_never_fails_the_episode(
-    afleet: AsyncFleet, server: LocalFleet, bundled_tasks: list[Task], status: int
+    faulty_afleet: AsyncFleet, faulty_server: LocalFleet, bundled_tasks: list[Task], status: int
 ) -> None:
     """docs/wire.md#traces: "Upload never fails a rollout"."""
     task = bundled_tasks[0]
-    job_id = await afleet.traces.create_job("e2e failing ingest")
-    server.inject_fault("/v1/sessions/ingest", status=status, count=1, method="POST")
-    async with TaskEnv(task, fleet=afleet, max_steps=40, trace_job_id=job_id, trace_model="m") as env:
+    job_id = await faulty_afleet.traces.create_job("e2e failing ingest")
+    faulty_server.inject_fault("/v1/sessions/ingest", status=status, count=1, method="POST")
+    async with TaskEnv(task, fleet=faulty_afleet, max_steps=40, trace_job_id=job_id, trace_model="m") as env:
         await env.reset_async()
         for action in reference_actions(task):
             _, _, done, _ = await env.step_async(action)

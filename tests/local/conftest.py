@@ -1,4 +1,4 @@
-"""Fixtures of the end-to-end tests: real local servers over loopback."""
+"""Fixtures of the local-server tests (the servers and clients are in ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
@@ -11,25 +11,11 @@ from fleet_sdk import Fleet
 from fleet_sdk.local import LocalFleet
 
 
-@pytest.fixture(scope="session")
-def local() -> Iterator[LocalFleet]:
-    """One local server (S3 on, faults off) shared by the whole test session."""
-    with LocalFleet() as server:
-        yield server
-
-
-@pytest.fixture(scope="session")
-def faulty() -> Iterator[LocalFleet]:
-    """A server with the fault-injection admin API enabled (S3 off)."""
-    with LocalFleet(faults=True, s3=False) as server:
-        yield server
-
-
 @pytest.fixture
-def fleet(local: LocalFleet) -> Iterator[Fleet]:
-    """A client of the shared server."""
-    with local.fleet() as client:
-        yield client
+def faulty(faulty_server: LocalFleet) -> Iterator[LocalFleet]:
+    """``faulty_server``; faults a test left behind are cleared afterwards."""
+    yield faulty_server
+    faulty_server.clear_faults()
 
 
 @pytest.fixture
