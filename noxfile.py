@@ -90,14 +90,18 @@ def generate(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """``ruff check`` and ``ruff format --check`` (``generated/`` is excluded in pyproject)."""
+    """``ruff check``, ``ruff format --check`` and codegen determinism (a drift check under
+    another hash seed). Static checks run here and in ``.ci/run``, not inside pytest."""
     _install(session)
     session.run("ruff", "check", *LINT_TARGETS)
     session.run("ruff", "format", "--check", *LINT_TARGETS)
+    session.run("python", "-m", "codegen", "--check", env={"PYTHONHASHSEED": "12345"})
 
 
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
-    """``mypy`` with the pyproject config (strict) on ``fleet_sdk`` and the generated package."""
+    """Strict ``mypy`` (pyproject config) on ``fleet_sdk``, the generated package and the codegen
+    fixture surface."""
     _install(session)
     session.run("mypy", "fleet_sdk", "generated/fleet_api", *session.posargs)
+    session.run("python", "-m", "codegen.typecheck_fixture")

@@ -1,18 +1,19 @@
-"""``codegen``: generated/ matches schemas/, the check catches drift, output is deterministic."""
+"""``codegen``: generated/ matches schemas/, the check catches drift, the tree is synced.
+
+Determinism across hash seeds and ``mypy --strict`` on the generated code (and on the fixture
+surface) are static checks: ``.ci/run`` and ``nox -s lint typecheck`` run them.
+"""
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from codegen.__main__ import main
-from codegen.generate import DEFAULT_OUT, DEFAULT_SCHEMAS, PROJECT_ROOT, check, diff_tree, header, render_all
+from codegen.generate import DEFAULT_OUT, DEFAULT_SCHEMAS, check, diff_tree, header, render_all
 from codegen.spec import SpecError, class_name, load_spec
 
 FIXTURE_SCHEMAS = Path(__file__).parent / "fixtures" / "schemas"
@@ -70,18 +71,6 @@ def test_check_flags_missing_and_extra_files(tmp_path: Path) -> None:
     assert "Missing generated file: demo_widgets/client.py" in diff
     assert "Extra file not produced by codegen: demo_widgets/stale.py" in diff
     assert "__pycache__" not in diff
-
-
-def test_generate_is_deterministic(tmp_path: Path) -> None:
-    """In-process generation and a fresh ``python -m codegen`` (other hash seed) agree byte for byte."""
-    first, second = tmp_path / "one" / "fleet_api", tmp_path / "two" / "fleet_api"
-    assert main(["--out", str(first)]) == 0
-    env = {**os.environ, "PYTHONHASHSEED": "12345"}
-    subprocess.run(
-        [sys.executable, "-m", "codegen", "--out", str(second)], cwd=PROJECT_ROOT, env=env, check=True
-    )
-    assert _tree(first) == _tree(second)
-    assert _tree(first) == _tree(DEFAULT_OUT)
 
 
 def test_generate_syncs_the_tree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -162,34 +151,6 @@ def test_spec_rejects_two_tags(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
     with pytest.raises(SpecError, match="exactly one tag"):
         load_spec(path)
-
-
-def test_generated_code_typechecks_strict(tmp_path: Path) -> None:
-    """``mypy --strict`` on generated/ and on the fixture surface (204, headers, Literal, deprecated)."""
-    fixture_pkg = tmp_path / "fixture_api"
-    assert main(["--schemas", str(FIXTURE_SCHEMAS), "--out", str(fixture_pkg)]) == 0
-    for target, cwd in (
-        (str(DEFAULT_OUT.relative_to(PROJECT_ROOT)), PROJECT_ROOT),
-        ("fixture_api", tmp_path),
-    ):
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "mypy",
-                "--strict",
-                "--config-file",
-                str(PROJECT_ROOT / "pyproject.toml"),
-                "--cache-dir",
-                str(tmp_path / ".mypy_cache"),
-                target,
-            ],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_design_notes_are_refused_in_descriptions(tmp_path: Path) -> None:
