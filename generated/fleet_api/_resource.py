@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final, ParamSpec, Self, TypeVar, cast
+from typing import Any, Final, Generic, ParamSpec, Self, TypeVar, cast
 
 import pydantic
 
@@ -25,6 +25,7 @@ from ._operation import Operation
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
+H = TypeVar("H", HTTPClient, AsyncHTTPClient)
 M = TypeVar("M", bound=pydantic.BaseModel)
 
 # The warning points at the caller of the client method: warn <- _warn_if_deprecated <- _send
@@ -99,21 +100,24 @@ def _warn_if_deprecated(op: Operation) -> None:
         )
 
 
-class SyncResource:
+class _Resource(Generic[H]):
+    def __init__(self, http: H) -> None:
+        self._http: H = http
+        self._raw = False
+
+    def _raw_twin(self) -> Self:
+        """A copy whose operations return the ``APIResponse`` (for ``with_raw_response``)."""
+        twin = copy.copy(self)
+        twin._raw = True
+        return twin
+
+
+class SyncResource(_Resource[HTTPClient]):
     """Base of the blocking clients: holds the ``HTTPClient`` and sends operations.
 
     Args:
         http: The HTTP client of this surface (base URL, auth, retries).
     """
-
-    def __init__(self, http: HTTPClient) -> None:
-        self._http = http
-        self._raw = False
-
-    def _raw_twin(self) -> Self:
-        twin = copy.copy(self)
-        twin._raw = True
-        return twin
 
     def _send(
         self,
@@ -139,21 +143,12 @@ class SyncResource:
         return cast(T, response) if self._raw else response.parse()
 
 
-class AsyncResource:
+class AsyncResource(_Resource[AsyncHTTPClient]):
     """Base of the async clients: holds the ``AsyncHTTPClient`` and sends operations.
 
     Args:
         http: The async HTTP client of this surface (base URL, auth, retries).
     """
-
-    def __init__(self, http: AsyncHTTPClient) -> None:
-        self._http = http
-        self._raw = False
-
-    def _raw_twin(self) -> Self:
-        twin = copy.copy(self)
-        twin._raw = True
-        return twin
 
     async def _send(
         self,
@@ -175,7 +170,6 @@ class AsyncResource:
             body=body,
             options=options,
         )
-        # A raw twin's methods are only reachable through raw_response(), which retypes them.
         return cast(T, response) if self._raw else response.parse()
 
 
