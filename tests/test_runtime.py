@@ -230,7 +230,9 @@ async def test_retry_after_2_really_waits_about_2_seconds(monkeypatch: pytest.Mo
     raw = await call(client, "GET")
     elapsed = time.monotonic() - started
     assert raw.retries_taken == 1
-    assert 1.9 <= elapsed < 4.0
+    # It waited for Retry-After; the upper bound is loose (load must not fail it) and only
+    # catches a wait far beyond the header.
+    assert 1.9 <= elapsed < 15.0
 
 
 @both
