@@ -37,8 +37,8 @@ class RefuseFirstConnection(httpx.AsyncBaseTransport):
 
 
 @pytest.fixture
-async def env(afleet: AsyncFleet) -> AsyncIterator[AsyncEnv]:
-    async with await afleet.make("orderdesk") as made:
+async def env(faulty_afleet: AsyncFleet) -> AsyncIterator[AsyncEnv]:
+    async with await faulty_afleet.make("orderdesk") as made:
         yield made
 
 
@@ -48,34 +48,36 @@ async def notes(env: AsyncEnv, body: str) -> int:
     return int(result.rows[0][0])
 
 
-def fired(server: LocalFleet) -> int:
-    return len(server.fired_faults())
+def fired(faulty_server: LocalFleet) -> int:
+    return len(faulty_server.fired_faults())
 
 
-async def test_a_write_that_failed_after_sending_is_not_replayed(server: LocalFleet, env: AsyncEnv) -> None:
-    async with httpx.AsyncClient() as http:
-        client = MCPClient(env.mcp.endpoints, http_client=http, retry=FAST)
-        await client.list_tools()
-        before = fired(server)
-        server.inject_fault(f"/instances/{env.instance_id}/mcp", method="POST", mode="drop", count=5)
-        with pytest.raises(MCPTransportError, match="not repeated") as failed:
-            await client.call_tool("add_order_note", {"order_id": 1012, "body": "dropped once"}, deadline=10)
-        assert failed.value.sent is True
-        assert fired(server) == before + 1  # one attempt reached the server; none followed
-        await client.aclose()
-
-
-async def test_a_read_only_tool_is_retried_after_a_dropped_connection(
-    server: LocalFleet, env: AsyncEnv
+async def test_a_write_that_failed_after_sending_is_not_replayed(
+    faulty_server: LocalFleet, env: AsyncEnv
 ) -> None:
     async with httpx.AsyncClient() as http:
         client = MCPClient(env.mcp.endpoints, http_client=http, retry=FAST)
         await client.list_tools()
-        before = fired(server)
-        server.inject_fault(f"/instances/{env.instance_id}/mcp", method="POST", mode="drop", count=1)
+        before = fired(faulty_server)
+        faulty_server.inject_fault(f"/instances/{env.instance_id}/mcp", method="POST", mode="drop", count=5)
+        with pytest.raises(MCPTransportError, match="not repeated") as failed:
+            await client.call_tool("add_order_note", {"order_id": 1012, "body": "dropped once"}, deadline=10)
+        assert failed.value.sent is True
+        assert fired(faulty_server) == before + 1  # one attempt reached the server; none followed
+        await client.aclose()
+
+
+async def test_a_read_only_tool_is_retried_after_a_dropped_connection(
+    faulty_server: LocalFleet, env: AsyncEnv
+) -> None:
+    async with httpx.AsyncClient() as http:
+        client = MCPClient(env.mcp.endpoints, http_client=http, retry=FAST)
+        await client.list_tools()
+        before = fired(faulty_server)
+        faulty_server.inject_fault(f"/instances/{env.instance_id}/mcp", method="POST", mode="drop", count=1)
         order = await client.call_tool("get_order", {"order_id": 1012}, deadline=10)
         assert order["id"] == 1012
-        assert fired(server) == before + 1
+        assert fired(faulty_server) == before + 1
         await client.aclose()
 
 
