@@ -168,7 +168,7 @@ class Report(_Model):
 
 
 class Source(_Model):
-    """Where the results came from: the client-side runner, or a platform job (``job_id``)."""
+    """Where the results came from (the client-side runner or a platform job) and the job of its sessions."""
 
     kind: Literal["client", "platform"]
     job_id: str | None = None
