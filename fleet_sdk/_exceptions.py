@@ -374,5 +374,8 @@ class EvaluationError(FleetError):
     """An evaluation could not run: a bad run directory, a job that ended without results..."""
 
 
-class EvaluationTimeoutError(EvaluationError, TimeoutError):
-    """An evaluation job was not terminal by its deadline (the job itself keeps running)."""
+class EvaluationTimeoutError(EvaluationError):
+    """An evaluation job was not terminal by its deadline (the job itself keeps running).
+
+    Not a ``TimeoutError``: the sync bridge reads that as its own wait expiring.
+    """
