@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet_sdk import AsyncFleet, Fleet
-from fleet_sdk import EvaluationError, EvaluationTimeoutError
+from fleet_sdk import AsyncFleet, EvaluationError, EvaluationTimeoutError, Fleet
 from fleet_sdk.evaluation import (
     RunDir,
     evaluate_job,
@@ -96,7 +95,8 @@ def test_job_report_matches_bare_names_and_errors_ungraded_sessions() -> None:
     }
     envelope = job_report(listing, models=["anthropic/claude-x", "openai/gpt-4o"], k=2)
     results = {r.session_id: r for r in envelope.report.results}
-    assert (results["a"].model, results["a"].status, results["a"].score) == ("anthropic/claude-x", "passed", 1.0)
+    first = results["a"]
+    assert (first.model, first.status, first.score) == ("anthropic/claude-x", "passed", 1.0)
     assert (results["b"].status, results["b"].score) == ("failed", 0.25)
     assert (results["c"].status, results["c"].score, results["c"].error) == (
         "errored",
@@ -129,7 +129,9 @@ def test_client_runner_sync_twin_resumes_nothing_when_done(
     tasks = _orderdesk(bundled_tasks, 1)
     first = run_evaluation_sync(fleet, tmp_path / "run", tasks=tasks, models=["local/scripted"], k=2)
     calls: list[int] = []
-    again = run_evaluation_sync(fleet, tmp_path / "run", resume=True, on_progress=lambda p: calls.append(p.done))
+    again = run_evaluation_sync(
+        fleet, tmp_path / "run", resume=True, on_progress=lambda p: calls.append(p.done)
+    )
     assert again == first and calls == [2]  # resumed, nothing left to play
     with RunDir(tmp_path / "run") as store:
         assert len(store.outcomes()) == 2
