@@ -207,8 +207,10 @@ def _query_int(request: Request, name: str, default: int, low: int, high: int) -
 
 def trace_window(state: LocalState, request: Request) -> dict[str, Any]:
     """The trace window report of ``GET /v1/evaluation_trace_window`` (blocking)."""
-    start = _parse_time("start", request.query_params.get("start"))
-    end = _parse_time("end", request.query_params.get("end"))
+    raw_end = request.query_params.get("end")
+    end = dt.datetime.now(dt.UTC) if raw_end is None else _parse_time("end", raw_end)
+    raw_start = request.query_params.get("start")
+    start = end - dt.timedelta(hours=1) if raw_start is None else _parse_time("start", raw_start)
     bucket = _query_int(request, "bucket_seconds", 60, 1, 86400)
     limit = _query_int(request, "limit", 100, 1, 1000)
     if end <= start:

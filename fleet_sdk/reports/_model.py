@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 REPORT_VERSION = 1
-RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+RUN_ID_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
 """Run ids name files (``<run>-<part>.md``), so they are restricted to filename-safe characters."""
 
 Status = Literal["passed", "failed", "errored", "pending"]
@@ -157,7 +157,7 @@ class Report(_Model):
     k: int = Field(ge=1)
     pass_threshold: float
     interval_method: Literal["wilson"] = "wilson"
-    confidence: float = Field(gt=0.0, lt=1.0)
+    confidence: float = Field(ge=0.5, le=0.999)
     complete: bool
     created_at: str | None = None
     models: list[ModelSummary]

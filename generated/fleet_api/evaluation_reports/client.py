@@ -164,8 +164,8 @@ class EvaluationReportsClient:
     def get_trace_window_report(
         self,
         *,
-        start: str,
-        end: str,
+        start: str | None = None,
+        end: str | None = None,
         bucket_seconds: int | None = None,
         limit: int | None = None,
         job_id: str | None = None,
@@ -179,8 +179,8 @@ class EvaluationReportsClient:
         after `start`, and the window at most 10000 buckets (422 otherwise).
 
         Args:
-            start: Start of the window (inclusive), RFC 3339 with a zone.
-            end: End of the window (exclusive), RFC 3339 with a zone.
+            start: Start of the window (inclusive), RFC 3339 with a zone; default one hour before `end`.
+            end: End of the window (exclusive), RFC 3339 with a zone; default now.
             bucket_seconds: Width of one bucket in seconds.
             limit: Sessions listed at most (newest first).
             job_id: Only the sessions of this job.
@@ -311,8 +311,8 @@ class EvaluationReportsClientWithRawResponse:
     def get_trace_window_report(
         self,
         *,
-        start: str,
-        end: str,
+        start: str | None = None,
+        end: str | None = None,
         bucket_seconds: int | None = None,
         limit: int | None = None,
         job_id: str | None = None,
@@ -326,8 +326,8 @@ class EvaluationReportsClientWithRawResponse:
         after `start`, and the window at most 10000 buckets (422 otherwise).
 
         Args:
-            start: Start of the window (inclusive), RFC 3339 with a zone.
-            end: End of the window (exclusive), RFC 3339 with a zone.
+            start: Start of the window (inclusive), RFC 3339 with a zone; default one hour before `end`.
+            end: End of the window (exclusive), RFC 3339 with a zone; default now.
             bucket_seconds: Width of one bucket in seconds.
             limit: Sessions listed at most (newest first).
             job_id: Only the sessions of this job.
@@ -464,8 +464,8 @@ class AsyncEvaluationReportsClient:
     async def get_trace_window_report(
         self,
         *,
-        start: str,
-        end: str,
+        start: str | None = None,
+        end: str | None = None,
         bucket_seconds: int | None = None,
         limit: int | None = None,
         job_id: str | None = None,
@@ -479,8 +479,8 @@ class AsyncEvaluationReportsClient:
         after `start`, and the window at most 10000 buckets (422 otherwise).
 
         Args:
-            start: Start of the window (inclusive), RFC 3339 with a zone.
-            end: End of the window (exclusive), RFC 3339 with a zone.
+            start: Start of the window (inclusive), RFC 3339 with a zone; default one hour before `end`.
+            end: End of the window (exclusive), RFC 3339 with a zone; default now.
             bucket_seconds: Width of one bucket in seconds.
             limit: Sessions listed at most (newest first).
             job_id: Only the sessions of this job.
@@ -611,8 +611,8 @@ class AsyncEvaluationReportsClientWithRawResponse:
     async def get_trace_window_report(
         self,
         *,
-        start: str,
-        end: str,
+        start: str | None = None,
+        end: str | None = None,
         bucket_seconds: int | None = None,
         limit: int | None = None,
         job_id: str | None = None,
@@ -626,8 +626,8 @@ class AsyncEvaluationReportsClientWithRawResponse:
         after `start`, and the window at most 10000 buckets (422 otherwise).
 
         Args:
-            start: Start of the window (inclusive), RFC 3339 with a zone.
-            end: End of the window (exclusive), RFC 3339 with a zone.
+            start: Start of the window (inclusive), RFC 3339 with a zone; default one hour before `end`.
+            end: End of the window (exclusive), RFC 3339 with a zone; default now.
             bucket_seconds: Width of one bucket in seconds.
             limit: Sessions listed at most (newest first).
             job_id: Only the sessions of this job.

@@ -324,9 +324,9 @@ class ReportBody(BaseModel):
     """
     How intervals are computed.
     """
-    confidence: Annotated[float, Field(gt=0.0, lt=1.0)]
+    confidence: Annotated[float, Field(ge=0.5, le=0.999)]
     """
-    The intervals' confidence level.
+    The intervals' confidence level, e.g. 0.95.
     """
     complete: bool
     """
@@ -500,7 +500,7 @@ class ReportEnvelope(BaseModel):
     """
     Envelope version; always 1.
     """
-    run_id: Annotated[str, Field(pattern="^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")]
+    run_id: Annotated[str, Field(pattern="^[A-Za-z0-9._-]{1,128}$")]
     """
     The run; filename-safe, since downloads are named `<run_id>.<format>`.
     """
