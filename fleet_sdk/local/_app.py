@@ -92,7 +92,7 @@ def create_app(state: LocalState) -> FastAPI:
         (_sessions.router(state), guarded),
         (_traces.router(state), guarded),
         (_browser.router(state), guarded),
-        (_reports.router(state), [bearer_auth(state)]),  # checks its own bodies: 415/413 come first
+        (_reports.router(state, bodies), [bearer_auth(state)]),  # checks its own bodies: 415/413 come first
         (_manager.router(state), [body_check]),
     ]
     webui = _webui.router(state)

@@ -35,6 +35,7 @@ from ..reports import ReportEnvelope, digest, filename, to_html, to_json, to_mar
 from ._errors import LocalAPIError
 from ._jobs import SESSION_KIND
 from ._state import LocalState
+from ._validation import BodySchemas
 
 __all__ = ["DB_FILE", "LAYOUT_VERSION", "MAX_BODY_BYTES", "RATE_LIMIT", "router"]
 
@@ -213,21 +214,11 @@ def trace_window(state: LocalState, request: Request) -> dict[str, Any]:
     start = end - dt.timedelta(hours=1) if raw_start is None else _parse_time("start", raw_start)
     bucket = _query_int(request, "bucket_seconds", 60, 1, 86400)
     limit = _query_int(request, "limit", 100, 1, 1000)
-    if end <= start:
-        raise RequestValidationError(
-            [{"loc": ("query", "end"), "msg": "must be after start", "type": "value_error"}]
-        )
-    count = math.ceil((end - start).total_seconds() / bucket)
-    if count > _MAX_BUCKETS:
-        raise RequestValidationError(
-            [
-                {
-                    "loc": ("query", "bucket_seconds"),
-                    "msg": f"the window needs {count} buckets, over {_MAX_BUCKETS}",
-                    "type": "value_error",
-                }
-            ]
-        )
+    # An empty or reversed window has no buckets; a window too long for its buckets gets wider
+    # ones (the answer's bucket_seconds says which), so any valid request is answered.
+    span = max(0.0, (end - start).total_seconds())
+    bucket = max(bucket, math.ceil(span / _MAX_BUCKETS))
+    count = math.ceil(span / bucket)
     job_id = request.query_params.get("job_id")
     rows = []
     for doc in state.store.list(SESSION_KIND, parent=job_id) if job_id else state.store.list(SESSION_KIND):
@@ -271,10 +262,11 @@ def trace_window(state: LocalState, request: Request) -> dict[str, Any]:
     }
 
 
-def router(state: LocalState) -> APIRouter:
+def router(state: LocalState, bodies: BodySchemas) -> APIRouter:
     """The report service's routes; register them with bearer auth only (they check their own bodies)."""
     api = APIRouter()
     store = _ReportStore(state)
+    envelope_schema = bodies.lookup("POST", "/v1/evaluation_reports")
 
     @api.post("/v1/evaluation_reports", status_code=201)
     async def import_evaluation_report(request: Request) -> JSONResponse:
@@ -295,6 +287,10 @@ def router(state: LocalState) -> APIRouter:
             raise RequestValidationError(
                 [{"loc": ("body",), "msg": f"not JSON: {exc}", "type": "json_invalid"}]
             ) from None
+        # The schema decides (strictly: no defaults filled in, no coercion), then the model parses.
+        issues = envelope_schema.issues(data) if envelope_schema is not None else []
+        if issues:
+            raise RequestValidationError(issues)
         try:
             envelope = ReportEnvelope.model_validate(data)
         except ValidationError as exc:

@@ -175,8 +175,9 @@ class EvaluationReportsClient:
 
         Counts the sessions created in `[start, end)` in buckets of `bucket_seconds`, and lists the
         newest `limit` of them. `total_count` is every session of the window, `returned_count`
-        the listed ones, and `truncated` says the list is shorter than the window. `end` must be
-        after `start`, and the window at most 10000 buckets (422 otherwise).
+        the listed ones, and `truncated` says the list is shorter than the window. A window of more
+        than 10000 buckets gets wider buckets (the answer's `bucket_seconds` is the width used);
+        a window whose `end` is not after `start` is empty.
 
         Args:
             start: Start of the window (inclusive), RFC 3339 with a zone; default one hour before `end`.
@@ -322,8 +323,9 @@ class EvaluationReportsClientWithRawResponse:
 
         Counts the sessions created in `[start, end)` in buckets of `bucket_seconds`, and lists the
         newest `limit` of them. `total_count` is every session of the window, `returned_count`
-        the listed ones, and `truncated` says the list is shorter than the window. `end` must be
-        after `start`, and the window at most 10000 buckets (422 otherwise).
+        the listed ones, and `truncated` says the list is shorter than the window. A window of more
+        than 10000 buckets gets wider buckets (the answer's `bucket_seconds` is the width used);
+        a window whose `end` is not after `start` is empty.
 
         Args:
             start: Start of the window (inclusive), RFC 3339 with a zone; default one hour before `end`.
@@ -475,8 +477,9 @@ class AsyncEvaluationReportsClient:
 
         Counts the sessions created in `[start, end)` in buckets of `bucket_seconds`, and lists the
         newest `limit` of them. `total_count` is every session of the window, `returned_count`
-        the listed ones, and `truncated` says the list is shorter than the window. `end` must be
-        after `start`, and the window at most 10000 buckets (422 otherwise).
+        the listed ones, and `truncated` says the list is shorter than the window. A window of more
+        than 10000 buckets gets wider buckets (the answer's `bucket_seconds` is the width used);
+        a window whose `end` is not after `start` is empty.
 
         Args:
             start: Start of the window (inclusive), RFC 3339 with a zone; default one hour before `end`.
@@ -622,8 +625,9 @@ class AsyncEvaluationReportsClientWithRawResponse:
 
         Counts the sessions created in `[start, end)` in buckets of `bucket_seconds`, and lists the
         newest `limit` of them. `total_count` is every session of the window, `returned_count`
-        the listed ones, and `truncated` says the list is shorter than the window. `end` must be
-        after `start`, and the window at most 10000 buckets (422 otherwise).
+        the listed ones, and `truncated` says the list is shorter than the window. A window of more
+        than 10000 buckets gets wider buckets (the answer's `bucket_seconds` is the width used);
+        a window whose `end` is not after `start` is empty.
 
         Args:
             start: Start of the window (inclusive), RFC 3339 with a zone; default one hour before `end`.
