@@ -102,6 +102,8 @@ async def _eval_with(fleet: AsyncFleet, args: argparse.Namespace, out: TextIO) -
     run_dir = Path(args.out_dir)
     bar = ProgressBar(out)
     if args.jobs:
+        if RunDir.exists(run_dir):  # refuse before the server spends a job on it
+            raise SystemExit(f"fleet-sdk eval: {run_dir} already holds a run")
         tasks, suite = await _select_tasks(fleet, args)
         keys = [str(t["task_key"] if isinstance(t, dict) else t.task_key) for t in tasks]
         envelope = await evaluate_job(
