@@ -164,12 +164,12 @@ async def evaluate_job(
     keys = list(task_keys or [])
     for config in import_tasks or []:
         task = config if isinstance(config, Task) else Task.model_validate(config)
-        body = api_models.Task.model_validate(task.model_dump(mode="json", by_alias=False))
+        body = api_models.TaskRequest.model_validate(task.model_dump(mode="json", by_alias=False))
         stored = await control.import_task(body, idempotency_key=f"eval-import-{task.task_key}")
         keys.append(stored.task_key)
     if not keys and not env_key:
         raise EvaluationError("env_key, task_keys or import_tasks: give at least one task selector")
-    request = api_models.JobRequest(
+    request = api_models.JobCreateRequest(
         models=list(models),
         pass_k=pass_k,
         env_key=env_key,

@@ -125,6 +125,7 @@ async def _play(
     started = time.monotonic()
     env = TaskEnv(task, fleet=fleet, max_steps=max_steps, trace_job_id=trace_job_id, trace_model=model)
     error: str | None = None
+    crashed = False
     policy: Any = None
     try:
         observation = await env.reset_async()
@@ -145,6 +146,9 @@ async def _play(
         raise
     except Exception as exc:  # one errored row per crashed episode, never a crashed run
         error = f"{type(exc).__name__}: {exc}"
+        crashed = True
+        # closing grades an abandoned episode; a crashed one is errored, so it is not uploaded
+        env.trace_job_id = None
     finally:
         if policy is not None:
             await policy.aclose()
@@ -152,7 +156,7 @@ async def _play(
             await env.close_async()
         except Exception as exc:
             error = error or f"close failed: {type(exc).__name__}: {exc}"
-    reward = env.final_reward if env.done else None
+    reward = None if crashed or not env.done else env.final_reward
     return Outcome(
         task_key=task.task_key,
         model=model,
