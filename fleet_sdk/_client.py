@@ -21,6 +21,7 @@ from fleet_api.env_instance.client import (
     ControlPlaneClient,
     InstanceManagerClient,
 )
+from fleet_api.evaluation_reports.client import AsyncEvaluationReportsClient, EvaluationReportsClient
 from fleet_api.sessions_ingest.client import AsyncSessionsClient, SessionsClient
 from fleet_api.traces_jobs.client import AsyncTracesJobsClient, TracesJobsClient
 
@@ -61,6 +62,7 @@ class FleetAPI:
         sessions: Session ingest and read-back.
         traces: Trace jobs (platform host).
         browser: Browser leases (platform host, browser key chain).
+        evaluation_reports: Evaluation report import/export (platform host).
     """
 
     def __init__(self, config: FleetConfig, pool: httpx.Client, **policy: Any) -> None:
@@ -76,6 +78,7 @@ class FleetAPI:
         self.sessions = SessionsClient(http(Surface.SESSIONS))
         self.traces = TracesJobsClient(http(Surface.TRACES))
         self.browser = BrowserLeaseClient(http(Surface.BROWSER))
+        self.evaluation_reports = EvaluationReportsClient(http(Surface.TRACES))
 
     def manager(self, manager_url: str, *, runner_token: str | None = None) -> InstanceManagerClient:
         """The instance manager API of one instance.
@@ -108,6 +111,7 @@ class AsyncFleetAPI:
         self.sessions = AsyncSessionsClient(http(Surface.SESSIONS))
         self.traces = AsyncTracesJobsClient(http(Surface.TRACES))
         self.browser = AsyncBrowserLeaseClient(http(Surface.BROWSER))
+        self.evaluation_reports = AsyncEvaluationReportsClient(http(Surface.TRACES))
 
     def manager(self, manager_url: str, *, runner_token: str | None = None) -> AsyncInstanceManagerClient:
         """The instance manager API of one instance.

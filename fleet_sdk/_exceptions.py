@@ -368,3 +368,14 @@ class DatabaseError(FleetError):
 
 class TaskConfigError(FleetError, ValueError):
     """A task file or task config is malformed; the message names the task index and field."""
+
+
+class EvaluationError(FleetError):
+    """An evaluation could not run: a bad run directory, a job that ended without results..."""
+
+
+class EvaluationTimeoutError(EvaluationError):
+    """An evaluation job was not terminal by its deadline (the job itself keeps running).
+
+    Not a ``TimeoutError``: the sync bridge reads that as its own wait expiring.
+    """

@@ -1,4 +1,4 @@
-"""The ``fleet-sdk`` command line: ``serve`` (the local server) and ``demo``."""
+"""The ``fleet-sdk`` command line: ``serve`` (the local server), ``demo``, ``eval`` and ``report``."""
 
 from __future__ import annotations
 
@@ -132,6 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--concurrency", type=int, default=8, help="episodes run at once")
     demo.add_argument("--limit", type=int, default=None, help="only the first N tasks")
     demo.set_defaults(handler=_demo)
+
+    from ._cli_eval import add_commands
+
+    add_commands(commands)  # eval, report
     return parser
 
 

@@ -66,8 +66,8 @@ def _string_for(schema: dict[str, Any]) -> str:
         return "2024-05-01T12:00:00Z"
     pattern = schema.get("pattern")
     if pattern:
-        # Patterns in the schemas are of the form ^[chars]{n}$.
-        match = re.fullmatch(r"\^\[([^\]]+)\]\{(\d+)\}\$", pattern)
+        # Patterns in the schemas are of the form ^[chars]{n}$ or ^[chars]{n,m}$.
+        match = re.fullmatch(r"\^\[([^\]]+)\]\{(\d+)(?:,\d+)?\}\$", pattern)
         assert match, f"sample builder does not know pattern {pattern!r}"
         return match.group(1)[0] * int(match.group(2))
     return "x" * max(1, int(schema.get("minLength", 1)))
@@ -281,6 +281,21 @@ CASES = [
         expected_method="GET",
         args=("lease-1",),
         expected_path="/v1/browser/lease-1",
+    ),
+    Case(
+        surface="evaluation_reports",
+        schema="evaluation-reports.yaml",
+        client="EvaluationReportsClient",
+        operation="import_evaluation_report",
+        expected_path="/v1/evaluation_reports",
+    ),
+    Case(
+        surface="evaluation_reports",
+        schema="evaluation-reports.yaml",
+        client="EvaluationReportsClient",
+        operation="get_evaluation_report",
+        args=("run-1",),
+        expected_path="/v1/evaluation_reports/run-1",
     ),
 ]
 

@@ -20,10 +20,23 @@ from codegen.spec import load_spec
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
 FIXTURES = Path(__file__).parent / "fixtures" / "schemas"
-EXPECTED = {"env-instance.yaml", "sessions-ingest.yaml", "traces-jobs.yaml", "browser-lease.yaml"}
+EXPECTED = {
+    "env-instance.yaml",
+    "sessions-ingest.yaml",
+    "traces-jobs.yaml",
+    "browser-lease.yaml",
+    "evaluation-reports.yaml",
+}
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 SNAKE = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)*")
-KNOWN_TAGS = {"control-plane", "instance-manager", "sessions", "traces-jobs", "browser-lease"}
+KNOWN_TAGS = {
+    "control-plane",
+    "instance-manager",
+    "sessions",
+    "traces-jobs",
+    "browser-lease",
+    "evaluation-reports",
+}
 ERROR_SCHEMA = "#/components/schemas/ErrorResponse"
 
 SCHEMA_FILES = sorted(SCHEMAS.glob("*.yaml"))

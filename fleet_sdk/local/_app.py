@@ -15,7 +15,19 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 
-from . import _browser, _control, _jobs, _manager, _mcp, _s3, _sessions, _traces, _validation, _webui
+from . import (
+    _browser,
+    _control,
+    _jobs,
+    _manager,
+    _mcp,
+    _reports,
+    _s3,
+    _sessions,
+    _traces,
+    _validation,
+    _webui,
+)
 from ._auth import auth_refusal
 from ._errors import EXCEPTION_HANDLERS
 from ._faults import FaultMiddleware
@@ -80,6 +92,7 @@ def create_app(state: LocalState) -> FastAPI:
         (_sessions.router(state), guarded),
         (_traces.router(state), guarded),
         (_browser.router(state), guarded),
+        (_reports.router(state, bodies), [bearer_auth(state)]),  # checks its own bodies: 415/413 come first
         (_manager.router(state), [body_check]),
     ]
     webui = _webui.router(state)

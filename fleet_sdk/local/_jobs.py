@@ -38,6 +38,7 @@ import anyio
 from fastapi import APIRouter
 from fleet_api.env_instance import models
 
+from ..evaluation._platform import session_score  # one scoring rule for server and client
 from ..task_env import SUBMIT_TOOL
 from ..tools import Tool
 from . import _control, _instances, _verifier_exec
@@ -74,16 +75,6 @@ DEFAULT_MAX_DURATION_MINUTES = 10
 _TASKS_KEY = "jobs.tasks"
 _TERMINAL_SESSION = frozenset({"completed", "timed_out", "errored", "failed"})
 _TERMINAL_JOB = frozenset({"completed", "errored", "failed", "cancelled"})
-
-
-def session_score(verifier_execution: Mapping[str, Any] | None) -> float | None:
-    """A session's score: ``score``, else 1.0 if ``success``, else 0.0; None without an execution."""
-    if verifier_execution is None:
-        return None
-    score = verifier_execution.get("score")
-    if isinstance(score, int | float) and not isinstance(score, bool):
-        return float(score)
-    return 1.0 if verifier_execution.get("success") else 0.0
 
 
 def _tracked(state: LocalState) -> dict[str, asyncio.Task[None]]:

@@ -3,6 +3,7 @@
 
 - ``browser_lease``: ``schemas/browser-lease.yaml`` (Fleet browser lease API)
 - ``env_instance``: ``schemas/env-instance.yaml`` (Fleet env-instance API)
+- ``evaluation_reports``: ``schemas/evaluation-reports.yaml`` (Fleet evaluation reports API)
 - ``sessions_ingest``: ``schemas/sessions-ingest.yaml`` (Fleet sessions API)
 - ``traces_jobs``: ``schemas/traces-jobs.yaml`` (Fleet traces API (platform host))
 
@@ -14,6 +15,7 @@ from ._operation import Operation
 SURFACES: tuple[str, ...] = (
     "browser_lease",
     "env_instance",
+    "evaluation_reports",
     "sessions_ingest",
     "traces_jobs",
 )

@@ -1,0 +1,228 @@
+"""The platform path: the server runs the episodes as a job, this module waits and scores.
+
+Import tasks (optional), create a job over ``provider/model`` ids with ``pass_k``, poll it with
+an async sleep until it is terminal or the deadline passes, read the job's sessions and turn
+them into the report. Sessions name their model bare (``claude-x`` for ``anthropic/claude-x``),
+so results are matched back to the requested ids by bare name. A session scores its verifier
+execution's ``score``, else 1.0 if ``success``, else 0.0; a session with no verifier execution
+was never graded and is ``errored``, never a 0 (``schemas/sessions-ingest.yaml``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from .._client import AsyncFleet
+from .._exceptions import EvaluationError, EvaluationTimeoutError
+from ..reports import Outcome, ReportEnvelope, Source, Status, build_report, classify
+from ..tasks import Task
+from ._runner import Progress
+
+__all__ = ["TERMINAL_JOB_STATUSES", "bare_model", "evaluate_job", "job_report", "session_score"]
+
+TERMINAL_JOB_STATUSES = frozenset({"completed", "errored", "failed", "cancelled"})
+_LIVE_SESSION = frozenset({"pending", "running"})
+
+
+def bare_model(model_id: str) -> str:
+    """The name a session reports for ``model_id``: ``anthropic/claude-x`` -> ``claude-x``."""
+    return model_id.rsplit("/", 1)[-1]
+
+
+def session_score(verifier_execution: Mapping[str, Any] | None) -> float | None:
+    """``score``, else 1.0 if ``success``, else 0.0; None (errored) without a verifier execution."""
+    if verifier_execution is None:
+        return None
+    score = verifier_execution.get("score")
+    if isinstance(score, int | float) and not isinstance(score, bool):
+        return float(score)
+    return 1.0 if verifier_execution.get("success") else 0.0
+
+
+def _duration_ms(session: Mapping[str, Any]) -> int | None:
+    started, ended = session.get("started_at"), session.get("ended_at")
+    if not isinstance(started, dt.datetime) or not isinstance(ended, dt.datetime):
+        return None
+    return max(0, int((ended - started).total_seconds() * 1000))
+
+
+def job_report(
+    job_sessions: Mapping[str, Any],
+    *,
+    models: Sequence[str],
+    k: int,
+    run_id: str | None = None,
+    suite_name: str | None = None,
+    task_keys: Sequence[str] | None = None,
+    created_at: str | None = None,
+) -> ReportEnvelope:
+    """The report of a job from its sessions (the ``get_job_sessions`` body, as a dict).
+
+    Args:
+        job_sessions: ``{"job_id", "tasks": [{"task_id", "task", "sessions": [...]}]}``.
+        models: The ``provider/model`` ids the job was created with (bare names match them).
+        k: The job's ``pass_k``.
+        run_id: The report's run id (default: ``job-<job id>``).
+        suite_name: The suite's name (default: the job id).
+        task_keys: Report order of the tasks (default: as the server lists them).
+        created_at: When the job was created.
+    """
+    by_bare = {bare_model(m): m for m in models}
+    job_id = str(job_sessions["job_id"])
+    grouped: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
+    listed: list[str] = []
+    for entry in job_sessions.get("tasks") or []:
+        task = entry.get("task") or {}
+        key = str(task.get("key") or task.get("task_key") or entry["task_id"])
+        listed.append(key)
+        for session in entry.get("sessions") or []:
+            name = str(session.get("model") or "")
+            model = by_bare.get(bare_model(name), by_bare.get(name, name))
+            grouped[(key, model)].append(session)
+    outcomes: list[Outcome] = []
+    for (key, model), sessions in grouped.items():
+        ordered = sorted(sessions, key=lambda s: (str(s.get("created_at")), str(s.get("session_id"))))
+        for sample, session in enumerate(ordered):
+            verifier = session.get("verifier_execution")
+            score = None if session.get("status") in _LIVE_SESSION else session_score(verifier)
+            status: Status = "pending" if session.get("status") in _LIVE_SESSION else classify(score)
+            error = session.get("error")
+            if status == "errored" and not error:
+                error = "no verifier execution"
+            outcomes.append(
+                Outcome(
+                    task_key=key,
+                    model=model,
+                    sample=sample,
+                    status=status,
+                    score=score,
+                    session_id=str(session.get("session_id")),
+                    verifier_execution_id=(verifier or {}).get("execution_id"),
+                    error=str(error)[:500] if error else None,
+                    duration_ms=_duration_ms(session),
+                )
+            )
+    return build_report(
+        run_id=run_id or f"job-{job_id}",
+        source=Source(kind="platform", job_id=job_id),
+        suite_name=suite_name or job_id,
+        task_keys=list(task_keys) if task_keys else listed,
+        models=list(models),
+        k=k,
+        outcomes=outcomes,
+        created_at=created_at,
+    )
+
+
+async def evaluate_job(
+    fleet: AsyncFleet,
+    *,
+    models: Sequence[str],
+    env_key: str | None = None,
+    task_keys: Sequence[str] | None = None,
+    import_tasks: Sequence[Task | Mapping[str, Any]] | None = None,
+    pass_k: int = 1,
+    max_steps: int | None = None,
+    name: str | None = None,
+    run_id: str | None = None,
+    deadline: float = 3600.0,
+    poll_interval: float = 2.0,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> ReportEnvelope:
+    """Evaluate models as a platform job and return the report.
+
+    Args:
+        fleet: The client.
+        models: ``provider/model`` ids, e.g. ``local/scripted`` or ``openai/gpt-4o``.
+        env_key: Run every task of this environment.
+        task_keys: Run exactly these tasks (with or instead of ``env_key``).
+        import_tasks: Task configs to import first; their keys are run.
+        pass_k: Sessions per task and model (the ``k`` of pass@k).
+        max_steps: Step budget per session (the server's default when None).
+        name: The job's name.
+        run_id: The report's run id (default: ``job-<job id>``).
+        deadline: Seconds to wait for the job; past it ``EvaluationTimeoutError`` (the job runs on).
+        poll_interval: Seconds between two polls.
+        on_progress: Called after each poll with the finished sessions so far.
+
+    Raises:
+        EvaluationError: No models, or no task selector.
+        EvaluationTimeoutError: The job was not terminal by the deadline.
+    """
+    from fleet_api.env_instance import models as api_models
+
+    if not models:
+        raise EvaluationError("models: give at least one provider/model id")
+    if pass_k < 1:
+        raise EvaluationError(f"pass_k must be at least 1, got {pass_k}")
+    control = fleet.api.control_plane
+    keys = list(task_keys or [])
+    for config in import_tasks or []:
+        task = config if isinstance(config, Task) else Task.model_validate(config)
+        body = api_models.TaskRequest.model_validate(task.model_dump(mode="json", by_alias=False))
+        stored = await control.import_task(body, idempotency_key=f"eval-import-{task.task_key}")
+        keys.append(stored.task_key)
+    if not keys and not env_key:
+        raise EvaluationError("env_key, task_keys or import_tasks: give at least one task selector")
+    request = api_models.JobCreateRequest(
+        models=list(models),
+        pass_k=pass_k,
+        env_key=env_key,
+        task_keys=keys or None,
+        max_steps=max_steps,
+        name=name,
+    )
+    created = await control.create_job(request)
+    job_id = created.job_id
+    started = time.monotonic()
+    job = await control.get_job(job_id)
+    while job.status not in TERMINAL_JOB_STATUSES:
+        remaining = deadline - (time.monotonic() - started)
+        if remaining <= 0:
+            raise EvaluationTimeoutError(f"job {job_id} is still {job.status} after {deadline:g}s")
+        if on_progress is not None:
+            await _report_progress(
+                fleet, job_id, model_count=len(models), k=pass_k, started=started, on_progress=on_progress
+            )
+        await asyncio.sleep(min(poll_interval, remaining))
+        job = await control.get_job(job_id)
+    sessions = await fleet.api.sessions.get_job_sessions(job_id)
+    report = job_report(
+        sessions.model_dump(),
+        models=models,
+        k=pass_k,
+        run_id=run_id,
+        suite_name=name or env_key or job_id,
+        created_at=job.created_at.isoformat() if job.created_at else None,
+    )
+    if on_progress is not None:
+        await _report_progress(
+            fleet, job_id, model_count=len(models), k=pass_k, started=started, on_progress=on_progress
+        )
+    return report
+
+
+async def _report_progress(
+    fleet: AsyncFleet,
+    job_id: str,
+    *,
+    model_count: int,
+    k: int,
+    started: float,
+    on_progress: Callable[[Progress], None],
+) -> None:
+    listing = (await fleet.api.sessions.get_job_sessions(job_id)).model_dump()
+    sessions = [s for t in listing.get("tasks") or [] for s in t.get("sessions") or []]
+    total = max(len(sessions), len(listing.get("tasks") or []) * model_count * k)
+    done = [s for s in sessions if s.get("status") not in _LIVE_SESSION]
+    scores = [session_score(s.get("verifier_execution")) for s in done]
+    graded = [s for s in scores if s is not None]
+    passed = sum(1 for s in graded if s >= 1.0)
+    elapsed = time.monotonic() - started
+    eta = elapsed / len(done) * (total - len(done)) if done else None
+    on_progress(Progress(len(done), total, passed, len(graded), elapsed, eta))

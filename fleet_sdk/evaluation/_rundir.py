@@ -1,0 +1,171 @@
+"""The run directory of a client-side evaluation: one SQLite file that survives interruption.
+
+``<run dir>/run.sqlite3`` holds the run's manifest (run id, suite, tasks, models, k, when it
+started, the trace job its sessions are uploaded to) and one row per finished episode, committed
+the moment the episode finishes. Killing the process at any point loses at most the episodes in
+flight; ``resume`` reads the rows back and plays only the missing (task, model, sample) slots.
+SQLite rather than JSON lines: a commit is atomic, so a kill mid-write never leaves a torn record.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .._exceptions import EvaluationError
+from ..reports import Outcome, ReportEnvelope, Source, build_report
+
+__all__ = ["RUN_FILE", "RunDir", "RunManifest"]
+
+RUN_FILE = "run.sqlite3"
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS manifest (id INTEGER PRIMARY KEY CHECK (id = 1), doc TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS episodes (
+    task_key TEXT NOT NULL,
+    model TEXT NOT NULL,
+    sample INTEGER NOT NULL,
+    doc TEXT NOT NULL,
+    PRIMARY KEY (task_key, model, sample)
+);
+"""
+
+
+@dataclass(frozen=True)
+class RunManifest:
+    """What a run is: fixed when it starts, checked when it resumes.
+
+    Attributes:
+        run_id: The report's run id.
+        suite_name: What was evaluated (an env key, a task file...).
+        tasks: The task configs, so a resume plays exactly the same tasks.
+        models: Model ids (``local/scripted``, ``local/random`` or an endpoint's model).
+        k: Samples per task and model.
+        created_at: When the run started (ISO 8601), the report's ``created_at``.
+        trace_job_id: The trace job its sessions are uploaded to, if any.
+        source: ``client`` (this runner) or ``platform`` (a job, ``job_id``).
+        job_id: The platform job, for ``source == "platform"``.
+    """
+
+    run_id: str
+    suite_name: str
+    tasks: list[dict[str, Any]]
+    models: list[str]
+    k: int
+    created_at: str
+    trace_job_id: str | None = None
+    source: str = "client"
+    job_id: str | None = None
+    pass_threshold: float = 1.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def task_keys(self) -> list[str]:
+        """The task keys, in run order."""
+        return [str(t.get("task_key") or t.get("key")) for t in self.tasks]
+
+
+class RunDir:
+    """An open run directory.
+
+    Args:
+        path: The directory (created when missing).
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path / RUN_FILE, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        """Close the database."""
+        self._db.close()
+
+    def __enter__(self) -> RunDir:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @staticmethod
+    def exists(path: str | Path) -> bool:
+        """Whether ``path`` holds a run."""
+        return (Path(path) / RUN_FILE).is_file()
+
+    def manifest(self) -> RunManifest | None:
+        """The manifest, or None for a new directory."""
+        row = self._db.execute("SELECT doc FROM manifest WHERE id = 1").fetchone()
+        return RunManifest(**json.loads(row[0])) if row else None
+
+    def require_manifest(self) -> RunManifest:
+        """The manifest.
+
+        Raises:
+            EvaluationError: The directory holds no run.
+        """
+        manifest = self.manifest()
+        if manifest is None:
+            raise EvaluationError(f"{self.path} is not a run directory (no {RUN_FILE} manifest)")
+        return manifest
+
+    def start(self, manifest: RunManifest) -> None:
+        """Write the manifest of a new run.
+
+        Raises:
+            EvaluationError: The directory already holds a run (resume it instead).
+        """
+        if self.manifest() is not None:
+            raise EvaluationError(f"{self.path} already holds a run; pass resume to continue it")
+        self._db.execute("INSERT INTO manifest (id, doc) VALUES (1, ?)", (json.dumps(asdict(manifest)),))
+
+    def set_trace_job(self, job_id: str) -> None:
+        """Record the trace job the run's sessions go to."""
+        manifest = self.require_manifest()
+        doc = {**asdict(manifest), "trace_job_id": job_id}
+        self._db.execute("UPDATE manifest SET doc = ? WHERE id = 1", (json.dumps(doc),))
+
+    def record(self, outcome: Outcome) -> bool:
+        """Persist one finished episode (committed at once); False when its slot was already stored."""
+        cursor = self._db.execute(
+            "INSERT OR IGNORE INTO episodes (task_key, model, sample, doc) VALUES (?, ?, ?, ?)",
+            (outcome.task_key, outcome.model, outcome.sample, outcome.model_dump_json()),
+        )
+        return cursor.rowcount == 1
+
+    def outcomes(self) -> list[Outcome]:
+        """Every finished episode, in slot order."""
+        rows = self._db.execute("SELECT doc FROM episodes ORDER BY task_key, model, sample").fetchall()
+        return [Outcome.model_validate_json(doc) for (doc,) in rows]
+
+    def finished(self) -> set[tuple[str, str, int]]:
+        """The (task key, model, sample) slots already played."""
+        rows = self._db.execute("SELECT task_key, model, sample FROM episodes").fetchall()
+        return {(str(t), str(m), int(s)) for t, m, s in rows}
+
+    def envelope(self) -> ReportEnvelope:
+        """The report of the run as it stands (unplayed slots are ``pending``)."""
+        manifest = self.require_manifest()
+        return envelope_of(manifest, self.outcomes())
+
+
+def envelope_of(manifest: RunManifest, outcomes: Sequence[Outcome]) -> ReportEnvelope:
+    """The report of ``manifest`` with ``outcomes``."""
+    return build_report(
+        run_id=manifest.run_id,
+        source=Source(
+            kind="platform" if manifest.source == "platform" else "client",
+            job_id=manifest.job_id or manifest.trace_job_id,
+        ),
+        suite_name=manifest.suite_name,
+        task_keys=manifest.task_keys,
+        models=manifest.models,
+        k=manifest.k,
+        outcomes=outcomes,
+        created_at=manifest.created_at,
+        pass_threshold=manifest.pass_threshold,
+    )

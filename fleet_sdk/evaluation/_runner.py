@@ -1,0 +1,297 @@
+"""The client-side evaluation runner: tasks x models x k episodes, played here, resumable.
+
+Each episode is a ``TaskEnv`` episode driven by a policy: the bundled ``local/scripted`` (the
+task's reference solution) and ``local/random`` (schema-valid random tool calls), or any other
+model id, asked through an OpenAI-compatible chat-completions endpoint. Every finished episode
+is uploaded as a session of the run's trace job and committed to the run directory at once, so
+an interrupted run resumes where it stopped and the report's numbers can be checked against the
+sessions the server stores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .._client import AsyncFleet
+from .._exceptions import EvaluationError
+from ..reports import Outcome, ReportEnvelope, classify
+from ..task_env import SUBMIT_FINAL_ANSWER, TaskEnv
+from ..tasks import Task
+from ._rundir import RunDir, RunManifest
+
+__all__ = ["RANDOM_MODEL", "SCRIPTED_MODEL", "ModelEndpoint", "Progress", "run_evaluation"]
+
+SCRIPTED_MODEL = "local/scripted"
+RANDOM_MODEL = "local/random"
+_ERROR_LIMIT = 500
+
+
+@dataclass(frozen=True)
+class ModelEndpoint:
+    """An OpenAI-compatible chat-completions endpoint for models other than the bundled policies.
+
+    Attributes:
+        base_url: e.g. ``http://127.0.0.1:8000/v1`` (``/chat/completions`` is appended).
+        api_key: Bearer key, never written to the run directory or the report.
+    """
+
+    base_url: str
+    api_key: str | None = None
+
+    def __repr__(self) -> str:
+        return f"ModelEndpoint(base_url={self.base_url!r}, api_key={'***' if self.api_key else None})"
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where a run stands, after each finished episode.
+
+    Attributes:
+        done: Episodes finished, including those of earlier (resumed) attempts.
+        total: Episodes in the run.
+        passed: Finished episodes that passed.
+        graded: Finished episodes that were graded (passed or failed).
+        elapsed: Seconds since this attempt started.
+        eta: Estimated seconds left, from this attempt's pace; None before the first episode.
+    """
+
+    done: int
+    total: int
+    passed: int
+    graded: int
+    elapsed: float
+    eta: float | None
+
+    @property
+    def pass_rate(self) -> float | None:
+        """Passed over graded so far."""
+        return self.passed / self.graded if self.graded else None
+
+
+def _policy(
+    model: str, task: Task, observation: Mapping[str, Any], endpoint: ModelEndpoint | None, seed: str
+) -> Any:
+    from ..local._policies import ChatCompletionsPolicy, PolicyContext, RandomPolicy, ScriptedPolicy
+
+    openai_tools = list(observation.get("tools") or [])
+    mcp_tools = [
+        {
+            "name": t["function"]["name"],
+            "description": t["function"].get("description", ""),
+            "inputSchema": t["function"].get("parameters") or {"type": "object"},
+        }
+        for t in openai_tools
+        if t["function"]["name"] != SUBMIT_FINAL_ANSWER
+    ]
+    context = PolicyContext(
+        session_id=seed,  # seeds the random policy: a slot replays identically
+        model_id=model,
+        task=task.model_dump(),
+        tools=mcp_tools,
+        offer_submit=any(t["function"]["name"] == SUBMIT_FINAL_ANSWER for t in openai_tools),
+        max_steps=int(observation.get("max_steps") or 30),
+        openai_tools=openai_tools,
+    )
+    if model == SCRIPTED_MODEL:
+        return ScriptedPolicy(context)
+    if model == RANDOM_MODEL:
+        return RandomPolicy(context)
+    if endpoint is None:
+        raise EvaluationError(
+            f"model {model!r} needs a chat-completions endpoint (model_endpoint=...), "
+            f"or use {SCRIPTED_MODEL!r} / {RANDOM_MODEL!r}"
+        )
+    return ChatCompletionsPolicy(context, endpoint.base_url, endpoint.api_key)
+
+
+async def _play(
+    fleet: AsyncFleet,
+    task: Task,
+    model: str,
+    sample: int,
+    *,
+    max_steps: int,
+    trace_job_id: str | None,
+    endpoint: ModelEndpoint | None,
+) -> Outcome:
+    """One episode; never raises (a crash is an errored outcome)."""
+    started = time.monotonic()
+    env = TaskEnv(task, fleet=fleet, max_steps=max_steps, trace_job_id=trace_job_id, trace_model=model)
+    error: str | None = None
+    crashed = False
+    policy: Any = None
+    try:
+        observation = await env.reset_async()
+        policy = _policy(model, task, observation, endpoint, f"{task.task_key}:{model}:{sample}")
+        while not env.done:
+            turn = await policy.next_turn(env.chat_history)
+            if not turn.tool_calls:
+                await env.step_async({"done": True, "content": turn.content})
+                break
+            for call in turn.tool_calls:
+                _, _, done, _ = await env.step_async(
+                    {"tool": call.name, "params": call.arguments or {}, "tool_call_id": call.id}
+                )
+                if done:
+                    break
+        error = env.verifier_error
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # one errored row per crashed episode, never a crashed run
+        error = f"{type(exc).__name__}: {exc}"
+        crashed = True
+        # closing grades an abandoned episode; a crashed one is errored, so it is not uploaded
+        env.trace_job_id = None
+    finally:
+        if policy is not None:
+            await policy.aclose()
+        try:
+            await env.close_async()
+        except Exception as exc:
+            error = error or f"close failed: {type(exc).__name__}: {exc}"
+    reward = None if crashed or not env.done else env.final_reward
+    return Outcome(
+        task_key=task.task_key,
+        model=model,
+        sample=sample,
+        status=classify(reward),
+        score=reward,
+        session_id=env.trace_session_id,
+        verifier_execution_id=env.verifier_execution_id,
+        error=error[:_ERROR_LIMIT] if error else None,
+        duration_ms=int((time.monotonic() - started) * 1000),
+    )
+
+
+async def run_evaluation(
+    fleet: AsyncFleet,
+    run_dir: str | Path,
+    *,
+    tasks: Sequence[Task | Mapping[str, Any]] | None = None,
+    models: Sequence[str] | None = None,
+    k: int = 1,
+    concurrency: int = 4,
+    max_steps: int = 30,
+    suite_name: str = "tasks",
+    run_id: str | None = None,
+    resume: bool = False,
+    upload: bool = True,
+    model_endpoint: ModelEndpoint | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> ReportEnvelope:
+    """Play every (task, model, sample) episode not yet in ``run_dir`` and return the report.
+
+    A new run needs ``tasks`` and ``models``; a resumed one reads them from the run directory
+    (given ones must match). Episodes run ``concurrency`` at a time; each is committed to the
+    run directory as soon as it finishes.
+
+    Args:
+        fleet: The client (``LocalFleet.async_fleet()`` or ``AsyncFleet(api_key=...)``).
+        run_dir: The run directory.
+        tasks: The tasks (``Task`` or config dicts) of a new run.
+        models: Model ids of a new run: ``local/scripted``, ``local/random`` or endpoint models.
+        k: Samples per task and model.
+        concurrency: Episodes at once (at least 1).
+        max_steps: Step budget per episode.
+        suite_name: What the report calls the suite.
+        run_id: The run id (default: ``run-<timestamp>-<random>``).
+        resume: Continue the run in ``run_dir`` instead of starting one.
+        upload: Upload each episode as a session of the run's trace job.
+        model_endpoint: Where non-bundled models are asked.
+        on_progress: Called after each finished episode (and once at the start).
+
+    Raises:
+        EvaluationError: A bad argument (naming it), a run directory that holds a run when
+            ``resume`` is false, or none when it is true, or a resume with different tasks/models.
+    """
+    if concurrency < 1:
+        raise EvaluationError(f"concurrency must be at least 1, got {concurrency}")
+    if k < 1:
+        raise EvaluationError(f"k must be at least 1, got {k}")
+    with RunDir(run_dir) as store:
+        manifest = store.manifest()
+        if resume:
+            if manifest is None:
+                raise EvaluationError(f"resume: {run_dir} holds no run to resume")
+            if models is not None and list(models) != manifest.models:
+                raise EvaluationError(
+                    f"resume: models {list(models)} differ from the run's {manifest.models}"
+                )
+        else:
+            if manifest is not None:
+                raise EvaluationError(f"{run_dir} already holds run {manifest.run_id!r}; resume it instead")
+            if not tasks:
+                raise EvaluationError("tasks: a new run needs at least one task")
+            if not models:
+                raise EvaluationError("models: a new run needs at least one model")
+            now = dt.datetime.now(dt.UTC)
+            manifest = RunManifest(
+                run_id=run_id or f"run-{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}",
+                suite_name=suite_name,
+                tasks=[
+                    (t if isinstance(t, Task) else Task.model_validate(t)).model_dump(mode="json")
+                    for t in tasks
+                ],
+                models=list(dict.fromkeys(models)),
+                k=k,
+                created_at=now.isoformat(timespec="seconds").replace("+00:00", "Z"),
+            )
+            store.start(manifest)
+        if upload and manifest.trace_job_id is None:
+            job_id = await fleet.traces.create_job(f"fleet-sdk eval {manifest.run_id}")
+            store.set_trace_job(job_id)
+            manifest = store.require_manifest()
+        plan = [
+            (Task.model_validate(config), model, sample)
+            for config in manifest.tasks
+            for model in manifest.models
+            for sample in range(manifest.k)
+        ]
+        finished = store.finished()
+        todo = [(t, m, s) for t, m, s in plan if (t.task_key, m, s) not in finished]
+        outcomes = store.outcomes()
+        passed = sum(1 for o in outcomes if o.status == "passed")
+        graded = sum(1 for o in outcomes if o.status in ("passed", "failed"))
+        done_before = len(plan) - len(todo)
+        done_now = 0
+        started = time.monotonic()
+
+        def report_progress() -> None:
+            if on_progress is None:
+                return
+            elapsed = time.monotonic() - started
+            eta = elapsed / done_now * (len(todo) - done_now) if done_now else None
+            on_progress(Progress(done_before + done_now, len(plan), passed, graded, elapsed, eta))
+
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(task: Task, model: str, sample: int) -> None:
+            nonlocal passed, graded, done_now
+            async with gate:
+                outcome = await _play(
+                    fleet,
+                    task,
+                    model,
+                    sample,
+                    max_steps=max_steps,
+                    trace_job_id=manifest.trace_job_id if upload else None,
+                    endpoint=model_endpoint,
+                )
+            if store.record(outcome):
+                done_now += 1
+                passed += outcome.status == "passed"
+                graded += outcome.status in ("passed", "failed")
+            report_progress()
+
+        report_progress()
+        async with asyncio.TaskGroup() as group:
+            for task, model, sample in todo:
+                group.create_task(one(task, model, sample))
+        return store.envelope()

@@ -1,0 +1,157 @@
+"""Two reports side by side: which tasks regressed or improved under each model.
+
+A task-and-model pair present in both reports with a pass@k in each is compared. Its change is
+``head - base``; it is *significant* when the two Wilson intervals of the pair's pass rate do not
+overlap (a cautious test: overlapping intervals can still differ, but disjoint ones do).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from ._model import ReportEnvelope, TaskSummary
+from ._render import _md, _md_table, _num
+
+__all__ = ["Change", "Comparison", "compare"]
+
+
+class Change(BaseModel):
+    """One task under one model, in both reports."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    task_key: str
+    model: str
+    direction: Literal["regressed", "improved", "unchanged"]
+    base_pass_at_k: float
+    head_pass_at_k: float
+    delta: float
+    outside_intervals: bool
+
+
+class Comparison(BaseModel):
+    """The changes between a base run and a head run."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base_run_id: str
+    head_run_id: str
+    k: int
+    changes: list[Change]
+
+    @property
+    def regressed(self) -> list[Change]:
+        """Pairs whose pass@k went down."""
+        return [c for c in self.changes if c.direction == "regressed"]
+
+    @property
+    def improved(self) -> list[Change]:
+        """Pairs whose pass@k went up."""
+        return [c for c in self.changes if c.direction == "improved"]
+
+    def to_json(self) -> str:
+        """Sorted-key JSON with a final newline."""
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, indent=2) + "\n"
+
+    def to_markdown(self) -> str:
+        """A Markdown table of the regressed and improved pairs."""
+        lines = [f"# Comparison: {_md(self.base_run_id)} -> {_md(self.head_run_id)}", ""]
+        moved = [c for c in self.changes if c.direction != "unchanged"]
+        if not moved:
+            return "\n".join([*lines, "No task changed its pass@k."]) + "\n"
+        rows = [
+            [
+                _md(c.model),
+                _md(c.task_key),
+                c.direction,
+                _num(c.base_pass_at_k),
+                _num(c.head_pass_at_k),
+                f"{c.delta:+.2f}",
+                "yes" if c.outside_intervals else "no",
+            ]
+            for c in moved
+        ]
+        headers = ["model", "task", "change", "base pass@k", "head pass@k", "delta", "outside intervals"]
+        return "\n".join([*lines, *_md_table(headers, rows)]) + "\n"
+
+    def to_html(self) -> str:
+        """The Markdown table as a small self-contained HTML page."""
+        head = "".join(
+            f"<th>{h}</th>" for h in ("model", "task", "change", "base", "head", "delta", "outside intervals")
+        )
+        body = "".join(
+            "<tr>"
+            + "".join(
+                f"<td>{html.escape(str(v))}</td>"
+                for v in (
+                    c.model,
+                    c.task_key,
+                    c.direction,
+                    _num(c.base_pass_at_k),
+                    _num(c.head_pass_at_k),
+                    f"{c.delta:+.2f}",
+                    "yes" if c.outside_intervals else "no",
+                )
+            )
+            + "</tr>"
+            for c in self.changes
+            if c.direction != "unchanged"
+        )
+        title = html.escape(f"Comparison: {self.base_run_id} -> {self.head_run_id}")
+        return (
+            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+            "style-src 'unsafe-inline'\">"
+            f"<title>{title}</title><style>:root{{color-scheme:light dark}}"
+            "body{font-family:system-ui,sans-serif;margin:2rem}td,th{border:1px solid #8888;"
+            "padding:.3rem .6rem}table{border-collapse:collapse}</style></head><body>"
+            f"<h1>{title}</h1><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+            "</body></html>\n"
+        )
+
+
+def _disjoint(a: TaskSummary, b: TaskSummary) -> bool:
+    if a.interval is None or b.interval is None:
+        return False
+    return a.interval.high < b.interval.low or b.interval.high < a.interval.low
+
+
+def compare(base: ReportEnvelope, head: ReportEnvelope) -> Comparison:
+    """Compare ``head`` against ``base``, per task and model.
+
+    Args:
+        base: The earlier (reference) report.
+        head: The later report.
+
+    Raises:
+        ValueError: The reports use different ``k`` (their pass@k are not comparable).
+    """
+    if base.report.k != head.report.k:
+        raise ValueError(f"k differs: base has k={base.report.k}, head has k={head.report.k}")
+    before = {(t.task_key, t.model): t for t in base.report.tasks}
+    changes: list[Change] = []
+    for after in head.report.tasks:
+        prior = before.get((after.task_key, after.model))
+        if prior is None or prior.pass_at_k is None or after.pass_at_k is None:
+            continue
+        delta = after.pass_at_k - prior.pass_at_k
+        direction: Literal["regressed", "improved", "unchanged"] = (
+            "regressed" if delta < -1e-12 else "improved" if delta > 1e-12 else "unchanged"
+        )
+        changes.append(
+            Change(
+                task_key=after.task_key,
+                model=after.model,
+                direction=direction,
+                base_pass_at_k=prior.pass_at_k,
+                head_pass_at_k=after.pass_at_k,
+                delta=delta,
+                outside_intervals=_disjoint(prior, after),
+            )
+        )
+    changes.sort(key=lambda c: (c.model, c.direction, c.task_key))
+    return Comparison(base_run_id=base.run_id, head_run_id=head.run_id, k=head.report.k, changes=changes)

@@ -1,0 +1,137 @@
+"""Both evaluation paths against the local server: the platform job path and the client-side runner."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+from fleet_sdk import AsyncFleet, EvaluationError, EvaluationTimeoutError, Fleet
+from fleet_sdk.evaluation import (
+    RunDir,
+    evaluate_job,
+    evaluate_job_sync,
+    job_report,
+    run_evaluation,
+    run_evaluation_sync,
+    session_score,
+)
+from fleet_sdk.tasks import Task
+
+
+def _orderdesk(tasks: list[Task], n: int) -> list[Task]:
+    return [t for t in tasks if t.env_key == "orderdesk"][:n]
+
+
+async def test_platform_job_scores_per_model_and_agrees_with_sessions(
+    afleet: AsyncFleet, bundled_tasks: list[Task]
+) -> None:
+    keys = [t.task_key for t in _orderdesk(bundled_tasks, 2)]
+    seen: list[int] = []
+    # "openai/gpt-x" has no model endpoint on this server: its sessions error without a verifier run
+    envelope = await evaluate_job(
+        afleet,
+        models=["local/scripted", "local/random", "openai/gpt-x"],
+        task_keys=keys,
+        pass_k=2,
+        deadline=240,
+        poll_interval=0.5,
+        on_progress=lambda p: seen.append(p.done),
+    )
+    assert envelope.source.kind == "platform" and envelope.source.job_id
+    summaries = {s.model: s for s in envelope.report.models}
+    assert set(summaries) == {"local/scripted", "local/random", "openai/gpt-x"}  # bare names matched back
+    assert summaries["local/scripted"].passed == 4 and summaries["local/scripted"].pass_at_k == 1.0
+    gpt = summaries["openai/gpt-x"]
+    assert (gpt.errored, gpt.passed, gpt.failed, gpt.pass_rate) == (4, 0, 0, None)  # errored, never a 0
+    assert envelope.report.complete and seen and seen[-1] == 12
+    listing = await afleet.api.sessions.get_job_sessions(envelope.source.job_id)
+    stored = {s.session_id: s for t in listing.tasks for s in t.sessions}
+    for result in envelope.report.results:
+        session = stored[str(result.session_id)]
+        verifier = session.verifier_execution.model_dump() if session.verifier_execution else None
+        assert session_score(verifier) == result.score
+
+
+def test_platform_job_sync_twin_and_deadline(fleet: Fleet, bundled_tasks: list[Task]) -> None:
+    key = _orderdesk(bundled_tasks, 1)[0].task_key
+    envelope = evaluate_job_sync(fleet, models=["local/scripted"], task_keys=[key], deadline=240)
+    assert envelope.report.models[0].passed == 1
+    with pytest.raises(EvaluationTimeoutError, match="still"):
+        evaluate_job_sync(fleet, models=["local/scripted"], task_keys=[key], deadline=0.0)
+    with pytest.raises(EvaluationError, match="task selector"):
+        evaluate_job_sync(fleet, models=["local/scripted"])
+
+
+def test_job_report_matches_bare_names_and_errors_ungraded_sessions() -> None:
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+    def session(sid: str, model: str, verifier: dict[str, object] | None, status: str = "completed") -> dict:
+        return {
+            "session_id": sid,
+            "model": model,
+            "status": status,
+            "created_at": now,
+            "started_at": now,
+            "ended_at": now + dt.timedelta(seconds=2),
+            "verifier_execution": verifier,
+        }
+
+    listing = {
+        "job_id": "job1",
+        "tasks": [
+            {
+                "task_id": "t1",
+                "task": {"key": "t1"},
+                "sessions": [
+                    session("a", "claude-x", {"success": True, "score": None}),
+                    session("b", "claude-x", {"success": False, "score": 0.25}),
+                    session("c", "gpt-4o", None, status="errored"),
+                    session("d", "gpt-4o", None, status="running"),
+                ],
+            }
+        ],
+    }
+    envelope = job_report(listing, models=["anthropic/claude-x", "openai/gpt-4o"], k=2)
+    results = {r.session_id: r for r in envelope.report.results}
+    first = results["a"]
+    assert (first.model, first.status, first.score) == ("anthropic/claude-x", "passed", 1.0)
+    assert (results["b"].status, results["b"].score) == ("failed", 0.25)
+    assert (results["c"].status, results["c"].score, results["c"].error) == (
+        "errored",
+        None,
+        "no verifier execution",
+    )
+    assert results["d"].status == "pending" and envelope.report.complete is False
+    assert results["a"].duration_ms == 2000
+
+
+async def test_client_runner_counts_unknown_models_as_errored(
+    afleet: AsyncFleet, bundled_tasks: list[Task], tmp_path: Path
+) -> None:
+    tasks = _orderdesk(bundled_tasks, 1)
+    envelope = await run_evaluation(
+        afleet, tmp_path / "run", tasks=tasks, models=["local/scripted", "vendor/model"], k=2, upload=False
+    )
+    unknown = next(s for s in envelope.report.models if s.model == "vendor/model")
+    assert (unknown.errored, unknown.pass_rate) == (2, None)
+    assert "needs a chat-completions endpoint" in (envelope.report.results[-1].error or "")
+    with pytest.raises(EvaluationError, match="already holds run"):
+        await run_evaluation(afleet, tmp_path / "run", tasks=tasks, models=["local/scripted"])
+    with pytest.raises(EvaluationError, match="concurrency"):
+        await run_evaluation(afleet, tmp_path / "x", tasks=tasks, models=["m"], concurrency=0)
+
+
+def test_client_runner_sync_twin_resumes_nothing_when_done(
+    fleet: Fleet, bundled_tasks: list[Task], tmp_path: Path
+) -> None:
+    tasks = _orderdesk(bundled_tasks, 1)
+    first = run_evaluation_sync(fleet, tmp_path / "run", tasks=tasks, models=["local/scripted"], k=2)
+    calls: list[int] = []
+    again = run_evaluation_sync(
+        fleet, tmp_path / "run", resume=True, on_progress=lambda p: calls.append(p.done)
+    )
+    assert again == first and calls == [2]  # resumed, nothing left to play
+    with RunDir(tmp_path / "run") as store:
+        assert len(store.outcomes()) == 2
