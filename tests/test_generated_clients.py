@@ -287,6 +287,7 @@ CASES = [
         schema="evaluation-reports.yaml",
         client="EvaluationReportsClient",
         operation="import_evaluation_report",
+        expected_method="POST",
         expected_path="/v1/evaluation_reports",
     ),
     Case(
@@ -294,6 +295,7 @@ CASES = [
         schema="evaluation-reports.yaml",
         client="EvaluationReportsClient",
         operation="get_evaluation_report",
+        expected_method="GET",
         args=("run-1",),
         expected_path="/v1/evaluation_reports/run-1",
     ),
