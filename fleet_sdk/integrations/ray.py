@@ -1,0 +1,211 @@
+"""Episodes fanned out over a Ray cluster (``pip install 'fleet-sdk[ray]'``).
+
+``RayExecutor`` implements ``fleet_sdk.executors.EpisodeExecutor``: it starts a pool of async
+Ray actors (spread over the nodes), each with its own ``AsyncFleet`` (one connection pool per
+actor) running up to ``concurrency_per_actor`` episodes at once on its event loop. Results come
+back in order of completion and are written to the sink as they arrive. When an actor dies (its
+process killed, its node lost), the episodes it was running are started again on the other
+actors and a replacement actor joins the pool; the driver records each episode id once, so
+nothing is lost or recorded twice. See ``docs/scaling.md`` for sizing a large run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import replace
+from typing import Any
+
+import ray
+from ray.exceptions import RayActorError
+
+from ..executors import EpisodeResult, EpisodeSpec, ResultSink, pending_specs, run_episode
+
+__all__ = ["RayExecutor"]
+
+
+class EpisodeWorker:
+    """A Ray actor (async): runs episodes on one ``AsyncFleet`` made in the actor's own loop."""
+
+    def __init__(self, client_options: Mapping[str, Any]) -> None:
+        self._options = dict(client_options)
+        self._fleet: Any = None
+
+    async def run(self, spec: EpisodeSpec, attempt: int) -> EpisodeResult:
+        """Run one episode.
+
+        Args:
+            spec: The episode.
+            attempt: Which attempt this is.
+        """
+        if self._fleet is None:
+            from .._client import AsyncFleet
+
+            self._fleet = AsyncFleet(**self._options)
+        return await run_episode(spec, self._fleet, attempt=attempt)
+
+    def pid(self) -> int:
+        """The actor's process id."""
+        import os
+
+        return os.getpid()
+
+
+class RayExecutor:
+    """Runs episode specs on Ray actors; a lost worker's episodes are retried on another.
+
+    Args:
+        client_options: ``AsyncFleet`` arguments for every actor (``api_key``, ``base_url``...);
+            empty: each actor reads ``FLEET_API_KEY`` and friends from its own environment
+            (prefer that, or Ray's ``runtime_env``, to keep the key out of task arguments).
+        address: The cluster to join (``ray.init(address=...)``, e.g. ``"auto"`` or
+            ``"ray://head:10001"``); None starts a local Ray when none is running.
+        actors: Actors in the pool (default: one per alive node).
+        concurrency_per_actor: Episodes each actor runs at once (its instances and open
+            connections); with the default of one actor per node, the bound per node.
+        max_attempts: Workers one episode may be started on before it is recorded as failed.
+        actor_options: More ``.options()`` of each actor (``num_cpus``, ``resources``...).
+        init_options: More ``ray.init`` arguments when this executor starts or joins Ray.
+
+    Attributes:
+        workers: The live actors.
+    """
+
+    def __init__(
+        self,
+        client_options: Mapping[str, Any] | None = None,
+        *,
+        address: str | None = None,
+        actors: int | None = None,
+        concurrency_per_actor: int = 16,
+        max_attempts: int = 3,
+        actor_options: Mapping[str, Any] | None = None,
+        init_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if concurrency_per_actor < 1:
+            raise ValueError(f"concurrency_per_actor must be at least 1, got {concurrency_per_actor}")
+        if max_attempts < 1:
+            raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
+        if actors is not None and actors < 1:
+            raise ValueError(f"actors must be at least 1, got {actors}")
+        self.client_options = dict(client_options or {})
+        self.address = address
+        self.actors = actors
+        self.concurrency_per_actor = concurrency_per_actor
+        self.max_attempts = max_attempts
+        self.actor_options = {"num_cpus": 1, **dict(actor_options or {})}
+        self.init_options = dict(init_options or {})
+        self.workers: list[Any] = []
+        self.started_ray = False
+        self._actor_cls: Any = None
+
+    # -- the pool ------------------------------------------------------------------------
+
+    def _ensure_ray(self) -> None:
+        if not ray.is_initialized():
+            ray.init(address=self.address, **self.init_options)
+            self.started_ray = True
+
+    def _new_worker(self) -> Any:
+        if self._actor_cls is None:
+            self._actor_cls = ray.remote(EpisodeWorker)
+        return self._actor_cls.options(
+            max_concurrency=self.concurrency_per_actor,
+            max_restarts=0,  # a dead actor's episodes are re-run by the driver, never by Ray
+            scheduling_strategy="SPREAD",
+            **self.actor_options,
+        ).remote(self.client_options)
+
+    def worker_pids(self) -> list[int]:
+        """The process ids of the live actors (for monitoring, and for failure tests)."""
+        return list(ray.get([w.pid.remote() for w in self.workers], timeout=60))
+
+    def _pool_size(self) -> int:
+        if self.actors is not None:
+            return self.actors
+        return max(1, sum(1 for node in ray.nodes() if node.get("Alive")))
+
+    def shutdown(self) -> None:
+        """Stop the actors, and Ray itself when this executor started it."""
+        for worker in self.workers:
+            ray.kill(worker)
+        self.workers = []
+        if self.started_ray:
+            ray.shutdown()
+            self.started_ray = False
+
+    # -- running -------------------------------------------------------------------------
+
+    async def run(
+        self, specs: Iterable[EpisodeSpec], sink: ResultSink | None = None
+    ) -> AsyncIterator[EpisodeResult]:
+        """Run ``specs`` on the pool (see ``fleet_sdk.executors.EpisodeExecutor.run``).
+
+        Args:
+            specs: The episodes; ids must be unique.
+            sink: Where results are persisted as they arrive.
+        """
+        todo = pending_specs(specs, sink)
+        self._ensure_ray()
+        if not self.workers:
+            self.workers = [self._new_worker() for _ in range(self._pool_size())]
+        queue: list[tuple[EpisodeSpec, int]] = [(spec, 1) for spec in reversed(todo)]
+        load = {id(w): 0 for w in self.workers}
+        running: dict[asyncio.Future[Any], tuple[Any, EpisodeSpec, int]] = {}
+
+        def submit() -> None:
+            # Fill every live actor up to its concurrency, least loaded first.
+            while queue:
+                worker = min(self.workers, key=lambda w: load[id(w)], default=None)
+                if worker is None or load[id(worker)] >= self.concurrency_per_actor:
+                    return
+                spec, attempt = queue.pop()
+                future = asyncio.wrap_future(worker.run.remote(spec, attempt).future())
+                load[id(worker)] += 1
+                running[future] = (worker, spec, attempt)
+
+        def lose(worker: Any) -> None:
+            # The actor is gone: its other running episodes fail too and come back here.
+            if worker in self.workers:
+                self.workers.remove(worker)
+                replacement = self._new_worker()
+                self.workers.append(replacement)
+                load[id(replacement)] = 0
+
+        try:
+            submit()
+            while running:
+                finished, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for future in finished:
+                    worker, spec, attempt = running.pop(future)
+                    load[id(worker)] -= 1
+                    try:
+                        result: EpisodeResult = future.result()
+                    except RayActorError as exc:
+                        lose(worker)
+                        if attempt < self.max_attempts:
+                            queue.append((spec, attempt + 1))
+                            continue
+                        result = _lost(spec, attempt, exc)
+                    if sink is None or sink.write(result):
+                        yield result
+                submit()
+        finally:
+            for future in running:
+                future.cancel()
+
+
+def _lost(spec: EpisodeSpec, attempt: int, exc: BaseException) -> EpisodeResult:
+    """The result of an episode whose every worker was lost."""
+    task_key = str(spec.task.get("task_key") or spec.task.get("key") or "?")
+    base = EpisodeResult(
+        episode_id=spec.episode_id,
+        task_key=task_key,
+        reward=None,
+        done_reason=None,
+        steps=0,
+        tool_errors=[],
+        verifier_error=None,
+        verifier_execution_id=None,
+    )
+    return replace(base, error=f"worker lost {attempt} times: {type(exc).__name__}", attempts=attempt)
