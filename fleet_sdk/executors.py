@@ -243,7 +243,9 @@ class JsonlResultSink:
 class EpisodeExecutor(Protocol):
     """Runs episode specs; yields each result once, in order of completion."""
 
-    def run(self, specs: Iterable[EpisodeSpec], sink: ResultSink | None = None) -> AsyncIterator[EpisodeResult]:
+    def run(
+        self, specs: Iterable[EpisodeSpec], sink: ResultSink | None = None
+    ) -> AsyncIterator[EpisodeResult]:
         """Run ``specs`` (those already in ``sink`` are skipped), writing each result to ``sink``.
 
         Args:

@@ -355,7 +355,8 @@ class FleetEnvClient(EnvClient[FleetAction, FleetObservation, FleetState]):
     """
 
     def _step_payload(self, action: FleetAction) -> dict[str, Any]:
-        return action.model_dump(exclude_none=True)
+        payload: dict[str, Any] = action.model_dump(exclude_none=True)
+        return payload
 
     def _parse_result(self, payload: dict[str, Any]) -> StepResult[FleetObservation]:
         observation = FleetObservation(
@@ -393,6 +394,7 @@ def create_fleet_app(
         env._made = env._settings["fleet"]  # the session owns the client it was given
         return env
 
-    return create_app(
+    app: FastAPI = create_app(
         factory, FleetAction, FleetObservation, env_name="fleet", max_concurrent_envs=max_concurrent_envs
     )
+    return app

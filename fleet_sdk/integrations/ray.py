@@ -123,7 +123,8 @@ class RayExecutor:
     def _pool_size(self) -> int:
         if self.actors is not None:
             return self.actors
-        return max(1, sum(1 for node in ray.nodes() if node.get("Alive")))
+        nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
+        return max(1, len([node for node in nodes if node.get("Alive")]))
 
     def shutdown(self) -> None:
         """Stop the actors, and Ray itself when this executor started it."""

@@ -194,7 +194,7 @@ class FleetTextEnv(BaseTextEnv):
             reward = self._config["unknown_reward"]
         return BaseTextEnvStepOutput(
             observations=[] if done else [self._message(r) for r in obs["results"]],
-            reward=reward,  # type: ignore[typeddict-item]  # None only when unknown and not substituted
+            reward=reward,  # None only when unknown and no unknown_reward is set
             done=done,
             metadata={
                 "done_reason": info["done_reason"],

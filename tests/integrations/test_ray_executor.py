@@ -69,7 +69,9 @@ async def test_32_episodes_with_a_worker_killed_are_each_recorded_once(
     assert sorted(ids) == sorted(s.episode_id for s in specs)  # none lost
     assert len(ids) == len(set(ids)) == 32  # none twice
     assert [r.episode_id for r in streamed] == ids  # streamed in the order persisted
-    assert all(r.error is None and r.reward == 1.0 for r in recorded), [r for r in recorded if r.reward != 1.0]
+    assert all(r.error is None and r.reward == 1.0 for r in recorded), [
+        r for r in recorded if r.reward != 1.0
+    ]
     retried = [r for r in recorded if r.attempts > 1]
     assert retried, "the killed worker had episodes in flight; they must have been run again"
     assert all(r.worker is not None and not r.worker.startswith(f"{killed}@") for r in retried)
