@@ -14,7 +14,9 @@ Serve it with OpenEnv's own server and talk to it with its client::
         result = await client.reset()
         result = await client.step(FleetAction(tool_name="list_orders", arguments={}))
 
-Each WebSocket session of the server gets its own environment, hence its own instance.
+Each WebSocket session of the server gets its own environment, hence its own instance. (The
+server's stateless ``POST /reset`` and ``/step`` routes build a fresh environment per request,
+so an episode needs the WebSocket client.)
 """
 
 from __future__ import annotations
