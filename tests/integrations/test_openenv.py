@@ -86,6 +86,15 @@ async def test_reference_episode_through_openenv_http_server_and_client(
         assert final.observation.verifier_execution_id
 
         instance_id = state.instance_id
+
+        # The next episode on the same session may run another task, sent with reset.
+        with local.fleet() as fleet:
+            other = fleet.tasks.get("orderdesk-count-pending-orders").model_dump(mode="json")
+        result = await client.reset(task_config=other)
+        assert result.observation.task_key == other["task_key"] and result.observation.step == 0
+        assert (await client.state()).instance_id not in (None, instance_id)
+        result = await client.step(FleetAction(tool_name="submit_final_answer", arguments={"answer": "6"}))
+        assert result.done is True and result.reward == 1.0 and result.observation.done_reason == "submitted"
     # The session ended with the socket: its instance is deleted on the server.
     with local.fleet() as fleet:
         instance = fleet.api.control_plane.get_instance(instance_id)
