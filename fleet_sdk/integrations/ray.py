@@ -147,6 +147,8 @@ class RayExecutor:
             sink: Where results are persisted as they arrive.
         """
         todo = pending_specs(specs, sink)
+        if not todo:  # everything is recorded already: no cluster needed
+            return
         self._ensure_ray()
         if not self.workers:
             self.workers = [self._new_worker() for _ in range(self._pool_size())]
