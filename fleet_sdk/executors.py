@@ -24,7 +24,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .task_env import Observation, TaskEnv
 
@@ -36,6 +36,7 @@ __all__ = [
     "EpisodeExecutor",
     "EpisodeResult",
     "EpisodeSpec",
+    "Job",
     "JsonlResultSink",
     "Policy",
     "ReferencePolicy",
@@ -43,8 +44,15 @@ __all__ = [
     "collect",
     "pending_specs",
     "run_episode",
+    "run_spec",
     "specs_for",
 ]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+Job = Callable[["AsyncFleet", T, int], Awaitable[R]]
+"""One unit of work an executor runs: ``await job(fleet, item, attempt)`` (see ``run_spec``)."""
 
 Policy = Callable[[TaskEnv, Observation], Awaitable[Any]]
 """Picks the next action: ``await policy(env, observation)``; None ends the episode.
@@ -178,6 +186,17 @@ async def run_episode(spec: EpisodeSpec, fleet: AsyncFleet, *, attempt: int = 1)
     )
 
 
+async def run_spec(fleet: AsyncFleet, spec: EpisodeSpec, attempt: int) -> EpisodeResult:
+    """``run_episode`` as a ``Job`` (what executors run for ``EpisodeSpec`` items).
+
+    Args:
+        fleet: The client.
+        spec: The episode.
+        attempt: Which attempt this is.
+    """
+    return await run_episode(spec, fleet, attempt=attempt)
+
+
 class ResultSink(Protocol):
     """Where results are persisted as they arrive."""
 
@@ -241,7 +260,7 @@ class JsonlResultSink:
 
 
 class EpisodeExecutor(Protocol):
-    """Runs episode specs; yields each result once, in order of completion."""
+    """Runs episode specs (or any ``Job``); yields each result once, in order of completion."""
 
     def run(
         self, specs: Iterable[EpisodeSpec], sink: ResultSink | None = None
@@ -251,6 +270,15 @@ class EpisodeExecutor(Protocol):
         Args:
             specs: The episodes; ids must be unique.
             sink: Where results are persisted as they arrive.
+        """
+        ...
+
+    def map_unordered(self, fn: Job[T, R], items: Sequence[T]) -> AsyncIterator[tuple[int, Any]]:
+        """Run ``await fn(fleet, item, attempt)`` for every item; yield ``(index, outcome)`` as each ends.
+
+        Args:
+            fn: The job, a module-level async function (executors in other processes pickle it).
+            items: Its arguments.
         """
         ...
 
@@ -298,19 +326,30 @@ class AsyncioExecutor:
             specs: The episodes; ids must be unique.
             sink: Where results are persisted as they arrive.
         """
-        todo = pending_specs(specs, sink)
+        async for _, result in self.map_unordered(run_spec, pending_specs(specs, sink)):
+            if sink is None or sink.write(result):
+                yield result
+
+    async def map_unordered(self, fn: Job[T, R], items: Sequence[T]) -> AsyncIterator[tuple[int, R]]:
+        """Run ``await fn(fleet, item, 1)`` for every item, ``concurrency`` at a time.
+
+        Args:
+            fn: The job.
+            items: Its arguments.
+
+        Yields:
+            ``(index in items, what fn returned)``, in order of completion.
+        """
         gate = asyncio.Semaphore(self.concurrency)
 
-        async def one(spec: EpisodeSpec) -> EpisodeResult:
+        async def one(index: int) -> tuple[int, R]:
             async with gate:
-                return await run_episode(spec, self.fleet)
+                return index, await fn(self.fleet, items[index], 1)
 
-        tasks = [asyncio.ensure_future(one(spec)) for spec in todo]
+        tasks = [asyncio.ensure_future(one(index)) for index in range(len(items))]
         try:
             for next_done in asyncio.as_completed(tasks):
-                result = await next_done
-                if sink is None or sink.write(result):
-                    yield result
+                yield await next_done
         finally:
             for task in tasks:
                 task.cancel()

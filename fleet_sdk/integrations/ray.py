@@ -12,37 +12,41 @@ nothing is lost or recorded twice. See ``docs/scaling.md`` for sizing a large ru
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import ray
 from ray.exceptions import RayActorError
 
-from ..executors import EpisodeResult, EpisodeSpec, ResultSink, pending_specs, run_episode
+from ..executors import EpisodeResult, EpisodeSpec, Job, ResultSink, pending_specs, run_spec
 
-__all__ = ["RayExecutor"]
+__all__ = ["RayExecutor", "WorkerLost"]
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 class EpisodeWorker:
-    """A Ray actor (async): runs episodes on one ``AsyncFleet`` made in the actor's own loop."""
+    """A Ray actor (async): runs episode jobs on one ``AsyncFleet`` made in the actor's own loop."""
 
     def __init__(self, client_options: Mapping[str, Any]) -> None:
         self._options = dict(client_options)
         self._fleet: Any = None
 
-    async def run(self, spec: EpisodeSpec, attempt: int) -> EpisodeResult:
-        """Run one episode.
+    async def call(self, fn: Job[Any, Any], item: Any, attempt: int) -> Any:
+        """Run one job: ``await fn(fleet, item, attempt)``.
 
         Args:
-            spec: The episode.
+            fn: The job function (module-level, so it pickles by reference).
+            item: Its argument.
             attempt: Which attempt this is.
         """
         if self._fleet is None:
             from .._client import AsyncFleet
 
             self._fleet = AsyncFleet(**self._options)
-        return await run_episode(spec, self._fleet, attempt=attempt)
+        return await fn(self._fleet, item, attempt)
 
     def pid(self) -> int:
         """The actor's process id."""
@@ -147,14 +151,34 @@ class RayExecutor:
             sink: Where results are persisted as they arrive.
         """
         todo = pending_specs(specs, sink)
-        if not todo:  # everything is recorded already: no cluster needed
+        async for index, outcome in self.map_unordered(run_spec, todo):
+            result = outcome if isinstance(outcome, EpisodeResult) else _lost(todo[index], outcome)
+            if sink is None or sink.write(result):
+                yield result
+
+    async def map_unordered(
+        self, fn: Job[T, R], items: Sequence[T]
+    ) -> AsyncIterator[tuple[int, R | WorkerLost]]:
+        """Run ``await fn(fleet, item, attempt)`` for every item on the pool; yield as each finishes.
+
+        A job whose actor dies is started again on another (``attempt`` + 1), up to
+        ``max_attempts``; after that its outcome is a ``WorkerLost``. Each item is yielded once.
+
+        Args:
+            fn: The job, a module-level async function (it is pickled by reference).
+            items: Its arguments (pickled to the actors).
+
+        Yields:
+            ``(index in items, what fn returned or WorkerLost)``, in order of completion.
+        """
+        if not items:  # nothing to do: no cluster needed
             return
         self._ensure_ray()
         if not self.workers:
             self.workers = [self._new_worker() for _ in range(self._pool_size())]
-        queue: list[tuple[EpisodeSpec, int]] = [(spec, 1) for spec in reversed(todo)]
+        queue: list[tuple[int, int]] = [(index, 1) for index in reversed(range(len(items)))]
         load = {id(w): 0 for w in self.workers}
-        running: dict[asyncio.Future[Any], tuple[Any, EpisodeSpec, int]] = {}
+        running: dict[asyncio.Future[Any], tuple[Any, int, int]] = {}
 
         def submit() -> None:
             # Fill every live actor up to its concurrency, least loaded first.
@@ -162,13 +186,13 @@ class RayExecutor:
                 worker = min(self.workers, key=lambda w: load[id(w)], default=None)
                 if worker is None or load[id(worker)] >= self.concurrency_per_actor:
                     return
-                spec, attempt = queue.pop()
-                future = asyncio.wrap_future(worker.run.remote(spec, attempt).future())
+                index, attempt = queue.pop()
+                future = asyncio.wrap_future(worker.call.remote(fn, items[index], attempt).future())
                 load[id(worker)] += 1
-                running[future] = (worker, spec, attempt)
+                running[future] = (worker, index, attempt)
 
         def lose(worker: Any) -> None:
-            # The actor is gone: its other running episodes fail too and come back here.
+            # The actor is gone: its other running jobs fail too and come back here.
             if worker in self.workers:
                 self.workers.remove(worker)
                 replacement = self._new_worker()
@@ -180,30 +204,46 @@ class RayExecutor:
             while running:
                 finished, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
                 for future in finished:
-                    worker, spec, attempt = running.pop(future)
+                    worker, index, attempt = running.pop(future)
                     load[id(worker)] -= 1
                     try:
-                        result: EpisodeResult = future.result()
+                        outcome: R | WorkerLost = future.result()
                     except RayActorError as exc:
                         lose(worker)
                         if attempt < self.max_attempts:
-                            queue.append((spec, attempt + 1))
+                            queue.append((index, attempt + 1))  # front of the queue
                             continue
-                        result = _lost(spec, attempt, exc)
-                    if sink is None or sink.write(result):
-                        yield result
+                        outcome = WorkerLost(attempt, type(exc).__name__)
+                    yield index, outcome
                 submit()
         finally:
             for future in running:
                 future.cancel()
 
 
-def _lost(spec: EpisodeSpec, attempt: int, exc: BaseException) -> EpisodeResult:
+class WorkerLost:
+    """The outcome of a job whose every worker died.
+
+    Attributes:
+        attempts: Workers it was started on.
+        error: The last failure's type (``ActorDiedError``...).
+    """
+
+    def __init__(self, attempts: int, error: str) -> None:
+        self.attempts = attempts
+        self.error = error
+
+    def __repr__(self) -> str:
+        return f"WorkerLost(attempts={self.attempts}, error={self.error!r})"
+
+
+def _lost(spec: EpisodeSpec, lost: Any) -> EpisodeResult:
     """The result of an episode whose every worker was lost."""
-    task_key = str(spec.task.get("task_key") or spec.task.get("key") or "?")
+    attempts = lost.attempts if isinstance(lost, WorkerLost) else 0
+    reason = lost.error if isinstance(lost, WorkerLost) else type(lost).__name__
     base = EpisodeResult(
         episode_id=spec.episode_id,
-        task_key=task_key,
+        task_key=str(spec.task.get("task_key") or spec.task.get("key") or "?"),
         reward=None,
         done_reason=None,
         steps=0,
@@ -211,4 +251,4 @@ def _lost(spec: EpisodeSpec, attempt: int, exc: BaseException) -> EpisodeResult:
         verifier_error=None,
         verifier_execution_id=None,
     )
-    return replace(base, error=f"worker lost {attempt} times: {type(exc).__name__}", attempts=attempt)
+    return replace(base, error=f"worker lost {attempts} times: {reason}", attempts=attempts)
