@@ -94,7 +94,25 @@ async def _select_tasks(fleet: AsyncFleet, args: argparse.Namespace) -> tuple[li
     return list(unique.values()), "+".join(names)
 
 
-async def _eval_with(fleet: AsyncFleet, args: argparse.Namespace, out: TextIO) -> int:
+def _ray_executor(args: argparse.Namespace, client_options: dict[str, Any]) -> Any:
+    """The ``RayExecutor`` of ``--ray [ADDRESS]``: join ADDRESS, or start a local Ray without one."""
+    try:
+        from .integrations.ray import RayExecutor
+    except ImportError:
+        raise SystemExit(
+            "fleet-sdk eval --ray: install the 'ray' extra (pip install 'fleet-sdk[ray]')"
+        ) from None
+    return RayExecutor(
+        client_options,
+        address=args.ray or None,
+        concurrency_per_actor=args.concurrency,
+        init_options={} if args.ray else {"include_dashboard": False},
+    )
+
+
+async def _eval_with(
+    fleet: AsyncFleet, args: argparse.Namespace, out: TextIO, client_options: dict[str, Any] | None = None
+) -> int:
     from .evaluation import ModelEndpoint, RunDir, evaluate_job, run_evaluation
     from .evaluation._rundir import RunManifest
     from .reports import to_markdown
@@ -140,20 +158,26 @@ async def _eval_with(fleet: AsyncFleet, args: argparse.Namespace, out: TextIO) -
             if args.model_base_url
             else None
         )
-        envelope = await run_evaluation(
-            fleet,
-            run_dir,
-            tasks=tasks or None,
-            models=None if args.resume and not args.model else (args.model or list(DEFAULT_MODELS)),
-            k=args.k,
-            concurrency=args.concurrency,
-            max_steps=args.max_steps,
-            suite_name=suite or "tasks",
-            run_id=args.run_id,
-            resume=args.resume,
-            model_endpoint=endpoint,
-            on_progress=bar,
-        )
+        executor = _ray_executor(args, client_options or {}) if args.ray is not None else None
+        try:
+            envelope = await run_evaluation(
+                fleet,
+                run_dir,
+                tasks=tasks or None,
+                models=None if args.resume and not args.model else (args.model or list(DEFAULT_MODELS)),
+                k=args.k,
+                concurrency=args.concurrency,
+                max_steps=args.max_steps,
+                suite_name=suite or "tasks",
+                run_id=args.run_id,
+                resume=args.resume,
+                model_endpoint=endpoint,
+                on_progress=bar,
+                executor=executor,
+            )
+        finally:
+            if executor is not None:
+                executor.shutdown()
     bar.close()
     out.write("\n" + to_markdown(envelope, part="verdict"))
     for summary in envelope.report.models:
@@ -180,8 +204,10 @@ async def _eval(args: argparse.Namespace, out: TextIO) -> int:
         out.write("Starting the embedded local Fleet server...\n")
         async with LocalFleet(server_data) as local:
             fleet = local.async_fleet()
+            url = local.base_url  # Ray actors build their own clients of this server
+            options = {"api_key": local.api_key, "base_url": url, "platform_url": url, "browser_url": url}
             try:
-                return await _eval_with(fleet, args, out)
+                return await _eval_with(fleet, args, out, options)
             finally:
                 await fleet.close()
     except FleetError as exc:
@@ -266,6 +292,16 @@ def add_commands(commands: Any) -> None:
         help="OpenAI-compatible chat-completions URL for other models (key: FLEET_EVAL_MODEL_API_KEY)",
     )
     ev.add_argument("--remote", action="store_true", help="use the platform (FLEET_API_KEY) instead")
+    ev.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="play the episodes on Ray actors: join the cluster at ADDRESS ('auto', 'ray://head:10001'), "
+        "or start a local Ray without one; --concurrency is then per actor (one actor per node). "
+        "With --remote the actors read FLEET_API_KEY from their own environment",
+    )
     ev.set_defaults(handler=_run_eval)
 
     rp = commands.add_parser("report", help="render a run directory as JSON, Markdown or HTML")

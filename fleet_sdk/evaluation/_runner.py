@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._client import AsyncFleet
 from .._exceptions import EvaluationError
@@ -25,6 +25,9 @@ from ..reports import Outcome, ReportEnvelope, classify
 from ..task_env import SUBMIT_FINAL_ANSWER, TaskEnv
 from ..tasks import Task
 from ._rundir import RunDir, RunManifest
+
+if TYPE_CHECKING:
+    from ..executors import EpisodeExecutor
 
 __all__ = ["RANDOM_MODEL", "SCRIPTED_MODEL", "ModelEndpoint", "Progress", "run_evaluation"]
 
@@ -170,6 +173,14 @@ async def _play(
     )
 
 
+async def _play_job(fleet: AsyncFleet, job: tuple[Any, ...], attempt: int) -> Outcome:
+    """``_play`` as an executor ``Job`` (module-level, so executors in other processes can ship it)."""
+    task, model, sample, max_steps, trace_job_id, endpoint = job
+    return await _play(
+        fleet, task, model, sample, max_steps=max_steps, trace_job_id=trace_job_id, endpoint=endpoint
+    )
+
+
 async def run_evaluation(
     fleet: AsyncFleet,
     run_dir: str | Path,
@@ -185,6 +196,7 @@ async def run_evaluation(
     upload: bool = True,
     model_endpoint: ModelEndpoint | None = None,
     on_progress: Callable[[Progress], None] | None = None,
+    executor: EpisodeExecutor | None = None,
 ) -> ReportEnvelope:
     """Play every (task, model, sample) episode not yet in ``run_dir`` and return the report.
 
@@ -206,6 +218,9 @@ async def run_evaluation(
         upload: Upload each episode as a session of the run's trace job.
         model_endpoint: Where non-bundled models are asked.
         on_progress: Called after each finished episode (and once at the start).
+        executor: Where the episodes run (``fleet_sdk.executors``): None plays them here on
+            ``fleet``, ``concurrency`` at a time; a ``RayExecutor`` plays them on its actors,
+            with their own clients and concurrency. Either way each is committed here.
 
     Raises:
         EvaluationError: A bad argument (naming it), a run directory that holds a run when
@@ -272,8 +287,15 @@ async def run_evaluation(
 
         gate = asyncio.Semaphore(concurrency)
 
-        async def one(task: Task, model: str, sample: int) -> None:
+        def record(outcome: Outcome) -> None:
             nonlocal passed, graded, done_now
+            if store.record(outcome):
+                done_now += 1
+                passed += outcome.status == "passed"
+                graded += outcome.status in ("passed", "failed")
+            report_progress()
+
+        async def one(task: Task, model: str, sample: int) -> None:
             async with gate:
                 outcome = await _play(
                     fleet,
@@ -284,13 +306,28 @@ async def run_evaluation(
                     trace_job_id=manifest.trace_job_id if upload else None,
                     endpoint=model_endpoint,
                 )
-            if store.record(outcome):
-                done_now += 1
-                passed += outcome.status == "passed"
-                graded += outcome.status in ("passed", "failed")
-            report_progress()
+            record(outcome)
 
         report_progress()
+        if executor is not None:
+            trace = manifest.trace_job_id if upload else None
+            jobs = [(t, m, s, max_steps, trace, model_endpoint) for t, m, s in todo]
+            async for index, played in executor.map_unordered(_play_job, jobs):
+                if isinstance(played, Outcome):
+                    record(played)
+                    continue
+                task, model, sample = todo[index]  # every worker it was sent to was lost
+                record(
+                    Outcome(
+                        task_key=task.task_key,
+                        model=model,
+                        sample=sample,
+                        status=classify(None),
+                        score=None,
+                        error=f"worker lost: {played!r}"[:_ERROR_LIMIT],
+                    )
+                )
+            return store.envelope()
         async with asyncio.TaskGroup() as group:
             for task, model, sample in todo:
                 group.create_task(one(task, model, sample))

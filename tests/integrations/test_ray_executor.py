@@ -84,3 +84,30 @@ async def test_32_episodes_with_a_worker_killed_are_each_recorded_once(
     finally:
         rerun.shutdown()
     assert again == [] and len(sink.read()) == 32
+
+
+async def test_evaluation_runner_plays_its_episodes_on_ray(
+    local_ray: None, local: LocalFleet, tmp_path: Path
+) -> None:
+    from fleet_sdk.evaluation import RunDir, run_evaluation
+
+    fleet = local.async_fleet()
+    executor = RayExecutor(client_options(local), actors=2, concurrency_per_actor=2)
+    try:
+        envelope = await run_evaluation(
+            fleet,
+            tmp_path / "run",
+            tasks=task_configs(local)[:2],
+            models=["local/scripted"],
+            k=2,
+            upload=False,
+            executor=executor,
+        )
+        assert executor.workers  # the episodes went to the actors
+    finally:
+        executor.shutdown()
+        await fleet.close()
+    (summary,) = envelope.report.models
+    assert (summary.passed, summary.failed, summary.errored) == (4, 0, 0)
+    with RunDir(tmp_path / "run") as store:
+        assert len(store.outcomes()) == 4
