@@ -48,6 +48,7 @@ def _serve(args: argparse.Namespace) -> int:
         instance_ttl_seconds=args.instance_ttl_seconds,
         reaper_interval=args.reaper_interval,
         mcp_session_idle_timeout=args.mcp_session_idle_timeout,
+        allow_unjailed_verifiers=args.allow_unjailed_verifiers,
     )
     if not args.quiet:
         print(f"fleet-sdk local server: data in {settings.data_dir}", file=sys.stderr)
@@ -118,6 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--reaper-interval", type=float, default=5.0, help="seconds between TTL reaper passes")
     serve.add_argument(
         "--mcp-session-idle-timeout", type=float, default=1800.0, help="seconds an idle MCP session lives"
+    )
+    serve.add_argument(
+        "--allow-unjailed-verifiers",
+        action="store_true",
+        help="run verifiers under the audit hook alone when the OS jail (bubblewrap) cannot start",
     )
     serve.add_argument("--quiet", action="store_true", help="print only the ready line")
     serve.set_defaults(handler=_serve)

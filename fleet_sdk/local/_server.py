@@ -50,6 +50,21 @@ def build_state(settings: LocalSettings) -> Any:
     )
 
 
+def _announce_jail(settings: LocalSettings) -> None:
+    """Say on stderr, at startup, whether verifiers run in the OS jail (and if not, whether at all)."""
+    from ..verifiers._jail import jail_status
+
+    status = jail_status()
+    if status.available:
+        return
+    if settings.allow_unjailed_verifiers:
+        outcome = "verifiers run under the audit hook alone (--allow-unjailed-verifiers)"
+    else:
+        outcome = "verifier runs are refused (503); start with --allow-unjailed-verifiers to accept that"
+    sys.stderr.write(f"fleet-sdk local server: WARNING: the verifier OS jail is unavailable: {status.reason}; {outcome}\n")
+    sys.stderr.flush()
+
+
 def serve(
     settings: LocalSettings, *, announce: bool = True, ready_fields: Mapping[str, Any] | None = None
 ) -> None:
@@ -83,6 +98,7 @@ def serve(
     host, port = sock.getsockname()[:2]
     state = build_state(settings)
     state.public_url = f"http://{host}:{port}"
+    _announce_jail(settings)
 
     def ready() -> None:
         if announce:
@@ -181,7 +197,11 @@ class LocalFleet:
         if not self._s3:
             argv.append("--no-s3")
         for name, value in self._settings.items():
-            argv += [f"--{name.replace('_', '-')}", str(value)]
+            flag = f"--{name.replace('_', '-')}"
+            if isinstance(value, bool):  # store_true flags take no value
+                argv += [flag] if value else []
+            else:
+                argv += [flag, str(value)]
         env = {**os.environ, API_KEY_ENV: self.api_key, "PYTHONUNBUFFERED": "1"}
         self._process = subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True

@@ -50,6 +50,8 @@ class LocalSettings:
         faults_enabled: Serve the fault-injection admin API (tests only; off by default).
         mcp_session_idle_timeout: Seconds of inactivity after which an instance's MCP session is
             ended (its id then answers 404 and the client opens a new session).
+        allow_unjailed_verifiers: Run verifiers under the audit hook alone when the OS jail
+            (bubblewrap) cannot start; by default such runs are refused with 503.
     """
 
     data_dir: Path
@@ -66,6 +68,7 @@ class LocalSettings:
     reaper_interval: float = 5.0
     faults_enabled: bool = False
     mcp_session_idle_timeout: float = 1800.0
+    allow_unjailed_verifiers: bool = False
 
 
 @dataclass

@@ -28,6 +28,7 @@ from fastapi.exceptions import RequestValidationError
 from fleet_api.env_instance import models
 
 from ..verifiers import BUNDLE_ENTRY_NAME, VerifierOutcome, bundle_sha256, run_sandboxed_async
+from ..verifiers._sandbox import JailUnavailableError
 from . import _instances
 from ._errors import LocalAPIError, not_found
 from ._state import LocalState, iso, new_id
@@ -49,6 +50,7 @@ _log = logging.getLogger(__name__)
 BUNDLE_KIND = "verifier_bundle"
 EXECUTION_KIND = "verifier_execution"
 TASK_KIND = "task"
+JAIL_UNAVAILABLE = "verifier_jail_unavailable"
 _MAX_BUNDLE_BYTES = 5 * 1024 * 1024
 
 
@@ -211,7 +213,9 @@ async def run_code(
         ``instance_id`` and ``created_at``.
 
     Raises:
-        LocalAPIError: 404 ``instance_not_found`` when the instance is unknown or terminated.
+        LocalAPIError: 404 ``instance_not_found`` when the instance is unknown or terminated;
+            503 ``verifier_jail_unavailable`` when the OS jail cannot start and the server was
+            not started with ``--allow-unjailed-verifiers``.
     """
     seed = await anyio.to_thread.run_sync(_instances.database_path, state, instance_id, "seed")
     current = seed.with_name("current.db")
@@ -227,10 +231,13 @@ async def run_code(
             function_name=entry,
             timeout=run_timeout,
             memory_mb=state.settings.verifier_memory_mb,
+            allow_unjailed=state.settings.allow_unjailed_verifiers,
         )
         error = outcome.error.model_dump() if outcome.error is not None else None
         success, score, result = outcome.success, outcome.score, _jsonable(outcome.result)
         stdout, elapsed = outcome.stdout, outcome.execution_time_ms
+    except JailUnavailableError as exc:
+        raise LocalAPIError(503, str(exc), code=JAIL_UNAVAILABLE, retryable=False) from None
     except Exception as exc:  # the runner itself failed (e.g. a final_answer that is not JSON)
         _log.warning("verifier runner failed: %s", exc)
         error = _error("exception", f"the verifier could not be run: {type(exc).__name__}: {exc}")
@@ -401,4 +408,21 @@ async def execute_for_session(
             stdout="",
             score=None,
         )
-    return await run_code(state, code, instance_id, final_answer=final_answer, key=key)
+    try:
+        return await run_code(state, code, instance_id, final_answer=final_answer, key=key)
+    except LocalAPIError as exc:
+        if exc.code != JAIL_UNAVAILABLE:
+            raise
+        return await _save_execution(
+            state,
+            instance_id,
+            key=key,
+            sha256=None,
+            verifier_id=None,
+            success=False,
+            result=None,
+            error=_error("exception", exc.detail),
+            execution_time_ms=0.0,
+            stdout="",
+            score=None,
+        )
