@@ -19,8 +19,14 @@ from typing import Any
 
 import pytest
 
-from fleet_sdk.verifiers import DENIED_PREFIX, VerifierOutcome, run_sandboxed, run_sandboxed_async
-from fleet_sdk.verifiers import _jail, _sandbox
+from fleet_sdk.verifiers import (
+    DENIED_PREFIX,
+    VerifierOutcome,
+    _jail,
+    _sandbox,
+    run_sandboxed,
+    run_sandboxed_async,
+)
 from fleet_sdk.verifiers._sandbox import JailUnavailableError
 
 
@@ -108,7 +114,7 @@ def test_the_frame_walk_of_the_report_is_refused(databases: dict[str, str]) -> N
 @pytest.mark.parametrize(
     ("attack", "denied"),
     [
-        ("try:\n        1 / 0\n    except ZeroDivisionError as e:\n        e.__traceback__.tb_frame", "tb_frame"),
+        ("try:\n        1 / 0\n    except ZeroDivisionError as e:\n        e.__traceback__.tb_frame", "tb_"),
         ("def g():\n        yield 1\n    g().gi_frame", "gi_frame"),
         ("async def c():\n        pass\n    co = c()\n    co.close()\n    co.cr_frame", "cr_frame"),
         ("verify.__code__", "__code__"),
@@ -122,7 +128,8 @@ def test_the_frame_walk_of_the_report_is_refused(databases: dict[str, str]) -> N
         ("breakpoint()", "builtins.breakpoint"),
         ("import ctypes", "import of"),
         ("import _testcapi", "import of"),
-        ("import types\n    types.CodeType(0, 0, 0, 0, 0, 0, b'', (), (), (), '', '', '', 0, b'', b'')", "code.__new__"),
+        ("(lambda: 0).__code__.replace(co_code=b'')", "__code__"),
+        ("import types\n    types.CodeType(*[0] * 6, b'', *[()] * 3, *[''] * 3, 0, b'', b'')", "code.__new__"),
     ],
 )
 def test_introspection_that_reaches_the_hook_is_refused(
@@ -181,7 +188,9 @@ def test_a_failing_verifier_still_gets_its_traceback(databases: dict[str, str]) 
 # ---------------------------------------------------------------- SQLite cannot reach server state
 
 
-def test_the_connection_refuses_a_new_authorizer_and_attach(databases: dict[str, str], server_db: Path) -> None:
+def test_the_connection_refuses_a_new_authorizer_and_attach(
+    databases: dict[str, str], server_db: Path
+) -> None:
     code = (
         "def verify(env):\n"
         "    conn = env.db('current').connect()\n"
@@ -245,7 +254,8 @@ def test_without_the_hook_the_host_files_are_absent(
         "def verify(env):\n"
         "    out = {'score': 1}\n"
         f"    for name, path in [('passwd', '/etc/passwd'), ('server_db', {str(server_db)!r}),\n"
-        f"                       ('data_dir', {str(server_db.parent)!r}), ('home', os.path.expanduser('~/.bashrc'))]:\n"
+        f"                       ('data_dir', {str(server_db.parent)!r}),\n"
+        "                       ('home', os.path.expanduser('~/.bashrc'))]:\n"
         "        try:\n"
         "            with open(path, 'rb') as f:\n"
         "                out[name] = f.read(100).decode('latin-1')\n"
@@ -362,9 +372,9 @@ def test_without_the_hook_a_shell_runs_as_nobody_and_sees_nothing(databases: dic
 def no_jail(monkeypatch: pytest.MonkeyPatch) -> None:
     """This machine as one without bubblewrap: the probe finds no ``bwrap`` on PATH."""
     monkeypatch.setenv("PATH", "/nonexistent")
-    monkeypatch.setattr(_jail, "_status", None)
+    monkeypatch.setattr(_jail, "_cache", {})
     yield
-    monkeypatch.setattr(_jail, "_status", None)
+    monkeypatch.setattr(_jail, "_cache", {})
 
 
 def test_without_a_jail_runs_are_refused_unless_allowed(databases: dict[str, str], no_jail: None) -> None:

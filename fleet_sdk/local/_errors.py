@@ -108,6 +108,9 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
         return JSONResponse(
             {"detail": [issue], "code": "validation_error", "retryable": False}, status_code=422
         )
+    if exc.status_code == 413:  # a body outgrew the limit while being read (_request_gate)
+        body = {"detail": str(exc.detail), "code": "payload_too_large", "retryable": False}
+        return JSONResponse(body, status_code=413)
     headers = exc.headers
     if exc.status_code == 405:
         allowed = _allowed_methods(request)

@@ -61,7 +61,8 @@ def _announce_jail(settings: LocalSettings) -> None:
         outcome = "verifiers run under the audit hook alone (--allow-unjailed-verifiers)"
     else:
         outcome = "verifier runs are refused (503); start with --allow-unjailed-verifiers to accept that"
-    sys.stderr.write(f"fleet-sdk local server: WARNING: the verifier OS jail is unavailable: {status.reason}; {outcome}\n")
+    warning = f"WARNING: the verifier OS jail is unavailable: {status.reason}; {outcome}"
+    sys.stderr.write(f"fleet-sdk local server: {warning}\n")
     sys.stderr.flush()
 
 

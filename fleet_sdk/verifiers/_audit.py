@@ -200,9 +200,8 @@ class SandboxPolicy:
             return event
         if event == "object.__getattr__" and len(args) > 1 and args[1] in _DENIED_READS:
             return f"reading {args[1]}"
-        if event in ("object.__setattr__", "object.__delattr__") and len(args) > 1:
-            if args[1] in _DENIED_WRITES:
-                return f"changing {args[1]}"
+        if event in ("object.__setattr__", "object.__delattr__") and args[1:2] and args[1] in _DENIED_WRITES:
+            return f"changing {args[1]}"
         if event == "import" and args and args[0] in _DENIED_IMPORTS:
             return f"import of {args[0]}"
         if event == "open":

@@ -79,8 +79,9 @@ def _runtime_binds() -> list[str]:
     if not any(interpreter_dir.startswith(p.rstrip("/") + "/") for p in (*prefixes, "/usr")):
         args += ["--ro-bind", interpreter_dir, interpreter_dir]
     # Installed packages are not the verifier's business (it runs with -I -S anyway).
+    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}
     for key in ("purelib", "platlib"):
-        site = os.path.realpath(sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_exec_prefix})[key])
+        site = os.path.realpath(sysconfig.get_paths(vars=base)[key])
         if os.path.isdir(site):
             args += ["--tmpfs", site]
     return args
@@ -146,8 +147,8 @@ def jail_argv(
     return args, inner
 
 
-_status: JailStatus | None = None
-_status_lock = threading.Lock()
+_cache: dict[str, JailStatus] = {}
+_cache_lock = threading.Lock()
 
 
 def _probe() -> JailStatus:
@@ -176,8 +177,9 @@ def _probe() -> JailStatus:
 
 def jail_status() -> JailStatus:
     """Whether the OS jail can start here (probed once per process, then cached)."""
-    global _status
-    with _status_lock:
-        if _status is None:
-            _status = _probe() if sys.platform.startswith("linux") else JailStatus(False, "not Linux")
-        return _status
+    with _cache_lock:
+        status = _cache.get("status")
+        if status is None:
+            status = _probe() if sys.platform.startswith("linux") else JailStatus(False, "not Linux")
+            _cache["status"] = status
+        return status
