@@ -129,7 +129,10 @@ def test_the_frame_walk_of_the_report_is_refused(databases: dict[str, str]) -> N
         ("import ctypes", "import of"),
         ("import _testcapi", "import of"),
         ("(lambda: 0).__code__.replace(co_code=b'')", "__code__"),
-        ("import types\n    types.CodeType(*[0] * 6, b'', *[()] * 3, *[''] * 3, 0, b'', b'')", "code.__new__"),
+        (
+            "import types\n    types.CodeType(*[0] * 6, b'', *[()] * 3, *[''] * 3, 0, b'', b'')",
+            "code.__new__",
+        ),
     ],
 )
 def test_introspection_that_reaches_the_hook_is_refused(
@@ -246,9 +249,7 @@ def test_attach_of_the_server_database_fails_even_with_the_authorizer_gone(
 # ---------------------------------------------------------------- the OS jail alone holds
 
 
-def test_without_the_hook_the_host_files_are_absent(
-    databases: dict[str, str], server_db: Path
-) -> None:
+def test_without_the_hook_the_host_files_are_absent(databases: dict[str, str], server_db: Path) -> None:
     code = (
         "import os\n"
         "def verify(env):\n"
