@@ -51,7 +51,9 @@ BUNDLE_KIND = "verifier_bundle"
 EXECUTION_KIND = "verifier_execution"
 TASK_KIND = "task"
 JAIL_UNAVAILABLE = "verifier_jail_unavailable"
+# Both the zip and its uncompressed contents: a small zip can hold a gigabyte of zeros.
 _MAX_BUNDLE_BYTES = 5 * 1024 * 1024
+_MAX_BUNDLE_FILES = 64
 
 
 def _verifier_id(sha256: str) -> str:
@@ -63,6 +65,20 @@ def verifier_id_of(code: str) -> str:
     return _verifier_id(bundle_sha256(code))
 
 
+def _bundle_error(message: str) -> LocalAPIError:
+    return LocalAPIError(400, f"bad bundle: {message}", code="bad_bundle", retryable=False)
+
+
+def _check_bundle_size(archive: zipfile.ZipFile) -> None:
+    """Refuse a zip bomb from its directory, before inflating anything."""
+    entries = archive.infolist()
+    if len(entries) > _MAX_BUNDLE_FILES:
+        raise _bundle_error(f"{len(entries)} files; at most {_MAX_BUNDLE_FILES} are accepted")
+    total = sum(info.file_size for info in entries)
+    if total > _MAX_BUNDLE_BYTES:
+        raise _bundle_error(f"{total} bytes uncompressed; at most {_MAX_BUNDLE_BYTES} are accepted")
+
+
 def decode_bundle(bundle_b64: str, sha256: str | None = None) -> str:
     """The verifier source inside a base64 bundle.
 
@@ -71,8 +87,8 @@ def decode_bundle(bundle_b64: str, sha256: str | None = None) -> str:
         sha256: When given, the zip's sha256 must equal it.
 
     Raises:
-        LocalAPIError: 400 when the bundle is not base64, not a zip, has no ``verifier.py``, or
-            does not match ``sha256``.
+        LocalAPIError: 400 when the bundle is not base64, not a zip, has no ``verifier.py``,
+            does not match ``sha256``, holds more than 64 files or more than 5 MiB uncompressed.
     """
     try:
         raw = base64.b64decode(bundle_b64, validate=True)
@@ -88,6 +104,7 @@ def decode_bundle(bundle_b64: str, sha256: str | None = None) -> str:
             )
     try:
         with zipfile.ZipFile(io.BytesIO(raw)) as archive:
+            _check_bundle_size(archive)
             names = archive.namelist()
             entry = BUNDLE_ENTRY_NAME if BUNDLE_ENTRY_NAME in names else None
             if entry is None:
@@ -100,8 +117,12 @@ def decode_bundle(bundle_b64: str, sha256: str | None = None) -> str:
                     code="bad_bundle",
                     retryable=False,
                 )
-            return archive.read(entry).decode("utf-8")
-    except (zipfile.BadZipFile, UnicodeDecodeError, KeyError) as exc:
+            with archive.open(entry) as member:  # never more than the limit, whatever the header says
+                data = member.read(_MAX_BUNDLE_BYTES + 1)
+            if len(data) > _MAX_BUNDLE_BYTES:
+                raise _bundle_error(f"{entry} is larger than {_MAX_BUNDLE_BYTES} bytes uncompressed")
+            return data.decode("utf-8")
+    except (zipfile.BadZipFile, UnicodeDecodeError, KeyError, EOFError, NotImplementedError) as exc:
         raise LocalAPIError(
             400, f"bundle is not a readable zip: {exc}", code="bad_bundle", retryable=False
         ) from None

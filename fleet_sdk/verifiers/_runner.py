@@ -90,15 +90,23 @@ def _forget_sandbox_modules() -> None:
         del sys.modules[name]
 
 
-def _jsonable(value: Any, limit: int) -> Any:
+def _jsonable(value: Any, limit: int, score: float | None) -> Any:
+    """The result as JSON, or, when it is not JSON or too large, its (capped) repr.
+
+    A too-large JSON result that scored becomes ``{"score": ..., "truncated": repr}``, so whoever
+    reads only the result (the remote API's clients) still finds the score in it.
+    """
     try:
         text = json.dumps(value)
     except (TypeError, ValueError, RecursionError):
         text = None
     if text is not None and len(text) <= limit:
         return value
+    keep_score = text is not None and score is not None
+    room = limit // 2 if keep_score else limit
     shown = repr(value)
-    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
+    shown = shown if len(shown) <= room else shown[: room - 3] + "..."
+    return {"score": score, "truncated": shown} if keep_score else shown
 
 
 def _record(execution: Execution, limit: int) -> dict[str, Any]:
@@ -110,7 +118,7 @@ def _record(execution: Execution, limit: int) -> dict[str, Any]:
             "traceback": execution.traceback,
         }
     return {
-        "result": _jsonable(execution.result, limit),
+        "result": _jsonable(execution.result, limit, execution.score),
         "score": execution.score,
         "error": error,
         "execution_time_ms": execution.execution_time_ms,

@@ -30,7 +30,7 @@ class BrowserLeaseRequest(BaseModel):
     Request to start a remote browser.
     """
 
-    ttl_seconds: Annotated[int, Field(ge=1)]
+    ttl_seconds: Annotated[int, Field(ge=1, le=86400)]
     """
     Lifetime of the lease in seconds; the server expires it afterwards (browser_use tasks use 1800).
     """
@@ -41,7 +41,7 @@ class BrowserLeaseRequest(BaseModel):
     `Idempotency-Key` for safe retries.
 
     """
-    allowed_hosts: list[str] | None = None
+    allowed_hosts: Annotated[list[str] | None, Field(max_length=100)] = None
     """
     Hosts the browser may open, e.g. the env instance's host. Omitted means
     the server's default policy.
