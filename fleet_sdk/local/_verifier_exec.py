@@ -20,7 +20,9 @@ import io
 import json
 import logging
 import math
+import shutil
 import zipfile
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -54,6 +56,20 @@ JAIL_UNAVAILABLE = "verifier_jail_unavailable"
 # Both the zip and its uncompressed contents: a small zip can hold a gigabyte of zeros.
 _MAX_BUNDLE_BYTES = 5 * 1024 * 1024
 _MAX_BUNDLE_FILES = 64
+
+
+def scratch_root(state: LocalState) -> Path:
+    """Where this server's verifier runs make their temporary directories (in its data dir, so
+    a restart can remove what a killed process left without touching another server's runs)."""
+    root = state.settings.data_dir / "verifier-scratch"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def clear_scratch(state: LocalState) -> None:
+    """Remove the temporary directories of verifier runs a previous process left behind."""
+    shutil.rmtree(scratch_root(state), ignore_errors=True)
+    scratch_root(state)
 
 
 def _verifier_id(sha256: str) -> str:
@@ -253,6 +269,7 @@ async def run_code(
             timeout=run_timeout,
             memory_mb=state.settings.verifier_memory_mb,
             allow_unjailed=state.settings.allow_unjailed_verifiers,
+            scratch_root=scratch_root(state),
         )
         error = outcome.error.model_dump() if outcome.error is not None else None
         success, score, result = outcome.success, outcome.score, _jsonable(outcome.result)

@@ -114,6 +114,7 @@ def _prepare(
     timeout: float,
     memory_mb: int,
     allow_unjailed: bool,
+    scratch_root: str | os.PathLike[str] | None = None,
     audit_hook: bool = True,
 ) -> _Job:
     """Check the arguments, make the run's directories and its command line (jailed if possible).
@@ -131,7 +132,7 @@ def _prepare(
     status = jail_status()
     if not status.available and not allow_unjailed:
         raise JailUnavailableError(status.reason)
-    root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
+    root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=scratch_root))
     workdir = root / "work"
     out_dir = root / "out"
     workdir.mkdir()
@@ -319,6 +320,7 @@ def run_sandboxed(
     timeout: float = DEFAULT_TIMEOUT,
     memory_mb: int = DEFAULT_MEMORY_MB,
     allow_unjailed: bool = False,
+    scratch_root: str | os.PathLike[str] | None = None,
 ) -> VerifierOutcome:
     """Run a verifier in a fresh, limited, OS-jailed child process and return its outcome.
 
@@ -349,6 +351,8 @@ def run_sandboxed(
         memory_mb: Address-space limit of the child, in MiB (at least 32).
         allow_unjailed: Where the OS jail cannot start, run with the audit hook alone
             (``outcome.sandbox == "audit_hook"``) instead of raising. Only for trusted code.
+        scratch_root: The directory the run's temporary directory is made in (the system's
+            temp directory by default); it is removed after the run.
 
     Raises:
         JailUnavailableError: The OS jail cannot start and ``allow_unjailed`` is false.
@@ -364,6 +368,7 @@ def run_sandboxed(
             timeout=timeout,
             memory_mb=memory_mb,
             allow_unjailed=allow_unjailed,
+            scratch_root=scratch_root,
         )
     )
 
@@ -449,6 +454,7 @@ async def run_sandboxed_async(
     timeout: float = DEFAULT_TIMEOUT,  # noqa: ASYNC109 - the child's limit, enforced by killing it
     memory_mb: int = DEFAULT_MEMORY_MB,
     allow_unjailed: bool = False,
+    scratch_root: str | os.PathLike[str] | None = None,
 ) -> VerifierOutcome:
     """Async twin of :func:`run_sandboxed`: same child, limits and outcome.
 
@@ -464,6 +470,7 @@ async def run_sandboxed_async(
         timeout: Wall-clock seconds before the child is killed.
         memory_mb: Address-space limit of the child, in MiB (at least 32).
         allow_unjailed: Run with the audit hook alone where the OS jail cannot start.
+        scratch_root: The directory the run's temporary directory is made in.
 
     Raises:
         JailUnavailableError: The OS jail cannot start and ``allow_unjailed`` is false.
@@ -477,6 +484,7 @@ async def run_sandboxed_async(
         timeout=timeout,
         memory_mb=memory_mb,
         allow_unjailed=allow_unjailed,
+        scratch_root=scratch_root,
     )
     try:
         start = time.perf_counter()
