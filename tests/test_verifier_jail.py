@@ -370,7 +370,7 @@ def test_without_the_hook_a_shell_runs_as_nobody_and_sees_nothing(databases: dic
 
 
 @pytest.fixture
-def no_jail(monkeypatch: pytest.MonkeyPatch) -> None:
+def no_jail(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """This machine as one without bubblewrap: the probe finds no ``bwrap`` on PATH."""
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.setattr(_jail, "_cache", {})
