@@ -21,13 +21,13 @@ import pytest
 
 from fleet_sdk.verifiers import (
     DENIED_PREFIX,
+    JailUnavailableError,
     VerifierOutcome,
     _jail,
     _sandbox,
     run_sandboxed,
     run_sandboxed_async,
 )
-from fleet_sdk.verifiers._sandbox import JailUnavailableError
 
 
 @pytest.fixture
@@ -364,6 +364,26 @@ def test_without_the_hook_a_shell_runs_as_nobody_and_sees_nothing(databases: dic
     assert lines[0] == "65534"
     assert "etc" not in lines and "home" not in lines and "work" not in lines
     assert "No such file" in result["err"]
+
+
+def test_fooling_the_hook_by_patching_builtins_still_meets_the_jail(databases: dict[str, str]) -> None:
+    # The audit hook is Python and trusts Python's builtins; an attacker may patch them so a
+    # path looks like a file descriptor. Whatever the hook then lets through, the jail holds.
+    code = (
+        "import builtins\n"
+        "def verify(env):\n"
+        "    real = builtins.isinstance\n"
+        "    builtins.isinstance = lambda obj, cls: cls is int or real(obj, cls)\n"
+        "    try:\n"
+        "        return {'score': 1, 'passwd': open('/etc/passwd').read()}\n"
+        "    except OSError as exc:\n"
+        "        return {'score': 1, 'error': type(exc).__name__}\n"
+        "    finally:\n"
+        "        builtins.isinstance = real\n"
+    )
+    result = probes(run_sandboxed(code, databases=databases))
+    assert "passwd" not in result
+    assert result["error"] in ("FileNotFoundError", "PermissionError")
 
 
 # ---------------------------------------------------------------- no jail: refuse unless allowed

@@ -47,8 +47,6 @@ def _check_args(args: tuple[Any, ...]) -> None:
         problem = None
         if isinstance(value, int) and not isinstance(value, bool) and not _INT64[0] <= value <= _INT64[1]:
             problem = ("Input should be a 64-bit integer", "int_too_large")
-        elif isinstance(value, dict | list):
-            problem = ("Input should be a string, number, boolean or null", "sql_value_type")
         elif isinstance(value, str) and not _encodable(value):
             problem = ("Input should be valid Unicode (no lone surrogates)", "string_unicode")
         if problem is not None:

@@ -320,16 +320,17 @@ def _is_json(request: Request) -> bool:
     return media == _JSON_CONTENT or (media.startswith("application/") and media.endswith("+json"))
 
 
-_INT64 = (-(2**63), 2**63 - 1)
 _SURROGATE_MSG = "Input should be valid Unicode (no lone surrogates)"
 
 
 def unstorable_values(value: Any, loc: tuple[str | int, ...] = ("body",)) -> list[dict[str, Any]]:
-    """Issues for values JSON decoding lets through but no schema type means and SQLite cannot
-    store: lone surrogates (in strings and keys), ``NaN``/``Infinity``, integers beyond 64 bits.
+    """Issues for values JSON decoding lets through but no schema type means and the store
+    cannot keep: lone surrogates (in strings and keys) and ``NaN``/``Infinity``.
 
-    Python's ``json`` accepts all three; JSON Schema has no way to say "no lone surrogate" or
+    Python's ``json`` accepts both; JSON Schema has no way to say "no lone surrogate" or
     "finite", so they are refused here, naming the field, instead of failing later as a 500.
+    (Integers past 64 bits are fine in free-form JSON; typed integer fields carry schema
+    bounds, and SQL arguments are checked where they are bound.)
     """
     issues: list[dict[str, Any]] = []
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, loc)]
@@ -347,8 +348,6 @@ def unstorable_values(value: Any, loc: tuple[str | int, ...] = ("body",)) -> lis
             issues.append(_issue(where, _SURROGATE_MSG, "string_unicode"))
         elif isinstance(item, float) and not math.isfinite(item):
             issues.append(_issue(where, "Input should be a finite number", "finite_number"))
-        elif isinstance(item, int) and not isinstance(item, bool) and not _INT64[0] <= item <= _INT64[1]:
-            issues.append(_issue(where, "Input should fit in a 64-bit integer", "int_too_large"))
     return issues
 
 

@@ -29,8 +29,13 @@ import anyio
 from fastapi.exceptions import RequestValidationError
 from fleet_api.env_instance import models
 
-from ..verifiers import BUNDLE_ENTRY_NAME, VerifierOutcome, bundle_sha256, run_sandboxed_async
-from ..verifiers._sandbox import JailUnavailableError
+from ..verifiers import (
+    BUNDLE_ENTRY_NAME,
+    JailUnavailableError,
+    VerifierOutcome,
+    bundle_sha256,
+    run_sandboxed_async,
+)
 from . import _instances
 from ._errors import LocalAPIError, not_found
 from ._state import LocalState, iso, new_id
@@ -432,7 +437,8 @@ async def execute_for_session(
     """
     code = _task_code(task)
     key = str(task.get("task_key") or task.get("key") or "")
-    if code is None:
+
+    async def not_run(error: dict[str, Any]) -> dict[str, Any]:
         return await _save_execution(
             state,
             instance_id,
@@ -441,26 +447,17 @@ async def execute_for_session(
             verifier_id=None,
             success=False,
             result=None,
-            error=_error("no_entry_point", f"task {key!r} has no verifier_code"),
+            error=error,
             execution_time_ms=0.0,
             stdout="",
             score=None,
         )
+
+    if code is None:
+        return await not_run(_error("no_entry_point", f"task {key!r} has no verifier_code"))
     try:
         return await run_code(state, code, instance_id, final_answer=final_answer, key=key)
     except LocalAPIError as exc:
         if exc.code != JAIL_UNAVAILABLE:
             raise
-        return await _save_execution(
-            state,
-            instance_id,
-            key=key,
-            sha256=None,
-            verifier_id=None,
-            success=False,
-            result=None,
-            error=_error("exception", exc.detail),
-            execution_time_ms=0.0,
-            stdout="",
-            score=None,
-        )
+        return await not_run(_error("exception", exc.detail))

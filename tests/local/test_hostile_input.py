@@ -25,7 +25,8 @@ import httpx
 import pytest
 from fleet_api.env_instance import models
 
-from fleet_sdk.local import LocalFleet
+from fleet_sdk.local import LocalFleet, _jobs
+from fleet_sdk.local._store import Store
 from fleet_sdk.verifiers import DENIED_PREFIX, bundle_sha256, bundle_verifier, score_from_result
 
 QUERY_TIMEOUT = 4.0
@@ -429,6 +430,25 @@ def test_a_restart_removes_verifier_scratch_dirs(tmp_path: Path) -> None:
     (stale / "work").mkdir(parents=True)
     with LocalFleet(tmp_path, s3=False):
         assert not stale.exists()
+
+
+def test_a_restart_after_kill_9_releases_the_instances_of_interrupted_sessions(tmp_path: Path) -> None:
+    with LocalFleet(tmp_path, s3=False) as local, local.fleet() as fleet:
+        created = fleet.api.control_plane.create_instance(models.InstanceRequest(env_key="orderdesk"))
+        assert local._process is not None
+        local._process.kill()  # kill -9 in the middle of a job that was using the instance
+        local._process.wait()
+    store = Store(tmp_path / "fleet.db")
+    try:
+        store.put(_jobs.JOB_KIND, "job-killed", {"id": "job-killed", "status": "running"})
+        session = {"session_id": "sess-killed", "status": "running", "instance_id": created.instance_id}
+        store.put(_jobs.SESSION_KIND, "sess-killed", session, parent="job-killed")
+    finally:
+        store.close()
+    with LocalFleet(tmp_path, s3=False) as local, local.fleet() as fleet:
+        again = fleet.api.control_plane.get_instance(created.instance_id)
+        assert again.status == "terminated"
+        assert not (tmp_path / "instances" / created.instance_id).exists()
 
 
 def test_without_the_jail_the_server_warns_and_refuses_verifiers(
