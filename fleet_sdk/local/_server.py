@@ -99,7 +99,8 @@ def serve(
     host, port = sock.getsockname()[:2]
     state = build_state(settings)
     state.public_url = f"http://{host}:{port}"
-    _announce_jail(settings)
+    # The probe starts a jailed interpreter (~0.1-1 s): do it beside startup, not in its way.
+    threading.Thread(target=_announce_jail, args=(settings,), name="fleet-jail-probe", daemon=True).start()
 
     def ready() -> None:
         if announce:

@@ -16,6 +16,7 @@ import io
 import json
 import os
 import socket
+import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -451,13 +452,22 @@ def test_a_restart_after_kill_9_releases_the_instances_of_interrupted_sessions(t
         assert not (tmp_path / "instances" / created.instance_id).exists()
 
 
+def warned(local: LocalFleet) -> bool:
+    """Whether the server said on stderr that the jail is unavailable (within 10 s of asking)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if any("verifier OS jail is unavailable" in line for line in local._stderr):
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def test_without_the_jail_the_server_warns_and_refuses_verifiers(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap to be found
     code = "def verify(env):\n    return 1\n"
     with LocalFleet(s3=False) as local, local.fleet() as fleet:
-        assert any("verifier OS jail is unavailable" in line for line in local._stderr)
         created = fleet.api.control_plane.create_instance(models.InstanceRequest(env_key="orderdesk"))
         with httpx.Client(base_url=local.base_url, timeout=60) as client:
             refused = client.post(
@@ -465,6 +475,7 @@ def test_without_the_jail_the_server_warns_and_refuses_verifiers(
             )
         body = assert_refused(refused, 503, "verifier_jail_unavailable")
         assert "bubblewrap" in body["detail"]
+        assert warned(local), "".join(local._stderr)
     with LocalFleet(s3=False, allow_unjailed_verifiers=True) as local, local.fleet() as fleet:
         created = fleet.api.control_plane.create_instance(models.InstanceRequest(env_key="orderdesk"))
         with httpx.Client(base_url=local.base_url, timeout=60) as client:
