@@ -99,8 +99,6 @@ def serve(
     host, port = sock.getsockname()[:2]
     state = build_state(settings)
     state.public_url = f"http://{host}:{port}"
-    # The probe starts a jailed interpreter (~0.1-1 s): do it beside startup, not in its way.
-    threading.Thread(target=_announce_jail, args=(settings,), name="fleet-jail-probe", daemon=True).start()
 
     def ready() -> None:
         if announce:
@@ -108,6 +106,8 @@ def serve(
             line.update(ready_fields or {})
             sys.stdout.write(json.dumps(line) + "\n")
             sys.stdout.flush()
+        # The probe starts a jailed interpreter (~0.1-1 s): once ready, not in startup's way.
+        threading.Thread(target=_announce_jail, args=(settings,), name="fleet-jail", daemon=True).start()
 
     state.extras["on_ready"] = ready
     config = uvicorn.Config(

@@ -204,11 +204,14 @@ async def test_forty_runaway_queries_neither_outlive_the_deadline_nor_starve_the
         health = await client.get(f"{manager(instance_id)}/health")
         envs = await client.get("/v1/env/")
         normal = await client.post(url, json={"query": "SELECT count(*) FROM orders"})
-        # All three answered while every runaway statement was still running.
+        created = await client.post("/v1/env/instances", json={"env_key": "orderdesk"})
+        # All four answered while every runaway statement was still running.
         assert not any(task.done() for task in runaway)
         assert health.status_code == 200 and envs.status_code == 200
         assert normal.status_code == 200 and normal.json()["success"] is True
+        assert created.status_code == 200, created.text
         answers = await asyncio.gather(*runaway)
+        await client.delete(f"/v1/env/instances/{created.json()['instance_id']}")
     for answer in answers:
         body = assert_refused(answer, 400, "query_timeout")
         assert f"{QUERY_TIMEOUT:g}s" in body["detail"]
