@@ -366,9 +366,9 @@ def test_without_the_hook_a_shell_runs_as_nobody_and_sees_nothing(databases: dic
     assert "No such file" in result["err"]
 
 
-def test_fooling_the_hook_by_patching_builtins_still_meets_the_jail(databases: dict[str, str]) -> None:
-    # The audit hook is Python and trusts Python's builtins; an attacker may patch them so a
-    # path looks like a file descriptor. Whatever the hook then lets through, the jail holds.
+def test_patching_builtins_fools_neither_the_hook_nor_the_jail(databases: dict[str, str]) -> None:
+    # An attacker patches a builtin the hook might call so a path looks like a file descriptor.
+    # The hook binds its helpers once; and without the hook, the jail has no /etc/passwd.
     code = (
         "import builtins\n"
         "def verify(env):\n"
@@ -377,13 +377,14 @@ def test_fooling_the_hook_by_patching_builtins_still_meets_the_jail(databases: d
         "    try:\n"
         "        return {'score': 1, 'passwd': open('/etc/passwd').read()}\n"
         "    except OSError as exc:\n"
-        "        return {'score': 1, 'error': type(exc).__name__}\n"
+        "        return {'score': 1, 'error': type(exc).__name__ + ': ' + str(exc)}\n"
         "    finally:\n"
         "        builtins.isinstance = real\n"
     )
-    result = probes(run_sandboxed(code, databases=databases))
-    assert "passwd" not in result
-    assert result["error"] in ("FileNotFoundError", "PermissionError")
+    hooked = probes(run_sandboxed(code, databases=databases))
+    assert hooked["error"].startswith(f"PermissionError: {DENIED_PREFIX}: open('/etc/passwd')")
+    jailed = probes(run_without_audit_hook(code, databases))
+    assert jailed["error"].startswith("FileNotFoundError")
 
 
 # ---------------------------------------------------------------- no jail: refuse unless allowed

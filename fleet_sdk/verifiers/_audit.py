@@ -42,7 +42,7 @@ import sqlite3
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, cast
 
 __all__ = ["DENIED_PREFIX", "SandboxPolicy", "install_audit_hook", "lock_down_connection"]
 
@@ -152,18 +152,23 @@ _LIST_PATH_ARGS: dict[str, tuple[int, ...]] = {
     "os.getxattr": (0,),
     "os.listxattr": (0,),
 }
+# The policy's helpers, bound once here: looked up at call time, builtins and os functions are
+# whatever the verifier last assigned to them (this module's globals are out of its reach: the
+# runner removes the module from sys.modules before the verifier runs).
+_isinstance, _any, _len, _repr, _bool = isinstance, any, len, repr, bool
+_realpath, _fsdecode, _fspath = os.path.realpath, os.fsdecode, os.fspath
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
 def _real(path: Any) -> str | None:
     """The resolved absolute path, or ``None`` for a file descriptor / no path."""
-    if path is None or isinstance(path, int):
+    if path is None or _isinstance(path, int):
         return None
-    return os.path.realpath(os.fsdecode(os.fspath(path)))
+    return _realpath(_fsdecode(_fspath(path)))
 
 
 def _inside(path: str, roots: Iterable[str]) -> bool:
-    return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+    return _any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
 
 
 class SandboxPolicy:
@@ -177,13 +182,13 @@ class SandboxPolicy:
     """
 
     def __init__(self, *, workdir: str, databases: Iterable[str], read_roots: Iterable[str]) -> None:
-        self.workdir = os.path.realpath(workdir)
+        self.workdir = _realpath(workdir)
         files: set[str] = set()
         for database in databases:
-            real = os.path.realpath(database)
+            real = _realpath(database)
             files.update({real, real + "-wal", real + "-shm", real + "-journal"})
         self.database_files = frozenset(files)
-        self.read_roots = tuple(os.path.realpath(root) for root in read_roots)
+        self.read_roots = tuple(_realpath(root) for root in read_roots)
 
     def check(self, event: str, args: tuple[Any, ...]) -> str | None:
         """Return why ``event`` is denied, or ``None`` when it may go on.
@@ -198,7 +203,7 @@ class SandboxPolicy:
             return f"{event}{_describe(args)}"
         if event.startswith("ctypes."):
             return event
-        if event == "object.__getattr__" and len(args) > 1 and args[1] in _DENIED_READS:
+        if event == "object.__getattr__" and _len(args) > 1 and args[1] in _DENIED_READS:
             return f"reading {args[1]}"
         if event in ("object.__setattr__", "object.__delattr__") and args[1:2] and args[1] in _DENIED_WRITES:
             return f"changing {args[1]}"
@@ -208,7 +213,7 @@ class SandboxPolicy:
             return self._check_open(args)
         if event in _WRITE_PATH_ARGS:
             for index in _WRITE_PATH_ARGS[event]:
-                real = _real(args[index]) if index < len(args) else None
+                real = _real(args[index]) if index < _len(args) else None
                 if real is not None and not _inside(real, (self.workdir,)):
                     return f"{event}({real!r})"
         if event in _LIST_PATH_ARGS:
@@ -222,10 +227,10 @@ class SandboxPolicy:
         real = _real(path)
         if real is None:
             return None
-        mode = args[1] if len(args) > 1 else None
-        flags = args[2] if len(args) > 2 else 0
-        writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-            isinstance(flags, int) and bool(flags & _WRITE_FLAGS)
+        mode = args[1] if _len(args) > 1 else None
+        flags = args[2] if _len(args) > 2 else 0
+        writes = (_isinstance(mode, str) and _any(c in cast(str, mode) for c in "wax+")) or (
+            _isinstance(flags, int) and _bool(flags & _WRITE_FLAGS)
         )
         if _inside(real, (self.workdir,)):
             return None
@@ -235,8 +240,8 @@ class SandboxPolicy:
 
 
 def _describe(args: tuple[Any, ...]) -> str:
-    text = repr(args)
-    return text if len(text) <= 160 else text[:157] + "...)"
+    text = _repr(args)
+    return text if _len(text) <= 160 else text[:157] + "...)"
 
 
 def lock_down_connection(connection: sqlite3.Connection) -> None:
