@@ -385,6 +385,8 @@ def test_a_lone_surrogate_and_non_finite_scores_are_422(api: httpx.Client, insta
         ("/v1/tasks", {"task_key": "a/b", "prompt": "p", "env_key": "orderdesk"}, "task_key"),
         ("/v1/sessions/ingest", ingest_body(job_id="job/1"), "job_id"),
         ("/v1/sessions/ingest", ingest_body(session_id="s/1"), "session_id"),
+        ("/v1/browser", {"ttl_seconds": 60, "lease_id": "a/b"}, "lease_id"),
+        ("/v1/browser", {"ttl_seconds": 10**9}, "ttl_seconds"),
         ("/v1/jobs", {"models": ["local/reference"], "pass_k": 20000}, "pass_k"),
         ("/v1/jobs", {"models": ["local/reference"] * 101}, "models"),
     ],

@@ -34,7 +34,9 @@ class BrowserLeaseRequest(BaseModel):
     """
     Lifetime of the lease in seconds; the server expires it afterwards (browser_use tasks use 1800).
     """
-    lease_id: Annotated[str | None, Field(min_length=1)] = None
+    lease_id: Annotated[
+        str | None, Field(max_length=255, min_length=1, pattern="^[^/]+$")
+    ] = None
     """
     Optional client-chosen lease id; the server assigns one when it is
     omitted. The id of a lease that is still live is a 409, so use
