@@ -115,6 +115,8 @@ def create_app(state: LocalState) -> FastAPI:
         RequestGate,
         max_body_bytes=state.settings.max_body_bytes,
         keyed_paths=[r for r in keyed if isinstance(r, re.Pattern)],
-        check_key=lambda header: auth_refusal(header, state.settings.api_key),
+        check_key=lambda headers: auth_refusal(
+            headers.get("authorization", ""), state.settings.api_key, x_api_key="x-api-key" in headers
+        ),
     )
     return app

@@ -12,7 +12,7 @@ grows past the limit.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -52,8 +52,8 @@ class RequestGate:
         app: The wrapped application.
         max_body_bytes: The largest body accepted.
         keyed_paths: Regexes of the paths that need the bearer key (the keyed routers' routes).
-        check_key: Returns the 401 error for an ``Authorization`` header, or ``None`` when it
-            is good.
+        check_key: Returns the 401 error for the request's headers (lower-case names), or
+            ``None`` when its key is good.
     """
 
     def __init__(
@@ -62,7 +62,7 @@ class RequestGate:
         *,
         max_body_bytes: int,
         keyed_paths: Iterable[re.Pattern[str]],
-        check_key: Callable[[str], LocalAPIError | None],
+        check_key: Callable[[Mapping[str, str]], LocalAPIError | None],
     ) -> None:
         self.app = app
         self.limit = max_body_bytes
@@ -76,7 +76,7 @@ class RequestGate:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         path = scope.get("path", "")
         if any(pattern.match(path) for pattern in self.keyed):
-            refusal = self.check_key(headers.get("authorization", ""))
+            refusal = self.check_key(headers)
             if refusal is not None:
                 await JSONResponse(refusal.body(), status_code=refusal.status)(scope, receive, send)
                 return
