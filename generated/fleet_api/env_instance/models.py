@@ -535,11 +535,11 @@ class TaskRequest(BaseModel):
 
     """
 
-    key: Annotated[str | None, Field(max_length=255, pattern="^[^/]+$")] = None
+    key: Annotated[str | None, Field(max_length=255, pattern="^[^/]*$")] = None
     """
     Unique key of the task (the orchestrator's name for `task_key`).
     """
-    task_key: Annotated[str | None, Field(max_length=255, pattern="^[^/]+$")] = None
+    task_key: Annotated[str | None, Field(max_length=255, pattern="^[^/]*$")] = None
     """
     Unique key of the task.
     """
