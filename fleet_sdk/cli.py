@@ -48,6 +48,10 @@ def _serve(args: argparse.Namespace) -> int:
         instance_ttl_seconds=args.instance_ttl_seconds,
         reaper_interval=args.reaper_interval,
         mcp_session_idle_timeout=args.mcp_session_idle_timeout,
+        allow_unjailed_verifiers=args.allow_unjailed_verifiers,
+        query_timeout=args.query_timeout,
+        query_concurrency=args.query_concurrency,
+        max_body_bytes=args.max_body_bytes,
     )
     if not args.quiet:
         print(f"fleet-sdk local server: data in {settings.data_dir}", file=sys.stderr)
@@ -116,8 +120,18 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--model-base-url", default=None, help="OpenAI-compatible URL for model policies")
     serve.add_argument("--instance-ttl-seconds", type=int, default=3600, help="default instance TTL")
     serve.add_argument("--reaper-interval", type=float, default=5.0, help="seconds between TTL reaper passes")
+    serve.add_argument("--query-timeout", type=float, default=30.0, help="seconds per SQL request")
+    serve.add_argument("--query-concurrency", type=int, default=64, help="SQL statements run at once")
+    serve.add_argument(
+        "--max-body-bytes", type=int, default=32 * 1024 * 1024, help="largest request body (413 beyond)"
+    )
     serve.add_argument(
         "--mcp-session-idle-timeout", type=float, default=1800.0, help="seconds an idle MCP session lives"
+    )
+    serve.add_argument(
+        "--allow-unjailed-verifiers",
+        action="store_true",
+        help="run verifiers under the audit hook alone when the OS jail (bubblewrap) cannot start",
     )
     serve.add_argument("--quiet", action="store_true", help="print only the ready line")
     serve.set_defaults(handler=_serve)

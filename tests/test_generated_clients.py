@@ -65,8 +65,10 @@ def _string_for(schema: dict[str, Any]) -> str:
     if schema.get("format") == "date-time":
         return "2024-05-01T12:00:00Z"
     pattern = schema.get("pattern")
+    if pattern in ("^[^/]+$", "^[^/]*$"):  # an id that must not hold a slash
+        return "x"
     if pattern:
-        # Patterns in the schemas are of the form ^[chars]{n}$ or ^[chars]{n,m}$.
+        # The other patterns in the schemas are of the form ^[chars]{n}$ or ^[chars]{n,m}$.
         match = re.fullmatch(r"\^\[([^\]]+)\]\{(\d+)(?:,\d+)?\}\$", pattern)
         assert match, f"sample builder does not know pattern {pattern!r}"
         return match.group(1)[0] * int(match.group(2))

@@ -10,6 +10,7 @@ runner).
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -31,11 +32,16 @@ from . import (
 from ._auth import auth_refusal
 from ._errors import EXCEPTION_HANDLERS
 from ._faults import FaultMiddleware
+from ._request_gate import RequestGate
 from ._state import LocalState
 
 
 def bearer_auth(state: LocalState) -> Any:
-    """A dependency enforcing ``Authorization: Bearer <key>`` on a router."""
+    """A dependency enforcing ``Authorization: Bearer <key>`` on a router.
+
+    ``RequestGate`` already refuses a bad key before the body is read; this keeps each keyed
+    router correct on its own.
+    """
 
     async def check(request: Request) -> None:
         refusal = auth_refusal(
@@ -103,4 +109,14 @@ def create_app(state: LocalState) -> FastAPI:
     bodies.check_routes([*(route for surface, _ in surfaces for route in surface.routes), *webui.routes])
     _mcp.mount(app, state)
     app.add_middleware(FaultMiddleware, injector=state.faults, api_key=state.settings.api_key)
+    routes = [route for surface, deps in surfaces if deps is guarded for route in surface.routes]
+    keyed = [getattr(route, "path_regex", None) for route in routes]
+    app.add_middleware(
+        RequestGate,
+        max_body_bytes=state.settings.max_body_bytes,
+        keyed_paths=[r for r in keyed if isinstance(r, re.Pattern)],
+        check_key=lambda headers: auth_refusal(
+            headers.get("authorization", ""), state.settings.api_key, x_api_key="x-api-key" in headers
+        ),
+    )
     return app

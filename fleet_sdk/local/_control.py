@@ -321,6 +321,7 @@ def router(state: LocalState) -> APIRouter:
 
 
 def _prepare(state: LocalState) -> None:
+    _verifier_exec.clear_scratch(state)
     load_bundled_tasks(state)
     for spec in state.environments.values():
         for version in spec.versions:

@@ -5,6 +5,7 @@ the field (request bodies are validated against the schemas by ``_validation``).
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 from fastapi import Request
@@ -108,6 +109,9 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
         return JSONResponse(
             {"detail": [issue], "code": "validation_error", "retryable": False}, status_code=422
         )
+    if exc.status_code == 413:  # a body outgrew the limit while being read (_request_gate)
+        body = {"detail": str(exc.detail), "code": "payload_too_large", "retryable": False}
+        return JSONResponse(body, status_code=413)
     headers = exc.headers
     if exc.status_code == 405:
         allowed = _allowed_methods(request)
@@ -116,12 +120,17 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": str(exc.detail)}, status_code=exc.status_code, headers=headers)
 
 
+def _printable(text: str) -> str:
+    """``text`` with lone surrogates escaped: a body field named by one must still encode."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     issues = [
         {
-            "loc": [str(p) if not isinstance(p, int) else p for p in err.get("loc", ())],
-            "msg": err.get("msg", ""),
+            "loc": [_printable(str(p)) if not isinstance(p, int) else p for p in err.get("loc", ())],
+            "msg": _printable(str(err.get("msg", ""))),
             "type": err.get("type", "value_error"),
         }
         for err in exc.errors()
@@ -130,10 +139,18 @@ async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
 
 
 async def _unexpected_error(_: Request, exc: Exception) -> JSONResponse:
-    return JSONResponse(
-        {"detail": f"internal error: {type(exc).__name__}: {exc}", "code": "internal", "retryable": True},
-        status_code=500,
-    )
+    # A bug of ours: the same request would fail the same way, so it is not retryable.
+    # The one transient fault that reaches here is SQLite's lock timeout: 503, retry later.
+    if isinstance(exc, sqlite3.OperationalError) and _sqlite_busy(exc):
+        body = {"detail": f"the database is busy: {exc}", "code": "busy", "retryable": True}
+        return JSONResponse(body, status_code=503, headers={"Retry-After": "1"})
+    detail = _printable(f"internal error: {type(exc).__name__}: {exc}")
+    return JSONResponse({"detail": detail, "code": "internal", "retryable": False}, status_code=500)
+
+
+def _sqlite_busy(exc: sqlite3.OperationalError) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(code, int) and (code & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 EXCEPTION_HANDLERS = {

@@ -460,12 +460,14 @@ def reset_instance(state: LocalState, instance_id: str, seed: int | None = None)
     Raises:
         LocalAPIError: 404 ``instance_not_found``.
     """
+    # Under the instance's lock: a DELETE in between would remove the files mid-backup (a 500).
     with (
+        _lock_for(_instance_locks, _instance_locks_guard, instance_id),
         contextlib.closing(open_db(state, instance_id, "seed", read_only=True)) as source,
         contextlib.closing(open_db(state, instance_id, "current", read_only=False)) as target,
     ):
         source.backup(target)
-    state.store.update(KIND, instance_id, updated_at=iso(), _reset_seed=seed)
+        state.store.update(KIND, instance_id, updated_at=iso(), _reset_seed=seed)
     return models.ResetResponse(success=True, message=f"instance {instance_id} reset to its seed data")
 
 

@@ -482,7 +482,8 @@ def _start(state: LocalState, job_id: str) -> None:
 
 
 def _interrupt_unfinished(state: LocalState, reason: str) -> None:
-    """Mark every non-terminal job and session errored (blocking; startup and shutdown)."""
+    """Mark every non-terminal job and session errored and release the sessions' instances
+    (blocking; startup and shutdown)."""
     now = iso()
     for job in state.store.list(JOB_KIND):
         if job.get("status") in _TERMINAL_JOB:
@@ -492,6 +493,10 @@ def _interrupt_unfinished(state: LocalState, reason: str) -> None:
                 state.store.update(
                     SESSION_KIND, str(session["session_id"]), status="errored", error=reason, ended_at=now
                 )
+                instance_id = session.get("instance_id")
+                if isinstance(instance_id, str):  # release it now rather than at its TTL
+                    with contextlib.suppress(LocalAPIError):
+                        _instances.delete_instance(state, instance_id)
         state.store.update(JOB_KIND, str(job["id"]), status="errored", error=reason, updated_at=now)
 
 

@@ -21,12 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse
 from fleet_api.env_instance import models
 from starlette.background import BackgroundTask
 
+from ..verifiers._sqlite import harden_connection
 from . import _instances, _verifier_exec
 from ._errors import LocalAPIError
+from ._sql_work import run_sql, timed_out
 from ._state import LocalState, iso
 
 __all__ = ["MANAGER_PREFIX", "describe", "diff", "query", "router"]
@@ -35,12 +38,28 @@ MANAGER_PREFIX = "/instances/{instance_id}/api/v1/env"
 
 # SQLite's primary result code for "attempt to write a readonly database" (SQLITE_READONLY).
 _SQLITE_READONLY = 8
-# Statements that would reach files other than the instance's own database (ATTACH, VACUUM INTO).
-_DENIED_ACTIONS = frozenset({sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH})
+_INT64 = (-(2**63), 2**63 - 1)
 
 
-def _authorizer(action: int, *_: str | None) -> int:
-    return sqlite3.SQLITE_DENY if action in _DENIED_ACTIONS else sqlite3.SQLITE_OK
+def _check_args(args: tuple[Any, ...]) -> None:
+    """Refuse, naming the argument, values SQLite cannot bind (422, not a 500)."""
+    for index, value in enumerate(args):
+        problem = None
+        if isinstance(value, int) and not isinstance(value, bool) and not _INT64[0] <= value <= _INT64[1]:
+            problem = ("Input should be a 64-bit integer", "int_too_large")
+        elif isinstance(value, str) and not _encodable(value):
+            problem = ("Input should be valid Unicode (no lone surrogates)", "string_unicode")
+        if problem is not None:
+            issue = {"loc": ("body", "args", index), "msg": problem[0], "type": problem[1]}
+            raise RequestValidationError([issue])
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 # ---------------------------------------------------------------- SQLite helpers
@@ -98,13 +117,19 @@ def query(
 ) -> models.QueryResponse:
     """Run one statement; SQL errors come back as ``success: false`` (the schema's choice).
 
-    ``ATTACH``, ``DETACH`` and ``VACUUM INTO`` are refused (they would reach other files).
+    ``ATTACH``, ``DETACH`` and ``VACUUM INTO`` are refused (they would reach other files), as
+    is ``fts3_tokenizer()`` (it returns native pointers); see ``harden_connection``.
 
     Raises:
         LocalAPIError: 403 ``read_only`` when the statement tried to write on a read-only connection.
+        RequestValidationError: An argument SQLite cannot bind (a huge integer, a lone surrogate).
     """
     args = tuple(request.args or ())
-    conn.set_authorizer(_authorizer)
+    _check_args(args)
+    if not _encodable(request.query):
+        msg = "Input should be valid Unicode (no lone surrogates)"
+        raise RequestValidationError([{"loc": ("body", "query"), "msg": msg, "type": "string_unicode"}])
+    harden_connection(conn)
     try:
         cursor = conn.execute(request.query, args)
         columns = [d[0] for d in cursor.description] if cursor.description else None
@@ -113,6 +138,8 @@ def query(
         last_insert_id = cursor.lastrowid or None
         cursor.close()
     except sqlite3.Error as exc:
+        if timed_out(exc):
+            raise  # run_sql answers it
         if read_only and _is_read_only_error(exc):
             why = "the seed database is read-only" if name == "seed" else "the query ran with read_only=true"
             raise LocalAPIError(
@@ -250,45 +277,64 @@ def router(state: LocalState) -> APIRouter:
             models.Resource(name="current", type="sqlite", mode="rw", label="Current data"),
         ]
 
+    # SQL runs through run_sql: off the loop, bounded in number and time (see _sql_work).
     @api.get("/resources/sqlite/{name}/describe", response_model=models.DescribeResponse)
-    def describe_database(instance_id: str, name: str) -> models.DescribeResponse:
+    async def describe_database(instance_id: str, name: str) -> models.DescribeResponse:
         """Tables and columns of ``seed`` or ``current``."""
-        conn = _instances.open_db(state, instance_id, name, read_only=True)
-        try:
-            return describe(conn, name)
-        except sqlite3.Error as exc:
-            return models.DescribeResponse(
-                success=False, resource_name=name, error=str(exc), message=str(exc)
-            )
-        finally:
-            conn.close()
+
+        def work(arm: Any) -> models.DescribeResponse:
+            conn = _instances.open_db(state, instance_id, name, read_only=True)
+            arm(conn)
+            try:
+                return describe(conn, name)
+            except sqlite3.Error as exc:
+                if timed_out(exc):
+                    raise
+                return models.DescribeResponse(
+                    success=False, resource_name=name, error=str(exc), message=str(exc)
+                )
+            finally:
+                conn.close()
+
+        return await run_sql(state, work)
 
     @api.post("/resources/sqlite/{name}/query", response_model=models.QueryResponse)
-    def query_database(instance_id: str, name: str, body: models.QueryRequest) -> models.QueryResponse:
+    async def query_database(instance_id: str, name: str, body: models.QueryRequest) -> models.QueryResponse:
         """Run one statement; writes need ``read_only: false`` and the ``current`` resource."""
-        if name == "seed" and not body.read_only:
-            _instances.database_path(state, instance_id, name)  # 404 first for a dead instance
-            raise LocalAPIError(
-                403, "write refused: the seed database is read-only", code="read_only", retryable=False
-            )
-        conn = _instances.open_db(state, instance_id, name, read_only=body.read_only)
-        try:
-            return query(conn, body, read_only=body.read_only, name=name)
-        finally:
-            conn.close()
+
+        def work(arm: Any) -> models.QueryResponse:
+            if name == "seed" and not body.read_only:
+                _instances.database_path(state, instance_id, name)  # 404 first for a dead instance
+                raise LocalAPIError(
+                    403, "write refused: the seed database is read-only", code="read_only", retryable=False
+                )
+            conn = _instances.open_db(state, instance_id, name, read_only=body.read_only)
+            arm(conn)
+            try:
+                return query(conn, body, read_only=body.read_only, name=name)
+            finally:
+                conn.close()
+
+        return await run_sql(state, work)
 
     @api.post("/diff/structured", response_model=models.DiffResponse)
-    def structured_diff(instance_id: str, body: models.DiffRequest) -> models.DiffResponse:
+    async def structured_diff(instance_id: str, body: models.DiffRequest) -> models.DiffResponse:
         """Rows added, removed and modified in ``current`` relative to ``seed``."""
-        seed = _instances.open_db(state, instance_id, "seed", read_only=True)
-        try:
-            current = _instances.open_db(state, instance_id, "current", read_only=True)
+
+        def work(arm: Any) -> models.DiffResponse:
+            seed = _instances.open_db(state, instance_id, "seed", read_only=True)
             try:
-                return diff(seed, current, body.ignore_config)
+                arm(seed)
+                current = _instances.open_db(state, instance_id, "current", read_only=True)
+                try:
+                    arm(current)
+                    return diff(seed, current, body.ignore_config)
+                finally:
+                    current.close()
             finally:
-                current.close()
-        finally:
-            seed.close()
+                seed.close()
+
+        return await run_sql(state, work)
 
     @api.get("/resources/cdp/describe", response_model=models.CDPDescribeResponse)
     def describe_browser(instance_id: str) -> models.CDPDescribeResponse:

@@ -50,6 +50,22 @@ def build_state(settings: LocalSettings) -> Any:
     )
 
 
+def _announce_jail(settings: LocalSettings) -> None:
+    """Say on stderr, at startup, whether verifiers run in the OS jail (and if not, whether at all)."""
+    from ..verifiers._jail import jail_status
+
+    status = jail_status()
+    if status.available:
+        return
+    if settings.allow_unjailed_verifiers:
+        outcome = "verifiers run under the audit hook alone (--allow-unjailed-verifiers)"
+    else:
+        outcome = "verifier runs are refused (503); start with --allow-unjailed-verifiers to accept that"
+    warning = f"WARNING: the verifier OS jail is unavailable: {status.reason}; {outcome}"
+    sys.stderr.write(f"fleet-sdk local server: {warning}\n")
+    sys.stderr.flush()
+
+
 def serve(
     settings: LocalSettings, *, announce: bool = True, ready_fields: Mapping[str, Any] | None = None
 ) -> None:
@@ -90,6 +106,8 @@ def serve(
             line.update(ready_fields or {})
             sys.stdout.write(json.dumps(line) + "\n")
             sys.stdout.flush()
+        # The probe starts a jailed interpreter (~0.1-1 s): once ready, not in startup's way.
+        threading.Thread(target=_announce_jail, args=(settings,), name="fleet-jail", daemon=True).start()
 
     state.extras["on_ready"] = ready
     config = uvicorn.Config(
@@ -181,7 +199,11 @@ class LocalFleet:
         if not self._s3:
             argv.append("--no-s3")
         for name, value in self._settings.items():
-            argv += [f"--{name.replace('_', '-')}", str(value)]
+            flag = f"--{name.replace('_', '-')}"
+            if isinstance(value, bool):  # store_true flags take no value
+                argv += [flag] if value else []
+            else:
+                argv += [flag, str(value)]
         env = {**os.environ, API_KEY_ENV: self.api_key, "PYTHONUNBUFFERED": "1"}
         self._process = subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True

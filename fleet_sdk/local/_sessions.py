@@ -27,6 +27,7 @@ from fleet_api.sessions_ingest import models as smodels
 from pydantic import ValidationError
 
 from ._errors import not_found
+from ._idempotency import IdempotencyKey, idempotent
 from ._jobs import JOB_KIND, SESSION_KIND, session_score
 from ._policies import bare_model
 from ._state import LocalState, iso, new_id
@@ -253,9 +254,22 @@ def router(state: LocalState) -> APIRouter:
     api = APIRouter(tags=["sessions"])
 
     @api.post("/v1/sessions/ingest", response_model=smodels.SessionIngestResponse)
-    async def ingest_session(body: smodels.SessionIngestRequest) -> smodels.SessionIngestResponse:
-        """Create a session, or append messages to an existing one."""
-        return await anyio.to_thread.run_sync(_ingest, state, body)
+    async def ingest_session(
+        body: smodels.SessionIngestRequest, idempotency_key: IdempotencyKey = None
+    ) -> smodels.SessionIngestResponse:
+        """Create a session, or append messages to an existing one (once per ``Idempotency-Key``)."""
+
+        def ingest_once() -> smodels.SessionIngestResponse:
+            return idempotent(
+                state,
+                scope="ingest_session",
+                key=idempotency_key,
+                payload=body.model_dump(mode="json"),
+                model=smodels.SessionIngestResponse,
+                create=lambda: _ingest(state, body),
+            )
+
+        return await anyio.to_thread.run_sync(ingest_once)
 
     @api.get("/v1/sessions/job/{job_id}", response_model=smodels.JobSessionsResponse)
     async def get_job_sessions(job_id: str) -> smodels.JobSessionsResponse:

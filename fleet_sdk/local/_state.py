@@ -50,6 +50,11 @@ class LocalSettings:
         faults_enabled: Serve the fault-injection admin API (tests only; off by default).
         mcp_session_idle_timeout: Seconds of inactivity after which an instance's MCP session is
             ended (its id then answers 404 and the client opens a new session).
+        query_timeout: Seconds one SQL request may take (waiting included) before it is stopped.
+        query_concurrency: SQL statements run at once; more wait, within their deadline.
+        max_body_bytes: The largest request body accepted (413 beyond).
+        allow_unjailed_verifiers: Run verifiers under the audit hook alone when the OS jail
+            (bubblewrap) cannot start; by default such runs are refused with 503.
     """
 
     data_dir: Path
@@ -66,6 +71,10 @@ class LocalSettings:
     reaper_interval: float = 5.0
     faults_enabled: bool = False
     mcp_session_idle_timeout: float = 1800.0
+    allow_unjailed_verifiers: bool = False
+    query_timeout: float = 30.0
+    query_concurrency: int = 64
+    max_body_bytes: int = 32 * 1024 * 1024
 
 
 @dataclass

@@ -17,6 +17,7 @@ The schemas are looked up in ``$FLEET_LOCAL_SCHEMAS``, then next to this module
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -319,6 +320,49 @@ def _is_json(request: Request) -> bool:
     return media == _JSON_CONTENT or (media.startswith("application/") and media.endswith("+json"))
 
 
+_SURROGATE_MSG = "Input should be valid Unicode (no lone surrogates)"
+
+
+def unstorable_values(value: Any, loc: tuple[str | int, ...] = ("body",)) -> list[dict[str, Any]]:
+    """Issues for values JSON decoding lets through but no schema type means and the store
+    cannot keep: lone surrogates (in strings and keys) and ``NaN``/``Infinity``.
+
+    Python's ``json`` accepts both; JSON Schema has no way to say "no lone surrogate" or
+    "finite", so they are refused here, naming the field, instead of failing later as a 500.
+    (Integers past 64 bits are fine in free-form JSON; typed integer fields carry schema
+    bounds, and SQL arguments are checked where they are bound.)
+    """
+    issues: list[dict[str, Any]] = []
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, loc)]
+    while stack and len(issues) < 10:
+        item, where = stack.pop()
+        if isinstance(item, dict):
+            for key, child in item.items():
+                shown = key if _valid_unicode(key) else key.encode("utf-8", "backslashreplace").decode()
+                if shown is not key:
+                    issues.append(_issue((*where, shown), _SURROGATE_MSG, "string_unicode"))
+                stack.append((child, (*where, shown)))
+        elif isinstance(item, list):
+            stack.extend((child, (*where, index)) for index, child in enumerate(item))
+        elif isinstance(item, str) and not _valid_unicode(item):
+            issues.append(_issue(where, _SURROGATE_MSG, "string_unicode"))
+        elif isinstance(item, float) and not math.isfinite(item):
+            issues.append(_issue(where, "Input should be a finite number", "finite_number"))
+    return issues
+
+
+def _valid_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _issue(loc: tuple[str | int, ...], msg: str, kind: str) -> dict[str, Any]:
+    return {"loc": loc, "msg": msg, "type": kind}
+
+
 def body_check(bodies: BodySchemas) -> Any:
     """A dependency validating the request body against its operation's schema.
 
@@ -340,7 +384,8 @@ def body_check(bodies: BodySchemas) -> Any:
             return
         if not _is_json(request):
             return
-        issues = body_schema.issues(await request.json())  # decoded (and cached) by FastAPI already
+        body = await request.json()  # decoded (and cached) by FastAPI already
+        issues = body_schema.issues(body) or unstorable_values(body)
         if issues:
             raise RequestValidationError(issues)
 

@@ -20,14 +20,22 @@ import io
 import json
 import logging
 import math
+import shutil
 import zipfile
+from pathlib import Path
 from typing import Any
 
 import anyio
 from fastapi.exceptions import RequestValidationError
 from fleet_api.env_instance import models
 
-from ..verifiers import BUNDLE_ENTRY_NAME, VerifierOutcome, bundle_sha256, run_sandboxed_async
+from ..verifiers import (
+    BUNDLE_ENTRY_NAME,
+    JailUnavailableError,
+    VerifierOutcome,
+    bundle_sha256,
+    run_sandboxed_async,
+)
 from . import _instances
 from ._errors import LocalAPIError, not_found
 from ._state import LocalState, iso, new_id
@@ -49,7 +57,24 @@ _log = logging.getLogger(__name__)
 BUNDLE_KIND = "verifier_bundle"
 EXECUTION_KIND = "verifier_execution"
 TASK_KIND = "task"
+JAIL_UNAVAILABLE = "verifier_jail_unavailable"
+# Both the zip and its uncompressed contents: a small zip can hold a gigabyte of zeros.
 _MAX_BUNDLE_BYTES = 5 * 1024 * 1024
+_MAX_BUNDLE_FILES = 64
+
+
+def scratch_root(state: LocalState) -> Path:
+    """Where this server's verifier runs make their temporary directories (in its data dir, so
+    a restart can remove what a killed process left without touching another server's runs)."""
+    root = state.settings.data_dir / "verifier-scratch"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def clear_scratch(state: LocalState) -> None:
+    """Remove the temporary directories of verifier runs a previous process left behind."""
+    shutil.rmtree(scratch_root(state), ignore_errors=True)
+    scratch_root(state)
 
 
 def _verifier_id(sha256: str) -> str:
@@ -61,6 +86,20 @@ def verifier_id_of(code: str) -> str:
     return _verifier_id(bundle_sha256(code))
 
 
+def _bundle_error(message: str) -> LocalAPIError:
+    return LocalAPIError(400, f"bad bundle: {message}", code="bad_bundle", retryable=False)
+
+
+def _check_bundle_size(archive: zipfile.ZipFile) -> None:
+    """Refuse a zip bomb from its directory, before inflating anything."""
+    entries = archive.infolist()
+    if len(entries) > _MAX_BUNDLE_FILES:
+        raise _bundle_error(f"{len(entries)} files; at most {_MAX_BUNDLE_FILES} are accepted")
+    total = sum(info.file_size for info in entries)
+    if total > _MAX_BUNDLE_BYTES:
+        raise _bundle_error(f"{total} bytes uncompressed; at most {_MAX_BUNDLE_BYTES} are accepted")
+
+
 def decode_bundle(bundle_b64: str, sha256: str | None = None) -> str:
     """The verifier source inside a base64 bundle.
 
@@ -69,8 +108,8 @@ def decode_bundle(bundle_b64: str, sha256: str | None = None) -> str:
         sha256: When given, the zip's sha256 must equal it.
 
     Raises:
-        LocalAPIError: 400 when the bundle is not base64, not a zip, has no ``verifier.py``, or
-            does not match ``sha256``.
+        LocalAPIError: 400 when the bundle is not base64, not a zip, has no ``verifier.py``,
+            does not match ``sha256``, holds more than 64 files or more than 5 MiB uncompressed.
     """
     try:
         raw = base64.b64decode(bundle_b64, validate=True)
@@ -86,6 +125,7 @@ def decode_bundle(bundle_b64: str, sha256: str | None = None) -> str:
             )
     try:
         with zipfile.ZipFile(io.BytesIO(raw)) as archive:
+            _check_bundle_size(archive)
             names = archive.namelist()
             entry = BUNDLE_ENTRY_NAME if BUNDLE_ENTRY_NAME in names else None
             if entry is None:
@@ -98,8 +138,12 @@ def decode_bundle(bundle_b64: str, sha256: str | None = None) -> str:
                     code="bad_bundle",
                     retryable=False,
                 )
-            return archive.read(entry).decode("utf-8")
-    except (zipfile.BadZipFile, UnicodeDecodeError, KeyError) as exc:
+            with archive.open(entry) as member:  # never more than the limit, whatever the header says
+                data = member.read(_MAX_BUNDLE_BYTES + 1)
+            if len(data) > _MAX_BUNDLE_BYTES:
+                raise _bundle_error(f"{entry} is larger than {_MAX_BUNDLE_BYTES} bytes uncompressed")
+            return data.decode("utf-8")
+    except (zipfile.BadZipFile, UnicodeDecodeError, KeyError, EOFError, NotImplementedError) as exc:
         raise LocalAPIError(
             400, f"bundle is not a readable zip: {exc}", code="bad_bundle", retryable=False
         ) from None
@@ -211,7 +255,9 @@ async def run_code(
         ``instance_id`` and ``created_at``.
 
     Raises:
-        LocalAPIError: 404 ``instance_not_found`` when the instance is unknown or terminated.
+        LocalAPIError: 404 ``instance_not_found`` when the instance is unknown or terminated;
+            503 ``verifier_jail_unavailable`` when the OS jail cannot start and the server was
+            not started with ``--allow-unjailed-verifiers``.
     """
     seed = await anyio.to_thread.run_sync(_instances.database_path, state, instance_id, "seed")
     current = seed.with_name("current.db")
@@ -227,10 +273,14 @@ async def run_code(
             function_name=entry,
             timeout=run_timeout,
             memory_mb=state.settings.verifier_memory_mb,
+            allow_unjailed=state.settings.allow_unjailed_verifiers,
+            scratch_root=scratch_root(state),
         )
         error = outcome.error.model_dump() if outcome.error is not None else None
         success, score, result = outcome.success, outcome.score, _jsonable(outcome.result)
         stdout, elapsed = outcome.stdout, outcome.execution_time_ms
+    except JailUnavailableError as exc:
+        raise LocalAPIError(503, str(exc), code=JAIL_UNAVAILABLE, retryable=False) from None
     except Exception as exc:  # the runner itself failed (e.g. a final_answer that is not JSON)
         _log.warning("verifier runner failed: %s", exc)
         error = _error("exception", f"the verifier could not be run: {type(exc).__name__}: {exc}")
@@ -387,7 +437,8 @@ async def execute_for_session(
     """
     code = _task_code(task)
     key = str(task.get("task_key") or task.get("key") or "")
-    if code is None:
+
+    async def not_run(error: dict[str, Any]) -> dict[str, Any]:
         return await _save_execution(
             state,
             instance_id,
@@ -396,9 +447,17 @@ async def execute_for_session(
             verifier_id=None,
             success=False,
             result=None,
-            error=_error("no_entry_point", f"task {key!r} has no verifier_code"),
+            error=error,
             execution_time_ms=0.0,
             stdout="",
             score=None,
         )
-    return await run_code(state, code, instance_id, final_answer=final_answer, key=key)
+
+    if code is None:
+        return await not_run(_error("no_entry_point", f"task {key!r} has no verifier_code"))
+    try:
+        return await run_code(state, code, instance_id, final_answer=final_answer, key=key)
+    except LocalAPIError as exc:
+        if exc.code != JAIL_UNAVAILABLE:
+            raise
+        return await not_run(_error("exception", exc.detail))

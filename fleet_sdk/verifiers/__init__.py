@@ -4,7 +4,8 @@
   the default for episodes, with retries on transient failures and ``JUDGE ERROR:``;
 - :func:`run_local` / :func:`run_local_async` run a verifier in this process (debugging only,
   not a sandbox);
-- :func:`run_sandboxed` / :func:`run_sandboxed_async` run it in a fresh, limited child process;
+- :func:`run_sandboxed` / :func:`run_sandboxed_async` run it in a fresh, limited child process
+  inside an OS jail (bubblewrap), with an audit hook as a second layer;
 - :func:`bundle_verifier` / :func:`bundle_sha256` make the deterministic bundle the remote
   ``/v1/verifiers/execute`` takes;
 - :class:`SQLiteEnvironment` is a local ``env`` over SQLite files (``env.db("seed")``,
@@ -38,11 +39,12 @@ from ._namespace import (
     normalized_contains,
     normalized_string_comparison,
 )
-from ._outcome import VerifierError, VerifierOutcome
+from ._outcome import SandboxLayers, VerifierError, VerifierOutcome
 from ._sandbox import (
     DEFAULT_MEMORY_MB,
     DEFAULT_TIMEOUT,
     OUTPUT_LIMIT_BYTES,
+    JailUnavailableError,
     SandboxError,
     run_sandboxed,
     run_sandboxed_async,
@@ -74,12 +76,14 @@ __all__ = [
     "Environment",
     "ErrorType",
     "InvalidResultError",
+    "JailUnavailableError",
     "QueryResult",
     "QueryResultLike",
     "RemoteVerifierOutcome",
     "SQLiteDatabase",
     "SQLiteEnvironment",
     "SandboxError",
+    "SandboxLayers",
     "SandboxPolicy",
     "UnknownDatabaseError",
     "VerifierCodeError",

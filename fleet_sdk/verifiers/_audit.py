@@ -18,27 +18,41 @@ What it denies:
   signals (``os.kill``, ``os.killpg``, ``signal.pthread_kill``);
 - the network: every ``socket.*`` event except creating a socket object (``connect``, ``bind``,
   ``sendto``, ``sendmsg``, ``getaddrinfo``...), so asyncio's internal socketpair still works;
-- ``ctypes`` (and importing it), raising resource limits, ``gc.get_objects``/``get_referrers``/
-  ``get_referents``, listing directories outside the allowed ones, and changing files outside
-  the scratch directory.
+- ``ctypes`` (and importing it, or CPython's test and interpreter-internal modules), raising
+  resource limits, ``gc.get_objects``/``get_referrers``/``get_referents``, listing directories
+  outside the allowed ones, and changing files outside the scratch directory;
+- introspection that reaches the sandbox's own frames or rewrites code: ``sys._getframe``,
+  ``sys._current_frames``, ``sys.settrace``/``setprofile``, ``breakpoint()``, reading
+  ``tb_frame``, ``gi_frame``, ``cr_frame``, ``f_code``, ``__code__`` and friends, assigning
+  ``__code__`` and creating code objects. A denied ``sys._getframe`` raises an error that is
+  also a ``ValueError``, which the standard library's callers (``namedtuple``, ``enum``,
+  ``typing``) already treat as "no frame" and carry on.
 
-This is a tripwire for accidents and casual misuse, not a jail: PEP 578 cannot see what C code
-does, and a determined verifier can, for example, remove the SQLite authorizer from the
-connection it was given and ``ATTACH`` another SQLite file. Run untrusted code in a container or VM as well.
+The hook keeps no reference in any frame the verifier could reach, and the runner removes the
+sandbox's modules from ``sys.modules`` before the verifier runs. It is still a second layer:
+PEP 578 cannot see what C code does (SQLite opening a file for ``ATTACH``, for one), so the
+OS jail of ``_jail.py`` is what keeps a verifier away from the host.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import sys
 import threading
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, cast
 
 __all__ = ["DENIED_PREFIX", "SandboxPolicy", "install_audit_hook", "lock_down_connection"]
 
 DENIED_PREFIX = "denied by the verifier sandbox"
+
+
+# A denied frame or code introspection is a PermissionError that is also a ValueError: the
+# stdlib's callers (namedtuple, enum, dataclasses) treat ValueError as "not available" and
+# carry on. It keeps the name PermissionError, which is what verifiers see in messages.
+_FrameDenied = type("PermissionError", (PermissionError, ValueError), {"__module__": "builtins"})
 
 _PROCESS_EVENTS = frozenset(
     {
@@ -69,9 +83,51 @@ _ALWAYS_DENIED = _PROCESS_EVENTS | frozenset(
         "sqlite3.enable_load_extension",
         "sqlite3.load_extension",
         "sys.remote_exec",
+        # Frame and code introspection: the way to the hook's own state (see the module docs).
+        "sys._getframe",
+        "sys._current_frames",
+        "sys._current_exceptions",
+        "sys.settrace",
+        "sys.setprofile",
+        "sys.monitoring.register_callback",
+        "builtins.breakpoint",
+        "code.__new__",
     }
 )
-_DENIED_IMPORTS = frozenset({"_posixsubprocess", "_ctypes", "ctypes"})
+_DENIED_IMPORTS = frozenset(
+    {
+        "_posixsubprocess",
+        "_ctypes",
+        "ctypes",
+        "_testcapi",
+        "_testinternalcapi",
+        "_testbuffer",
+        "_testmultiphase",
+        "_testsinglephase",
+        "_xxsubinterpreters",
+        "_xxinterpchannels",
+        "_interpreters",
+    }
+)
+# Attributes whose reading raises ``object.__getattr__`` and that lead to frames or code.
+_DENIED_READS = frozenset(
+    {
+        "tb_frame",
+        "gi_frame",
+        "cr_frame",
+        "ag_frame",
+        "f_code",
+        "f_back",
+        "f_locals",
+        "f_globals",
+        "f_builtins",
+        "gi_code",
+        "cr_code",
+        "ag_code",
+        "__code__",
+    }
+)
+_DENIED_WRITES = frozenset({"__code__", "__globals__", "__closure__", "__builtins__"})
 # Events whose listed arguments are paths that must stay inside the scratch directory.
 _WRITE_PATH_ARGS: dict[str, tuple[int, ...]] = {
     "os.remove": (0,),
@@ -96,18 +152,23 @@ _LIST_PATH_ARGS: dict[str, tuple[int, ...]] = {
     "os.getxattr": (0,),
     "os.listxattr": (0,),
 }
+# The policy's helpers, bound once here: looked up at call time, builtins and os functions are
+# whatever the verifier last assigned to them (this module's globals are out of its reach: the
+# runner removes the module from sys.modules before the verifier runs).
+_isinstance, _any, _len, _repr, _bool = isinstance, any, len, repr, bool
+_realpath, _fsdecode, _fspath = os.path.realpath, os.fsdecode, os.fspath
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
 def _real(path: Any) -> str | None:
     """The resolved absolute path, or ``None`` for a file descriptor / no path."""
-    if path is None or isinstance(path, int):
+    if path is None or _isinstance(path, int):
         return None
-    return os.path.realpath(os.fsdecode(os.fspath(path)))
+    return _realpath(_fsdecode(_fspath(path)))
 
 
 def _inside(path: str, roots: Iterable[str]) -> bool:
-    return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+    return _any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
 
 
 class SandboxPolicy:
@@ -121,13 +182,13 @@ class SandboxPolicy:
     """
 
     def __init__(self, *, workdir: str, databases: Iterable[str], read_roots: Iterable[str]) -> None:
-        self.workdir = os.path.realpath(workdir)
+        self.workdir = _realpath(workdir)
         files: set[str] = set()
         for database in databases:
-            real = os.path.realpath(database)
+            real = _realpath(database)
             files.update({real, real + "-wal", real + "-shm", real + "-journal"})
         self.database_files = frozenset(files)
-        self.read_roots = tuple(os.path.realpath(root) for root in read_roots)
+        self.read_roots = tuple(_realpath(root) for root in read_roots)
 
     def check(self, event: str, args: tuple[Any, ...]) -> str | None:
         """Return why ``event`` is denied, or ``None`` when it may go on.
@@ -142,13 +203,17 @@ class SandboxPolicy:
             return f"{event}{_describe(args)}"
         if event.startswith("ctypes."):
             return event
+        if event == "object.__getattr__" and _len(args) > 1 and args[1] in _DENIED_READS:
+            return f"reading {args[1]}"
+        if event in ("object.__setattr__", "object.__delattr__") and args[1:2] and args[1] in _DENIED_WRITES:
+            return f"changing {args[1]}"
         if event == "import" and args and args[0] in _DENIED_IMPORTS:
             return f"import of {args[0]}"
         if event == "open":
             return self._check_open(args)
         if event in _WRITE_PATH_ARGS:
             for index in _WRITE_PATH_ARGS[event]:
-                real = _real(args[index]) if index < len(args) else None
+                real = _real(args[index]) if index < _len(args) else None
                 if real is not None and not _inside(real, (self.workdir,)):
                     return f"{event}({real!r})"
         if event in _LIST_PATH_ARGS:
@@ -162,10 +227,10 @@ class SandboxPolicy:
         real = _real(path)
         if real is None:
             return None
-        mode = args[1] if len(args) > 1 else None
-        flags = args[2] if len(args) > 2 else 0
-        writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-            isinstance(flags, int) and bool(flags & _WRITE_FLAGS)
+        mode = args[1] if _len(args) > 1 else None
+        flags = args[2] if _len(args) > 2 else 0
+        writes = (_isinstance(mode, str) and _any(c in cast(str, mode) for c in "wax+")) or (
+            _isinstance(flags, int) and _bool(flags & _WRITE_FLAGS)
         )
         if _inside(real, (self.workdir,)):
             return None
@@ -175,47 +240,65 @@ class SandboxPolicy:
 
 
 def _describe(args: tuple[Any, ...]) -> str:
-    text = repr(args)
-    return text if len(text) <= 160 else text[:157] + "...)"
-
-
-def _deny_attach(action: int, *_: Any) -> int:
-    return sqlite3.SQLITE_DENY if action == sqlite3.SQLITE_ATTACH else sqlite3.SQLITE_OK
+    text = _repr(args)
+    return text if _len(text) <= 160 else text[:157] + "...)"
 
 
 def lock_down_connection(connection: sqlite3.Connection) -> None:
-    """Refuse ``ATTACH`` on ``connection``, so it cannot open other database files.
+    """Refuse ``ATTACH`` and native-pointer functions on ``connection``.
+
+    Kept for callers of the earlier API; :class:`~fleet_sdk.verifiers.SQLiteDatabase` opens
+    its read-only connections locked down already (see ``_sqlite.py``).
 
     Args:
         connection: A connection opened before the hook (the hook denies opening new ones).
     """
-    connection.set_authorizer(_deny_attach)
-    connection.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+    from ._sqlite import harden_connection
+
+    harden_connection(connection)
 
 
-def install_audit_hook(policy: SandboxPolicy) -> Callable[[str, tuple[Any, ...]], None]:
+def install_audit_hook(policy: SandboxPolicy) -> Callable[[], contextlib.AbstractContextManager[None]]:
     """Install ``policy`` as an audit hook for the rest of this process's life.
 
     Only call this in a throw-away process (the sandbox child): hooks cannot be removed.
+    Nothing returned gives access to ``policy``: the caller should drop its own reference.
 
     Args:
         policy: The allow-list to enforce.
+
+    Returns:
+        ``unaudited()``: a context manager exempting the *current thread* while the runner's
+        own code formats a traceback or inspects the entry point (other threads stay checked).
     """
     state = threading.local()
+    check = policy.check
+    getattr_ = getattr
+    introspection = frozenset({"sys._getframe", "object.__getattr__"})
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
-        if getattr(state, "busy", False):  # an event raised by this thread's own check
+        if getattr_(state, "busy", False):  # an event raised by this thread's own check
             return
         state.busy = True
         try:
             try:
-                reason = policy.check(event, args)
+                reason = check(event, args)
             except Exception as exc:  # a path that cannot even be resolved is not allowed
                 reason = f"{event} (could not be checked: {type(exc).__name__})"
         finally:
             state.busy = False
         if reason is not None:
-            raise PermissionError(f"{DENIED_PREFIX}: {reason}")
+            denied = _FrameDenied if event in introspection else PermissionError
+            raise denied(f"{DENIED_PREFIX}: {reason}")
+
+    @contextlib.contextmanager
+    def unaudited() -> Iterator[None]:
+        previous = getattr_(state, "busy", False)
+        state.busy = True
+        try:
+            yield
+        finally:
+            state.busy = previous
 
     sys.addaudithook(hook)
-    return hook
+    return unaudited

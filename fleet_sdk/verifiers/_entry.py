@@ -7,6 +7,7 @@ functions here never print and never swallow ``KeyboardInterrupt`` or cancellati
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
 import linecache
 import math
@@ -15,6 +16,7 @@ import threading
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -335,6 +337,7 @@ def execute(
     *,
     function_name: str | None = None,
     namespace: dict[str, Any] | None = None,
+    unaudited: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext,
 ) -> Execution:
     """Load and call a verifier synchronously; every verifier fault becomes ``error_type``.
 
@@ -347,16 +350,21 @@ def execute(
         final_answer: Passed as the second argument when ``verify`` takes two.
         function_name: An explicit entry point.
         namespace: The globals to run the code in; :func:`build_namespace` by default.
+        unaudited: In the sandbox, exempts this thread from the audit hook while the runner's
+            own code inspects the entry point or formats a traceback (frame introspection).
     """
     start = time.perf_counter()
     try:
         entry = load_verifier(code, namespace=namespace, function_name=function_name)
-        result = entry(*_call_args(entry, env, final_answer))
+        with unaudited():
+            call_args = _call_args(entry, env, final_answer)
+        result = entry(*call_args)
         if inspect.isawaitable(result):
             result = _await_in_new_loop(result)
         execution = _scored(result)
     except (Exception, SystemExit) as exc:
-        execution = _fault(exc, code)
+        with unaudited():
+            execution = _fault(exc, code)
     execution.execution_time_ms = (time.perf_counter() - start) * 1000.0
     return execution
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from ._entry import ErrorType, Execution
 
-__all__ = ["ErrorType", "VerifierError", "VerifierOutcome"]
+__all__ = ["ErrorType", "SandboxLayers", "VerifierError", "VerifierOutcome"]
+
+SandboxLayers = Literal["os_jail+audit_hook", "os_jail", "audit_hook", "none"]
+"""Which layers protected a sandboxed run: the OS jail and/or the audit hook."""
 
 
 class VerifierError(BaseModel):
@@ -43,6 +46,9 @@ class VerifierOutcome(BaseModel):
         error: Why there is no score, or ``None``.
         execution_time_ms: Wall time of the run: loading plus calling the verifier for
             ``run_local``, the whole child process for ``run_sandboxed``.
+        sandbox: For ``run_sandboxed``, the layers that protected the run:
+            ``"os_jail+audit_hook"`` normally, ``"audit_hook"`` when the OS jail was
+            unavailable and the caller allowed that; ``None`` for ``run_local`` (no sandbox).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -53,6 +59,7 @@ class VerifierOutcome(BaseModel):
     stdout: str = ""
     error: VerifierError | None = None
     execution_time_ms: float = 0.0
+    sandbox: SandboxLayers | None = None
 
 
 def outcome_from_execution(execution: Execution, *, stdout: str) -> VerifierOutcome:

@@ -1,12 +1,17 @@
-"""Running a verifier in a fresh, limited child process.
+"""Running a verifier in a fresh, limited child process, jailed by the operating system.
 
-Each run starts ``python -I -S _child.py`` (``sys.executable``) in a new session, with an empty
-environment, a fresh scratch directory as cwd, ``RLIMIT_AS``/``RLIMIT_CPU`` limits and an audit
-hook (see ``_audit.py``) installed before the verifier's code runs. The job goes in on stdin as
-JSON; the result comes back in a file outside the scratch directory, so the verifier's prints
-(stdout) stay its own. stdout and stderr are read continuously and capped, the whole process
-group is killed at the deadline (and after the run, should anything of it be left), and every
-fault comes back as ``VerifierOutcome.error``.
+Each run starts ``python -I -S _child.py`` (the real interpreter behind ``sys.executable``)
+inside the OS jail of ``_jail.py`` (bubblewrap: no network, own PID and user namespaces, a
+filesystem view of only the runtime, its bundle, its scratch dir and its databases, an empty
+environment), with ``RLIMIT_AS``/``RLIMIT_CPU`` limits and an audit hook (see ``_audit.py``)
+installed before the verifier's code runs, as a second layer. Where the jail cannot start,
+runs are refused (:class:`JailUnavailableError`) unless the caller opts in with
+``allow_unjailed=True``; ``VerifierOutcome.sandbox`` says which layers protected the run.
+
+The job goes in on stdin as JSON; the result comes back in a file outside the scratch
+directory, so the verifier's prints (stdout) stay its own. stdout and stderr are read
+continuously and capped, the whole process group is killed at the deadline (and after the
+run, should anything of it be left), and every fault comes back as ``VerifierOutcome.error``.
 """
 
 from __future__ import annotations
@@ -31,12 +36,14 @@ from typing import IO, Any
 from pydantic import ValidationError
 
 from .._exceptions import FleetError
-from ._outcome import ErrorType, VerifierError, VerifierOutcome
+from ._jail import INNER_CODE_DIR, INNER_OUT_DIR, jail_argv, jail_status
+from ._outcome import ErrorType, SandboxLayers, VerifierError, VerifierOutcome
 
 __all__ = [
     "DEFAULT_MEMORY_MB",
     "DEFAULT_TIMEOUT",
     "OUTPUT_LIMIT_BYTES",
+    "JailUnavailableError",
     "SandboxError",
     "run_sandboxed",
     "run_sandboxed_async",
@@ -50,6 +57,9 @@ DEFAULT_MEMORY_MB = 512
 
 OUTPUT_LIMIT_BYTES = 1024 * 1024
 """At most this much of the child's stdout (and, separately, stderr) is kept."""
+
+TEMP_PREFIX = "fleet-verifier-"
+"""The prefix of every run's temporary directory (a restarted server removes stale ones)."""
 
 _CHILD_SCRIPT = Path(__file__).with_name("_child.py")
 _READ_CHUNK = 65536
@@ -65,6 +75,21 @@ class SandboxError(FleetError):
     """
 
 
+class JailUnavailableError(SandboxError):
+    """The OS jail cannot start on this machine and the caller did not allow running without it.
+
+    Attributes:
+        reason: Why the jail is unavailable (e.g. bubblewrap is not installed).
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(
+            f"the verifier OS jail is unavailable ({reason}); refusing to run untrusted code with "
+            "only the audit hook (pass allow_unjailed=True to accept that)"
+        )
+        self.reason = reason
+
+
 @dataclass
 class _Job:
     root: Path
@@ -74,6 +99,7 @@ class _Job:
     argv: list[str]
     timeout: float
     memory_mb: int
+    layers: SandboxLayers
 
     def cleanup(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -87,7 +113,15 @@ def _prepare(
     function_name: str | None,
     timeout: float,
     memory_mb: int,
+    allow_unjailed: bool,
+    scratch_root: str | os.PathLike[str] | None = None,
+    audit_hook: bool = True,
 ) -> _Job:
+    """Check the arguments, make the run's directories and its command line (jailed if possible).
+
+    ``audit_hook=False`` leaves the second layer out; only tests use it, to show what the OS
+    jail alone stops.
+    """
     if not isinstance(code, str):
         raise SandboxError(f"code must be a str, not {type(code).__name__}")
     if not (isinstance(timeout, int | float) and math.isfinite(timeout) and timeout > 0):
@@ -95,16 +129,40 @@ def _prepare(
     if not (isinstance(memory_mb, int) and memory_mb >= 32):
         raise SandboxError(f"memory_mb must be an int of at least 32, not {memory_mb!r}")
     resolved = {str(name): str(Path(path).resolve()) for name, path in databases.items()}
-    root = Path(tempfile.mkdtemp(prefix="fleet-verifier-"))
+    status = jail_status()
+    if not status.available and not allow_unjailed:
+        raise JailUnavailableError(status.reason)
+    root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=scratch_root))
     workdir = root / "work"
+    out_dir = root / "out"
     workdir.mkdir()
-    result_path = root / "result.json"
+    out_dir.mkdir()
+    result_path = out_dir / "result.json"
+    layers: SandboxLayers = "os_jail+audit_hook" if status.available else "audit_hook"
+    if not audit_hook:
+        layers = "os_jail" if status.available else "none"
+    if status.available:
+        assert status.bwrap is not None
+        inner_child = f"{INNER_CODE_DIR}/{_CHILD_SCRIPT.name}"
+        argv, inner_databases = jail_argv(
+            [os.path.realpath(sys.executable), "-I", "-S", inner_child],
+            code_dir=_CHILD_SCRIPT.parent.resolve(),
+            scratch=workdir,
+            out_dir=out_dir,
+            databases=resolved,
+            bwrap=status.bwrap,
+        )
+        inner_result = f"{INNER_OUT_DIR}/{result_path.name}"
+    else:
+        argv = [sys.executable, "-I", "-S", str(_CHILD_SCRIPT)]
+        inner_databases, inner_result = resolved, str(result_path)
     job = {
         "code": code,
         "final_answer": final_answer,
         "function_name": function_name,
-        "databases": resolved,
-        "result_path": str(result_path),
+        "databases": inner_databases,
+        "audit_hook": audit_hook,
+        "result_path": inner_result,
         "memory_mb": memory_mb,
         "cpu_seconds": math.ceil(timeout) + 1,
         "result_limit": OUTPUT_LIMIT_BYTES,
@@ -114,8 +172,7 @@ def _prepare(
     except (TypeError, ValueError) as exc:
         shutil.rmtree(root, ignore_errors=True)
         raise SandboxError(f"final_answer must be JSON-serializable: {exc}") from None
-    argv = [sys.executable, "-I", "-S", str(_CHILD_SCRIPT)]
-    return _Job(root, workdir, result_path, payload, argv, float(timeout), memory_mb)
+    return _Job(root, workdir, result_path, payload, argv, float(timeout), memory_mb, layers)
 
 
 def _kill_group(pid: int) -> None:
@@ -156,6 +213,7 @@ def _finish(
             stdout=stdout,
             error=VerifierError(type=kind, message=message, traceback=traceback),
             execution_time_ms=elapsed_ms,
+            sandbox=job.layers,
         )
 
     try:
@@ -172,11 +230,14 @@ def _finish(
                 stdout=stdout,
                 error=VerifierError.model_validate(error) if error is not None else None,
                 execution_time_ms=elapsed_ms,
+                sandbox=job.layers,
             )
         except ValidationError as exc:
             return failed("exception", f"the verifier process wrote an invalid result: {exc}")
     if timed_out:
         return failed("timeout", f"the verifier did not finish within {job.timeout:g}s and was killed")
+    if job.layers.startswith("os_jail") and returncode > 128:
+        returncode = 128 - returncode  # bwrap exits 128 + N when its child was killed by signal N
     if returncode < 0:
         number = -returncode
         name = _signal_name(number)
@@ -258,19 +319,23 @@ def run_sandboxed(
     function_name: str | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     memory_mb: int = DEFAULT_MEMORY_MB,
+    allow_unjailed: bool = False,
+    scratch_root: str | os.PathLike[str] | None = None,
 ) -> VerifierOutcome:
-    """Run a verifier in a fresh, limited child process and return its outcome.
+    """Run a verifier in a fresh, limited, OS-jailed child process and return its outcome.
 
-    The child is ``sys.executable -I -S`` (no site-packages, no ``PYTHON*`` variables) started
-    with an empty environment (no secret is inherited), a new scratch directory as cwd, and
-    ``RLIMIT_AS = memory_mb`` MiB and ``RLIMIT_CPU`` just above ``timeout``. Before the verifier
-    runs, an audit hook denies opening anything but the scratch directory, the given database
-    files (read-only) and the standard library, starting processes, sending signals, the
-    network and ``ctypes``; a denied call raises ``PermissionError("denied by the verifier
-    sandbox: ...")`` inside the verifier. The verifier gets ``SQLiteEnvironment(databases,
-    read_only=True)`` as ``env``. At most :data:`OUTPUT_LIMIT_BYTES` of its stdout is kept.
-    The process group is SIGKILLed at the deadline and after every run: nothing is left
-    behind. The audit hook is a tripwire, not a jail (see ``fleet_sdk.verifiers._audit``).
+    The child is the interpreter with ``-I -S`` (no site-packages, no ``PYTHON*`` variables)
+    inside a bubblewrap jail: no network, its own PID namespace (nothing it starts outlives
+    it), uid 65534 without capabilities, an empty environment, and a filesystem holding only
+    the Python runtime, its scratch directory (cwd) and the given databases (read-only).
+    ``RLIMIT_AS = memory_mb`` MiB and ``RLIMIT_CPU`` just above ``timeout`` apply. As a second
+    layer, an audit hook denies opening anything but those files, starting processes, sending
+    signals, the network, ``ctypes`` and frame introspection; a denied call raises
+    ``PermissionError("denied by the verifier sandbox: ...")`` inside the verifier. The
+    verifier gets ``SQLiteEnvironment(databases, read_only=True)`` as ``env``, whose
+    connections refuse ``ATTACH`` and changes to their authorizer. At most
+    :data:`OUTPUT_LIMIT_BYTES` of its stdout is kept. ``outcome.sandbox`` names the layers
+    that protected the run.
 
     Every fault of the verifier (syntax error, no entry point, exception, timeout, memory
     limit, invalid result, a crash of the child) is returned in ``outcome.error``. This call
@@ -284,19 +349,31 @@ def run_sandboxed(
         function_name: Call this top-level function instead of finding the entry point.
         timeout: Wall-clock seconds before the child is killed (``error.type == "timeout"``).
         memory_mb: Address-space limit of the child, in MiB (at least 32).
+        allow_unjailed: Where the OS jail cannot start, run with the audit hook alone
+            (``outcome.sandbox == "audit_hook"``) instead of raising. Only for trusted code.
+        scratch_root: The directory the run's temporary directory is made in (the system's
+            temp directory by default); it is removed after the run.
 
     Raises:
+        JailUnavailableError: The OS jail cannot start and ``allow_unjailed`` is false.
         SandboxError: Invalid arguments (e.g. a ``final_answer`` that is not JSON), or the
             interpreter could not be started.
     """
-    job = _prepare(
-        code,
-        databases=databases,
-        final_answer=final_answer,
-        function_name=function_name,
-        timeout=timeout,
-        memory_mb=memory_mb,
+    return _run_job(
+        _prepare(
+            code,
+            databases=databases,
+            final_answer=final_answer,
+            function_name=function_name,
+            timeout=timeout,
+            memory_mb=memory_mb,
+            allow_unjailed=allow_unjailed,
+            scratch_root=scratch_root,
+        )
     )
+
+
+def _run_job(job: _Job) -> VerifierOutcome:
     try:
         start = time.perf_counter()
         try:
@@ -376,6 +453,8 @@ async def run_sandboxed_async(
     function_name: str | None = None,
     timeout: float = DEFAULT_TIMEOUT,  # noqa: ASYNC109 - the child's limit, enforced by killing it
     memory_mb: int = DEFAULT_MEMORY_MB,
+    allow_unjailed: bool = False,
+    scratch_root: str | os.PathLike[str] | None = None,
 ) -> VerifierOutcome:
     """Async twin of :func:`run_sandboxed`: same child, limits and outcome.
 
@@ -390,8 +469,11 @@ async def run_sandboxed_async(
         function_name: Call this top-level function instead of finding the entry point.
         timeout: Wall-clock seconds before the child is killed.
         memory_mb: Address-space limit of the child, in MiB (at least 32).
+        allow_unjailed: Run with the audit hook alone where the OS jail cannot start.
+        scratch_root: The directory the run's temporary directory is made in.
 
     Raises:
+        JailUnavailableError: The OS jail cannot start and ``allow_unjailed`` is false.
         SandboxError: Invalid arguments, or the interpreter could not be started.
     """
     job = _prepare(
@@ -401,6 +483,8 @@ async def run_sandboxed_async(
         function_name=function_name,
         timeout=timeout,
         memory_mb=memory_mb,
+        allow_unjailed=allow_unjailed,
+        scratch_root=scratch_root,
     )
     try:
         start = time.perf_counter()

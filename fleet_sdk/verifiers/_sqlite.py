@@ -15,7 +15,60 @@ from typing import Any
 
 from ._compat import ErrorBase
 
-__all__ = ["QueryResult", "SQLiteDatabase", "SQLiteEnvironment", "UnknownDatabaseError"]
+__all__ = [
+    "QueryResult",
+    "SQLiteDatabase",
+    "SQLiteEnvironment",
+    "UnknownDatabaseError",
+    "harden_connection",
+]
+
+# SQL functions that hand out native pointers or load code: never for untrusted SQL.
+_DENIED_FUNCTIONS = frozenset({"fts3_tokenizer", "load_extension"})
+
+
+def _authorize(action: int, arg1: str | None, arg2: str | None, *_: Any) -> int:
+    if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH):
+        return sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in _DENIED_FUNCTIONS:
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
+
+
+def harden_connection(connection: sqlite3.Connection) -> None:
+    """Refuse ``ATTACH``/``DETACH``, ``fts3_tokenizer()`` and ``load_extension()`` on ``connection``.
+
+    Also sets the attached-database limit to 0. Used for every read-only
+    :class:`SQLiteDatabase` and for the local server's query endpoint.
+
+    Args:
+        connection: The connection to lock down.
+    """
+    sqlite3.Connection.set_authorizer(connection, _authorize)
+    sqlite3.Connection.setlimit(connection, sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+
+
+class _GuardedConnection(sqlite3.Connection):
+    """A connection whose authorizer, limits and extension loading cannot be changed through it.
+
+    (``sqlite3.Connection.set_authorizer(conn, None)`` still reaches the C method: in the
+    sandbox the OS jail is what keeps every other database file out of reach.)
+    """
+
+    def _refuse(self, what: str) -> PermissionError:
+        return PermissionError(f"this database connection does not allow {what}")
+
+    def set_authorizer(self, *args: Any, **kwargs: Any) -> None:
+        raise self._refuse("changing its authorizer")
+
+    def setlimit(self, *args: Any, **kwargs: Any) -> int:
+        raise self._refuse("changing its limits")
+
+    def enable_load_extension(self, *args: Any, **kwargs: Any) -> None:
+        raise self._refuse("loading extensions")
+
+    def load_extension(self, *args: Any, **kwargs: Any) -> None:
+        raise self._refuse("loading extensions")
 
 
 class UnknownDatabaseError(LookupError, ErrorBase):
@@ -59,7 +112,9 @@ class SQLiteDatabase:
     Args:
         path: The database file.
         name: The name the environment knows it by, used in messages.
-        read_only: Open with the ``mode=ro`` URI so the verifier cannot change the data.
+        read_only: Open with the ``mode=ro`` URI so the verifier cannot change the data; the
+            connection also refuses ``ATTACH`` and changes to its authorizer (see
+            :func:`harden_connection`).
     """
 
     def __init__(
@@ -81,7 +136,8 @@ class SQLiteDatabase:
                 raise FileNotFoundError(f"database {self.name!r}: no such file: {self.path}")
             if self.read_only:
                 uri = f"{self.path.resolve().as_uri()}?mode=ro"
-                self._conn = sqlite3.connect(uri, uri=True)
+                self._conn = sqlite3.connect(uri, uri=True, factory=_GuardedConnection)
+                harden_connection(self._conn)
             else:
                 self._conn = sqlite3.connect(self.path)
         return self._conn

@@ -30,18 +30,20 @@ class BrowserLeaseRequest(BaseModel):
     Request to start a remote browser.
     """
 
-    ttl_seconds: Annotated[int, Field(ge=1)]
+    ttl_seconds: Annotated[int, Field(ge=1, le=86400)]
     """
     Lifetime of the lease in seconds; the server expires it afterwards (browser_use tasks use 1800).
     """
-    lease_id: Annotated[str | None, Field(min_length=1)] = None
+    lease_id: Annotated[
+        str | None, Field(max_length=255, min_length=1, pattern="^[^/]+$")
+    ] = None
     """
     Optional client-chosen lease id; the server assigns one when it is
     omitted. The id of a lease that is still live is a 409, so use
     `Idempotency-Key` for safe retries.
 
     """
-    allowed_hosts: list[str] | None = None
+    allowed_hosts: Annotated[list[str] | None, Field(max_length=100)] = None
     """
     Hosts the browser may open, e.g. the env instance's host. Omitted means
     the server's default policy.

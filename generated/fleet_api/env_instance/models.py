@@ -136,23 +136,23 @@ class InstanceRequest(BaseModel):
 
     """
 
-    env_key: str
+    env_key: Annotated[str, Field(max_length=255)]
     """
     Key of the environment to start, e.g. `fira`.
     """
-    env_version: str | None = None
+    env_version: Annotated[str | None, Field(max_length=255)] = None
     """
     Version of the environment, e.g. `v1.2.3`. Absent means the environment's `default_version`.
     """
-    data_key: str | None = None
+    data_key: Annotated[str | None, Field(max_length=255)] = None
     """
     Key of the data snapshot to seed the instance with (the part before `:` of a `"key:version"` data spec).
     """
-    data_version: str | None = None
+    data_version: Annotated[str | None, Field(max_length=255)] = None
     """
     Version of the data snapshot, e.g. `v2` (the part after `:` of the data spec).
     """
-    region: str | None = None
+    region: Annotated[str | None, Field(max_length=255)] = None
     """
     Region to run in, e.g. `us-west-1`. Absent means the server's default.
     """
@@ -160,37 +160,41 @@ class InstanceRequest(BaseModel):
     """
     Variables for the environment, e.g. `CURRENT_DATE`, `LOGGED_IN_USER`.
     """
-    image_type: str | None = None
+    image_type: Annotated[str | None, Field(max_length=255)] = None
     """
     Kind of image to start, e.g. `standard` or `mcp` (aggregator image that also serves MCP at `api/v1/mcp`). Absent means the environment's default.
     """
-    created_from: str | None = None
+    created_from: Annotated[str | None, Field(max_length=255)] = None
     """
     Free-form tag saying what created the instance (e.g. `sdk`, `eval`), for attribution in the dashboard.
     """
-    ttl_seconds: Annotated[int | None, Field(ge=1)] = None
+    ttl_seconds: Annotated[int | None, Field(ge=1, le=2592000)] = None
     """
     Lifetime in seconds, after which the instance is terminated. Absent means the server's default.
     """
-    run_id: str | None = None
+    run_id: Annotated[str | None, Field(max_length=255)] = None
     """
     Id of the run (training or evaluation) this instance belongs to; `list_instances` can filter by it.
     """
-    heartbeat_interval: Annotated[int | None, Field(ge=1)] = None
+    heartbeat_interval: Annotated[int | None, Field(ge=1, le=86400)] = None
     """
     Expected seconds between heartbeats. When set, the instance is reclaimed if no heartbeat arrives in time (see `heartbeat_instance`).
     """
-    max_wait_seconds: Annotated[int | None, Field(ge=0)] = None
+    max_wait_seconds: Annotated[int | None, Field(ge=0, le=3600)] = None
     """
     How long the server may hold the request waiting for the instance to
     leave `pending`; the response may still be `pending` when this runs out.
 
     """
-    seed: int | None = None
+    seed: Annotated[
+        int | None, Field(ge=-9223372036854775808, le=9223372036854775807)
+    ] = None
     """
     Random seed the environment starts with.
     """
-    timestamp: int | None = None
+    timestamp: Annotated[
+        int | None, Field(ge=-9223372036854775808, le=9223372036854775807)
+    ] = None
     """
     Unix time (seconds) to set the environment's clock to at start.
     """
@@ -202,7 +206,7 @@ class InstanceRequest(BaseModel):
     """
     Average latency to add to the environment's API calls (fault simulation).
     """
-    task_id: str | None = None
+    task_id: Annotated[str | None, Field(max_length=255)] = None
     """
     Task the instance is started for, for attribution.
     """
@@ -473,7 +477,7 @@ class Task(BaseModel):
 
     """
 
-    task_key: str
+    task_key: Annotated[str, Field(max_length=255, pattern="^[^/]+$")]
     """
     Unique key of the task.
     """
@@ -531,11 +535,11 @@ class TaskRequest(BaseModel):
 
     """
 
-    key: str | None = None
+    key: Annotated[str | None, Field(max_length=255, pattern="^[^/]*$")] = None
     """
     Unique key of the task (the orchestrator's name for `task_key`).
     """
-    task_key: str | None = None
+    task_key: Annotated[str | None, Field(max_length=255, pattern="^[^/]*$")] = None
     """
     Unique key of the task.
     """
@@ -677,7 +681,7 @@ class VerifiersExecuteRequest(BaseModel):
 
     """
 
-    key: str
+    key: Annotated[str, Field(max_length=255, pattern="^[^/]+$")]
     """
     Key of the verifier, normally the task key.
     """
@@ -693,11 +697,11 @@ class VerifiersExecuteRequest(BaseModel):
     """
     The positional arguments after `env` as JSON values, the last one `{"env": <instance_id>}`.
     """
-    function_name: str = "verify"
+    function_name: Annotated[str, Field(max_length=255)] = "verify"
     """
     Name of the entry-point function in the bundle, normally `verify`.
     """
-    timeout: Annotated[int, Field(ge=1)] = 60
+    timeout: Annotated[int, Field(ge=1, le=3600)] = 60
     """
     Seconds the verifier may run before it is stopped with error type `timeout`.
     """
@@ -912,43 +916,43 @@ class JobCreateRequest(BaseModel):
 
     """
 
-    models: Annotated[list[str], Field(min_length=1)]
+    models: Annotated[list[str], Field(max_length=100, min_length=1)]
     """
     Models to evaluate, as `provider/model` ids, e.g. `anthropic/claude-sonnet-4.5`. Sessions report the bare model name (`claude-sonnet-4.5`).
     """
-    name: str | None = None
+    name: Annotated[str | None, Field(max_length=255)] = None
     """
     Display name of the job. Absent means a server-generated name.
     """
-    pass_k: Annotated[int, Field(ge=1)] = 1
+    pass_k: Annotated[int, Field(ge=1, le=100)] = 1
     """
     Runs per task and model.
     """
-    env_key: str | None = None
+    env_key: Annotated[str | None, Field(max_length=255)] = None
     """
     Run the tasks of this environment.
     """
-    project_key: str | None = None
+    project_key: Annotated[str | None, Field(max_length=255)] = None
     """
     Run the tasks of this project.
     """
-    task_keys: list[str] | None = None
+    task_keys: Annotated[list[str] | None, Field(max_length=10000)] = None
     """
     Run exactly these tasks.
     """
-    excluded_task_keys: list[str] | None = None
+    excluded_task_keys: Annotated[list[str] | None, Field(max_length=10000)] = None
     """
     Leave these tasks out of the selection.
     """
-    max_steps: Annotated[int | None, Field(ge=1)] = None
+    max_steps: Annotated[int | None, Field(ge=1, le=10000)] = None
     """
     Maximum agent steps per session.
     """
-    max_duration_minutes: Annotated[int | None, Field(ge=1)] = None
+    max_duration_minutes: Annotated[int | None, Field(ge=1, le=10080)] = None
     """
     Maximum wall-clock minutes per session.
     """
-    max_concurrent_per_model: Annotated[int | None, Field(ge=1)] = None
+    max_concurrent_per_model: Annotated[int | None, Field(ge=1, le=1000)] = None
     """
     Maximum sessions running at once for each model.
     """
@@ -968,7 +972,7 @@ class JobCreateRequest(BaseModel):
     """
     Bring-your-own API keys by provider, used for this job's model calls only. Servers never return or log them.
     """
-    byok_ttl_minutes: Annotated[int | None, Field(ge=1)] = None
+    byok_ttl_minutes: Annotated[int | None, Field(ge=1, le=10080)] = None
     """
     Minutes the server may keep `byok_keys`.
     """
@@ -1197,11 +1201,15 @@ class ResetRequest(BaseModel):
     Body of `reset_instance`; may be empty.
     """
 
-    timestamp: int | None = None
+    timestamp: Annotated[
+        int | None, Field(ge=-9223372036854775808, le=9223372036854775807)
+    ] = None
     """
     Unix time (seconds) to set the environment's clock to after the reset.
     """
-    seed: int | None = None
+    seed: Annotated[
+        int | None, Field(ge=-9223372036854775808, le=9223372036854775807)
+    ] = None
     """
     Random seed for deterministic behaviour after the reset.
     """
@@ -1319,11 +1327,11 @@ class QueryRequest(BaseModel):
     One SQL statement to run.
     """
 
-    query: str
+    query: Annotated[str, Field(max_length=1000000)]
     """
     The SQL statement, with `?` placeholders for `args`.
     """
-    args: list[Any] | None = None
+    args: Annotated[list[Any] | None, Field(max_length=999)] = None
     """
     Positional values for the placeholders.
     """

@@ -23,6 +23,7 @@ from .._resource import (
     async_raw_response,
     build_body,
     raw_response,
+    request_options,
 )
 from . import models
 
@@ -90,6 +91,7 @@ class AsyncSessionsClient(AsyncResource):
         started_at: datetime | None | NotGiven = NOT_GIVEN,
         ended_at: datetime | None | NotGiven = NOT_GIVEN,
         verifier_execution_id: str | None | NotGiven = NOT_GIVEN,
+        idempotency_key: str | None = None,
         options: RequestOptions | None = None,
     ) -> models.SessionIngestResponse:
         """Ingest a session transcript.
@@ -110,11 +112,16 @@ class AsyncSessionsClient(AsyncResource):
         The dashboard's pass-rate aggregation only counts sessions that carry
         `verifier_execution_id`.
 
+        With an `Idempotency-Key`, a repeated request with the same key and body returns
+        the first answer (nothing is stored twice); the same key with another body is a
+        409 with code `idempotency_conflict`.
+
         Args:
             body: One session upload. Messages are OpenAI multimodal shape; the legacy Gemini
                 `history` / `parts` / `inline_data` shape of `POST /v1/traces/logs` is not accepted here.
                 Sending the `session_id` of an existing session appends `messages` to it.
             messages, session_id, job_id, task_key, model, instance_id, team_id, status, metadata, started_at, ended_at, verifier_execution_id: The fields of ``models.SessionIngestRequest``, as an alternative to ``body``; a field not passed is not sent, ``None`` is sent as ``null``.
+            idempotency_key: Sent as the ``Idempotency-Key`` header; makes the POST safe to retry; the server returns the first result for a repeated key.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -122,6 +129,7 @@ class AsyncSessionsClient(AsyncResource):
 
         Raises:
             AuthenticationError: 401: Missing or invalid API key.
+            ConflictError: 409: The `Idempotency-Key` was already used with a different body (code `idempotency_conflict`).
             UnprocessableEntityError: 422: The request failed validation; `detail` lists the bad fields.
             RateLimitError: 429: Too many requests; retry later with backoff.
             InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
@@ -148,7 +156,7 @@ class AsyncSessionsClient(AsyncResource):
                 },
                 required=True,
             ),
-            options=options,
+            options=request_options(options, idempotency_key=idempotency_key),
         )
 
     async def get_session_transcript(
@@ -266,6 +274,7 @@ class SessionsClient(SyncResource):
         started_at: datetime | None | NotGiven = NOT_GIVEN,
         ended_at: datetime | None | NotGiven = NOT_GIVEN,
         verifier_execution_id: str | None | NotGiven = NOT_GIVEN,
+        idempotency_key: str | None = None,
         options: RequestOptions | None = None,
     ) -> models.SessionIngestResponse:
         """Blocking :meth:`AsyncSessionsClient.ingest_session`."""
@@ -291,7 +300,7 @@ class SessionsClient(SyncResource):
                 },
                 required=True,
             ),
-            options=options,
+            options=request_options(options, idempotency_key=idempotency_key),
         )
 
     def get_session_transcript(

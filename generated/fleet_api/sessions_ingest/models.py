@@ -576,29 +576,31 @@ class SessionIngestRequest(BaseModel):
 
     """
 
-    messages: Annotated[list[SessionIngestMessage], Field(min_length=1)]
+    messages: Annotated[
+        list[SessionIngestMessage], Field(max_length=10000, min_length=1)
+    ]
     """
     The chat messages to store (at least one), in order.
     """
-    session_id: str | None = None
+    session_id: Annotated[str | None, Field(max_length=255, pattern="^[^/]+$")] = None
     """
     Id of an existing session to append to. Omit it to create a new session (the server
     assigns the id and returns it).
 
     """
-    job_id: str | None = None
+    job_id: Annotated[str | None, Field(max_length=255, pattern="^[^/]+$")] = None
     """
     Job the session belongs to, e.g. a trace job from `POST /v1/traces/jobs`.
     """
-    task_key: str | None = None
+    task_key: Annotated[str | None, Field(max_length=255, pattern="^[^/]+$")] = None
     """
     Key of the task the rollout ran.
     """
-    model: str | None = None
+    model: Annotated[str | None, Field(max_length=255)] = None
     """
     Model id that produced the rollout.
     """
-    instance_id: str | None = None
+    instance_id: Annotated[str | None, Field(max_length=255, pattern="^[^/]+$")] = None
     """
     Env instance the rollout ran on, when there was one.
     """
@@ -633,7 +635,7 @@ class SessionIngestRequest(BaseModel):
     """
     When the rollout ended (ISO 8601, timezone-aware).
     """
-    verifier_execution_id: str | None = None
+    verifier_execution_id: Annotated[str | None, Field(max_length=255)] = None
     """
     `execution_id` of the verifier run that graded the rollout
     (`POST /v1/verifiers/execute`). The dashboard's pass-rate aggregation only counts

@@ -30,7 +30,7 @@ class TraceJobRequest(BaseModel):
     Request to create a trace job.
     """
 
-    name: Annotated[str | None, Field(min_length=1)] = None
+    name: Annotated[str | None, Field(max_length=255, min_length=1)] = None
     """
     Display name of the job on the dashboard (e.g. the training run name); absent or null means a server-generated name.
     """
@@ -211,23 +211,23 @@ class TraceLogsRequest(BaseModel):
 
     """
 
-    job_id: str
+    job_id: Annotated[str, Field(max_length=255, pattern="^[^/]+$")]
     """
     Trace job the session belongs to.
     """
-    session_id: str | None = None
+    session_id: Annotated[str | None, Field(max_length=255, pattern="^[^/]+$")] = None
     """
     Existing session to write to; omitted or null creates a new one.
     """
-    task_key: str | None = None
+    task_key: Annotated[str | None, Field(max_length=255, pattern="^[^/]+$")] = None
     """
     Key of the task the rollout ran.
     """
-    model: str | None = None
+    model: Annotated[str | None, Field(max_length=255)] = None
     """
     Model id that produced the rollout.
     """
-    history: list[TraceTurn]
+    history: Annotated[list[TraceTurn], Field(max_length=10000)]
     """
     The conversation as Gemini-style turns, in order.
     """
@@ -235,7 +235,7 @@ class TraceLogsRequest(BaseModel):
     """
     The rollout's reward; null means unknown (not 0.0).
     """
-    verifier_execution_id: str | None = None
+    verifier_execution_id: Annotated[str | None, Field(max_length=255)] = None
     """
     Id of the verifier execution that graded the rollout.
     """

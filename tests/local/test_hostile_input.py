@@ -1,0 +1,490 @@
+"""Attacks on the local server over loopback, each followed by a check that it still answers.
+
+Every test plays an attacker: a verifier that walks frames through the keyless manager
+endpoint, SQL that never ends, a zip bomb, a 300 MB body without a key, a lone surrogate,
+integers past 64 bits, ids with a slash, a huge ``pass_k``, a reset racing a DELETE... and
+asserts the refusal (status, ``code``, the field named) and that ``/health`` and a normal
+query of an instance still answer afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import io
+import json
+import os
+import socket
+import time
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fleet_api.env_instance import models
+
+from fleet_sdk.local import LocalFleet, _jobs
+from fleet_sdk.local._store import Store
+from fleet_sdk.verifiers import DENIED_PREFIX, bundle_sha256, bundle_verifier, score_from_result
+
+QUERY_TIMEOUT = 4.0
+MAX_BODY = 8 * 1024 * 1024
+RUNAWAY = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[LocalFleet]:
+    """A server of its own, with a short SQL deadline and an 8 MiB body limit."""
+    with LocalFleet(query_timeout=QUERY_TIMEOUT, max_body_bytes=MAX_BODY) as local:
+        yield local
+
+
+@pytest.fixture
+def api(server: LocalFleet) -> Iterator[httpx.Client]:
+    """The attacker's plain HTTP client, holding the key (tests drop it where they mean to)."""
+    headers = {"Authorization": f"Bearer {server.api_key}"}
+    with httpx.Client(base_url=server.base_url, headers=headers, timeout=60) as client:
+        yield client
+
+
+@pytest.fixture
+def instance_id(api: httpx.Client) -> Iterator[str]:
+    response = api.post("/v1/env/instances", json={"env_key": "orderdesk"})
+    assert response.status_code == 200, response.text
+    created = str(response.json()["instance_id"])
+    yield created
+    api.delete(f"/v1/env/instances/{created}")
+
+
+def manager(instance: str) -> str:
+    return f"/instances/{instance}/api/v1/env"
+
+
+def assert_responsive(api: httpx.Client, instance: str) -> None:
+    """The server still answers: the instance's health and a normal query."""
+    health = api.get(f"{manager(instance)}/health")
+    assert health.status_code == 200, health.text
+    query = api.post(f"{manager(instance)}/resources/sqlite/current/query", json={"query": "SELECT 1 AS one"})
+    assert query.status_code == 200, query.text
+    assert query.json()["rows"] == [[1]]
+
+
+def assert_refused(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    body: dict[str, Any] = response.json()
+    assert body["code"] == code
+    assert body["retryable"] is False
+    return body
+
+
+def named_fields(response: httpx.Response) -> list[list[Any]]:
+    """The ``loc`` of every issue of a 422."""
+    assert response.status_code == 422, response.text
+    body = response.json()
+    assert body["code"] == "validation_error" and body["retryable"] is False
+    return [issue["loc"] for issue in body["detail"]]
+
+
+def raw_json(api: httpx.Client, url: str, text: str | bytes | Iterator[bytes]) -> httpx.Response:
+    """POST JSON text as written (``json=`` could not carry a lone surrogate or a NaN)."""
+    return api.post(url, content=text, headers={"Content-Type": "application/json"})
+
+
+def verifier_request(code: str, **overrides: Any) -> dict[str, Any]:
+    return {
+        "key": "attack",
+        "sha256": bundle_sha256(code),
+        "args": {},
+        "function_name": "verify",
+        "timeout": 20,
+        "bundle": base64.b64encode(bundle_verifier(code)).decode(),
+        **overrides,
+    }
+
+
+# ---------------------------------------------------------------- the verifier sandbox
+
+
+FRAME_WALK = """
+import os, sys
+
+def verify(env):
+    frame = sys._getframe()
+    while frame is not None:
+        policy = frame.f_locals.get("policy")
+        if policy is not None:
+            policy.check = lambda event, args: None
+        frame = frame.f_back
+    os.system("cat /proc/$PPID/environ > leaked")
+    return 1
+"""
+
+
+def test_the_frame_walk_through_the_keyless_manager_endpoint_is_refused(
+    server: LocalFleet, api: httpx.Client, instance_id: str
+) -> None:
+    with httpx.Client(base_url=server.base_url, timeout=60) as keyless:
+        response = keyless.post(
+            f"{manager(instance_id)}/execute_verifier_function", json=verifier_request(FRAME_WALK)
+        )
+    assert response.status_code == 200, response.text
+    result = response.json()
+    assert result["success"] is False
+    assert result["error"]["type"] == "exception"
+    assert result["error"]["message"].startswith(f"PermissionError: {DENIED_PREFIX}: sys._getframe")
+    assert_responsive(api, instance_id)
+
+
+def test_a_verifier_cannot_read_the_server_state_or_its_key(
+    server: LocalFleet, api: httpx.Client, instance_id: str
+) -> None:
+    code = (
+        "import os\n"
+        "def verify(env):\n"
+        "    out = {'score': 1, 'env': dict(os.environ)}\n"
+        f"    for path in ['/etc/passwd', {str(server.data_dir / 'fleet.db')!r}, '/proc/1/environ']:\n"
+        "        try:\n"
+        "            out[path] = open(path, 'rb').read(64).decode('latin-1')\n"
+        "        except OSError as exc:\n"
+        "            out[path] = type(exc).__name__ + ': ' + str(exc)\n"
+        "    return out\n"
+    )
+    response = api.post(f"{manager(instance_id)}/execute_verifier_function", json=verifier_request(code))
+    result = response.json()["result"]
+    assert server.api_key not in json.dumps(result)
+    assert not any(name.startswith(("FLEET", "AWS")) for name in result["env"])
+    for path in ("/etc/passwd", str(server.data_dir / "fleet.db")):
+        assert result[path].startswith("PermissionError"), result[path]
+    assert_responsive(api, instance_id)
+
+
+def test_a_large_verifier_result_keeps_its_score(api: httpx.Client, instance_id: str) -> None:
+    code = "def verify(env):\n    return {'score': 0.5, 'blob': 'x' * (2 * 1024 * 1024)}\n"
+    response = api.post(f"{manager(instance_id)}/execute_verifier_function", json=verifier_request(code))
+    assert response.status_code == 200, response.text
+    result = response.json()
+    assert result["success"] is True
+    assert len(json.dumps(result["result"])) <= 1024 * 1024
+    assert score_from_result(result["result"]) == 0.5  # what the SDK reads from a remote run
+
+
+# ---------------------------------------------------------------- SQL
+
+
+def test_attach_of_the_server_database_and_fts3_tokenizer_are_refused(
+    server: LocalFleet, api: httpx.Client, instance_id: str
+) -> None:
+    url = f"{manager(instance_id)}/resources/sqlite/current/query"
+    for sql in (
+        f"ATTACH DATABASE '{server.data_dir / 'fleet.db'}' AS s",
+        "SELECT fts3_tokenizer('simple')",
+    ):
+        for read_only in (True, False):
+            response = api.post(url, json={"query": sql, "read_only": read_only})
+            assert response.status_code == 200, response.text
+            assert response.json()["success"] is False
+            assert "not authorized" in response.json()["error"]
+    assert_responsive(api, instance_id)
+
+
+async def test_forty_runaway_queries_neither_outlive_the_deadline_nor_starve_the_server(
+    server: LocalFleet, instance_id: str
+) -> None:
+    headers = {"Authorization": f"Bearer {server.api_key}"}
+    limits = httpx.Limits(max_connections=100)
+    async with httpx.AsyncClient(
+        base_url=server.base_url, headers=headers, timeout=120, limits=limits
+    ) as client:
+        url = f"{manager(instance_id)}/resources/sqlite/current/query"
+        runaway = [asyncio.ensure_future(client.post(url, json={"query": RUNAWAY})) for _ in range(40)]
+        await asyncio.sleep(0.5)  # let them reach SQLite
+        health = await client.get(f"{manager(instance_id)}/health")
+        envs = await client.get("/v1/env/")
+        normal = await client.post(url, json={"query": "SELECT count(*) FROM orders"})
+        created = await client.post("/v1/env/instances", json={"env_key": "orderdesk"})
+        # All four answered while every runaway statement was still running.
+        assert not any(task.done() for task in runaway)
+        assert health.status_code == 200 and envs.status_code == 200
+        assert normal.status_code == 200 and normal.json()["success"] is True
+        assert created.status_code == 200, created.text
+        answers = await asyncio.gather(*runaway)
+        await client.delete(f"/v1/env/instances/{created.json()['instance_id']}")
+    for answer in answers:
+        body = assert_refused(answer, 400, "query_timeout")
+        assert f"{QUERY_TIMEOUT:g}s" in body["detail"]
+
+
+def test_sql_arguments_sqlite_cannot_bind_are_422(api: httpx.Client, instance_id: str) -> None:
+    url = f"{manager(instance_id)}/resources/sqlite/current/query"
+    huge = raw_json(api, url, b'{"query": "SELECT ?", "args": [1, 99999999999999999999999]}')
+    assert named_fields(huge) == [["body", "args", 1]]
+    surrogate = raw_json(api, url, b'{"query": "SELECT ?", "args": ["\\ud800"]}')
+    assert named_fields(surrogate) == [["body", "args", 0]]
+    assert_responsive(api, instance_id)
+
+
+# ---------------------------------------------------------------- bundles
+
+
+def zipped(files: dict[str, bytes]) -> str:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+@pytest.mark.parametrize(
+    ("files", "why"),
+    [
+        ({"verifier.py": b"#" * (64 * 1024 * 1024)}, "bytes uncompressed"),
+        (
+            {f"f{i}.py": b"" for i in range(65)} | {"verifier.py": b"def verify(env):\n    return 1\n"},
+            "files",
+        ),
+    ],
+    ids=["zip-bomb", "many-files"],
+)
+def test_bundles_are_limited_uncompressed_and_in_file_count(
+    api: httpx.Client, instance_id: str, files: dict[str, bytes], why: str
+) -> None:
+    bundle = zipped(files)
+    sha = hashlib.sha256(base64.b64decode(bundle)).hexdigest()
+    body = verifier_request("def verify(env):\n    return 1\n", bundle=bundle, sha256=sha)
+    response = api.post(f"{manager(instance_id)}/execute_verifier_function", json=body)
+    assert why in assert_refused(response, 400, "bad_bundle")["detail"]
+    assert_responsive(api, instance_id)
+
+
+# ---------------------------------------------------------------- request bodies
+
+
+def raw_post(
+    server: LocalFleet, path: str, headers: dict[str, str], body: bytes
+) -> tuple[int, dict[str, Any]]:
+    """POST over a bare socket, sending only ``body`` whatever Content-Length says; read the answer."""
+    host, port = server.base_url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        head = f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+        sock.sendall(head.encode() + body)
+        reply = b""
+        while b"\r\n\r\n" not in reply or len(reply.split(b"\r\n\r\n", 1)[1]) < _length(reply):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+    status = int(reply.split(b" ", 2)[1])
+    return status, json.loads(reply.split(b"\r\n\r\n", 1)[1])
+
+
+def _length(reply: bytes) -> int:
+    for line in reply.split(b"\r\n\r\n", 1)[0].split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return int(value)
+    return 1
+
+
+def test_a_300_mb_body_without_a_key_is_refused_before_it_is_read(
+    server: LocalFleet, api: httpx.Client, instance_id: str
+) -> None:
+    # Only the first kilobyte is ever sent: the answer must not wait for the rest.
+    status, body = raw_post(
+        server, "/v1/env/instances", {"Content-Length": str(300 * 1024 * 1024)}, b"{" * 1024
+    )
+    assert status == 401 and body["code"] == "unauthorized"
+    assert_responsive(api, instance_id)
+
+
+def test_a_body_over_the_limit_is_413_even_with_the_key(
+    server: LocalFleet, api: httpx.Client, instance_id: str
+) -> None:
+    headers = {"Authorization": f"Bearer {server.api_key}", "Content-Length": str(300 * 1024 * 1024)}
+    status, body = raw_post(server, "/v1/env/instances", headers, b"{" * 1024)
+    assert status == 413 and body == {
+        "detail": f"request body is larger than the server's limit of {MAX_BODY} bytes",
+        "code": "payload_too_large",
+        "retryable": False,
+    }
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the limit applies as it streams in
+        for _ in range(MAX_BODY // 65536 + 2):
+            yield b" " * 65536
+
+    streamed = raw_json(api, "/v1/env/instances", chunks())
+    assert_refused(streamed, 413, "payload_too_large")
+    assert_responsive(api, instance_id)
+
+
+def test_a_long_run_id_is_refused_and_never_listed(api: httpx.Client, instance_id: str) -> None:
+    assert_refused(
+        api.post("/v1/env/instances", json={"env_key": "orderdesk", "run_id": "r" * (50 * 1024 * 1024)}),
+        413,
+        "payload_too_large",
+    )
+    response = api.post("/v1/env/instances", json={"env_key": "orderdesk", "run_id": "r" * 256})
+    assert named_fields(response) == [["body", "run_id"]]
+    listing = api.get("/v1/env/instances")
+    assert all(len(item.get("run_id") or "") <= 255 for item in listing.json())
+    assert_responsive(api, instance_id)
+
+
+# ---------------------------------------------------------------- bad values: 422 naming the field
+
+
+def test_huge_integers_are_422_and_the_heartbeat_still_works(api: httpx.Client, instance_id: str) -> None:
+    huge = b'{"env_key": "orderdesk", "ttl_seconds": 99999999999999999999999999}'
+    assert named_fields(raw_json(api, "/v1/env/instances", huge)) == [["body", "ttl_seconds"]]
+    longest = api.post("/v1/env/instances", json={"env_key": "orderdesk", "ttl_seconds": 2592000})
+    assert longest.status_code == 200, longest.text
+    created = longest.json()["instance_id"]
+    try:
+        heartbeat = api.post(f"/v1/env/instances/{created}/heartbeat", json={})
+        assert heartbeat.status_code == 200, heartbeat.text
+    finally:
+        api.delete(f"/v1/env/instances/{created}")
+    reset = raw_json(api, f"{manager(instance_id)}/reset", b'{"seed": 99999999999999999999999}')
+    assert named_fields(reset) == [["body", "seed"]]
+    assert_responsive(api, instance_id)
+
+
+def ingest_body(**overrides: Any) -> dict[str, Any]:
+    return {
+        "messages": [{"role": "user", "content": "hello"}],
+        "job_id": "job-hostile",
+        "task_key": "task-1",
+        "model": "m",
+        "metadata": {"score": 1.0},
+        **overrides,
+    }
+
+
+def test_a_lone_surrogate_and_non_finite_scores_are_422(api: httpx.Client, instance_id: str) -> None:
+    text = json.dumps(ingest_body()).replace('"hello"', '"\\ud800"')
+    assert named_fields(raw_json(api, "/v1/sessions/ingest", text)) == [["body", "messages", 0, "content"]]
+    for token in ("NaN", "Infinity", "-Infinity"):
+        text = json.dumps(ingest_body()).replace("1.0", token)
+        assert named_fields(raw_json(api, "/v1/sessions/ingest", text)) == [["body", "metadata", "score"]]
+    # A key that is a lone surrogate is named, escaped, and the answer still encodes.
+    text = json.dumps(ingest_body()).replace('"score"', '"\\udfff": 1, "score"')
+    assert named_fields(raw_json(api, "/v1/sessions/ingest", text)) == [["body", "metadata", "\\udfff"]]
+    good = api.post("/v1/sessions/ingest", json=ingest_body())
+    assert good.status_code == 200
+    transcript = api.get(f"/v1/sessions/{good.json()['session_id']}/transcript")
+    assert transcript.status_code == 200, transcript.text
+    assert_responsive(api, instance_id)
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/v1/tasks", {"task_key": "a/b", "prompt": "p", "env_key": "orderdesk"}, "task_key"),
+        ("/v1/sessions/ingest", ingest_body(job_id="job/1"), "job_id"),
+        ("/v1/sessions/ingest", ingest_body(session_id="s/1"), "session_id"),
+        ("/v1/browser", {"ttl_seconds": 60, "lease_id": "a/b"}, "lease_id"),
+        ("/v1/browser", {"ttl_seconds": 10**9}, "ttl_seconds"),
+        ("/v1/jobs", {"models": ["local/reference"], "pass_k": 20000}, "pass_k"),
+        ("/v1/jobs", {"models": ["local/reference"] * 101}, "models"),
+    ],
+)
+def test_slashes_in_ids_and_unbounded_sizes_are_422(
+    api: httpx.Client, instance_id: str, path: str, body: dict[str, Any], field: str
+) -> None:
+    assert named_fields(api.post(path, json=body)) == [["body", field]]
+    assert_responsive(api, instance_id)
+
+
+# ---------------------------------------------------------------- races and replays
+
+
+async def test_reset_racing_delete_never_answers_500(server: LocalFleet, api: httpx.Client) -> None:
+    created = api.post("/v1/env/instances", json={"env_key": "orderdesk"}).json()["instance_id"]
+    headers = {"Authorization": f"Bearer {server.api_key}"}
+    async with httpx.AsyncClient(base_url=server.base_url, headers=headers, timeout=60) as client:
+        resets = [client.post(f"{manager(created)}/reset", json={}) for _ in range(12)]
+        deletes = [client.delete(f"/v1/env/instances/{created}") for _ in range(3)]
+        answers = await asyncio.gather(*resets[:6], *deletes, *resets[6:])
+    assert {a.status_code for a in answers} <= {200, 404, 409}, [
+        a.text for a in answers if a.status_code >= 500
+    ]
+    assert [a.status_code for a in answers[6:9]].count(200) >= 1  # a DELETE went through
+    assert api.get(f"/v1/env/instances/{created}").json()["status"] == "terminated"
+
+
+def test_ingest_honours_idempotency_key(api: httpx.Client, instance_id: str) -> None:
+    body = ingest_body(job_id=f"job-idem-{os.getpid()}")
+    headers = {"Idempotency-Key": f"ingest-{os.getpid()}"}
+    answers = [api.post("/v1/sessions/ingest", json=body, headers=headers) for _ in range(5)]
+    assert {a.status_code for a in answers} == {200}
+    assert len({a.json()["session_id"] for a in answers}) == 1
+    sessions = api.get(f"/v1/sessions/job/{body['job_id']}").json()
+    assert sessions["total_sessions"] == 1
+    other = api.post("/v1/sessions/ingest", json=ingest_body(model="other"), headers=headers)
+    assert_refused(other, 409, "idempotency_conflict")
+    assert_responsive(api, instance_id)
+
+
+# ---------------------------------------------------------------- restart and the jail's absence
+
+
+def test_a_restart_removes_verifier_scratch_dirs(tmp_path: Path) -> None:
+    stale = tmp_path / "verifier-scratch" / "fleet-verifier-left-by-kill-9"
+    (stale / "work").mkdir(parents=True)
+    with LocalFleet(tmp_path, s3=False):
+        assert not stale.exists()
+
+
+def test_a_restart_after_kill_9_releases_the_instances_of_interrupted_sessions(tmp_path: Path) -> None:
+    with LocalFleet(tmp_path, s3=False) as local, local.fleet() as fleet:
+        created = fleet.api.control_plane.create_instance(models.InstanceRequest(env_key="orderdesk"))
+        assert local._process is not None
+        local._process.kill()  # kill -9 in the middle of a job that was using the instance
+        local._process.wait()
+    store = Store(tmp_path / "fleet.db")
+    try:
+        store.put(_jobs.JOB_KIND, "job-killed", {"id": "job-killed", "status": "running"})
+        session = {"session_id": "sess-killed", "status": "running", "instance_id": created.instance_id}
+        store.put(_jobs.SESSION_KIND, "sess-killed", session, parent="job-killed")
+    finally:
+        store.close()
+    with LocalFleet(tmp_path, s3=False) as local, local.fleet() as fleet:
+        again = fleet.api.control_plane.get_instance(created.instance_id)
+        assert again.status == "terminated"
+        assert not (tmp_path / "instances" / created.instance_id).exists()
+
+
+def warned(local: LocalFleet) -> bool:
+    """Whether the server said on stderr that the jail is unavailable (within 10 s of asking)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if any("verifier OS jail is unavailable" in line for line in local._stderr):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_without_the_jail_the_server_warns_and_refuses_verifiers(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap to be found
+    code = "def verify(env):\n    return 1\n"
+    with LocalFleet(s3=False) as local, local.fleet() as fleet:
+        created = fleet.api.control_plane.create_instance(models.InstanceRequest(env_key="orderdesk"))
+        with httpx.Client(base_url=local.base_url, timeout=60) as client:
+            refused = client.post(
+                f"{manager(created.instance_id)}/execute_verifier_function", json=verifier_request(code)
+            )
+        body = assert_refused(refused, 503, "verifier_jail_unavailable")
+        assert "bubblewrap" in body["detail"]
+        assert warned(local), "".join(local._stderr)
+    with LocalFleet(s3=False, allow_unjailed_verifiers=True) as local, local.fleet() as fleet:
+        created = fleet.api.control_plane.create_instance(models.InstanceRequest(env_key="orderdesk"))
+        with httpx.Client(base_url=local.base_url, timeout=60) as client:
+            allowed = client.post(
+                f"{manager(created.instance_id)}/execute_verifier_function", json=verifier_request(code)
+            )
+        assert allowed.status_code == 200 and allowed.json()["success"] is True
