@@ -201,7 +201,7 @@ def render_client(env: jinja2.Environment, spec: Spec, models_code: str) -> str:
     unknown = sorted(names - set(_ANNOTATION_IMPORTS))
     if unknown:
         raise CodegenError(f"{spec.file_name}: no import known for annotation names {unknown}")
-    resource = ["AsyncResource", "SyncResource", "async_raw_response", "raw_response"]
+    resource = ["AsyncResource", "SyncResource", "async_raw_response", "blocking", "raw_response"]
     if any(op.body_fields for op in spec.operations):
         resource += ["NOT_GIVEN", "NotGiven", "build_body"]
     if any(op.idempotency_key or op.header_params for op in spec.operations):

@@ -673,3 +673,40 @@ def test_raw_view_wraps_the_client_methods_with_their_signatures() -> None:
         view = client.with_raw_response
         for name in ("create_instance", "get_instance", "list_instances"):
             assert inspect.signature(getattr(view, name)) == inspect.signature(getattr(client, name))
+
+
+@pytest.mark.parametrize("schema", sorted(p.name for p in SCHEMAS.glob("*.yaml")))
+def test_blocking_clients_are_their_async_twins(schema: str) -> None:
+    """Every blocking method is derived from its async source: same signature, same docstring."""
+    import inspect
+
+    module = importlib.import_module(f"fleet_api.{schema.removesuffix('.yaml').replace('-', '_')}.client")
+    pairs = [
+        (getattr(module, name), getattr(module, f"Async{name}"))
+        for name in module.__all__
+        if f"Async{name}" in module.__all__ and not name.endswith("WithRawResponse")
+    ]
+    assert pairs
+    for sync_cls, async_cls in pairs:
+        async_ops = {n for n, f in vars(async_cls).items() if inspect.iscoroutinefunction(f)}
+        sync_ops = {n for n in vars(sync_cls) if not n.startswith("_") and n != "with_raw_response"}
+        assert sync_ops == async_ops, sync_cls.__name__
+        for name in async_ops:
+            sync_fn, async_fn = getattr(sync_cls, name), getattr(async_cls, name)
+            assert not inspect.iscoroutinefunction(sync_fn)
+            assert inspect.signature(sync_fn) == inspect.signature(async_fn), name
+            assert sync_fn.__doc__ == async_fn.__doc__ and async_fn.__doc__
+
+
+def test_a_blocking_method_that_would_suspend_is_refused() -> None:
+    import asyncio
+
+    from fleet_api._resource import blocking
+
+    class Sleeper:
+        async def nap(self) -> int:
+            await asyncio.sleep(0)
+            return 1
+
+    with pytest.raises(RuntimeError, match="suspended"):
+        blocking(Sleeper.nap)(Sleeper())

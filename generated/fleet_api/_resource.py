@@ -3,6 +3,10 @@
 
 - ``SyncResource`` / ``AsyncResource``: one ``_send`` per kind that hands the operation to
   the runtime's ``HTTPClient`` / ``AsyncHTTPClient`` and warns for deprecated operations.
+- ``blocking``: every blocking method is its async method run on a ``SyncResource``. There,
+  ``_send`` does the blocking request and returns an awaitable that is already done, so the
+  coroutine finishes without ever suspending: one source per operation, the same typed
+  signature, and no event loop involved.
 - ``raw_response`` / ``async_raw_response``: the ``with_raw_response`` views wrap the
   client's own methods (same signature) instead of repeating them.
 - ``NOT_GIVEN`` and ``build_body``: request bodies as keyword arguments beside the model
@@ -12,9 +16,10 @@
 from __future__ import annotations
 
 import copy
+import functools
 import warnings
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final, Generic, ParamSpec, Self, TypeVar, cast
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
+from typing import Any, Concatenate, Final, Generic, ParamSpec, Self, TypeVar, cast
 
 import pydantic
 
@@ -29,7 +34,7 @@ H = TypeVar("H", HTTPClient, AsyncHTTPClient)
 M = TypeVar("M", bound=pydantic.BaseModel)
 
 # The warning points at the caller of the client method: warn <- _warn_if_deprecated <- _send
-# <- the method <- its caller.
+# <- the method <- its caller; a blocking call adds the ``blocking`` wrapper's frame.
 _DEPRECATION_STACKLEVEL = 4
 
 
@@ -91,12 +96,12 @@ def request_options(
     return merged
 
 
-def _warn_if_deprecated(op: Operation) -> None:
+def _warn_if_deprecated(op: Operation, *, blocking: bool = False) -> None:
     if op.deprecated:
         warnings.warn(
             f"{op.operation_id} is deprecated by its schema; see its docstring for the replacement.",
             DeprecationWarning,
-            stacklevel=_DEPRECATION_STACKLEVEL,
+            stacklevel=_DEPRECATION_STACKLEVEL + blocking,
         )
 
 
@@ -112,8 +117,24 @@ class _Resource(Generic[H]):
         return twin
 
 
+class _Done(Generic[T]):
+    """An awaitable that is already finished: ``await _Done(x)`` is ``x``, without suspending."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: T) -> None:
+        self.value = value
+
+    def __await__(self) -> Generator[Any, None, T]:
+        yield from ()  # a generator that finishes at once: the await never suspends
+        return self.value
+
+
 class SyncResource(_Resource[HTTPClient]):
     """Base of the blocking clients: holds the ``HTTPClient`` and sends operations.
+
+    Its operations are the async client's, wrapped by ``blocking``: ``_send`` does the
+    request here, blocking, and hands back an already-finished awaitable.
 
     Args:
         http: The HTTP client of this surface (base URL, auth, retries).
@@ -128,8 +149,8 @@ class SyncResource(_Resource[HTTPClient]):
         params: Mapping[str, QueryValue] | None = None,
         body: Any = None,
         options: RequestOptions | None = None,
-    ) -> T:
-        _warn_if_deprecated(op)
+    ) -> _Done[T]:
+        _warn_if_deprecated(op, blocking=True)
         response = self._http.request_raw(
             op.method,
             op.path,
@@ -140,7 +161,7 @@ class SyncResource(_Resource[HTTPClient]):
             options=options,
         )
         # A raw twin's methods are only reachable through raw_response(), which retypes them.
-        return cast(T, response) if self._raw else response.parse()
+        return _Done(cast(T, response) if self._raw else response.parse())
 
 
 class AsyncResource(_Resource[AsyncHTTPClient]):
@@ -181,3 +202,28 @@ def raw_response(method: Callable[P, R]) -> Callable[P, APIResponse[R]]:
 def async_raw_response(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[APIResponse[R]]]:
     """The ``with_raw_response`` form of a bound async method of a raw twin."""
     return cast("Callable[P, Awaitable[APIResponse[R]]]", method)
+
+
+def blocking(
+    method: Callable[Concatenate[Any, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[Any, P], R]:
+    """The blocking twin of an async client method, with the same signature and docstring.
+
+    Called on a ``SyncResource``, the coroutine's only await is on ``SyncResource._send``,
+    which has already done the request; so one ``send`` runs it to the end.
+
+    Args:
+        method: The async client's method (an unbound function).
+    """
+
+    @functools.wraps(method)
+    def run(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        coroutine = method(self, *args, **kwargs)
+        try:
+            coroutine.send(None)
+        except StopIteration as finished:
+            return cast(R, finished.value)
+        coroutine.close()
+        raise RuntimeError(f"{method.__qualname__} suspended; it cannot run on a blocking client")
+
+    return run

@@ -3,8 +3,9 @@
 
 One class per schema tag, each with a blocking twin and a ``with_raw_response`` view.
 The clients only describe operations; URLs, auth, timeouts, retries and errors belong to
-the ``HTTPClient`` / ``AsyncHTTPClient`` they are given. Each operation is documented once,
-on the async client; the blocking method has the same signature and behaviour.
+the ``HTTPClient`` / ``AsyncHTTPClient`` they are given. Each operation is written and
+documented once, on the async client; the blocking client's method is that same method run
+by ``blocking`` (see ``_resource.py``), so signature, docstring and behaviour are one.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .._resource import (
     NotGiven,
     SyncResource,
     async_raw_response,
+    blocking,
     build_body,
     raw_response,
     request_options,
@@ -37,26 +39,14 @@ __all__ = [
 SERVER_URL = "https://api.internal.fleet-platform.fleetai.com"
 """Production base URL of this surface: the first ``servers`` entry of the schema."""
 
+# fmt: off
 OPERATIONS: dict[str, Operation] = {
-    "create_browser_lease": Operation(
-        "create_browser_lease", "POST", "/v1/browser", "browser-lease", False, SERVER_URL, 200
-    ),
-    "get_browser_lease": Operation(
-        "get_browser_lease", "GET", "/v1/browser/{lease_id}", "browser-lease", False, SERVER_URL, 200
-    ),
-    "delete_browser_lease": Operation(
-        "delete_browser_lease", "DELETE", "/v1/browser/{lease_id}", "browser-lease", False, SERVER_URL, 200
-    ),
-    "get_browser_lease_mcp_tools": Operation(
-        "get_browser_lease_mcp_tools",
-        "GET",
-        "/v1/browser/{lease_id}/mcp-tools",
-        "browser-lease",
-        False,
-        SERVER_URL,
-        200,
-    ),
+    "create_browser_lease": Operation("create_browser_lease", "POST", "/v1/browser", "browser-lease", False, SERVER_URL, 200),
+    "get_browser_lease": Operation("get_browser_lease", "GET", "/v1/browser/{lease_id}", "browser-lease", False, SERVER_URL, 200),
+    "delete_browser_lease": Operation("delete_browser_lease", "DELETE", "/v1/browser/{lease_id}", "browser-lease", False, SERVER_URL, 200),
+    "get_browser_lease_mcp_tools": Operation("get_browser_lease_mcp_tools", "GET", "/v1/browser/{lease_id}/mcp-tools", "browser-lease", False, SERVER_URL, 200),
 }
+# fmt: on
 """Every operation of the schema by ``operationId`` (fields in ``Operation`` order), for contract tests."""
 
 
@@ -117,6 +107,7 @@ class AsyncBrowserLeaseClient(AsyncResource):
             RateLimitError: 429: Too many requests (or no browser capacity); retry later with backoff.
             InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
         """
+
         return await self._send(
             OPERATIONS["create_browser_lease"],
             models.BrowserLease,
@@ -152,6 +143,7 @@ class AsyncBrowserLeaseClient(AsyncResource):
             RateLimitError: 429: Too many requests (or no browser capacity); retry later with backoff.
             InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
         """
+
         return await self._send(
             OPERATIONS["get_browser_lease"],
             models.BrowserLease,
@@ -185,6 +177,7 @@ class AsyncBrowserLeaseClient(AsyncResource):
             RateLimitError: 429: Too many requests (or no browser capacity); retry later with backoff.
             InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
         """
+
         return await self._send(
             OPERATIONS["delete_browser_lease"],
             models.BrowserLeaseDeleted,
@@ -216,6 +209,7 @@ class AsyncBrowserLeaseClient(AsyncResource):
             RateLimitError: 429: Too many requests (or no browser capacity); retry later with backoff.
             InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
         """
+
         return await self._send(
             OPERATIONS["get_browser_lease_mcp_tools"],
             models.BrowserMCPTools,
@@ -253,70 +247,10 @@ class BrowserLeaseClient(SyncResource):
         """The same operations, returning the ``APIResponse`` (headers, ``retries_taken``, ``parse()``)."""
         return BrowserLeaseClientWithRawResponse(self)
 
-    def create_browser_lease(
-        self,
-        body: models.BrowserLeaseRequest | None = None,
-        *,
-        ttl_seconds: int | NotGiven = NOT_GIVEN,
-        lease_id: str | None | NotGiven = NOT_GIVEN,
-        allowed_hosts: list[str] | None | NotGiven = NOT_GIVEN,
-        idempotency_key: str | None = None,
-        options: RequestOptions | None = None,
-    ) -> models.BrowserLease:
-        """Blocking :meth:`AsyncBrowserLeaseClient.create_browser_lease`."""
-        return self._send(
-            OPERATIONS["create_browser_lease"],
-            models.BrowserLease,
-            body=build_body(
-                models.BrowserLeaseRequest,
-                body,
-                {"ttl_seconds": ttl_seconds, "lease_id": lease_id, "allowed_hosts": allowed_hosts},
-                required=True,
-            ),
-            options=request_options(options, idempotency_key=idempotency_key),
-        )
-
-    def get_browser_lease(
-        self,
-        lease_id: str,
-        *,
-        options: RequestOptions | None = None,
-    ) -> models.BrowserLease:
-        """Blocking :meth:`AsyncBrowserLeaseClient.get_browser_lease`."""
-        return self._send(
-            OPERATIONS["get_browser_lease"],
-            models.BrowserLease,
-            path_params={"lease_id": lease_id},
-            options=options,
-        )
-
-    def delete_browser_lease(
-        self,
-        lease_id: str,
-        *,
-        options: RequestOptions | None = None,
-    ) -> models.BrowserLeaseDeleted:
-        """Blocking :meth:`AsyncBrowserLeaseClient.delete_browser_lease`."""
-        return self._send(
-            OPERATIONS["delete_browser_lease"],
-            models.BrowserLeaseDeleted,
-            path_params={"lease_id": lease_id},
-            options=options,
-        )
-
-    def get_browser_lease_mcp_tools(
-        self,
-        lease_id: str,
-        *,
-        options: RequestOptions | None = None,
-    ) -> models.BrowserMCPTools:
-        """Blocking :meth:`AsyncBrowserLeaseClient.get_browser_lease_mcp_tools`."""
-        return self._send(
-            OPERATIONS["get_browser_lease_mcp_tools"],
-            models.BrowserMCPTools,
-            path_params={"lease_id": lease_id},
-            options=options,
-        )
+    create_browser_lease = blocking(AsyncBrowserLeaseClient.create_browser_lease)
+    get_browser_lease = blocking(AsyncBrowserLeaseClient.get_browser_lease)
+    delete_browser_lease = blocking(AsyncBrowserLeaseClient.delete_browser_lease)
+    get_browser_lease_mcp_tools = blocking(AsyncBrowserLeaseClient.get_browser_lease_mcp_tools)
 
 
 class BrowserLeaseClientWithRawResponse:

@@ -3,8 +3,9 @@
 
 One class per schema tag, each with a blocking twin and a ``with_raw_response`` view.
 The clients only describe operations; URLs, auth, timeouts, retries and errors belong to
-the ``HTTPClient`` / ``AsyncHTTPClient`` they are given. Each operation is documented once,
-on the async client; the blocking method has the same signature and behaviour.
+the ``HTTPClient`` / ``AsyncHTTPClient`` they are given. Each operation is written and
+documented once, on the async client; the blocking client's method is that same method run
+by ``blocking`` (see ``_resource.py``), so signature, docstring and behaviour are one.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from .._resource import (
     NotGiven,
     SyncResource,
     async_raw_response,
+    blocking,
     build_body,
     raw_response,
     request_options,
@@ -43,160 +45,42 @@ __all__ = [
 SERVER_URL = "https://orchestrator.fleetai.com"
 """Production base URL of this surface: the first ``servers`` entry of the schema."""
 
+# fmt: off
 OPERATIONS: dict[str, Operation] = {
     "list_envs": Operation("list_envs", "GET", "/v1/env/", "control-plane", False, SERVER_URL, 200),
     "get_env": Operation("get_env", "GET", "/v1/env/{env_key}", "control-plane", False, SERVER_URL, 200),
-    "create_instance": Operation(
-        "create_instance", "POST", "/v1/env/instances", "control-plane", False, SERVER_URL, 200
-    ),
-    "list_instances": Operation(
-        "list_instances", "GET", "/v1/env/instances", "control-plane", False, SERVER_URL, 200
-    ),
+    "create_instance": Operation("create_instance", "POST", "/v1/env/instances", "control-plane", False, SERVER_URL, 200),
+    "list_instances": Operation("list_instances", "GET", "/v1/env/instances", "control-plane", False, SERVER_URL, 200),
     "list_regions": Operation("list_regions", "GET", "/v1/regions", "control-plane", False, SERVER_URL, 200),
     "get_account": Operation("get_account", "GET", "/v1/account", "control-plane", False, SERVER_URL, 200),
     "list_runs": Operation("list_runs", "GET", "/v1/env/runs", "control-plane", False, SERVER_URL, 200),
-    "delete_instances_batch": Operation(
-        "delete_instances_batch", "DELETE", "/v1/env/instances/batch", "control-plane", False, SERVER_URL, 200
-    ),
-    "get_instance": Operation(
-        "get_instance", "GET", "/v1/env/instances/{instance_id}", "control-plane", False, SERVER_URL, 200
-    ),
-    "delete_instance": Operation(
-        "delete_instance",
-        "DELETE",
-        "/v1/env/instances/{instance_id}",
-        "control-plane",
-        False,
-        SERVER_URL,
-        200,
-    ),
-    "heartbeat_instance": Operation(
-        "heartbeat_instance",
-        "POST",
-        "/v1/env/instances/{instance_id}/heartbeat",
-        "control-plane",
-        False,
-        SERVER_URL,
-        200,
-    ),
-    "snapshot_instance": Operation(
-        "snapshot_instance",
-        "POST",
-        "/v1/env/instances/{instance_id}/snapshot",
-        "control-plane",
-        False,
-        SERVER_URL,
-        200,
-    ),
-    "restore_instance": Operation(
-        "restore_instance",
-        "POST",
-        "/v1/env/instances/{instance_id}/restore",
-        "control-plane",
-        False,
-        SERVER_URL,
-        200,
-    ),
+    "delete_instances_batch": Operation("delete_instances_batch", "DELETE", "/v1/env/instances/batch", "control-plane", False, SERVER_URL, 200),
+    "get_instance": Operation("get_instance", "GET", "/v1/env/instances/{instance_id}", "control-plane", False, SERVER_URL, 200),
+    "delete_instance": Operation("delete_instance", "DELETE", "/v1/env/instances/{instance_id}", "control-plane", False, SERVER_URL, 200),
+    "heartbeat_instance": Operation("heartbeat_instance", "POST", "/v1/env/instances/{instance_id}/heartbeat", "control-plane", False, SERVER_URL, 200),
+    "snapshot_instance": Operation("snapshot_instance", "POST", "/v1/env/instances/{instance_id}/snapshot", "control-plane", False, SERVER_URL, 200),
+    "restore_instance": Operation("restore_instance", "POST", "/v1/env/instances/{instance_id}/restore", "control-plane", False, SERVER_URL, 200),
     "list_tasks": Operation("list_tasks", "GET", "/v1/tasks", "control-plane", False, SERVER_URL, 200),
     "import_task": Operation("import_task", "POST", "/v1/tasks", "control-plane", False, SERVER_URL, 200),
     "get_task": Operation("get_task", "GET", "/v1/tasks/{task_key}", "control-plane", False, SERVER_URL, 200),
-    "update_task": Operation(
-        "update_task", "PUT", "/v1/tasks/{task_key}", "control-plane", False, SERVER_URL, 200
-    ),
-    "execute_verifier": Operation(
-        "execute_verifier", "POST", "/v1/verifiers/execute", "control-plane", False, SERVER_URL, 200
-    ),
-    "check_verifier_bundle": Operation(
-        "check_verifier_bundle", "GET", "/v1/verifiers/check", "control-plane", False, SERVER_URL, 200
-    ),
-    "get_verifier": Operation(
-        "get_verifier", "GET", "/v1/verifiers/{verifier_id}", "control-plane", False, SERVER_URL, 200
-    ),
+    "update_task": Operation("update_task", "PUT", "/v1/tasks/{task_key}", "control-plane", False, SERVER_URL, 200),
+    "execute_verifier": Operation("execute_verifier", "POST", "/v1/verifiers/execute", "control-plane", False, SERVER_URL, 200),
+    "check_verifier_bundle": Operation("check_verifier_bundle", "GET", "/v1/verifiers/check", "control-plane", False, SERVER_URL, 200),
+    "get_verifier": Operation("get_verifier", "GET", "/v1/verifiers/{verifier_id}", "control-plane", False, SERVER_URL, 200),
     "create_job": Operation("create_job", "POST", "/v1/jobs", "control-plane", False, SERVER_URL, 200),
     "list_jobs": Operation("list_jobs", "GET", "/v1/jobs", "control-plane", False, SERVER_URL, 200),
     "get_job": Operation("get_job", "GET", "/v1/jobs/{job_id}", "control-plane", False, SERVER_URL, 200),
-    "manager_health": Operation(
-        "manager_health",
-        "GET",
-        "/health",
-        "instance-manager",
-        False,
-        "https://{instance_host}/api/v1/env",
-        200,
-    ),
-    "reset_instance": Operation(
-        "reset_instance",
-        "POST",
-        "/reset",
-        "instance-manager",
-        False,
-        "https://{instance_host}/api/v1/env",
-        200,
-    ),
-    "list_resources": Operation(
-        "list_resources",
-        "GET",
-        "/resources",
-        "instance-manager",
-        False,
-        "https://{instance_host}/api/v1/env",
-        200,
-    ),
-    "describe_browser": Operation(
-        "describe_browser",
-        "GET",
-        "/resources/cdp/describe",
-        "instance-manager",
-        False,
-        "https://{instance_host}/api/v1/env",
-        200,
-    ),
-    "describe_database": Operation(
-        "describe_database",
-        "GET",
-        "/resources/sqlite/{name}/describe",
-        "instance-manager",
-        False,
-        "https://{instance_host}/api/v1/env",
-        200,
-    ),
-    "query_database": Operation(
-        "query_database",
-        "POST",
-        "/resources/sqlite/{name}/query",
-        "instance-manager",
-        False,
-        "https://{instance_host}/api/v1/env",
-        200,
-    ),
-    "structured_diff": Operation(
-        "structured_diff",
-        "POST",
-        "/diff/structured",
-        "instance-manager",
-        False,
-        "https://{instance_host}/api/v1/env",
-        200,
-    ),
-    "execute_verifier_function": Operation(
-        "execute_verifier_function",
-        "POST",
-        "/execute_verifier_function",
-        "instance-manager",
-        False,
-        "https://{instance_host}/api/v1/env",
-        200,
-    ),
-    "execute_verifier_function_with_upload": Operation(
-        "execute_verifier_function_with_upload",
-        "POST",
-        "/execute_verifier_function_with_upload",
-        "instance-manager",
-        False,
-        "https://{instance_host}/api/v1/env",
-        200,
-    ),
+    "manager_health": Operation("manager_health", "GET", "/health", "instance-manager", False, "https://{instance_host}/api/v1/env", 200),
+    "reset_instance": Operation("reset_instance", "POST", "/reset", "instance-manager", False, "https://{instance_host}/api/v1/env", 200),
+    "list_resources": Operation("list_resources", "GET", "/resources", "instance-manager", False, "https://{instance_host}/api/v1/env", 200),
+    "describe_browser": Operation("describe_browser", "GET", "/resources/cdp/describe", "instance-manager", False, "https://{instance_host}/api/v1/env", 200),
+    "describe_database": Operation("describe_database", "GET", "/resources/sqlite/{name}/describe", "instance-manager", False, "https://{instance_host}/api/v1/env", 200),
+    "query_database": Operation("query_database", "POST", "/resources/sqlite/{name}/query", "instance-manager", False, "https://{instance_host}/api/v1/env", 200),
+    "structured_diff": Operation("structured_diff", "POST", "/diff/structured", "instance-manager", False, "https://{instance_host}/api/v1/env", 200),
+    "execute_verifier_function": Operation("execute_verifier_function", "POST", "/execute_verifier_function", "instance-manager", False, "https://{instance_host}/api/v1/env", 200),
+    "execute_verifier_function_with_upload": Operation("execute_verifier_function_with_upload", "POST", "/execute_verifier_function_with_upload", "instance-manager", False, "https://{instance_host}/api/v1/env", 200),
 }
+# fmt: on
 """Every operation of the schema by ``operationId`` (fields in ``Operation`` order), for contract tests."""
 
 
@@ -234,6 +118,7 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["list_envs"],
             list[models.Environment],
@@ -263,6 +148,7 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["get_env"],
             models.Environment,
@@ -328,6 +214,7 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["create_instance"],
             models.InstanceResponse,
@@ -388,6 +275,7 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["list_instances"],
             list[models.InstanceResponse],
@@ -415,6 +303,7 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["list_regions"],
             list[models.RegionName],
@@ -441,6 +330,7 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["get_account"],
             models.AccountResponse,
@@ -472,6 +362,7 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["list_runs"],
             list[models.Run],
@@ -508,6 +399,7 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["delete_instances_batch"],
             list[models.InstanceResponse],
@@ -538,6 +430,7 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["get_instance"],
             models.InstanceResponse,
@@ -571,6 +464,7 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["delete_instance"],
             models.InstanceResponse,
@@ -608,6 +502,7 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["heartbeat_instance"],
             models.HeartbeatResponse,
@@ -647,6 +542,7 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["snapshot_instance"],
             models.SnapshotResponse,
@@ -688,6 +584,7 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["restore_instance"],
             models.RestoreResponse,
@@ -732,6 +629,7 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["list_tasks"],
             models.TaskListResponse,
@@ -807,6 +705,7 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["import_task"],
             models.TaskResponse,
@@ -866,6 +765,7 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["get_task"],
             models.TaskResponse,
@@ -907,6 +807,7 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["update_task"],
             models.TaskResponse,
@@ -985,6 +886,7 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["execute_verifier"],
             models.VerifiersExecuteResponse,
@@ -1032,6 +934,7 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["check_verifier_bundle"],
             models.VerifiersCheckResponse,
@@ -1062,6 +965,7 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["get_verifier"],
             models.VerifierData,
@@ -1128,6 +1032,7 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["create_job"],
             models.JobCreateResponse,
@@ -1177,6 +1082,7 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["list_jobs"],
             models.JobListResponse,
@@ -1206,6 +1112,7 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["get_job"],
             models.Job,
@@ -1262,523 +1169,29 @@ class ControlPlaneClient(SyncResource):
         """The same operations, returning the ``APIResponse`` (headers, ``retries_taken``, ``parse()``)."""
         return ControlPlaneClientWithRawResponse(self)
 
-    def list_envs(
-        self,
-        *,
-        options: RequestOptions | None = None,
-    ) -> list[models.Environment]:
-        """Blocking :meth:`AsyncControlPlaneClient.list_envs`."""
-        return self._send(
-            OPERATIONS["list_envs"],
-            list[models.Environment],
-            options=options,
-        )
-
-    def get_env(
-        self,
-        env_key: str,
-        *,
-        options: RequestOptions | None = None,
-    ) -> models.Environment:
-        """Blocking :meth:`AsyncControlPlaneClient.get_env`."""
-        return self._send(
-            OPERATIONS["get_env"],
-            models.Environment,
-            path_params={"env_key": env_key},
-            options=options,
-        )
-
-    def create_instance(
-        self,
-        body: models.InstanceRequest | None = None,
-        *,
-        env_key: str | NotGiven = NOT_GIVEN,
-        env_version: str | None | NotGiven = NOT_GIVEN,
-        data_key: str | None | NotGiven = NOT_GIVEN,
-        data_version: str | None | NotGiven = NOT_GIVEN,
-        region: str | None | NotGiven = NOT_GIVEN,
-        env_variables: dict[str, Any] | None | NotGiven = NOT_GIVEN,
-        image_type: str | None | NotGiven = NOT_GIVEN,
-        created_from: str | None | NotGiven = NOT_GIVEN,
-        ttl_seconds: int | None | NotGiven = NOT_GIVEN,
-        run_id: str | None | NotGiven = NOT_GIVEN,
-        heartbeat_interval: int | None | NotGiven = NOT_GIVEN,
-        max_wait_seconds: int | None | NotGiven = NOT_GIVEN,
-        seed: int | None | NotGiven = NOT_GIVEN,
-        timestamp: int | None | NotGiven = NOT_GIVEN,
-        p_error: float | None | NotGiven = NOT_GIVEN,
-        avg_latency: float | None | NotGiven = NOT_GIVEN,
-        task_id: str | None | NotGiven = NOT_GIVEN,
-        force_pull: bool | None | NotGiven = NOT_GIVEN,
-        idempotency_key: str | None = None,
-        options: RequestOptions | None = None,
-    ) -> models.InstanceResponse:
-        """Blocking :meth:`AsyncControlPlaneClient.create_instance`."""
-        return self._send(
-            OPERATIONS["create_instance"],
-            models.InstanceResponse,
-            body=build_body(
-                models.InstanceRequest,
-                body,
-                {
-                    "env_key": env_key,
-                    "env_version": env_version,
-                    "data_key": data_key,
-                    "data_version": data_version,
-                    "region": region,
-                    "env_variables": env_variables,
-                    "image_type": image_type,
-                    "created_from": created_from,
-                    "ttl_seconds": ttl_seconds,
-                    "run_id": run_id,
-                    "heartbeat_interval": heartbeat_interval,
-                    "max_wait_seconds": max_wait_seconds,
-                    "seed": seed,
-                    "timestamp": timestamp,
-                    "p_error": p_error,
-                    "avg_latency": avg_latency,
-                    "task_id": task_id,
-                    "force_pull": force_pull,
-                },
-                required=True,
-            ),
-            options=request_options(options, idempotency_key=idempotency_key),
-        )
-
-    def list_instances(
-        self,
-        *,
-        status: Literal["pending", "running", "stopped", "terminated", "error"] | None = None,
-        region: str | None = None,
-        run_id: str | None = None,
-        profile_id: str | None = None,
-        options: RequestOptions | None = None,
-    ) -> list[models.InstanceResponse]:
-        """Blocking :meth:`AsyncControlPlaneClient.list_instances`."""
-        return self._send(
-            OPERATIONS["list_instances"],
-            list[models.InstanceResponse],
-            params={"status": status, "region": region, "run_id": run_id, "profile_id": profile_id},
-            options=options,
-        )
-
-    def list_regions(
-        self,
-        *,
-        options: RequestOptions | None = None,
-    ) -> list[models.RegionName]:
-        """Blocking :meth:`AsyncControlPlaneClient.list_regions`."""
-        return self._send(
-            OPERATIONS["list_regions"],
-            list[models.RegionName],
-            options=options,
-        )
-
-    def get_account(
-        self,
-        *,
-        options: RequestOptions | None = None,
-    ) -> models.AccountResponse:
-        """Blocking :meth:`AsyncControlPlaneClient.get_account`."""
-        return self._send(
-            OPERATIONS["get_account"],
-            models.AccountResponse,
-            options=options,
-        )
-
-    def list_runs(
-        self,
-        *,
-        profile_id: str | None = None,
-        active: Literal["active", "inactive", "all"] | None = None,
-        options: RequestOptions | None = None,
-    ) -> list[models.Run]:
-        """Blocking :meth:`AsyncControlPlaneClient.list_runs`."""
-        return self._send(
-            OPERATIONS["list_runs"],
-            list[models.Run],
-            params={"profile_id": profile_id, "active": active},
-            options=options,
-        )
-
-    def delete_instances_batch(
-        self,
-        *,
-        run_id: str | None = None,
-        profile_id: str | None = None,
-        options: RequestOptions | None = None,
-    ) -> list[models.InstanceResponse]:
-        """Blocking :meth:`AsyncControlPlaneClient.delete_instances_batch`."""
-        return self._send(
-            OPERATIONS["delete_instances_batch"],
-            list[models.InstanceResponse],
-            params={"run_id": run_id, "profile_id": profile_id},
-            options=options,
-        )
-
-    def get_instance(
-        self,
-        instance_id: str,
-        *,
-        options: RequestOptions | None = None,
-    ) -> models.InstanceResponse:
-        """Blocking :meth:`AsyncControlPlaneClient.get_instance`."""
-        return self._send(
-            OPERATIONS["get_instance"],
-            models.InstanceResponse,
-            path_params={"instance_id": instance_id},
-            options=options,
-        )
-
-    def delete_instance(
-        self,
-        instance_id: str,
-        *,
-        options: RequestOptions | None = None,
-    ) -> models.InstanceResponse:
-        """Blocking :meth:`AsyncControlPlaneClient.delete_instance`."""
-        return self._send(
-            OPERATIONS["delete_instance"],
-            models.InstanceResponse,
-            path_params={"instance_id": instance_id},
-            options=options,
-        )
-
-    def heartbeat_instance(
-        self,
-        instance_id: str,
-        body: models.HeartbeatRequest | None = None,
-        *,
-        region: str | None | NotGiven = NOT_GIVEN,
-        options: RequestOptions | None = None,
-    ) -> models.HeartbeatResponse:
-        """Blocking :meth:`AsyncControlPlaneClient.heartbeat_instance`."""
-        return self._send(
-            OPERATIONS["heartbeat_instance"],
-            models.HeartbeatResponse,
-            path_params={"instance_id": instance_id},
-            body=build_body(
-                models.HeartbeatRequest,
-                body,
-                {"region": region},
-                required=True,
-            ),
-            options=options,
-        )
-
-    def snapshot_instance(
-        self,
-        instance_id: str,
-        *,
-        options: RequestOptions | None = None,
-    ) -> models.SnapshotResponse:
-        """Blocking :meth:`AsyncControlPlaneClient.snapshot_instance`."""
-        return self._send(
-            OPERATIONS["snapshot_instance"],
-            models.SnapshotResponse,
-            path_params={"instance_id": instance_id},
-            options=options,
-        )
-
-    def restore_instance(
-        self,
-        instance_id: str,
-        body: models.RestoreRequest | None = None,
-        *,
-        backup_id: str | None | NotGiven = NOT_GIVEN,
-        options: RequestOptions | None = None,
-    ) -> models.RestoreResponse:
-        """Blocking :meth:`AsyncControlPlaneClient.restore_instance`."""
-        return self._send(
-            OPERATIONS["restore_instance"],
-            models.RestoreResponse,
-            path_params={"instance_id": instance_id},
-            body=build_body(
-                models.RestoreRequest,
-                body,
-                {"backup_id": backup_id},
-                required=True,
-            ),
-            options=options,
-        )
-
-    def list_tasks(
-        self,
-        *,
-        env_key: str | None = None,
-        task_keys: list[str] | None = None,
-        project_key: str | None = None,
-        data_id: str | None = None,
-        data_version: str | None = None,
-        options: RequestOptions | None = None,
-    ) -> models.TaskListResponse:
-        """Blocking :meth:`AsyncControlPlaneClient.list_tasks`."""
-        return self._send(
-            OPERATIONS["list_tasks"],
-            models.TaskListResponse,
-            params={
-                "env_key": env_key,
-                "task_keys": task_keys,
-                "project_key": project_key,
-                "data_id": data_id,
-                "data_version": data_version,
-            },
-            options=options,
-        )
-
-    def import_task(
-        self,
-        body: models.TaskRequest | None = None,
-        *,
-        project_key: str | None = None,
-        key: str | None | NotGiven = NOT_GIVEN,
-        task_key: str | None | NotGiven = NOT_GIVEN,
-        prompt: str | NotGiven = NOT_GIVEN,
-        environment_id: str | None | NotGiven = NOT_GIVEN,
-        env_id: str | None | NotGiven = NOT_GIVEN,
-        env_key: str | None | NotGiven = NOT_GIVEN,
-        version: str | None | NotGiven = NOT_GIVEN,
-        env_version: str | None | NotGiven = NOT_GIVEN,
-        data_id: str | None | NotGiven = NOT_GIVEN,
-        data_key: str | None | NotGiven = NOT_GIVEN,
-        data_version: str | None | NotGiven = NOT_GIVEN,
-        env_variables: dict[str, Any] | None | NotGiven = NOT_GIVEN,
-        verifier_code: str | None | NotGiven = NOT_GIVEN,
-        verifier_func: str | None | NotGiven = NOT_GIVEN,
-        verifier_id: str | None | NotGiven = NOT_GIVEN,
-        verifier_sha: str | None | NotGiven = NOT_GIVEN,
-        verifier_runtime_version: str | None | NotGiven = NOT_GIVEN,
-        verifier: Any | None | NotGiven = NOT_GIVEN,
-        created_at: str | None | NotGiven = NOT_GIVEN,
-        task_modality: Literal["tool_use", "computer_use", "browser_use"] | None | NotGiven = NOT_GIVEN,
-        metadata: dict[str, Any] | None | NotGiven = NOT_GIVEN,
-        output_json_schema: dict[str, Any] | None | NotGiven = NOT_GIVEN,
-        idempotency_key: str | None = None,
-        options: RequestOptions | None = None,
-    ) -> models.TaskResponse:
-        """Blocking :meth:`AsyncControlPlaneClient.import_task`."""
-        return self._send(
-            OPERATIONS["import_task"],
-            models.TaskResponse,
-            params={"project_key": project_key},
-            body=build_body(
-                models.TaskRequest,
-                body,
-                {
-                    "key": key,
-                    "task_key": task_key,
-                    "prompt": prompt,
-                    "environment_id": environment_id,
-                    "env_id": env_id,
-                    "env_key": env_key,
-                    "version": version,
-                    "env_version": env_version,
-                    "data_id": data_id,
-                    "data_key": data_key,
-                    "data_version": data_version,
-                    "env_variables": env_variables,
-                    "verifier_code": verifier_code,
-                    "verifier_func": verifier_func,
-                    "verifier_id": verifier_id,
-                    "verifier_sha": verifier_sha,
-                    "verifier_runtime_version": verifier_runtime_version,
-                    "verifier": verifier,
-                    "created_at": created_at,
-                    "task_modality": task_modality,
-                    "metadata": metadata,
-                    "output_json_schema": output_json_schema,
-                },
-                required=True,
-            ),
-            options=request_options(options, idempotency_key=idempotency_key),
-        )
-
-    def get_task(
-        self,
-        task_key: str,
-        *,
-        options: RequestOptions | None = None,
-    ) -> models.TaskResponse:
-        """Blocking :meth:`AsyncControlPlaneClient.get_task`."""
-        return self._send(
-            OPERATIONS["get_task"],
-            models.TaskResponse,
-            path_params={"task_key": task_key},
-            options=options,
-        )
-
-    def update_task(
-        self,
-        task_key: str,
-        body: models.TaskUpdateRequest | None = None,
-        *,
-        prompt: str | None | NotGiven = NOT_GIVEN,
-        verifier_code: str | None | NotGiven = NOT_GIVEN,
-        metadata: dict[str, Any] | None | NotGiven = NOT_GIVEN,
-        options: RequestOptions | None = None,
-    ) -> models.TaskResponse:
-        """Blocking :meth:`AsyncControlPlaneClient.update_task`."""
-        return self._send(
-            OPERATIONS["update_task"],
-            models.TaskResponse,
-            path_params={"task_key": task_key},
-            body=build_body(
-                models.TaskUpdateRequest,
-                body,
-                {"prompt": prompt, "verifier_code": verifier_code, "metadata": metadata},
-                required=True,
-            ),
-            options=options,
-        )
-
-    def execute_verifier(
-        self,
-        body: models.VerifiersExecuteRequest | None = None,
-        *,
-        key: str | NotGiven = NOT_GIVEN,
-        sha256: str | NotGiven = NOT_GIVEN,
-        args: models.VerifierArgs | str | None | NotGiven = NOT_GIVEN,
-        args_array: list[Any] | None | NotGiven = NOT_GIVEN,
-        function_name: str | NotGiven = NOT_GIVEN,
-        timeout: int | NotGiven = NOT_GIVEN,
-        bundle: str | None | NotGiven = NOT_GIVEN,
-        region: str | None | NotGiven = NOT_GIVEN,
-        metadata: dict[str, Any] | None | NotGiven = NOT_GIVEN,
-        comment: str | None | NotGiven = NOT_GIVEN,
-        display_src: str | None | NotGiven = NOT_GIVEN,
-        options: RequestOptions | None = None,
-    ) -> models.VerifiersExecuteResponse:
-        """Blocking :meth:`AsyncControlPlaneClient.execute_verifier`."""
-        return self._send(
-            OPERATIONS["execute_verifier"],
-            models.VerifiersExecuteResponse,
-            body=build_body(
-                models.VerifiersExecuteRequest,
-                body,
-                {
-                    "key": key,
-                    "sha256": sha256,
-                    "args": args,
-                    "args_array": args_array,
-                    "function_name": function_name,
-                    "timeout": timeout,
-                    "bundle": bundle,
-                    "region": region,
-                    "metadata": metadata,
-                    "comment": comment,
-                    "display_src": display_src,
-                },
-                required=True,
-            ),
-            options=options,
-        )
-
-    def check_verifier_bundle(
-        self,
-        *,
-        sha256: str,
-        options: RequestOptions | None = None,
-    ) -> models.VerifiersCheckResponse:
-        """Blocking :meth:`AsyncControlPlaneClient.check_verifier_bundle`."""
-        return self._send(
-            OPERATIONS["check_verifier_bundle"],
-            models.VerifiersCheckResponse,
-            params={"sha256": sha256},
-            options=options,
-        )
-
-    def get_verifier(
-        self,
-        verifier_id: str,
-        *,
-        options: RequestOptions | None = None,
-    ) -> models.VerifierData:
-        """Blocking :meth:`AsyncControlPlaneClient.get_verifier`."""
-        return self._send(
-            OPERATIONS["get_verifier"],
-            models.VerifierData,
-            path_params={"verifier_id": verifier_id},
-            options=options,
-        )
-
-    def create_job(
-        self,
-        body: models.JobCreateRequest | None = None,
-        *,
-        models_: list[str] | NotGiven = NOT_GIVEN,
-        name: str | None | NotGiven = NOT_GIVEN,
-        pass_k: int | NotGiven = NOT_GIVEN,
-        env_key: str | None | NotGiven = NOT_GIVEN,
-        project_key: str | None | NotGiven = NOT_GIVEN,
-        task_keys: list[str] | None | NotGiven = NOT_GIVEN,
-        excluded_task_keys: list[str] | None | NotGiven = NOT_GIVEN,
-        max_steps: int | None | NotGiven = NOT_GIVEN,
-        max_duration_minutes: int | None | NotGiven = NOT_GIVEN,
-        max_concurrent_per_model: int | None | NotGiven = NOT_GIVEN,
-        mode: Literal["tool_use", "computer_use", "browser_use"] | None | NotGiven = NOT_GIVEN,
-        system_prompt: str | None | NotGiven = NOT_GIVEN,
-        model_prompts: dict[str, Any] | None | NotGiven = NOT_GIVEN,
-        byok_keys: dict[str, Any] | None | NotGiven = NOT_GIVEN,
-        byok_ttl_minutes: int | None | NotGiven = NOT_GIVEN,
-        harness: str | None | NotGiven = NOT_GIVEN,
-        idempotency_key: str | None = None,
-        options: RequestOptions | None = None,
-    ) -> models.JobCreateResponse:
-        """Blocking :meth:`AsyncControlPlaneClient.create_job`."""
-        return self._send(
-            OPERATIONS["create_job"],
-            models.JobCreateResponse,
-            body=build_body(
-                models.JobCreateRequest,
-                body,
-                {
-                    "models": models_,
-                    "name": name,
-                    "pass_k": pass_k,
-                    "env_key": env_key,
-                    "project_key": project_key,
-                    "task_keys": task_keys,
-                    "excluded_task_keys": excluded_task_keys,
-                    "max_steps": max_steps,
-                    "max_duration_minutes": max_duration_minutes,
-                    "max_concurrent_per_model": max_concurrent_per_model,
-                    "mode": mode,
-                    "system_prompt": system_prompt,
-                    "model_prompts": model_prompts,
-                    "byok_keys": byok_keys,
-                    "byok_ttl_minutes": byok_ttl_minutes,
-                    "harness": harness,
-                },
-                required=True,
-            ),
-            options=request_options(options, idempotency_key=idempotency_key),
-        )
-
-    def list_jobs(
-        self,
-        *,
-        options: RequestOptions | None = None,
-    ) -> models.JobListResponse:
-        """Blocking :meth:`AsyncControlPlaneClient.list_jobs`."""
-        return self._send(
-            OPERATIONS["list_jobs"],
-            models.JobListResponse,
-            options=options,
-        )
-
-    def get_job(
-        self,
-        job_id: str,
-        *,
-        options: RequestOptions | None = None,
-    ) -> models.Job:
-        """Blocking :meth:`AsyncControlPlaneClient.get_job`."""
-        return self._send(
-            OPERATIONS["get_job"],
-            models.Job,
-            path_params={"job_id": job_id},
-            options=options,
-        )
+    list_envs = blocking(AsyncControlPlaneClient.list_envs)
+    get_env = blocking(AsyncControlPlaneClient.get_env)
+    create_instance = blocking(AsyncControlPlaneClient.create_instance)
+    list_instances = blocking(AsyncControlPlaneClient.list_instances)
+    list_regions = blocking(AsyncControlPlaneClient.list_regions)
+    get_account = blocking(AsyncControlPlaneClient.get_account)
+    list_runs = blocking(AsyncControlPlaneClient.list_runs)
+    delete_instances_batch = blocking(AsyncControlPlaneClient.delete_instances_batch)
+    get_instance = blocking(AsyncControlPlaneClient.get_instance)
+    delete_instance = blocking(AsyncControlPlaneClient.delete_instance)
+    heartbeat_instance = blocking(AsyncControlPlaneClient.heartbeat_instance)
+    snapshot_instance = blocking(AsyncControlPlaneClient.snapshot_instance)
+    restore_instance = blocking(AsyncControlPlaneClient.restore_instance)
+    list_tasks = blocking(AsyncControlPlaneClient.list_tasks)
+    import_task = blocking(AsyncControlPlaneClient.import_task)
+    get_task = blocking(AsyncControlPlaneClient.get_task)
+    update_task = blocking(AsyncControlPlaneClient.update_task)
+    execute_verifier = blocking(AsyncControlPlaneClient.execute_verifier)
+    check_verifier_bundle = blocking(AsyncControlPlaneClient.check_verifier_bundle)
+    get_verifier = blocking(AsyncControlPlaneClient.get_verifier)
+    create_job = blocking(AsyncControlPlaneClient.create_job)
+    list_jobs = blocking(AsyncControlPlaneClient.list_jobs)
+    get_job = blocking(AsyncControlPlaneClient.get_job)
 
 
 class ControlPlaneClientWithRawResponse:
@@ -1850,6 +1263,7 @@ class AsyncInstanceManagerClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["manager_health"],
             models.HealthResponse,
@@ -1883,6 +1297,7 @@ class AsyncInstanceManagerClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["reset_instance"],
             models.ResetResponse,
@@ -1916,6 +1331,7 @@ class AsyncInstanceManagerClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["list_resources"],
             list[models.Resource],
@@ -1943,6 +1359,7 @@ class AsyncInstanceManagerClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["describe_browser"],
             models.CDPDescribeResponse,
@@ -1972,6 +1389,7 @@ class AsyncInstanceManagerClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["describe_database"],
             models.DescribeResponse,
@@ -2015,6 +1433,7 @@ class AsyncInstanceManagerClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["query_database"],
             models.QueryResponse,
@@ -2054,6 +1473,7 @@ class AsyncInstanceManagerClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["structured_diff"],
             models.DiffResponse,
@@ -2121,6 +1541,7 @@ class AsyncInstanceManagerClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["execute_verifier_function"],
             models.VerifiersExecuteResponse,
@@ -2193,6 +1614,7 @@ class AsyncInstanceManagerClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
+
         return await self._send(
             OPERATIONS["execute_verifier_function_with_upload"],
             models.VerifiersExecuteResponse,
@@ -2254,204 +1676,17 @@ class InstanceManagerClient(SyncResource):
         """The same operations, returning the ``APIResponse`` (headers, ``retries_taken``, ``parse()``)."""
         return InstanceManagerClientWithRawResponse(self)
 
-    def manager_health(
-        self,
-        *,
-        options: RequestOptions | None = None,
-    ) -> models.HealthResponse:
-        """Blocking :meth:`AsyncInstanceManagerClient.manager_health`."""
-        return self._send(
-            OPERATIONS["manager_health"],
-            models.HealthResponse,
-            options=options,
-        )
-
-    def reset_instance(
-        self,
-        body: models.ResetRequest | None = None,
-        *,
-        timestamp: int | None | NotGiven = NOT_GIVEN,
-        seed: int | None | NotGiven = NOT_GIVEN,
-        options: RequestOptions | None = None,
-    ) -> models.ResetResponse:
-        """Blocking :meth:`AsyncInstanceManagerClient.reset_instance`."""
-        return self._send(
-            OPERATIONS["reset_instance"],
-            models.ResetResponse,
-            body=build_body(
-                models.ResetRequest,
-                body,
-                {"timestamp": timestamp, "seed": seed},
-                required=True,
-            ),
-            options=options,
-        )
-
-    def list_resources(
-        self,
-        *,
-        options: RequestOptions | None = None,
-    ) -> list[models.Resource]:
-        """Blocking :meth:`AsyncInstanceManagerClient.list_resources`."""
-        return self._send(
-            OPERATIONS["list_resources"],
-            list[models.Resource],
-            options=options,
-        )
-
-    def describe_browser(
-        self,
-        *,
-        options: RequestOptions | None = None,
-    ) -> models.CDPDescribeResponse:
-        """Blocking :meth:`AsyncInstanceManagerClient.describe_browser`."""
-        return self._send(
-            OPERATIONS["describe_browser"],
-            models.CDPDescribeResponse,
-            options=options,
-        )
-
-    def describe_database(
-        self,
-        name: str,
-        *,
-        options: RequestOptions | None = None,
-    ) -> models.DescribeResponse:
-        """Blocking :meth:`AsyncInstanceManagerClient.describe_database`."""
-        return self._send(
-            OPERATIONS["describe_database"],
-            models.DescribeResponse,
-            path_params={"name": name},
-            options=options,
-        )
-
-    def query_database(
-        self,
-        name: str,
-        body: models.QueryRequest | None = None,
-        *,
-        query: str | NotGiven = NOT_GIVEN,
-        args: list[Any] | None | NotGiven = NOT_GIVEN,
-        read_only: bool | NotGiven = NOT_GIVEN,
-        options: RequestOptions | None = None,
-    ) -> models.QueryResponse:
-        """Blocking :meth:`AsyncInstanceManagerClient.query_database`."""
-        return self._send(
-            OPERATIONS["query_database"],
-            models.QueryResponse,
-            path_params={"name": name},
-            body=build_body(
-                models.QueryRequest,
-                body,
-                {"query": query, "args": args, "read_only": read_only},
-                required=True,
-            ),
-            options=options,
-        )
-
-    def structured_diff(
-        self,
-        body: models.DiffRequest | None = None,
-        *,
-        ignore_config: models.DiffIgnoreConfig | None | NotGiven = NOT_GIVEN,
-        options: RequestOptions | None = None,
-    ) -> models.DiffResponse:
-        """Blocking :meth:`AsyncInstanceManagerClient.structured_diff`."""
-        return self._send(
-            OPERATIONS["structured_diff"],
-            models.DiffResponse,
-            body=build_body(
-                models.DiffRequest,
-                body,
-                {"ignore_config": ignore_config},
-                required=True,
-            ),
-            options=options,
-        )
-
-    def execute_verifier_function(
-        self,
-        body: models.VerifiersExecuteRequest | None = None,
-        *,
-        key: str | NotGiven = NOT_GIVEN,
-        sha256: str | NotGiven = NOT_GIVEN,
-        args: models.VerifierArgs | str | None | NotGiven = NOT_GIVEN,
-        args_array: list[Any] | None | NotGiven = NOT_GIVEN,
-        function_name: str | NotGiven = NOT_GIVEN,
-        timeout: int | NotGiven = NOT_GIVEN,
-        bundle: str | None | NotGiven = NOT_GIVEN,
-        region: str | None | NotGiven = NOT_GIVEN,
-        metadata: dict[str, Any] | None | NotGiven = NOT_GIVEN,
-        comment: str | None | NotGiven = NOT_GIVEN,
-        display_src: str | None | NotGiven = NOT_GIVEN,
-        options: RequestOptions | None = None,
-    ) -> models.VerifiersExecuteResponse:
-        """Blocking :meth:`AsyncInstanceManagerClient.execute_verifier_function`."""
-        return self._send(
-            OPERATIONS["execute_verifier_function"],
-            models.VerifiersExecuteResponse,
-            body=build_body(
-                models.VerifiersExecuteRequest,
-                body,
-                {
-                    "key": key,
-                    "sha256": sha256,
-                    "args": args,
-                    "args_array": args_array,
-                    "function_name": function_name,
-                    "timeout": timeout,
-                    "bundle": bundle,
-                    "region": region,
-                    "metadata": metadata,
-                    "comment": comment,
-                    "display_src": display_src,
-                },
-                required=True,
-            ),
-            options=options,
-        )
-
-    def execute_verifier_function_with_upload(
-        self,
-        body: models.VerifiersExecuteRequest | None = None,
-        *,
-        key: str | NotGiven = NOT_GIVEN,
-        sha256: str | NotGiven = NOT_GIVEN,
-        args: models.VerifierArgs | str | None | NotGiven = NOT_GIVEN,
-        args_array: list[Any] | None | NotGiven = NOT_GIVEN,
-        function_name: str | NotGiven = NOT_GIVEN,
-        timeout: int | NotGiven = NOT_GIVEN,
-        bundle: str | None | NotGiven = NOT_GIVEN,
-        region: str | None | NotGiven = NOT_GIVEN,
-        metadata: dict[str, Any] | None | NotGiven = NOT_GIVEN,
-        comment: str | None | NotGiven = NOT_GIVEN,
-        display_src: str | None | NotGiven = NOT_GIVEN,
-        options: RequestOptions | None = None,
-    ) -> models.VerifiersExecuteResponse:
-        """Blocking :meth:`AsyncInstanceManagerClient.execute_verifier_function_with_upload`."""
-        return self._send(
-            OPERATIONS["execute_verifier_function_with_upload"],
-            models.VerifiersExecuteResponse,
-            body=build_body(
-                models.VerifiersExecuteRequest,
-                body,
-                {
-                    "key": key,
-                    "sha256": sha256,
-                    "args": args,
-                    "args_array": args_array,
-                    "function_name": function_name,
-                    "timeout": timeout,
-                    "bundle": bundle,
-                    "region": region,
-                    "metadata": metadata,
-                    "comment": comment,
-                    "display_src": display_src,
-                },
-                required=True,
-            ),
-            options=options,
-        )
+    manager_health = blocking(AsyncInstanceManagerClient.manager_health)
+    reset_instance = blocking(AsyncInstanceManagerClient.reset_instance)
+    list_resources = blocking(AsyncInstanceManagerClient.list_resources)
+    describe_browser = blocking(AsyncInstanceManagerClient.describe_browser)
+    describe_database = blocking(AsyncInstanceManagerClient.describe_database)
+    query_database = blocking(AsyncInstanceManagerClient.query_database)
+    structured_diff = blocking(AsyncInstanceManagerClient.structured_diff)
+    execute_verifier_function = blocking(AsyncInstanceManagerClient.execute_verifier_function)
+    execute_verifier_function_with_upload = blocking(
+        AsyncInstanceManagerClient.execute_verifier_function_with_upload
+    )
 
 
 class InstanceManagerClientWithRawResponse:

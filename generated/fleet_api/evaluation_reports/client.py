@@ -3,8 +3,9 @@
 
 One class per schema tag, each with a blocking twin and a ``with_raw_response`` view.
 The clients only describe operations; URLs, auth, timeouts, retries and errors belong to
-the ``HTTPClient`` / ``AsyncHTTPClient`` they are given. Each operation is documented once,
-on the async client; the blocking method has the same signature and behaviour.
+the ``HTTPClient`` / ``AsyncHTTPClient`` they are given. Each operation is written and
+documented once, on the async client; the blocking client's method is that same method run
+by ``blocking`` (see ``_resource.py``), so signature, docstring and behaviour are one.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from .._resource import (
     NotGiven,
     SyncResource,
     async_raw_response,
+    blocking,
     build_body,
     raw_response,
 )
@@ -37,35 +39,13 @@ __all__ = [
 SERVER_URL = "https://api.internal.fleet-platform.fleetai.com"
 """Production base URL of this surface: the first ``servers`` entry of the schema."""
 
+# fmt: off
 OPERATIONS: dict[str, Operation] = {
-    "import_evaluation_report": Operation(
-        "import_evaluation_report",
-        "POST",
-        "/v1/evaluation_reports",
-        "evaluation-reports",
-        False,
-        SERVER_URL,
-        200,
-    ),
-    "get_evaluation_report": Operation(
-        "get_evaluation_report",
-        "GET",
-        "/v1/evaluation_reports/{run_id}",
-        "evaluation-reports",
-        False,
-        SERVER_URL,
-        200,
-    ),
-    "get_trace_window_report": Operation(
-        "get_trace_window_report",
-        "GET",
-        "/v1/evaluation_trace_window",
-        "evaluation-reports",
-        False,
-        SERVER_URL,
-        200,
-    ),
+    "import_evaluation_report": Operation("import_evaluation_report", "POST", "/v1/evaluation_reports", "evaluation-reports", False, SERVER_URL, 200),
+    "get_evaluation_report": Operation("get_evaluation_report", "GET", "/v1/evaluation_reports/{run_id}", "evaluation-reports", False, SERVER_URL, 200),
+    "get_trace_window_report": Operation("get_trace_window_report", "GET", "/v1/evaluation_trace_window", "evaluation-reports", False, SERVER_URL, 200),
 }
+# fmt: on
 """Every operation of the schema by ``operationId`` (fields in ``Operation`` order), for contract tests."""
 
 
@@ -122,6 +102,7 @@ class AsyncEvaluationReportsClient(AsyncResource):
             InternalServerError: 503: Another import held the report store's lock too long; retry after `Retry-After` seconds.
             InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
         """
+
         return await self._send(
             OPERATIONS["import_evaluation_report"],
             models.ImportResult,
@@ -169,6 +150,7 @@ class AsyncEvaluationReportsClient(AsyncResource):
             InternalServerError: 501: This server has no report store, or its store is not migrated to the layout it knows.
             InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
         """
+
         return await self._send(
             OPERATIONS["get_evaluation_report"],
             models.ReportEnvelope,
@@ -213,6 +195,7 @@ class AsyncEvaluationReportsClient(AsyncResource):
             RateLimitError: 429: Too many requests (or new reports); retry after `Retry-After` seconds.
             InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
         """
+
         return await self._send(
             OPERATIONS["get_trace_window_report"],
             models.TraceWindowReport,
@@ -255,70 +238,9 @@ class EvaluationReportsClient(SyncResource):
         """The same operations, returning the ``APIResponse`` (headers, ``retries_taken``, ``parse()``)."""
         return EvaluationReportsClientWithRawResponse(self)
 
-    def import_evaluation_report(
-        self,
-        body: models.ReportEnvelope | None = None,
-        *,
-        version: Literal[1] | NotGiven = NOT_GIVEN,
-        run_id: str | NotGiven = NOT_GIVEN,
-        source: models.ReportSource | NotGiven = NOT_GIVEN,
-        suite: models.ReportSuite | NotGiven = NOT_GIVEN,
-        report: models.ReportBody | NotGiven = NOT_GIVEN,
-        options: RequestOptions | None = None,
-    ) -> models.ImportResult:
-        """Blocking :meth:`AsyncEvaluationReportsClient.import_evaluation_report`."""
-        return self._send(
-            OPERATIONS["import_evaluation_report"],
-            models.ImportResult,
-            body=build_body(
-                models.ReportEnvelope,
-                body,
-                {"version": version, "run_id": run_id, "source": source, "suite": suite, "report": report},
-                required=True,
-            ),
-            options=options,
-        )
-
-    def get_evaluation_report(
-        self,
-        run_id: str,
-        *,
-        format: Literal["json", "md", "html"] | None = None,
-        download: bool | None = None,
-        options: RequestOptions | None = None,
-    ) -> models.ReportEnvelope:
-        """Blocking :meth:`AsyncEvaluationReportsClient.get_evaluation_report`."""
-        return self._send(
-            OPERATIONS["get_evaluation_report"],
-            models.ReportEnvelope,
-            path_params={"run_id": run_id},
-            params={"format": format, "download": download},
-            options=options,
-        )
-
-    def get_trace_window_report(
-        self,
-        *,
-        start: str | None = None,
-        end: str | None = None,
-        bucket_seconds: int | None = None,
-        limit: int | None = None,
-        job_id: str | None = None,
-        options: RequestOptions | None = None,
-    ) -> models.TraceWindowReport:
-        """Blocking :meth:`AsyncEvaluationReportsClient.get_trace_window_report`."""
-        return self._send(
-            OPERATIONS["get_trace_window_report"],
-            models.TraceWindowReport,
-            params={
-                "start": start,
-                "end": end,
-                "bucket_seconds": bucket_seconds,
-                "limit": limit,
-                "job_id": job_id,
-            },
-            options=options,
-        )
+    import_evaluation_report = blocking(AsyncEvaluationReportsClient.import_evaluation_report)
+    get_evaluation_report = blocking(AsyncEvaluationReportsClient.get_evaluation_report)
+    get_trace_window_report = blocking(AsyncEvaluationReportsClient.get_trace_window_report)
 
 
 class EvaluationReportsClientWithRawResponse:

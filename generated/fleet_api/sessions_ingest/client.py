@@ -3,8 +3,9 @@
 
 One class per schema tag, each with a blocking twin and a ``with_raw_response`` view.
 The clients only describe operations; URLs, auth, timeouts, retries and errors belong to
-the ``HTTPClient`` / ``AsyncHTTPClient`` they are given. Each operation is documented once,
-on the async client; the blocking method has the same signature and behaviour.
+the ``HTTPClient`` / ``AsyncHTTPClient`` they are given. Each operation is written and
+documented once, on the async client; the blocking client's method is that same method run
+by ``blocking`` (see ``_resource.py``), so signature, docstring and behaviour are one.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from .._resource import (
     NotGiven,
     SyncResource,
     async_raw_response,
+    blocking,
     build_body,
     raw_response,
     request_options,
@@ -39,23 +41,13 @@ __all__ = [
 SERVER_URL = "https://orchestrator.fleetai.com"
 """Production base URL of this surface: the first ``servers`` entry of the schema."""
 
+# fmt: off
 OPERATIONS: dict[str, Operation] = {
-    "ingest_session": Operation(
-        "ingest_session", "POST", "/v1/sessions/ingest", "sessions", False, SERVER_URL, 200
-    ),
-    "get_session_transcript": Operation(
-        "get_session_transcript",
-        "GET",
-        "/v1/sessions/{session_id}/transcript",
-        "sessions",
-        False,
-        SERVER_URL,
-        200,
-    ),
-    "get_job_sessions": Operation(
-        "get_job_sessions", "GET", "/v1/sessions/job/{job_id}", "sessions", False, SERVER_URL, 200
-    ),
+    "ingest_session": Operation("ingest_session", "POST", "/v1/sessions/ingest", "sessions", False, SERVER_URL, 200),
+    "get_session_transcript": Operation("get_session_transcript", "GET", "/v1/sessions/{session_id}/transcript", "sessions", False, SERVER_URL, 200),
+    "get_job_sessions": Operation("get_job_sessions", "GET", "/v1/sessions/job/{job_id}", "sessions", False, SERVER_URL, 200),
 }
+# fmt: on
 """Every operation of the schema by ``operationId`` (fields in ``Operation`` order), for contract tests."""
 
 
@@ -134,6 +126,7 @@ class AsyncSessionsClient(AsyncResource):
             RateLimitError: 429: Too many requests; retry later with backoff.
             InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
         """
+
         return await self._send(
             OPERATIONS["ingest_session"],
             models.SessionIngestResponse,
@@ -183,6 +176,7 @@ class AsyncSessionsClient(AsyncResource):
             RateLimitError: 429: Too many requests; retry later with backoff.
             InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
         """
+
         return await self._send(
             OPERATIONS["get_session_transcript"],
             models.SessionTranscriptResponse,
@@ -220,6 +214,7 @@ class AsyncSessionsClient(AsyncResource):
             RateLimitError: 429: Too many requests; retry later with backoff.
             InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
         """
+
         return await self._send(
             OPERATIONS["get_job_sessions"],
             models.JobSessionsResponse,
@@ -256,80 +251,9 @@ class SessionsClient(SyncResource):
         """The same operations, returning the ``APIResponse`` (headers, ``retries_taken``, ``parse()``)."""
         return SessionsClientWithRawResponse(self)
 
-    def ingest_session(
-        self,
-        body: models.SessionIngestRequest | None = None,
-        *,
-        messages: list[models.SessionIngestMessage] | NotGiven = NOT_GIVEN,
-        session_id: str | None | NotGiven = NOT_GIVEN,
-        job_id: str | None | NotGiven = NOT_GIVEN,
-        task_key: str | None | NotGiven = NOT_GIVEN,
-        model: str | None | NotGiven = NOT_GIVEN,
-        instance_id: str | None | NotGiven = NOT_GIVEN,
-        team_id: str | None | NotGiven = NOT_GIVEN,
-        status: Literal["pending", "running", "completed", "timed_out", "errored", "failed", "cancelled"]
-        | None
-        | NotGiven = NOT_GIVEN,
-        metadata: models.SessionMetadata | None | NotGiven = NOT_GIVEN,
-        started_at: datetime | None | NotGiven = NOT_GIVEN,
-        ended_at: datetime | None | NotGiven = NOT_GIVEN,
-        verifier_execution_id: str | None | NotGiven = NOT_GIVEN,
-        idempotency_key: str | None = None,
-        options: RequestOptions | None = None,
-    ) -> models.SessionIngestResponse:
-        """Blocking :meth:`AsyncSessionsClient.ingest_session`."""
-        return self._send(
-            OPERATIONS["ingest_session"],
-            models.SessionIngestResponse,
-            body=build_body(
-                models.SessionIngestRequest,
-                body,
-                {
-                    "messages": messages,
-                    "session_id": session_id,
-                    "job_id": job_id,
-                    "task_key": task_key,
-                    "model": model,
-                    "instance_id": instance_id,
-                    "team_id": team_id,
-                    "status": status,
-                    "metadata": metadata,
-                    "started_at": started_at,
-                    "ended_at": ended_at,
-                    "verifier_execution_id": verifier_execution_id,
-                },
-                required=True,
-            ),
-            options=request_options(options, idempotency_key=idempotency_key),
-        )
-
-    def get_session_transcript(
-        self,
-        session_id: str,
-        *,
-        options: RequestOptions | None = None,
-    ) -> models.SessionTranscriptResponse:
-        """Blocking :meth:`AsyncSessionsClient.get_session_transcript`."""
-        return self._send(
-            OPERATIONS["get_session_transcript"],
-            models.SessionTranscriptResponse,
-            path_params={"session_id": session_id},
-            options=options,
-        )
-
-    def get_job_sessions(
-        self,
-        job_id: str,
-        *,
-        options: RequestOptions | None = None,
-    ) -> models.JobSessionsResponse:
-        """Blocking :meth:`AsyncSessionsClient.get_job_sessions`."""
-        return self._send(
-            OPERATIONS["get_job_sessions"],
-            models.JobSessionsResponse,
-            path_params={"job_id": job_id},
-            options=options,
-        )
+    ingest_session = blocking(AsyncSessionsClient.ingest_session)
+    get_session_transcript = blocking(AsyncSessionsClient.get_session_transcript)
+    get_job_sessions = blocking(AsyncSessionsClient.get_job_sessions)
 
 
 class SessionsClientWithRawResponse:

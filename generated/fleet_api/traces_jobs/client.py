@@ -3,8 +3,9 @@
 
 One class per schema tag, each with a blocking twin and a ``with_raw_response`` view.
 The clients only describe operations; URLs, auth, timeouts, retries and errors belong to
-the ``HTTPClient`` / ``AsyncHTTPClient`` they are given. Each operation is documented once,
-on the async client; the blocking method has the same signature and behaviour.
+the ``HTTPClient`` / ``AsyncHTTPClient`` they are given. Each operation is written and
+documented once, on the async client; the blocking client's method is that same method run
+by ``blocking`` (see ``_resource.py``), so signature, docstring and behaviour are one.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .._resource import (
     NotGiven,
     SyncResource,
     async_raw_response,
+    blocking,
     build_body,
     raw_response,
 )
@@ -36,14 +38,12 @@ __all__ = [
 SERVER_URL = "https://api.internal.fleet-platform.fleetai.com"
 """Production base URL of this surface: the first ``servers`` entry of the schema."""
 
+# fmt: off
 OPERATIONS: dict[str, Operation] = {
-    "create_trace_job": Operation(
-        "create_trace_job", "POST", "/v1/traces/jobs", "traces-jobs", False, SERVER_URL, 200
-    ),
-    "upload_trace_logs": Operation(
-        "upload_trace_logs", "POST", "/v1/traces/logs", "traces-jobs", True, SERVER_URL, 200
-    ),
+    "create_trace_job": Operation("create_trace_job", "POST", "/v1/traces/jobs", "traces-jobs", False, SERVER_URL, 200),
+    "upload_trace_logs": Operation("upload_trace_logs", "POST", "/v1/traces/logs", "traces-jobs", True, SERVER_URL, 200),
 }
+# fmt: on
 """Every operation of the schema by ``operationId`` (fields in ``Operation`` order), for contract tests."""
 
 
@@ -88,6 +88,7 @@ class AsyncTracesJobsClient(AsyncResource):
             RateLimitError: 429: Too many requests; retry later with backoff.
             InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
         """
+
         return await self._send(
             OPERATIONS["create_trace_job"],
             models.TraceJobResponse,
@@ -139,6 +140,7 @@ class AsyncTracesJobsClient(AsyncResource):
             RateLimitError: 429: Too many requests; retry later with backoff.
             InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
         """
+
         return await self._send(
             OPERATIONS["upload_trace_logs"],
             models.TraceLogsResponse,
@@ -187,59 +189,8 @@ class TracesJobsClient(SyncResource):
         """The same operations, returning the ``APIResponse`` (headers, ``retries_taken``, ``parse()``)."""
         return TracesJobsClientWithRawResponse(self)
 
-    def create_trace_job(
-        self,
-        body: models.TraceJobRequest | None = None,
-        *,
-        name: str | None | NotGiven = NOT_GIVEN,
-        options: RequestOptions | None = None,
-    ) -> models.TraceJobResponse:
-        """Blocking :meth:`AsyncTracesJobsClient.create_trace_job`."""
-        return self._send(
-            OPERATIONS["create_trace_job"],
-            models.TraceJobResponse,
-            body=build_body(
-                models.TraceJobRequest,
-                body,
-                {"name": name},
-                required=True,
-            ),
-            options=options,
-        )
-
-    def upload_trace_logs(
-        self,
-        body: models.TraceLogsRequest | None = None,
-        *,
-        job_id: str | NotGiven = NOT_GIVEN,
-        session_id: str | None | NotGiven = NOT_GIVEN,
-        task_key: str | None | NotGiven = NOT_GIVEN,
-        model: str | None | NotGiven = NOT_GIVEN,
-        history: list[models.TraceTurn] | NotGiven = NOT_GIVEN,
-        score: float | None | NotGiven = NOT_GIVEN,
-        verifier_execution_id: str | None | NotGiven = NOT_GIVEN,
-        options: RequestOptions | None = None,
-    ) -> models.TraceLogsResponse:
-        """Blocking :meth:`AsyncTracesJobsClient.upload_trace_logs`."""
-        return self._send(
-            OPERATIONS["upload_trace_logs"],
-            models.TraceLogsResponse,
-            body=build_body(
-                models.TraceLogsRequest,
-                body,
-                {
-                    "job_id": job_id,
-                    "session_id": session_id,
-                    "task_key": task_key,
-                    "model": model,
-                    "history": history,
-                    "score": score,
-                    "verifier_execution_id": verifier_execution_id,
-                },
-                required=True,
-            ),
-            options=options,
-        )
+    create_trace_job = blocking(AsyncTracesJobsClient.create_trace_job)
+    upload_trace_logs = blocking(AsyncTracesJobsClient.upload_trace_logs)
 
 
 class TracesJobsClientWithRawResponse:
