@@ -108,6 +108,7 @@ def create_app(state: LocalState) -> FastAPI:
     # Fail at startup, not on a request, if a route with a body has no schema operation or vice versa.
     bodies.check_routes([*(route for surface, _ in surfaces for route in surface.routes), *webui.routes])
     _mcp.mount(app, state)
+    _browser.mount(app, state)
     app.add_middleware(FaultMiddleware, injector=state.faults, api_key=state.settings.api_key)
     routes = [route for surface, deps in surfaces if deps is guarded for route in surface.routes]
     keyed = [getattr(route, "path_regex", None) for route in routes]

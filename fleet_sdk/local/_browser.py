@@ -2,13 +2,17 @@
 
 A lease is created ``running`` at once (there is no scheduler to wait for)
 and its ``mcp_url`` / ``cdp_url`` / ``stream_url`` point at this server under
-``/browser/{lease_id}/...``. Those endpoints are not served yet (the local
-``computer`` tool comes later), so they answer 404 for now and ``stream_ready``
-stays false. ``GET /v1/browser/{lease_id}/mcp-tools`` already lists the
-``computer`` tool with its input schema (``COMPUTER_TOOL``).
+``/browser/{lease_id}/...``. Behind each lease is a headless Chromium of its own
+(``_chromium``), started on the lease's first use of ``mcp_url`` or ``cdp_url``
+and killed, process group and all, when the lease ends. ``mcp_url`` serves the
+``computer`` tool over MCP (``_computer``, ``_lease_endpoints``), ``cdp_url``
+the browser's DevTools endpoint; ``stream_url`` (a live video stream) is not
+served, so ``stream_ready`` stays false. ``GET /v1/browser/{lease_id}/mcp-tools``
+lists the ``computer`` tool with its input schema (``COMPUTER_TOOL``).
 
 Leases end three ways: ``DELETE`` (status ``terminated``), their TTL
-(``expired``), or never being created. Expiry is applied both lazily, whenever
+(``expired``), or the server shutting down (every browser is killed; the lease
+records stay as they were and expire by TTL). Expiry is applied both lazily, whenever
 a lease is read, and by a reaper task started in ``lifespan`` so the store
 reflects it without a read. Deleting an ended lease answers 410, an unknown one
 404. ``Idempotency-Key`` on create returns the lease first created with that key
@@ -29,9 +33,14 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter
 from fleet_api.browser_lease import models
 
+from . import _lease_endpoints
+from ._chromium import BrowserPool
+from ._computer import COMPUTER_ACTIONS, COMPUTER_TOOL
 from ._errors import LocalAPIError, not_found
 from ._idempotency import IdempotencyKey, body_digest, conflict
 from ._state import LocalState, new_id
+
+__all__ = ["COMPUTER_ACTIONS", "COMPUTER_TOOL", "LeaseBook", "lifespan", "mount", "router"]
 
 LEASE_KIND = "browser_lease"
 IDEMPOTENCY_KIND = "browser_lease_idempotency"
@@ -41,52 +50,8 @@ CLUSTER_NAME = "local"
 REAPER_INTERVAL = 0.5
 """Seconds between two sweeps of the TTL reaper."""
 
-COMPUTER_ACTIONS = ("screenshot", "click", "type", "scroll", "navigate")
-
-COMPUTER_TOOL: dict[str, Any] = {
-    "name": "computer",
-    "description": (
-        "Control the lease's browser. Actions: `screenshot` (returns a PNG of the page), "
-        "`click` at (`x`, `y`) in screenshot pixels, `type` the given `text` into the focused element, "
-        "`scroll` by `amount` steps in `direction` (at (`x`, `y`) when given), "
-        "`navigate` to `url` (one of the lease's allowed hosts)."
-    ),
-    "input_schema": {
-        "type": "object",
-        "properties": {
-            "action": {
-                "type": "string",
-                "enum": list(COMPUTER_ACTIONS),
-                "description": "What to do.",
-            },
-            "x": {"type": "integer", "minimum": 0, "description": "Horizontal pixel (click, scroll)."},
-            "y": {"type": "integer", "minimum": 0, "description": "Vertical pixel (click, scroll)."},
-            "button": {
-                "type": "string",
-                "enum": ["left", "right", "middle"],
-                "default": "left",
-                "description": "Mouse button (click).",
-            },
-            "text": {"type": "string", "description": "Text to type (type)."},
-            "direction": {
-                "type": "string",
-                "enum": ["up", "down", "left", "right"],
-                "default": "down",
-                "description": "Scroll direction (scroll).",
-            },
-            "amount": {
-                "type": "integer",
-                "minimum": 1,
-                "default": 3,
-                "description": "Scroll steps (scroll).",
-            },
-            "url": {"type": "string", "description": "Absolute URL to open (navigate)."},
-        },
-        "required": ["action"],
-        "additionalProperties": False,
-    },
-}
-"""The ``computer`` tool a lease's MCP endpoint serves (MCP ``Tool`` shape, ``input_schema``)."""
+LEASE_BROWSERS_DIR = "browsers"
+"""Subdirectory of the data dir holding the leases' Chromium profiles."""
 
 
 def now_ms() -> int:
@@ -107,6 +72,7 @@ class LeaseBook:
     def __init__(self, state: LocalState) -> None:
         self._state = state
         self._lock = threading.Lock()
+        self.browsers = BrowserPool(state.settings.data_dir / LEASE_BROWSERS_DIR)
         self._live: dict[str, int] = {}
         for doc in state.store.list(LEASE_KIND):
             if doc.get("status") in LIVE_STATUSES:
@@ -141,6 +107,7 @@ class LeaseBook:
                     retryable=False,
                 )
             lease = self._new_lease(lease_id, body)
+            self.browsers.reopen(lease_id)
             store.put(LEASE_KIND, lease_id, lease)
             self._live[lease_id] = lease["expires_timestamp_ms"]
             if idempotency_key is not None:
@@ -184,6 +151,7 @@ class LeaseBook:
 
     def _end(self, lease_id: str, status: str) -> dict[str, Any] | None:
         self._live.pop(lease_id, None)
+        self.browsers.end(lease_id)  # kills its Chromium process group before the lease reads as ended
         changes: dict[str, Any] = {"status": status, "stream_ready": False}
         return self._state.store.update(LEASE_KIND, lease_id, **changes)
 
@@ -215,6 +183,35 @@ class LeaseBook:
         return due
 
 
+def book(state: LocalState) -> LeaseBook:
+    """The server's lease book (created on first use)."""
+    return _book(state)
+
+
+def live_lease(state: LocalState, lease_id: str) -> dict[str, Any]:
+    """A live lease, or a 404 naming why it is not.
+
+    Raises:
+        LocalAPIError: 404 when the lease is unknown or has ended.
+    """
+    lease = _book(state).get(lease_id)
+    if lease is None:
+        raise not_found("browser lease", lease_id)
+    if lease["status"] not in LIVE_STATUSES:
+        raise LocalAPIError(
+            404,
+            f"browser lease {lease_id!r} is {lease['status']}: its endpoints are gone",
+            code="not_found",
+            retryable=False,
+        )
+    return lease
+
+
+def mount(app: Any, state: LocalState) -> None:
+    """Mount each lease's MCP and CDP endpoints (see ``_lease_endpoints``)."""
+    _lease_endpoints.mount(app, state)
+
+
 def _book(state: LocalState) -> LeaseBook:
     book = state.extras.get("browser_leases")
     if book is None:
@@ -235,11 +232,13 @@ async def lifespan(state: LocalState) -> AsyncIterator[None]:
 
     task = asyncio.create_task(reaper(), name="browser-lease-reaper")
     try:
-        yield
+        async with _lease_endpoints.lifespan(state):
+            yield
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+        await book.browsers.aclose()  # no Chromium outlives the server
 
 
 def router(state: LocalState) -> APIRouter:
@@ -271,16 +270,7 @@ def router(state: LocalState) -> APIRouter:
     @api.get("/v1/browser/{lease_id}/mcp-tools", response_model=models.BrowserMCPTools)
     async def get_browser_lease_mcp_tools(lease_id: str) -> models.BrowserMCPTools:
         """The tools of a live lease's MCP endpoint (the ``computer`` tool); 404 once it ended."""
-        lease = _book(state).get(lease_id)
-        if lease is None:
-            raise not_found("browser lease", lease_id)
-        if lease["status"] not in LIVE_STATUSES:
-            raise LocalAPIError(
-                404,
-                f"browser lease {lease_id!r} is {lease['status']}: its MCP endpoint is gone",
-                code="not_found",
-                retryable=False,
-            )
+        live_lease(state, lease_id)
         return models.BrowserMCPTools(lease_id=lease_id, tools=[models.MCPToolInfo(**COMPUTER_TOOL)])
 
     return api

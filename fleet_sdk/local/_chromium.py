@@ -1,0 +1,286 @@
+"""One headless Chromium per browser lease, driven over CDP with Playwright.
+
+The browser is the system's Chromium (``chromium`` on Debian; ``FLEET_CHROMIUM`` overrides the
+path): browser downloads are not needed. Each lease gets its own process, started with a fresh
+profile directory and ``--remote-debugging-port=0``; the port Chromium picked is read from the
+``DevToolsActivePort`` file it writes into the profile. Playwright then attaches with
+``connect_over_cdp``, and the same port serves the lease's ``cdp_url`` (``_browser``).
+
+Chromium runs in a process group of its own (``start_new_session``), so ending a lease kills the
+browser and every renderer/utility child it forked with one ``killpg``: no orphan processes, even
+when the Playwright connection is wedged. The profile directory is removed afterwards.
+
+``allowed_hosts`` is enforced on two levels: ``navigate`` refuses a URL outside them before the
+browser sees it, and a context-wide route aborts every request (links, forms, redirects,
+sub-resources) to any other host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from playwright.async_api import Browser, Page, Playwright, Route
+
+__all__ = [
+    "VIEWPORT",
+    "BrowserPool",
+    "BrowserStartError",
+    "LeaseBrowser",
+    "chromium_executable",
+    "host_allowed",
+]
+
+logger = logging.getLogger(__name__)
+
+VIEWPORT = {"width": 1280, "height": 800}
+"""Size of every lease's page, in CSS pixels (screenshots have this size)."""
+
+START_DEADLINE = 30.0
+"""Seconds Chromium gets to write its DevTools port."""
+
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--remote-debugging-address=127.0.0.1",
+    "--remote-debugging-port=0",
+    f"--window-size={VIEWPORT['width']},{VIEWPORT['height']}",
+)
+
+
+class BrowserStartError(RuntimeError):
+    """Chromium (or Playwright) is missing, or the browser did not come up in time."""
+
+
+def chromium_executable() -> str | None:
+    """The Chromium binary to run: ``$FLEET_CHROMIUM``, else ``chromium`` / ``chromium-browser`` on PATH."""
+    override = os.environ.get("FLEET_CHROMIUM")
+    if override:
+        return override if os.access(override, os.X_OK) else None
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def host_allowed(url: str, allowed_hosts: Sequence[str]) -> bool:
+    """Whether ``url`` may be opened under ``allowed_hosts``.
+
+    An entry matches the URL's ``host:port`` or its bare host; ``*.example.com`` matches subdomains.
+    ``about:`` and ``data:`` URLs never leave the browser and are always allowed.
+    """
+    parts = urlsplit(url)
+    if parts.scheme in ("about", "data", "blob"):
+        return True
+    if parts.scheme not in ("http", "https", "ws", "wss"):
+        return False
+    host = (parts.hostname or "").lower()
+    netloc = parts.netloc.rsplit("@", 1)[-1].lower()
+    for entry in allowed_hosts:
+        entry = entry.strip().lower()
+        if not entry:
+            continue
+        if entry in (host, netloc):
+            return True
+        if entry.startswith("*.") and (host.endswith(entry[1:]) or host == entry[2:]):
+            return True
+    return False
+
+
+@dataclass
+class LeaseBrowser:
+    """The Chromium of one lease: its process group, DevTools port and Playwright page.
+
+    Attributes:
+        lease_id: The lease.
+        allowed_hosts: Hosts the page may load from.
+        process: The Chromium process (leader of its own process group).
+        profile_dir: Its ``--user-data-dir``, removed on close.
+        devtools_port: The loopback port of its DevTools endpoint.
+    """
+
+    lease_id: str
+    allowed_hosts: list[str]
+    process: subprocess.Popen[bytes]
+    profile_dir: Path
+    devtools_port: int
+    browser: Browser | None = None
+    page: Page | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    closed: bool = False
+
+    @property
+    def devtools_url(self) -> str:
+        """``http://127.0.0.1:<port>``: the browser's own DevTools HTTP endpoint."""
+        return f"http://127.0.0.1:{self.devtools_port}"
+
+    async def _guard(self, route: Route) -> None:
+        if host_allowed(route.request.url, self.allowed_hosts):
+            await route.continue_()
+        else:
+            await route.abort("blockedbyclient")
+
+    async def attach(self, playwright: Playwright) -> None:
+        """Connect Playwright over CDP, install the host guard and size the page."""
+        self.browser = await playwright.chromium.connect_over_cdp(self.devtools_url)
+        context = self.browser.contexts[0] if self.browser.contexts else await self.browser.new_context()
+        await context.route("**/*", self._guard)
+        self.page = context.pages[0] if context.pages else await context.new_page()
+        await self.page.set_viewport_size(VIEWPORT)
+
+    def kill(self) -> None:
+        """Kill the browser's whole process group and reap it (idempotent, never raises)."""
+        self.closed = True
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=10)
+        shutil.rmtree(self.profile_dir, ignore_errors=True)
+
+
+def _launch(executable: str, root: Path) -> tuple[subprocess.Popen[bytes], Path, int]:
+    """Start Chromium and wait for its DevTools port (blocking; runs in a worker thread)."""
+    root.mkdir(parents=True, exist_ok=True)
+    profile = Path(tempfile.mkdtemp(prefix="chromium-", dir=root))
+    process = subprocess.Popen(
+        [executable, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    port_file = profile / "DevToolsActivePort"
+    deadline = time.monotonic() + START_DEADLINE
+    try:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise BrowserStartError(f"chromium exited with status {process.returncode} at start")
+            with contextlib.suppress(FileNotFoundError, ValueError, IndexError):
+                port = int(port_file.read_text().splitlines()[0])
+                if port > 0:
+                    return process, profile, port
+            time.sleep(0.05)  # a worker thread, not the event loop
+        raise BrowserStartError(f"chromium did not open its DevTools port within {START_DEADLINE:.0f}s")
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+        shutil.rmtree(profile, ignore_errors=True)
+        raise
+
+
+class BrowserPool:
+    """The live Chromium of every lease that has one, on the server's event loop.
+
+    A lease's browser starts on its first use (MCP, CDP), so a lease nobody drives costs nothing,
+    and stops when the lease ends. One Playwright driver serves every browser; it starts with the
+    first browser and stops with the pool.
+
+    Args:
+        root: Where profile directories are created.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+        self._browsers: dict[str, LeaseBrowser] = {}
+        self._starting: dict[str, asyncio.Lock] = {}
+        self._ended: set[str] = set()
+        self._playwright: Any = None
+        self._driver: Any = None
+        self._driver_lock = asyncio.Lock()
+
+    @property
+    def live(self) -> dict[str, LeaseBrowser]:
+        """The running browsers by lease id."""
+        return dict(self._browsers)
+
+    async def _driver_instance(self) -> Playwright:
+        async with self._driver_lock:
+            if self._playwright is None:
+                try:
+                    from playwright.async_api import async_playwright
+                except ImportError as exc:
+                    raise BrowserStartError(
+                        "browser leases need Playwright: pip install 'fleet-sdk[browser]'"
+                    ) from exc
+                self._driver = async_playwright()
+                self._playwright = await self._driver.start()
+            return self._playwright  # type: ignore[no-any-return]
+
+    async def get(self, lease_id: str, allowed_hosts: Sequence[str]) -> LeaseBrowser:
+        """The lease's browser, started on first use.
+
+        Raises:
+            BrowserStartError: Chromium or Playwright is missing, or the browser did not start.
+        """
+        browser = self._browsers.get(lease_id)
+        if browser is not None:
+            return browser
+        lock = self._starting.setdefault(lease_id, asyncio.Lock())
+        async with lock:
+            browser = self._browsers.get(lease_id)
+            if browser is not None:
+                return browser
+            if lease_id in self._ended:
+                raise BrowserStartError(f"browser lease {lease_id!r} has ended")
+            executable = chromium_executable()
+            if executable is None:
+                raise BrowserStartError(
+                    "no Chromium found: install the 'chromium' package or set FLEET_CHROMIUM"
+                )
+            playwright = await self._driver_instance()
+            process, profile, port = await asyncio.to_thread(_launch, executable, self._root)
+            browser = LeaseBrowser(lease_id, list(allowed_hosts), process, profile, port)
+            try:
+                await asyncio.wait_for(browser.attach(playwright), START_DEADLINE)
+            except BaseException:
+                browser.kill()
+                raise
+            if lease_id in self._ended:  # the lease ended while the browser started
+                browser.kill()
+                raise BrowserStartError(f"browser lease {lease_id!r} has ended")
+            self._browsers[lease_id] = browser
+            return browser
+
+    def reopen(self, lease_id: str) -> None:
+        """Let a new lease reuse the id of an ended one."""
+        self._ended.discard(lease_id)
+
+    def end(self, lease_id: str) -> None:
+        """Kill the lease's browser now (synchronous, so no end path can leave it running)."""
+        self._ended.add(lease_id)
+        self._starting.pop(lease_id, None)
+        browser = self._browsers.pop(lease_id, None)
+        if browser is not None:
+            browser.kill()
+
+    async def aclose(self) -> None:
+        """Kill every browser and stop the Playwright driver."""
+        for lease_id in list(self._browsers):
+            self.end(lease_id)
+        if self._driver is not None:
+            driver, self._driver, self._playwright = self._driver, None, None
+            with contextlib.suppress(Exception):
+                await driver.__aexit__(None, None, None)

@@ -1,0 +1,171 @@
+"""The endpoints a browser lease hands out: ``mcp_url`` (the ``computer`` tool) and ``cdp_url``.
+
+* ``/browser/{lease_id}/mcp`` speaks MCP over streamable HTTP (stateless, JSON answers, like an
+  instance's endpoint in ``_mcp``). ``tools/list`` returns the ``computer`` tool; ``tools/call``
+  runs one action on the lease's Chromium and answers with the PNG screenshot taken after it as an
+  image block (``_computer``). Any failure, the screenshot included, is ``isError: true`` with a
+  text message: an image block is only ever a real PNG.
+* ``/browser/{lease_id}/cdp`` answers like a browser's DevTools HTTP endpoint (``/json/version``,
+  ``/json/list``), so ``playwright.chromium.connect_over_cdp(cdp_url)`` or any CDP client attaches
+  to the lease's browser. The ``webSocketDebuggerUrl`` it returns is the browser's own loopback
+  socket (the local server does not proxy WebSockets).
+
+Like an instance's MCP endpoint these take no bearer key: the lease id is the capability. An
+unknown or ended lease is a 404 before MCP or CDP is spoken.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from fastapi import FastAPI
+from mcp import types
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from ._chromium import BrowserStartError
+from ._computer import COMPUTER_TOOL, ComputerError, png_base64, run_action
+from ._errors import LocalAPIError
+from ._state import LocalState
+
+if TYPE_CHECKING:
+    from ._chromium import LeaseBrowser
+
+__all__ = ["lifespan", "lease_browser", "mount"]
+
+logger = logging.getLogger(__name__)
+
+_MANAGER_KEY = "browser.mcp_session_manager"
+_SCOPE_KEY = "fleet.lease_id"
+MCP_PATH = "/browser/{lease_id}/mcp"
+CDP_PATH = "/browser/{lease_id}/cdp"
+
+
+async def lease_browser(state: LocalState, lease_id: str) -> LeaseBrowser:
+    """The Chromium of a live lease, started on first use.
+
+    Raises:
+        LocalAPIError: 404 for an unknown or ended lease.
+        BrowserStartError: The browser could not start.
+    """
+    from ._browser import book, live_lease
+
+    lease = live_lease(state, lease_id)
+    return await book(state).browsers.get(lease_id, lease["allowed_hosts"])
+
+
+def _error(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=True)
+
+
+def _build_server(state: LocalState) -> Server[Any, Any]:
+    server: Server[Any, Any] = Server("fleet-local-browser", instructions="The computer tool of a browser lease.")
+
+    def current_lease() -> str:
+        scope = getattr(server.request_context.request, "scope", None)
+        if not isinstance(scope, dict) or not isinstance(scope.get(_SCOPE_KEY), str):
+            raise RuntimeError("MCP request without a lease id")
+        return str(scope[_SCOPE_KEY])
+
+    @server.list_tools()  # type: ignore[untyped-decorator, no-untyped-call]
+    async def list_tools() -> list[types.Tool]:
+        return [
+            types.Tool(
+                name=COMPUTER_TOOL["name"],
+                description=COMPUTER_TOOL["description"],
+                inputSchema=COMPUTER_TOOL["input_schema"],
+            )
+        ]
+
+    @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator]
+    async def call_tool(name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+        if name != COMPUTER_TOOL["name"]:
+            return _error(f"Unknown tool: {name}")
+        lease_id = current_lease()
+        try:
+            browser = await lease_browser(state, lease_id)
+            png = await run_action(browser, dict(arguments or {}))
+        except LocalAPIError as exc:
+            return _error(exc.detail)
+        except (BrowserStartError, ComputerError) as exc:
+            return _error(str(exc))
+        except Exception as exc:  # a browser that died mid-call; the agent sees why
+            logger.warning("computer action on lease %s failed: %s", lease_id, type(exc).__name__)
+            return _error(f"computer failed: {type(exc).__name__}: {exc}")
+        image = types.ImageContent(type="image", data=png_base64(png), mimeType="image/png")
+        return types.CallToolResult(content=[image], isError=False)
+
+    return server
+
+
+def _manager(state: LocalState) -> StreamableHTTPSessionManager:
+    manager = state.extras.get(_MANAGER_KEY)
+    if manager is None:
+        manager = StreamableHTTPSessionManager(_build_server(state), json_response=True, stateless=True)
+        state.extras[_MANAGER_KEY] = manager
+    assert isinstance(manager, StreamableHTTPSessionManager)
+    return manager
+
+
+def _not_found(exc: LocalAPIError) -> JSONResponse:
+    return JSONResponse({"detail": exc.detail, "code": exc.code, "retryable": False}, status_code=exc.status)
+
+
+class _LeaseMCPEndpoint:
+    """Raw ASGI endpoint: checks the lease is live, tags the scope with its id, serves MCP."""
+
+    def __init__(self, state: LocalState) -> None:
+        self._state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from ._browser import live_lease
+
+        lease_id = str(scope.get("path_params", {}).get("lease_id", ""))
+        try:
+            live_lease(self._state, lease_id)
+        except LocalAPIError as exc:
+            await _not_found(exc)(scope, receive, send)
+            return
+        await _manager(self._state).handle_request({**scope, _SCOPE_KEY: lease_id}, receive, send)
+
+
+def _cdp_endpoint(state: LocalState, which: str) -> Any:
+    async def endpoint(request: Request) -> Response:
+        lease_id = request.path_params["lease_id"]
+        try:
+            browser = await lease_browser(state, lease_id)
+        except LocalAPIError as exc:
+            return _not_found(exc)
+        except BrowserStartError as exc:
+            return JSONResponse({"detail": str(exc), "code": "browser_unavailable", "retryable": True}, 503)
+        async with httpx.AsyncClient(timeout=10.0) as client:
+            answer = await client.get(f"{browser.devtools_url}/json/{which}")
+        return Response(answer.content, status_code=answer.status_code, media_type="application/json")
+
+    return endpoint
+
+
+def mount(app: FastAPI, state: LocalState) -> None:
+    """Mount the lease MCP endpoint and the CDP discovery routes, ahead of any catch-all route."""
+    mcp_endpoint = _LeaseMCPEndpoint(state)
+    _manager(state)
+    routes = [Route(MCP_PATH + suffix, mcp_endpoint) for suffix in ("", "/")]
+    for suffix, which in (("", "version"), ("/json/version", "version"), ("/json", "list"), ("/json/list", "list")):
+        for slash in ("", "/"):
+            routes.append(Route(CDP_PATH + suffix + slash, _cdp_endpoint(state, which), methods=["GET"]))
+    app.router.routes[0:0] = routes
+
+
+@contextlib.asynccontextmanager
+async def lifespan(state: LocalState) -> AsyncIterator[None]:
+    """Run the lease MCP session manager for the life of the server."""
+    async with _manager(state).run():
+        yield
