@@ -1,7 +1,8 @@
 """``fleet-sdk demo``: every bundled task through ``TaskEnv`` on an embedded local server.
 
 It plays each task's reference solution (the scripted policy, which must score
-1.0) and a few tasks with random tool calls, shows progress, prints a table of
+1.0; for browser_use tasks it replays ``computer`` actions on a leased browser)
+and a few tool-use tasks with random tool calls, shows progress, prints a table of
 task, policy, reward and steps, writes each transcript as JSON, and uploads them
 to the local server's sessions API so they can be read back there too.
 """
@@ -9,6 +10,7 @@ to the local server's sessions API so they can be read back there too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import sys
@@ -23,6 +25,9 @@ from .task_env import SUBMIT_FINAL_ANSWER, TaskEnv
 from .tasks import Task
 
 __all__ = ["EpisodeResult", "run_demo", "run_episode"]
+
+BROWSER_CONCURRENCY = 2
+"""browser_use episodes at once: each holds a headless Chromium (100-200 MB)."""
 
 
 @dataclass
@@ -185,15 +190,17 @@ async def run_demo(
                 tasks = tasks[:limit]
             rng = random.Random(0)
             plan = [(task, "scripted") for task in tasks]
-            plan += [(task, "random") for task in rng.sample(tasks, min(random_episodes, len(tasks)))]
+            tool_tasks = [task for task in tasks if task.task_modality == "tool_use"]
+            plan += [(task, "random") for task in rng.sample(tool_tasks, min(random_episodes, len(tool_tasks)))]
             print(f"Server at {local.base_url}; {len(tasks)} tasks, {len(plan)} episodes.", file=out)
             gate = asyncio.Semaphore(concurrency)
+            browsers = asyncio.Semaphore(BROWSER_CONCURRENCY)
             finished = 0
             started = time.monotonic()
 
             async def play(task: Task, policy: str) -> EpisodeResult:
                 nonlocal finished
-                async with gate:
+                async with gate, browsers if task.task_modality == "browser_use" else contextlib.nullcontext():
                     result = await run_episode(fleet, task, policy)
                 finished += 1
                 _progress(out, finished, len(plan), started)

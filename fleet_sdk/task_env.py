@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from ._client import AsyncFleet, Fleet
+    from .browser import BrowserSession
     from .traces import ScreenshotSink
     from .verifiers._remote import RemoteVerifierOutcome
 
@@ -126,8 +127,10 @@ class TaskEnv:
         call_deadline: Wall-clock seconds per tool call, retries included.
         verifier_timeout: Seconds the platform gives one verifier run.
         verifier_deadline: Overall seconds for the verifier, retries included.
-        ttl_seconds: Lifetime of the instance.
-        make_kwargs: More arguments for ``make`` (``region``, ``image_type``...).
+        ttl_seconds: Lifetime of the instance (and of the browser lease); computer_use and
+            browser_use tasks default to ``fleet_sdk.browser.MULTIMODAL_TTL_SECONDS``.
+        make_kwargs: More arguments for ``make`` (``region``, ``image_type``...); computer_use
+            tasks default to ``image_type="mcp"``.
         trace_job_id: A trace job (``fleet.traces.create_job``): every finished episode is
             uploaded to it after the verifier, with its reward and ``verifier_execution_id``
             (``trace_session_id`` holds the session id). An upload never fails the episode.
@@ -217,6 +220,7 @@ class TaskEnv:
         self._tokenizer = tokenizer
         self._new_context()  # fails early on a bad max_output_chars
         self.env: AsyncEnv | None = None
+        self.browser: BrowserSession | None = None  # the lease of a browser_use episode
         self.tools: list[Tool] = []
         self._tool_specs: list[dict[str, Any]] = []
         self._closed = False
@@ -343,18 +347,20 @@ class TaskEnv:
         self._reset_episode()
         self._closed = False
         self._started_at = datetime.now(UTC)
+        from .browser import computer_use_make_kwargs, multimodal_ttl
+
+        ttl = multimodal_ttl(self.task.task_modality, self.ttl_seconds)
         if self.env is None:
             self.env = await self._async_fleet().make(
                 self.task.env_spec,
                 data_key=self.task.data_spec,
                 env_variables=self.task.env_variables or None,
-                ttl_seconds=self.ttl_seconds,
-                **self.make_kwargs,
+                ttl_seconds=ttl,
+                **computer_use_make_kwargs(self.task.task_modality, self.make_kwargs),
             )
-            all_tools = await self.env.mcp.list_tools()
         else:
             await self.env.reset(seed)
-            all_tools = await self.env.mcp.list_tools()
+        all_tools = await self._browser_tools(ttl) or await self.env.mcp.list_tools()
         tools = filter_tools(all_tools, self.task.task_modality)
         if self._offers_submit():
             tools = [*tools, SUBMIT_TOOL]
@@ -365,9 +371,12 @@ class TaskEnv:
         observation = self._observation([])
         self.context.add_message({"role": "user", "content": self.task.prompt})
         if self.multimodal:
-            screenshot = await self.env.call_tool(
-                "computer", {"action": "screenshot"}, deadline=self.call_deadline
-            )
+            if self.browser is not None:  # the health check's screenshot of the web UI
+                screenshot = self.browser.screenshot
+            else:
+                screenshot = await self.env.call_tool(
+                    "computer", {"action": "screenshot"}, deadline=self.call_deadline
+                )
             observation["content"] = self._content(screenshot)
             self.context.add_message({"role": "user", "content": observation["content"]})
         return observation
@@ -431,6 +440,27 @@ class TaskEnv:
         }
         return self._observation(results), reward, self.done, info
 
+    async def _browser_tools(self, ttl: int | None) -> list[Tool]:
+        """For browser_use: lease a browser on the instance's web UI (or show it again); its tools.
+
+        A failed start deletes the lease (``BrowserSession.open``) and raises.
+        """
+        if self.task.task_modality != "browser_use":
+            return []
+        from .browser import MULTIMODAL_TTL_SECONDS, BrowserSession
+
+        assert self.env is not None
+        if self.browser is None:
+            self.browser = await BrowserSession.open(
+                self._async_fleet(),
+                self.env,
+                ttl_seconds=ttl or MULTIMODAL_TTL_SECONDS,
+                call_deadline=self.call_deadline,
+            )
+        else:
+            await self.browser.show_start_page(self.call_deadline)
+        return list(self.browser.tools)
+
     async def _run_call(self, call: ToolCall) -> ToolResult:
         """Run one call (unless the episode already ended) and record what the model is shown."""
         assert self.env is not None and call.call_id is not None
@@ -451,8 +481,9 @@ class TaskEnv:
             except ContextToolError as exc:
                 value = {"error": str(exc)}
         else:
+            caller = self.browser.call_tool if self.browser is not None else self.env.call_tool
             try:
-                value = await self.env.call_tool(call.name, call.arguments, deadline=self.call_deadline)
+                value = await caller(call.name, call.arguments, deadline=self.call_deadline)
             except MCPError as exc:
                 value = {"error": str(exc)}
         if isinstance(value, dict) and set(value) == {"error"}:
@@ -577,16 +608,21 @@ class TaskEnv:
         """
         self._closed = True
         env, self.env = self.env, None
+        browser, self.browser = self.browser, None
         try:
-            if env is not None:
-                try:
-                    if not self.done:
-                        self._finish("closed")
-                        self.env = env
-                        await self._end_episode()
-                        self.env = None
-                finally:
-                    await env.close()
+            try:
+                if browser is not None:
+                    await browser.close()  # the lease goes first: the verifier reads only the instance
+            finally:
+                if env is not None:
+                    try:
+                        if not self.done:
+                            self._finish("closed")
+                            self.env = env
+                            await self._end_episode()
+                            self.env = None
+                    finally:
+                        await env.close()
         finally:
             if self._fleet_arg is None and self._fleet is not None:
                 owned, self._fleet = self._fleet, None

@@ -28,6 +28,7 @@ from . import (
     _traces,
     _validation,
     _webui,
+    _webui_apps,
 )
 from ._auth import auth_refusal
 from ._errors import EXCEPTION_HANDLERS
@@ -102,11 +103,15 @@ def create_app(state: LocalState) -> FastAPI:
         (_manager.router(state), [body_check]),
     ]
     webui = _webui.router(state)
+    webui_apps = _webui_apps.router(state)
     for surface, dependencies in surfaces:
         app.include_router(surface, dependencies=dependencies)
     app.include_router(webui)
+    app.include_router(webui_apps)
     # Fail at startup, not on a request, if a route with a body has no schema operation or vice versa.
-    bodies.check_routes([*(route for surface, _ in surfaces for route in surface.routes), *webui.routes])
+    bodies.check_routes(
+        [*(route for surface, _ in surfaces for route in surface.routes), *webui.routes, *webui_apps.routes]
+    )
     _mcp.mount(app, state)
     _browser.mount(app, state)
     app.add_middleware(FaultMiddleware, injector=state.faults, api_key=state.settings.api_key)

@@ -1,8 +1,9 @@
 """The web UI of an instance (``urls.app[0]``, i.e. ``GET /instances/{id}/``).
 
-One plain, self-contained HTML page (inline CSS, no scripts): the environment's
-name, the instance's status and, for each table of the ``current`` database,
-its row count and first rows. Browser-use tasks navigate here.
+One plain, self-contained HTML page (inline CSS, no scripts): a top bar linking
+to the environment's interactive pages (``_webui_apps``), the environment's name,
+the instance's status and, for each table of the ``current`` database, its row
+count and first rows. Browser-use tasks start here.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from fastapi.responses import HTMLResponse
 from . import _instances
 from ._errors import LocalAPIError
 from ._state import LocalState
+from ._webui_apps import APPS, nav_html
 
 __all__ = ["PREVIEW_ROWS", "render_instance", "router"]
 
@@ -28,7 +30,10 @@ _STYLE = """
 @media (prefers-color-scheme: dark) {
   :root { --fg: #eee; --bg: #161618; --muted: #aaa; --line: #333; --head: #222226; }
 }
-body { font-family: system-ui, sans-serif; color: var(--fg); background: var(--bg); margin: 2rem; }
+body { font-family: system-ui, sans-serif; color: var(--fg); background: var(--bg); margin: 78px 2rem 2rem; }
+.bar { position: absolute; left: 0; top: 0; width: 1280px; height: 58px; background: #23395d; }
+.bar a { color: #fff; background: #34507e; text-decoration: none; display: flex; align-items: center;
+  justify-content: center; border-radius: 4px; }
 h1 { margin-bottom: .2rem; } .meta { color: var(--muted); margin-top: 0; }
 table { border-collapse: collapse; margin: .5rem 0 1.5rem; font-size: .9rem; }
 th, td { border: 1px solid var(--line); padding: .25rem .5rem; text-align: left; vertical-align: top; }
@@ -65,6 +70,7 @@ def render_instance(state: LocalState, instance_id: str) -> str:
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{html.escape(title)} · {html.escape(instance_id)}</title>",
         f"<style>{_STYLE}</style></head><body>",
+        nav_html(instance_id, APPS.get(str(doc.get("env_key")))),
         f"<h1>{html.escape(title)}</h1>",
         f'<p class="meta">Instance <code>{html.escape(instance_id)}</code> · version '
         f"{html.escape(str(doc.get('version')))} · {html.escape(str(doc.get('status')))}</p>",

@@ -93,7 +93,7 @@ class TaskSpec(TypedDict):
     data_version: str
     env_variables: dict[str, str]
     verifier_code: str
-    task_modality: Literal["tool_use"]
+    task_modality: Literal["tool_use", "browser_use"]
     metadata: TaskMetadata
 
 

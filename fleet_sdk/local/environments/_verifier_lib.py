@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ._spec import ReferenceStep, TaskSpec
 
@@ -135,7 +135,13 @@ class TaskFactory:
     prompt_prefix: str = ""
 
     def __call__(
-        self, key: str, prompt: str, body: str, solution: list[ReferenceStep], tags: list[str]
+        self,
+        key: str,
+        prompt: str,
+        body: str,
+        solution: list[ReferenceStep],
+        tags: list[str],
+        modality: Literal["tool_use", "browser_use"] = "tool_use",
     ) -> TaskSpec:
         """One task config.
 
@@ -143,8 +149,9 @@ class TaskFactory:
             key: Task key suffix (the env key is prefixed).
             prompt: What the agent is asked.
             body: Verifier code defining ``verify`` (helpers above it are fine).
-            solution: Reference solution steps.
+            solution: Reference solution steps (``computer`` actions for ``browser_use``).
             tags: Free-form tags.
+            modality: ``tool_use``, or ``browser_use`` for a task solved in the web UI.
         """
         return {
             "task_key": f"{self.env_key}-{key}",
@@ -155,6 +162,6 @@ class TaskFactory:
             "data_version": self.env_version,
             "env_variables": dict(self.env_variables),
             "verifier_code": verifier(self.tables, body),
-            "task_modality": "tool_use",
+            "task_modality": modality,
             "metadata": {"reference_solution": solution, "tags": tags},
         }

@@ -10,6 +10,7 @@ from __future__ import annotations
 from .._spec import EnvironmentSpec
 from ._seed import SEED_SQL, TABLES
 from ._tasks import ENV_KEY, ENV_VARIABLES, ENV_VERSION, TASKS
+from ._browser_tasks import BROWSER_TASKS
 from ._tools import TOOLS
 
 ENVIRONMENT = EnvironmentSpec(
@@ -21,7 +22,7 @@ ENVIRONMENT = EnvironmentSpec(
     default_version=ENV_VERSION,
     seed_sql=SEED_SQL,
     tools=TOOLS,
-    tasks=TASKS,
+    tasks=[*TASKS, *BROWSER_TASKS],
     env_variables=dict(ENV_VARIABLES),
 )
 

@@ -1,0 +1,288 @@
+"""Browser leases for ``browser_use`` episodes: lease, wait, navigate, health-check, release.
+
+A ``browser_use`` task runs on a standard environment instance that serves a web UI. The agent
+does not get the instance's tools: it gets the ``computer`` tool of a browser lease, a remote
+browser allowed to open the instance's host. ``BrowserSession.open`` does the whole start:
+
+1. create a lease whose ``allowed_hosts`` include the instance's host;
+2. wait until it is ``running``, under a deadline;
+3. connect to its MCP endpoint and require the ``computer`` tool;
+4. navigate to the instance's web UI and take a screenshot, which must be a real, non-blank PNG.
+
+A start that fails at any step deletes the lease before raising. ``close`` deletes it too (a lease
+that already ended, 404 or 410, is fine).
+
+Both multimodal modalities get the long TTL of ``MULTIMODAL_TTL_SECONDS`` by default, and
+``computer_use`` instances are created from the MCP image type (``computer_use_make_kwargs``).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import struct
+import zlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import anyio
+
+from ._exceptions import APIStatusError, FleetError, MCPError, ToolNotFoundError
+from ._runtime import Deadline
+from .mcp import MCPClient
+from .tools import Tool
+
+if TYPE_CHECKING:
+    from ._client import AsyncFleet
+    from .env import AsyncEnv
+
+__all__ = [
+    "MULTIMODAL_TTL_SECONDS",
+    "BrowserSession",
+    "BrowserStartError",
+    "computer_use_make_kwargs",
+    "is_blank_png",
+    "multimodal_ttl",
+]
+
+log = logging.getLogger("fleet_sdk.browser")
+
+MULTIMODAL_TTL_SECONDS = 1800
+"""Default TTL (instance and lease) of computer_use and browser_use episodes."""
+
+COMPUTER = "computer"
+POLL_INTERVAL = 0.5
+
+
+class BrowserStartError(FleetError):
+    """A browser lease could not be made ready (it was deleted before this was raised)."""
+
+
+def multimodal_ttl(modality: str, ttl_seconds: int | None) -> int | None:
+    """The TTL to use: the given one, else ``MULTIMODAL_TTL_SECONDS`` for computer/browser use.
+
+    Args:
+        modality: The task modality.
+        ttl_seconds: An explicit TTL (wins when set).
+    """
+    if ttl_seconds is not None:
+        return ttl_seconds
+    return MULTIMODAL_TTL_SECONDS if modality in ("computer_use", "browser_use") else None
+
+
+def computer_use_make_kwargs(modality: str, make_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """``make`` arguments for a modality: ``computer_use`` asks for ``image_type="mcp"`` unless given."""
+    kwargs = dict(make_kwargs)
+    if modality == "computer_use":
+        kwargs.setdefault("image_type", "mcp")
+    return kwargs
+
+
+def _png_scanlines(png: bytes) -> tuple[int, int, int, bytes]:
+    """(width, height, bytes per pixel, filtered scanlines) of an 8-bit, non-interlaced PNG."""
+    if not png.startswith(b"\x89PNG\r\n\x1a\n"):
+        raise ValueError("not a PNG")
+    pos, idat, header = 8, bytearray(), None
+    while pos + 8 <= len(png):
+        (length,) = struct.unpack(">I", png[pos : pos + 4])
+        kind, data = png[pos + 4 : pos + 8], png[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            header = struct.unpack(">IIBBBBB", data)
+        elif kind == b"IDAT":
+            idat += data
+        elif kind == b"IEND":
+            break
+        pos += 12 + length
+    if header is None:
+        raise ValueError("PNG without IHDR")
+    width, height, depth, color, _, _, interlace = header
+    channels = {0: 1, 2: 3, 4: 2, 6: 4}.get(color)
+    if depth != 8 or channels is None or interlace:
+        raise ValueError(f"unsupported PNG (depth {depth}, color type {color}, interlace {interlace})")
+    raw = zlib.decompress(bytes(idat))
+    if len(raw) != height * (width * channels + 1):
+        raise ValueError("PNG data does not match its size")
+    return width, height, channels, raw
+
+
+def is_blank_png(png: bytes) -> bool:
+    """Whether a PNG is unusable as a health check: undecodable, empty, or one flat colour.
+
+    Rather than unfiltering every pixel (slow in Python), each scanline is compared with what its
+    filter type would produce for a flat image of the first pixel's colour: plain byte comparisons.
+
+    Args:
+        png: The PNG bytes.
+    """
+    try:
+        width, height, channels, raw = _png_scanlines(png)
+    except (ValueError, zlib.error, struct.error):
+        return True
+    if width == 0 or height == 0:
+        return True
+    stride = width * channels
+    pixel = raw[1 : 1 + channels]
+    half = bytes((b - b // 2) & 0xFF for b in pixel)  # Avg filter of a pixel over itself / nothing
+    zeros = bytes(stride - channels)
+    repeated = pixel * width
+    for row in range(height):
+        start = row * (stride + 1)
+        kind, line = raw[start], raw[start + 1 : start + 1 + stride]
+        if kind == 0 or (kind == 2 and row == 0):
+            expected = repeated
+        elif kind == 1 or (kind == 4 and row == 0):
+            expected = pixel + zeros
+        elif kind == 2 or kind == 4:
+            expected = bytes(stride)
+        elif kind == 3:
+            expected = pixel + half * (width - 1) if row == 0 else half + zeros
+        else:
+            return True
+        if line != expected:
+            return False
+    return True
+
+
+def _png_from_value(value: Any) -> bytes | None:
+    """The first PNG in an agent-facing tool value (image blocks with data URLs), else None."""
+    blocks = value if isinstance(value, list) else [value]
+    for block in blocks:
+        if isinstance(block, dict) and block.get("type") == "image_url":
+            url = str((block.get("image_url") or {}).get("url") or "")
+            prefix, _, data = url.partition(";base64,")
+            if prefix.startswith("data:image/") and data:
+                return base64.b64decode(data)
+    return None
+
+
+class BrowserSession:
+    """A ready browser lease and its ``computer`` tool (create with ``open``).
+
+    Attributes:
+        lease_id: The lease.
+        mcp: The MCP client of the lease's ``mcp_url``.
+        start_url: The instance's web UI.
+        tools: The lease's tools (the ``computer`` tool).
+        screenshot: The health-check screenshot (agent-facing image blocks).
+    """
+
+    def __init__(self, fleet: AsyncFleet, lease_id: str, mcp: MCPClient, start_url: str) -> None:
+        self._fleet = fleet
+        self.lease_id = lease_id
+        self.mcp = mcp
+        self.start_url = start_url
+        self.tools: list[Tool] = []
+        self.screenshot: Any = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"BrowserSession(lease_id={self.lease_id!r}, start_url={self.start_url!r})"
+
+    @classmethod
+    async def open(
+        cls,
+        fleet: AsyncFleet,
+        env: AsyncEnv,
+        *,
+        ttl_seconds: int = MULTIMODAL_TTL_SECONDS,
+        ready_deadline: float = 120.0,
+        call_deadline: float = 120.0,
+    ) -> BrowserSession:
+        """Lease a browser for ``env``'s web UI, wait for it, open the UI and health-check it.
+
+        Args:
+            fleet: The client (its ``api.browser`` creates the lease).
+            env: The instance whose web UI the browser opens (``urls.app[0]``, else its root).
+            ttl_seconds: The lease's lifetime.
+            ready_deadline: Seconds for the lease to become ``running``.
+            call_deadline: Seconds per ``computer`` call.
+
+        Raises:
+            BrowserStartError: The lease ended, did not start in time, lacks the ``computer``
+                tool, or its first screenshot was blank or failed. The lease is deleted first.
+        """
+        from fleet_api.browser_lease import models
+
+        urls = env.instance.urls
+        start_url = urls.app[0] if urls.app else urls.root
+        host = urlsplit(start_url).netloc
+        lease = await fleet.api.browser.create_browser_lease(
+            models.BrowserLeaseRequest(ttl_seconds=ttl_seconds, allowed_hosts=[host])
+        )
+        session = cls(fleet, lease.lease_id, MCPClient([lease.mcp_url or ""], call_deadline=call_deadline), start_url)
+        try:
+            await session._wait_running(lease, Deadline(ready_deadline))
+            await session._start(call_deadline)
+        except BaseException as exc:
+            await session.close()
+            if isinstance(exc, FleetError | TimeoutError) and not isinstance(exc, BrowserStartError):
+                raise BrowserStartError(f"browser lease {lease.lease_id} did not start: {exc}") from exc
+            raise
+        return session
+
+    async def _wait_running(self, lease: Any, deadline: Deadline) -> None:
+        while lease.status != "running":
+            if lease.status in ("expired", "terminated", "error"):
+                raise BrowserStartError(f"browser lease {self.lease_id} is {lease.status}")
+            if not deadline.allows(POLL_INTERVAL):
+                raise BrowserStartError(f"browser lease {self.lease_id} is still {lease.status} at its deadline")
+            await anyio.sleep(POLL_INTERVAL)
+            lease = await self._fleet.api.browser.get_browser_lease(self.lease_id)
+        if not lease.mcp_url:
+            raise BrowserStartError(f"browser lease {self.lease_id} is running without an mcp_url")
+
+    async def _start(self, call_deadline: float) -> None:
+        tools = await self.mcp.list_tools()
+        if not any(tool.name == COMPUTER for tool in tools):
+            raise BrowserStartError(f"browser lease {self.lease_id} has no {COMPUTER!r} tool")
+        self.tools = [tool for tool in tools if tool.name == COMPUTER]
+        await self.show_start_page(call_deadline)
+
+    async def show_start_page(self, call_deadline: float = 120.0) -> Any:
+        """Navigate to the web UI and health-check it; returns (and keeps) the screenshot.
+
+        Args:
+            call_deadline: Seconds per ``computer`` call.
+
+        Raises:
+            BrowserStartError: Navigation failed or the screenshot is missing or blank.
+        """
+        try:
+            moved = await self.call_tool(COMPUTER, {"action": "navigate", "url": self.start_url}, deadline=call_deadline)
+            if isinstance(moved, dict) and "error" in moved:
+                raise BrowserStartError(f"browser lease {self.lease_id} could not open {self.start_url}: {moved['error']}")
+            shot = await self.call_tool(COMPUTER, {"action": "screenshot"}, deadline=call_deadline)
+        except (MCPError, ToolNotFoundError) as exc:
+            raise BrowserStartError(f"browser lease {self.lease_id} failed its health check: {exc}") from exc
+        png = _png_from_value(shot)
+        if png is None or is_blank_png(png):
+            detail = shot.get("error") if isinstance(shot, dict) else "no image or a blank one"
+            raise BrowserStartError(f"browser lease {self.lease_id} failed its health check: {detail}")
+        self.screenshot = shot
+        return shot
+
+    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None, *, deadline: float | None = None) -> Any:
+        """Call a tool of the lease (the ``computer`` tool) and return its agent-facing value.
+
+        Args:
+            name: Tool name.
+            arguments: Tool arguments.
+            deadline: Wall-clock seconds for the call, retries included.
+        """
+        return await self.mcp.call_tool(name, arguments, deadline=deadline)
+
+    async def close(self) -> None:
+        """Delete the lease (an already-ended one is fine) and close the MCP client; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._fleet.api.browser.delete_browser_lease(self.lease_id)
+        except APIStatusError as exc:
+            if exc.status_code not in (404, 410):
+                log.warning("browser lease %s: delete failed with %s", self.lease_id, exc.status_code)
+        except FleetError as exc:
+            log.warning("browser lease %s: delete failed: %s", self.lease_id, type(exc).__name__)
+        finally:
+            await self.mcp.aclose()
