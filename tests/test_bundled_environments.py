@@ -30,7 +30,14 @@ from fleet_sdk.rewards import partial_reward
 from fleet_sdk.verifiers import SQLiteEnvironment, VerifierOutcome, run_local, run_sandboxed
 
 ENVIRONMENTS = registry()
-ALL_TASKS = [(env, task) for env in ENVIRONMENTS.values() for task in env.tasks]
+# Tool-use tasks, played here through the tools; browser_use tasks (computer actions) are played in a
+# real browser by tests/e2e/test_browser_tasks.py.
+ALL_TASKS = [
+    (env, task) for env in ENVIRONMENTS.values() for task in env.tasks if task["task_modality"] == "tool_use"
+]
+BROWSER_TASKS = [
+    (env, task) for env in ENVIRONMENTS.values() for task in env.tasks if task["task_modality"] == "browser_use"
+]
 TASK_IDS = [task["task_key"] for _, task in ALL_TASKS]
 FINAL_ANSWER = "submit_final_answer"
 
@@ -125,7 +132,7 @@ def test_reference_solution_passes(env: EnvironmentSpec, task: TaskSpec, instanc
     assert outcome.score == 1.0, outcome.stdout
 
 
-@pytest.mark.parametrize(("env", "task"), ALL_TASKS, ids=TASK_IDS)
+@pytest.mark.parametrize(("env", "task"), ALL_TASKS + BROWSER_TASKS, ids=TASK_IDS + [t["task_key"] for _, t in BROWSER_TASKS])
 def test_empty_episode_fails(env: EnvironmentSpec, task: TaskSpec, instance_factory: Any) -> None:
     instance = instance_factory(env)
     outcome = instance.verify(task, final_answer=None)
@@ -191,14 +198,15 @@ def test_environment_coverage(env: EnvironmentSpec) -> None:
     assert any(not tool.read_only for tool in env.tools)
     assert any(tool.read_only for tool in env.tools)
     assert len(env.tasks) >= 12
+    assert sum(task["task_modality"] == "browser_use" for task in env.tasks) >= 3
     assert len({task["task_key"] for task in env.tasks}) == len(env.tasks)
     assert sum(_is_multi_app(task) for task in env.tasks) >= 2
-    answers = [task for task in env.tasks if any(s["tool"] == FINAL_ANSWER for s in _solution(task))]
+    answers = [task for _, task in ALL_TASKS if task["env_key"] == env.env_key and any(s["tool"] == FINAL_ANSWER for s in _solution(task))]
     assert answers
     # some verifiers define helpers above verify
     assert any(_top_level_functions(t["verifier_code"])[0] != "verify" for t in env.tasks)
     # every write tool is used by some reference solution
-    used = {step["tool"] for task in env.tasks for step in _solution(task)}
+    used = {step["tool"] for _, task in ALL_TASKS if task["env_key"] == env.env_key for step in _solution(task)}
     assert {tool.name for tool in env.tools if not tool.read_only} <= used
 
 
@@ -322,6 +330,17 @@ def test_reference_params_validate_against_schemas(env: EnvironmentSpec, task: T
         validator = jsonschema.Draft202012Validator(env.tool(step["tool"]).input_schema)
         errors = [e.message for e in validator.iter_errors(step["params"])]
         assert errors == [], (step, errors)
+
+
+@pytest.mark.parametrize(("env", "task"), BROWSER_TASKS, ids=[t["task_key"] for _, t in BROWSER_TASKS])
+def test_browser_solutions_are_computer_actions(env: EnvironmentSpec, task: TaskSpec) -> None:
+    from fleet_sdk.local._computer import COMPUTER_TOOL
+
+    validator = jsonschema.Draft202012Validator(COMPUTER_TOOL["input_schema"])
+    steps = _solution(task)
+    assert steps and {step["tool"] for step in steps} == {"computer"}
+    for step in steps:
+        assert [e.message for e in validator.iter_errors(step["params"])] == [], step
 
 
 # -- tool errors ------------------------------------------------------------------------------------

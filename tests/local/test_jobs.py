@@ -53,7 +53,12 @@ def env_task_keys(local: LocalFleet) -> list[str]:
     """Keys of the environment's bundled tasks (other tests may import tasks into it too)."""
     with local.fleet() as fleet:
         tasks = fleet.api.control_plane.list_tasks(env_key=ENV_KEY).tasks
-    return [t.task_key for t in tasks if (t.metadata or {}).get("reference_solution")]
+    # browser_use tasks need a browser lease, which local jobs do not drive
+    return [
+        t.task_key
+        for t in tasks
+        if (t.metadata or {}).get("reference_solution") and (t.task_modality or "tool_use") == "tool_use"
+    ]
 
 
 def other_task_keys(local: LocalFleet) -> list[str]:
