@@ -1,0 +1,192 @@
+"""The Chromium behind local browser leases: the computer tool over MCP, cdp_url, allowed_hosts,
+and no browser process outliving its lease (delete, TTL, an episode that raises, server stop).
+
+A dedicated server per module, so the processes it starts can be told apart from any other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from fleet_api.browser_lease import models as bm
+
+from fleet_sdk import AsyncFleet
+from fleet_sdk.browser import is_blank_png
+from fleet_sdk.local import LocalFleet
+from fleet_sdk.mcp import MCPClient
+from fleet_sdk.task_env import TaskEnv
+from fleet_sdk.tasks import Task
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[LocalFleet]:
+    with LocalFleet(verifier_timeout=5) as local:
+        yield local
+
+
+def _chromium_groups(data_dir: Path) -> set[int]:
+    """Process groups of the browsers this server started (their profiles live in its data dir)."""
+    groups = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            if str(data_dir).encode() in cmdline and b"chromium" in cmdline:
+                groups.add(os.getpgid(int(entry.name)))
+        except (OSError, ProcessLookupError):
+            continue
+    return groups
+
+
+def _processes_in(groups: set[int]) -> list[int]:
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.getpgid(int(entry.name)) in groups:
+                    stat = (entry / "stat").read_text()
+                    if stat.rsplit(")", 1)[1].split()[0] != "Z":
+                        alive.append(int(entry.name))
+            except (OSError, ProcessLookupError):
+                continue
+    return alive
+
+
+def _png(value: object) -> bytes:
+    assert isinstance(value, list) and len(value) == 1, value
+    block = value[0]
+    assert isinstance(block, dict) and block["type"] == "image_url"
+    prefix, _, data = block["image_url"]["url"].partition(";base64,")
+    assert prefix == "data:image/png"
+    return base64.b64decode(data)
+
+
+async def test_computer_actions_each_return_a_png(server: LocalFleet) -> None:
+    fleet = server.async_fleet()
+    lease = await fleet.api.browser.create_browser_lease(bm.BrowserLeaseRequest(ttl_seconds=120))
+    mcp = MCPClient([lease.mcp_url or ""], call_deadline=30)
+    try:
+        assert [t.name for t in await mcp.list_tools()] == ["computer"]
+        listed = await fleet.api.browser.get_browser_lease_mcp_tools(lease.lease_id)
+        assert (await mcp.list_tools())[0].input_schema == listed.tools[0].input_schema
+        blank = _png(await mcp.call_tool("computer", {"action": "screenshot"}))
+        assert is_blank_png(blank)  # about:blank
+        page = _png(await mcp.call_tool("computer", {"action": "navigate", "url": f"{server.base_url}/healthz"}))
+        assert not is_blank_png(page)
+        for params in (
+            {"action": "left_click", "x": 10, "y": 10},
+            {"action": "double_click", "x": 10, "y": 10},
+            {"action": "right_click", "x": 10, "y": 10},
+            {"action": "mouse_move", "x": 100, "y": 100},
+            {"action": "type", "text": "hello"},
+            {"action": "key", "key": "ctrl+a"},
+            {"action": "scroll", "direction": "down", "amount": 2},
+            {"action": "wait", "duration": 0.1},
+            {"action": "navigate", "url": "/healthz"},  # relative to the current page
+        ):
+            assert _png(await mcp.call_tool("computer", params)).startswith(b"\x89PNG"), params
+        for params, message in (
+            ({"action": "left_click", "x": 5000, "y": 1}, "x in [0, 1279]"),
+            ({"action": "fly"}, "unknown action"),
+            ({"action": "wait", "duration": 60}, "duration must be in"),
+            ({"action": "screenshot", "bogus": 1}, "unknown argument"),
+            ({"action": "navigate", "url": "http://example.com/"}, "not in the lease's allowed_hosts"),
+        ):
+            value = await mcp.call_tool("computer", params)
+            assert isinstance(value, dict) and message in value["error"], (params, value)
+    finally:
+        await mcp.aclose()
+        await fleet.api.browser.delete_browser_lease(lease.lease_id)
+        await fleet.close()
+
+
+async def test_cdp_url_serves_devtools_and_allowed_hosts_holds_there_too(server: LocalFleet) -> None:
+    from playwright.async_api import async_playwright
+
+    fleet = server.async_fleet()
+    lease = await fleet.api.browser.create_browser_lease(bm.BrowserLeaseRequest(ttl_seconds=120))
+    try:
+        async with httpx.AsyncClient(trust_env=False) as http:
+            version = (await http.get(f"{lease.cdp_url}/json/version")).json()
+        assert version["webSocketDebuggerUrl"].startswith("ws://127.0.0.1:")
+        assert "Chrome" in version["Browser"]
+        async with async_playwright() as pw:
+            browser = await pw.chromium.connect_over_cdp(lease.cdp_url or "")
+            page = browser.contexts[0].pages[0]
+            response = await page.goto(f"{server.base_url}/healthz")
+            assert response is not None  # loaded (its status is the server's business)
+            other = server.base_url.replace("127.0.0.1", "localhost")  # same server, host not allowed
+            with pytest.raises(Exception, match="ERR_BLOCKED_BY_CLIENT"):
+                await page.goto(f"{other}/healthz")
+    finally:
+        await fleet.api.browser.delete_browser_lease(lease.lease_id)
+        await fleet.close()
+    async with httpx.AsyncClient(trust_env=False) as http:
+        assert (await http.get(f"{lease.cdp_url}/json/version")).status_code == 404
+
+
+async def test_twenty_leases_leave_no_chromium_behind(server: LocalFleet) -> None:
+    """8 deleted, 8 expired by TTL, 4 ended by episodes that raise; browsers run 4 at a time."""
+    fleet = server.async_fleet()
+    groups: set[int] = set()
+    try:
+        for ttl, count in ((600, 8), (8, 8)):
+            for batch in range(0, count, 4):
+                leases = [
+                    await fleet.api.browser.create_browser_lease(bm.BrowserLeaseRequest(ttl_seconds=ttl))
+                    for _ in range(4)
+                ]
+                clients = [MCPClient([lease.mcp_url or ""], call_deadline=60) for lease in leases]
+                shots = await asyncio.gather(*(c.call_tool("computer", {"action": "screenshot"}) for c in clients))
+                assert all(_png(s).startswith(b"\x89PNG") for s in shots)
+                groups |= _chromium_groups(server.data_dir)
+                for client in clients:
+                    await client.aclose()
+                if ttl == 600:
+                    for lease in leases:
+                        await fleet.api.browser.delete_browser_lease(lease.lease_id)
+                else:
+                    expires = max(lease.expires_timestamp_ms for lease in leases) / 1000
+                    await asyncio.sleep(max(0.0, expires - time.time()) + 1.5)  # the reaper ends them, unread
+                    for lease in leases:
+                        assert (await fleet.api.browser.get_browser_lease(lease.lease_id)).status == "expired"
+        listed = (await fleet.api.control_plane.list_tasks(env_key="orderdesk")).tasks
+        (task,) = [Task.model_validate(t.model_dump()) for t in listed if t.task_key == "orderdesk-browser-ship-order"]
+        for _ in range(4):
+            with pytest.raises(RuntimeError):
+                async with TaskEnv(task, fleet=fleet) as env:
+                    await env.reset_async()
+                    groups |= _chromium_groups(server.data_dir)
+                    raise RuntimeError("episode failed")
+        assert len(groups) >= 20, "every lease had its own browser"
+        await asyncio.sleep(0.5)
+        assert _processes_in(groups) == []
+        assert not list((server.data_dir / "browsers").iterdir())  # profiles removed
+    finally:
+        await fleet.close()
+
+
+def test_server_stop_kills_live_browsers() -> None:
+    with LocalFleet() as local, local.fleet() as fleet:
+        lease = fleet.api.browser.create_browser_lease(bm.BrowserLeaseRequest(ttl_seconds=600))
+        client = MCPClient([lease.mcp_url or ""], call_deadline=60)
+
+        async def shoot() -> None:
+            try:
+                await client.call_tool("computer", {"action": "screenshot"})
+            finally:
+                await client.aclose()
+
+        asyncio.run(shoot())
+        groups = _chromium_groups(local.data_dir)
+        assert groups and _processes_in(groups)
+        local.stop()
+        assert _processes_in(groups) == []
