@@ -133,7 +133,7 @@ def is_blank_png(png: bytes) -> bool:
             expected = repeated
         elif kind == 1 or (kind == 4 and row == 0):
             expected = pixel + zeros
-        elif kind == 2 or kind == 4:
+        elif kind in {2, 4}:
             expected = bytes(stride)
         elif kind == 3:
             expected = pixel + half * (width - 1) if row == 0 else half + zeros
@@ -210,7 +210,9 @@ class BrowserSession:
         lease = await fleet.api.browser.create_browser_lease(
             models.BrowserLeaseRequest(ttl_seconds=ttl_seconds, allowed_hosts=[host])
         )
-        session = cls(fleet, lease.lease_id, MCPClient([lease.mcp_url or ""], call_deadline=call_deadline), start_url)
+        session = cls(
+            fleet, lease.lease_id, MCPClient([lease.mcp_url or ""], call_deadline=call_deadline), start_url
+        )
         try:
             await session._wait_running(lease, Deadline(ready_deadline))
             await session._start(call_deadline)
@@ -226,7 +228,9 @@ class BrowserSession:
             if lease.status in ("expired", "terminated", "error"):
                 raise BrowserStartError(f"browser lease {self.lease_id} is {lease.status}")
             if not deadline.allows(POLL_INTERVAL):
-                raise BrowserStartError(f"browser lease {self.lease_id} is still {lease.status} at its deadline")
+                raise BrowserStartError(
+                    f"browser lease {self.lease_id} is still {lease.status} at its deadline"
+                )
             await anyio.sleep(POLL_INTERVAL)
             lease = await self._fleet.api.browser.get_browser_lease(self.lease_id)
         if not lease.mcp_url:
@@ -249,9 +253,13 @@ class BrowserSession:
             BrowserStartError: Navigation failed or the screenshot is missing or blank.
         """
         try:
-            moved = await self.call_tool(COMPUTER, {"action": "navigate", "url": self.start_url}, deadline=call_deadline)
+            moved = await self.call_tool(
+                COMPUTER, {"action": "navigate", "url": self.start_url}, deadline=call_deadline
+            )
             if isinstance(moved, dict) and "error" in moved:
-                raise BrowserStartError(f"browser lease {self.lease_id} could not open {self.start_url}: {moved['error']}")
+                raise BrowserStartError(
+                    f"browser lease {self.lease_id} could not open {self.start_url}: {moved['error']}"
+                )
             shot = await self.call_tool(COMPUTER, {"action": "screenshot"}, deadline=call_deadline)
         except (MCPError, ToolNotFoundError) as exc:
             raise BrowserStartError(f"browser lease {self.lease_id} failed its health check: {exc}") from exc
@@ -262,7 +270,9 @@ class BrowserSession:
         self.screenshot = shot
         return shot
 
-    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None, *, deadline: float | None = None) -> Any:
+    async def call_tool(
+        self, name: str, arguments: Mapping[str, Any] | None = None, *, deadline: float | None = None
+    ) -> Any:
         """Call a tool of the lease (the ``computer`` tool) and return its agent-facing value.
 
         Args:

@@ -191,7 +191,9 @@ async def run_demo(
             rng = random.Random(0)
             plan = [(task, "scripted") for task in tasks]
             tool_tasks = [task for task in tasks if task.task_modality == "tool_use"]
-            plan += [(task, "random") for task in rng.sample(tool_tasks, min(random_episodes, len(tool_tasks)))]
+            plan += [
+                (task, "random") for task in rng.sample(tool_tasks, min(random_episodes, len(tool_tasks)))
+            ]
             print(f"Server at {local.base_url}; {len(tasks)} tasks, {len(plan)} episodes.", file=out)
             gate = asyncio.Semaphore(concurrency)
             browsers = asyncio.Semaphore(BROWSER_CONCURRENCY)
@@ -200,7 +202,10 @@ async def run_demo(
 
             async def play(task: Task, policy: str) -> EpisodeResult:
                 nonlocal finished
-                async with gate, browsers if task.task_modality == "browser_use" else contextlib.nullcontext():
+                async with (
+                    gate,
+                    browsers if task.task_modality == "browser_use" else contextlib.nullcontext(),
+                ):
                     result = await run_episode(fleet, task, policy)
                 finished += 1
                 _progress(out, finished, len(plan), started)

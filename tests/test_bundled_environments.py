@@ -36,7 +36,10 @@ ALL_TASKS = [
     (env, task) for env in ENVIRONMENTS.values() for task in env.tasks if task["task_modality"] == "tool_use"
 ]
 BROWSER_TASKS = [
-    (env, task) for env in ENVIRONMENTS.values() for task in env.tasks if task["task_modality"] == "browser_use"
+    (env, task)
+    for env in ENVIRONMENTS.values()
+    for task in env.tasks
+    if task["task_modality"] == "browser_use"
 ]
 TASK_IDS = [task["task_key"] for _, task in ALL_TASKS]
 FINAL_ANSWER = "submit_final_answer"
@@ -132,7 +135,9 @@ def test_reference_solution_passes(env: EnvironmentSpec, task: TaskSpec, instanc
     assert outcome.score == 1.0, outcome.stdout
 
 
-@pytest.mark.parametrize(("env", "task"), ALL_TASKS + BROWSER_TASKS, ids=TASK_IDS + [t["task_key"] for _, t in BROWSER_TASKS])
+@pytest.mark.parametrize(
+    ("env", "task"), ALL_TASKS + BROWSER_TASKS, ids=TASK_IDS + [t["task_key"] for _, t in BROWSER_TASKS]
+)
 def test_empty_episode_fails(env: EnvironmentSpec, task: TaskSpec, instance_factory: Any) -> None:
     instance = instance_factory(env)
     outcome = instance.verify(task, final_answer=None)
@@ -201,12 +206,18 @@ def test_environment_coverage(env: EnvironmentSpec) -> None:
     assert sum(task["task_modality"] == "browser_use" for task in env.tasks) >= 3
     assert len({task["task_key"] for task in env.tasks}) == len(env.tasks)
     assert sum(_is_multi_app(task) for task in env.tasks) >= 2
-    answers = [task for _, task in ALL_TASKS if task["env_key"] == env.env_key and any(s["tool"] == FINAL_ANSWER for s in _solution(task))]
+    answers = [
+        task
+        for _, task in ALL_TASKS
+        if task["env_key"] == env.env_key and any(s["tool"] == FINAL_ANSWER for s in _solution(task))
+    ]
     assert answers
     # some verifiers define helpers above verify
     assert any(_top_level_functions(t["verifier_code"])[0] != "verify" for t in env.tasks)
     # every write tool is used by some reference solution
-    used = {step["tool"] for _, task in ALL_TASKS if task["env_key"] == env.env_key for step in _solution(task)}
+    used = {
+        step["tool"] for _, task in ALL_TASKS if task["env_key"] == env.env_key for step in _solution(task)
+    }
     assert {tool.name for tool in env.tools if not tool.read_only} <= used
 
 

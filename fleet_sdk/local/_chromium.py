@@ -98,8 +98,8 @@ def host_allowed(url: str, allowed_hosts: Sequence[str]) -> bool:
         return False
     host = (parts.hostname or "").lower()
     netloc = parts.netloc.rsplit("@", 1)[-1].lower()
-    for entry in allowed_hosts:
-        entry = entry.strip().lower()
+    for allowed in allowed_hosts:
+        entry = allowed.strip().lower()
         if not entry:
             continue
         if entry in (host, netloc):
@@ -148,7 +148,7 @@ class LeaseBrowser:
         context = self.browser.contexts[0] if self.browser.contexts else await self.browser.new_context()
         await context.route("**/*", self._guard)
         self.page = context.pages[0] if context.pages else await context.new_page()
-        await self.page.set_viewport_size(VIEWPORT)
+        await self.page.set_viewport_size({"width": VIEWPORT["width"], "height": VIEWPORT["height"]})
 
     def kill(self) -> None:
         """Kill the browser's whole process group and reap it (idempotent, never raises)."""

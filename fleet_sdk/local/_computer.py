@@ -180,8 +180,11 @@ async def _act(browser: LeaseBrowser, page: Page, action: str, arguments: dict[s
     if action in ("left_click", "double_click", "right_click"):
         point = _point(arguments)
         assert point is not None
-        button = "right" if action == "right_click" else "left"
-        await mouse.click(*point, button=button, click_count=2 if action == "double_click" else 1)
+        count = 2 if action == "double_click" else 1
+        if action == "right_click":
+            await mouse.click(*point, button="right")
+        else:
+            await mouse.click(*point, button="left", click_count=count)
     elif action == "mouse_move":
         point = _point(arguments)
         assert point is not None

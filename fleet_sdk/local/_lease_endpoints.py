@@ -39,7 +39,7 @@ from ._state import LocalState
 if TYPE_CHECKING:
     from ._chromium import LeaseBrowser
 
-__all__ = ["lifespan", "lease_browser", "mount"]
+__all__ = ["lease_browser", "lifespan", "mount"]
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +67,9 @@ def _error(text: str) -> types.CallToolResult:
 
 
 def _build_server(state: LocalState) -> Server[Any, Any]:
-    server: Server[Any, Any] = Server("fleet-local-browser", instructions="The computer tool of a browser lease.")
+    server: Server[Any, Any] = Server(
+        "fleet-local-browser", instructions="The computer tool of a browser lease."
+    )
 
     def current_lease() -> str:
         scope = getattr(server.request_context.request, "scope", None)
@@ -158,7 +160,12 @@ def mount(app: FastAPI, state: LocalState) -> None:
     mcp_endpoint = _LeaseMCPEndpoint(state)
     _manager(state)
     routes = [Route(MCP_PATH + suffix, mcp_endpoint) for suffix in ("", "/")]
-    for suffix, which in (("", "version"), ("/json/version", "version"), ("/json", "list"), ("/json/list", "list")):
+    for suffix, which in (
+        ("", "version"),
+        ("/json/version", "version"),
+        ("/json", "list"),
+        ("/json/list", "list"),
+    ):
         for slash in ("", "/"):
             routes.append(Route(CDP_PATH + suffix + slash, _cdp_endpoint(state, which), methods=["GET"]))
     app.router.routes[0:0] = routes

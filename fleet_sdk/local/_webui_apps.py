@@ -53,7 +53,9 @@ label { position: absolute; font-size: 13px; color: #555; }
 """
 
 
-def _page(title: str, instance_id: str, app: tuple[str, str] | None, body: list[str], request: Request) -> str:
+def _page(
+    title: str, instance_id: str, app: tuple[str, str] | None, body: list[str], request: Request
+) -> str:
     msg, err = request.query_params.get("msg"), request.query_params.get("err")
     banner = ""
     if msg:
@@ -79,7 +81,8 @@ def nav_html(instance_id: str, app: tuple[str, str] | None) -> str:
     if app is not None:
         path, label = app
         links.append(
-            f'<a id="nav-app" href="{base}{path}" style="{LAYOUT["nav.app"].style()}">{html.escape(label)}</a>'
+            f'<a id="nav-app" href="{base}{path}" style="{LAYOUT["nav.app"].style()}">'
+            f"{html.escape(label)}</a>"
         )
     return f'<div class="bar">{"".join(links)}</div>'
 
@@ -158,7 +161,8 @@ def _orders_page(state: LocalState, instance_id: str, request: Request) -> list[
     links = [
         (
             f"orders/{r['id']}",
-            f"Order {r['id']} · {r['name']} · {r['status']} · {_money(r['total_cents'])} · placed {r['placed_at']}",
+            f"Order {r['id']} · {r['name']} · {r['status']} · {_money(r['total_cents'])}"
+            f" · placed {r['placed_at']}",
         )
         for r in rows
     ]
@@ -169,7 +173,8 @@ def _order_page(state: LocalState, instance_id: str, order_id: int) -> list[str]
     found = _query(
         state,
         instance_id,
-        "SELECT o.*, c.name AS customer FROM orders o JOIN customers c ON c.id = o.customer_id WHERE o.id = ?",
+        "SELECT o.*, c.name AS customer FROM orders o JOIN customers c ON c.id = o.customer_id "
+        "WHERE o.id = ?",
         (order_id,),
     )
     if not found:
@@ -183,7 +188,10 @@ def _order_page(state: LocalState, instance_id: str, order_id: int) -> list[str]
         (order_id,),
     )
     refunded = _query(
-        state, instance_id, "SELECT COALESCE(SUM(amount_cents), 0) AS s FROM refunds WHERE order_id = ?", (order_id,)
+        state,
+        instance_id,
+        "SELECT COALESCE(SUM(amount_cents), 0) AS s FROM refunds WHERE order_id = ?",
+        (order_id,),
     )[0]["s"]
     facts = [
         ("Order", f"{order['id']} for {order['customer']}"),
@@ -198,7 +206,11 @@ def _order_page(state: LocalState, instance_id: str, order_id: int) -> list[str]
     here = f"{order_id}"
     return [
         f'<div class="details"><table id="order">{table}</table></div>',
-        _form(f"{here}/status", '<input type="hidden" name="status" value="paid">', _button("Mark paid", LAYOUT["order.paid"])),
+        _form(
+            f"{here}/status",
+            '<input type="hidden" name="status" value="paid">',
+            _button("Mark paid", LAYOUT["order.paid"]),
+        ),
         _form(
             f"{here}/status",
             '<input type="hidden" name="status" value="shipped">',
@@ -231,7 +243,9 @@ def _cents(text: str) -> int:
             raise ValueError
         return int(dollars) * 100 + int(cents.ljust(2, "0") or 0)
     except ValueError:
-        raise LocalAPIError(422, f"amount {text!r} is not a dollar amount like 39.99", code="invalid_request") from None
+        raise LocalAPIError(
+            422, f"amount {text!r} is not a dollar amount like 39.99", code="invalid_request"
+        ) from None
 
 
 def _order_action(action: str, order_id: int, form: dict[str, str]) -> tuple[str, dict[str, Any]]:
@@ -259,12 +273,16 @@ def _events_page(state: LocalState, instance_id: str, request: Request) -> list[
     else:
         rows = _query(state, instance_id, sql + " ORDER BY start_at DESC, id LIMIT ?", (MAX_ROWS,))
     links = [
-        (f"events/{r['id']}", f"{r['title']} · {r['start_at']} – {r['end_at'][-5:]} · {r['status']} · #{r['id']}")
+        (
+            f"events/{r['id']}",
+            f"{r['title']} · {r['start_at']} - {r['end_at'][-5:]} · {r['status']} · #{r['id']}",
+        )
         for r in rows
     ]
     create = _form(
         "events/new",
-        '<div style="position:absolute;left:1040px;top:100px;font-weight:bold">New event on my calendar</div>',
+        '<div style="position:absolute;left:1040px;top:100px;font-weight:bold">'
+        "New event on my calendar</div>",
         _input("title", LAYOUT["events.new_title"], label="Title"),
         _input("start_at", LAYOUT["events.new_start"], label="Start (YYYY-MM-DD HH:MM)"),
         _input("end_at", LAYOUT["events.new_end"], label="End (YYYY-MM-DD HH:MM)"),
@@ -277,7 +295,8 @@ def _event_page(state: LocalState, instance_id: str, event_id: int) -> list[str]
     found = _query(
         state,
         instance_id,
-        "SELECT e.*, c.name AS calendar, r.name AS room FROM events e JOIN calendars c ON c.id = e.calendar_id "
+        "SELECT e.*, c.name AS calendar, r.name AS room FROM events e "
+        "JOIN calendars c ON c.id = e.calendar_id "
         "LEFT JOIN rooms r ON r.id = e.room_id WHERE e.id = ?",
         (event_id,),
     )
@@ -286,7 +305,7 @@ def _event_page(state: LocalState, instance_id: str, event_id: int) -> list[str]
     event = found[0]
     facts = [
         ("Event", f"#{event['id']} {event['title']}"),
-        ("When", f"{event['start_at']} – {event['end_at']}"),
+        ("When", f"{event['start_at']} - {event['end_at']}"),
         ("Calendar", str(event["calendar"])),
         ("Room", str(event["room"] or "-")),
         ("Status", str(event["status"])),
@@ -323,7 +342,11 @@ def _primary_calendar(state: LocalState, instance_id: str) -> int:
 
 def _event_action(action: str, event_id: int, form: dict[str, str]) -> tuple[str, dict[str, Any]]:
     if action == "move":
-        return "update_event", {"event_id": event_id, "start_at": form.get("start_at", ""), "end_at": form.get("end_at", "")}
+        return "update_event", {
+            "event_id": event_id,
+            "start_at": form.get("start_at", ""),
+            "end_at": form.get("end_at", ""),
+        }
     if action == "rename":
         return "update_event", {"event_id": event_id, "title": form.get("title", "")}
     return "cancel_event", {"event_id": event_id}
@@ -353,7 +376,9 @@ def router(state: LocalState) -> APIRouter:
     """Routes of the interactive pages (no bearer key: a browser opens them as they are)."""
     api = APIRouter(tags=["web-ui"])
 
-    def render(instance_id: str, env_key: str, title: str, body: list[str] | None, request: Request) -> Response:
+    def render(
+        instance_id: str, env_key: str, title: str, body: list[str] | None, request: Request
+    ) -> Response:
         if body is None:
             return _html_error(404, f"{title} not found")
         return HTMLResponse(_page(title, instance_id, APPS.get(env_key), body, request))
@@ -391,9 +416,19 @@ def router(state: LocalState) -> APIRouter:
             env_key = await anyio.to_thread.run_sync(_env_key, state, instance_id)
             form = await _form_fields(request)
             target = f"/instances/{quote(instance_id)}/{app}/{item}"
-            if env_key == "orderdesk" and app == "orders" and item.isdigit() and action in ("status", "cancel", "refund"):
+            if (
+                env_key == "orderdesk"
+                and app == "orders"
+                and item.isdigit()
+                and action in ("status", "cancel", "refund")
+            ):
                 tool, arguments = _order_action(action, int(item), form)
-            elif env_key == "calendar" and app == "events" and item.isdigit() and action in ("move", "rename", "cancel"):
+            elif (
+                env_key == "calendar"
+                and app == "events"
+                and item.isdigit()
+                and action in ("move", "rename", "cancel")
+            ):
                 tool, arguments = _event_action(action, int(item), form)
             else:
                 return _html_error(404, f"no form {app}/{item}/{action} in {env_key}")

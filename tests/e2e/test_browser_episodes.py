@@ -27,7 +27,6 @@ from fleet_sdk.local import LocalFleet
 from fleet_sdk.local.environments._computer_steps import click
 from fleet_sdk.task_env import TaskEnv
 from fleet_sdk.tasks import Task
-
 from fleet_sdk.traces import ScreenshotStore
 
 BUCKET = "fleet-sessions-images"
@@ -77,7 +76,9 @@ def test_every_bundled_environment_has_three_browser_tasks(bundled_tasks: list[T
 
 
 @pytest.mark.parametrize("key", BROWSER_KEYS)
-async def test_scripted_browser_policy_scores_one(afleet: AsyncFleet, bundled_tasks: list[Task], key: str) -> None:
+async def test_scripted_browser_policy_scores_one(
+    afleet: AsyncFleet, bundled_tasks: list[Task], key: str
+) -> None:
     task = _task(bundled_tasks, key)
     result = await run_episode(afleet, task, "scripted")
     assert result.error is None
@@ -99,7 +100,9 @@ async def test_wrong_click_sequence_scores_zero(afleet: AsyncFleet, bundled_task
     assert env.verifier_error is None
 
 
-async def test_episode_flow_lease_screenshots_and_cleanup(afleet: AsyncFleet, bundled_tasks: list[Task]) -> None:
+async def test_episode_flow_lease_screenshots_and_cleanup(
+    afleet: AsyncFleet, bundled_tasks: list[Task]
+) -> None:
     task = _task(bundled_tasks, "calendar-browser-cancel-event")
     env = TaskEnv(task, fleet=afleet, max_steps=20)
     try:
@@ -122,9 +125,13 @@ async def test_episode_flow_lease_screenshots_and_cleanup(afleet: AsyncFleet, bu
         assert not is_blank_png(_png(image)) and footer["text"] == "[Turn 1/20]"
         assert (reward, done, info["tool_error"]) == (0.0, False, None)
 
-        obs, *_ = await env.step_async({"tool": "computer", "params": {"action": "navigate", "url": "http://example.com/"}})
+        obs, *_ = await env.step_async(
+            {"tool": "computer", "params": {"action": "navigate", "url": "http://example.com/"}}
+        )
         assert "allowed_hosts" in obs["content"][0]["text"] and obs["content"][1]["text"] == "[Turn 2/20]"
-        assert env.tool_errors and env.tool_errors[0].startswith("computer(): navigation to http://example.com/")
+        assert env.tool_errors and env.tool_errors[0].startswith(
+            "computer(): navigation to http://example.com/"
+        )
         lease_id = env.browser.lease_id
     finally:
         await env.close_async()
@@ -165,7 +172,12 @@ async def test_failed_start_deletes_the_lease(
 
 
 def test_multimodal_defaults() -> None:
-    assert multimodal_ttl("computer_use", None) == multimodal_ttl("browser_use", None) == MULTIMODAL_TTL_SECONDS == 1800
+    assert (
+        multimodal_ttl("computer_use", None)
+        == multimodal_ttl("browser_use", None)
+        == MULTIMODAL_TTL_SECONDS
+        == 1800
+    )
     assert multimodal_ttl("browser_use", 600) == 600
     assert multimodal_ttl("tool_use", None) is None
     assert computer_use_make_kwargs("computer_use", {}) == {"image_type": "mcp"}
@@ -179,7 +191,9 @@ async def test_trace_upload_stores_the_real_screenshots(
     task = _task(bundled_tasks, "orderdesk-browser-ship-order")
     job_id = await afleet.traces.create_job("browser screenshots")
     store = store_for(server)
-    async with TaskEnv(task, fleet=afleet, trace_job_id=job_id, trace_model="local/scripted", screenshot_store=store) as env:
+    async with TaskEnv(
+        task, fleet=afleet, trace_job_id=job_id, trace_model="local/scripted", screenshot_store=store
+    ) as env:
         await env.reset_async()
         for step in task.metadata["reference_solution"][:2]:
             await env.step_async(dict(step))

@@ -17,7 +17,6 @@ import httpx
 import pytest
 from fleet_api.browser_lease import models as bm
 
-from fleet_sdk import AsyncFleet
 from fleet_sdk.browser import is_blank_png
 from fleet_sdk.local import LocalFleet
 from fleet_sdk.mcp import MCPClient
@@ -79,7 +78,9 @@ async def test_computer_actions_each_return_a_png(server: LocalFleet) -> None:
         assert (await mcp.list_tools())[0].input_schema == listed.tools[0].input_schema
         blank = _png(await mcp.call_tool("computer", {"action": "screenshot"}))
         assert is_blank_png(blank)  # about:blank
-        page = _png(await mcp.call_tool("computer", {"action": "navigate", "url": f"{server.base_url}/healthz"}))
+        page = _png(
+            await mcp.call_tool("computer", {"action": "navigate", "url": f"{server.base_url}/healthz"})
+        )
         assert not is_blank_png(page)
         for params in (
             {"action": "left_click", "x": 10, "y": 10},
@@ -139,13 +140,15 @@ async def test_twenty_leases_leave_no_chromium_behind(server: LocalFleet) -> Non
     groups: set[int] = set()
     try:
         for ttl, count in ((600, 8), (8, 8)):
-            for batch in range(0, count, 4):
+            for _ in range(0, count, 4):
                 leases = [
                     await fleet.api.browser.create_browser_lease(bm.BrowserLeaseRequest(ttl_seconds=ttl))
                     for _ in range(4)
                 ]
                 clients = [MCPClient([lease.mcp_url or ""], call_deadline=60) for lease in leases]
-                shots = await asyncio.gather(*(c.call_tool("computer", {"action": "screenshot"}) for c in clients))
+                shots = await asyncio.gather(
+                    *(c.call_tool("computer", {"action": "screenshot"}) for c in clients)
+                )
                 assert all(_png(s).startswith(b"\x89PNG") for s in shots)
                 groups |= _chromium_groups(server.data_dir)
                 for client in clients:
@@ -159,7 +162,11 @@ async def test_twenty_leases_leave_no_chromium_behind(server: LocalFleet) -> Non
                     for lease in leases:
                         assert (await fleet.api.browser.get_browser_lease(lease.lease_id)).status == "expired"
         listed = (await fleet.api.control_plane.list_tasks(env_key="orderdesk")).tasks
-        (task,) = [Task.model_validate(t.model_dump()) for t in listed if t.task_key == "orderdesk-browser-ship-order"]
+        (task,) = [
+            Task.model_validate(t.model_dump())
+            for t in listed
+            if t.task_key == "orderdesk-browser-ship-order"
+        ]
         for _ in range(4):
             with pytest.raises(RuntimeError):
                 async with TaskEnv(task, fleet=fleet) as env:

@@ -100,7 +100,18 @@ def test_lease_lifecycle(local: LocalFleet, fleet: Fleet) -> None:
     tools = fleet.api.browser.get_browser_lease_mcp_tools(lease.lease_id)
     assert [tool.name for tool in tools.tools] == ["computer"]
     schema = tools.tools[0].input_schema
-    assert schema["properties"]["action"]["enum"] == ["screenshot", "left_click", "double_click", "right_click", "type", "key", "scroll", "mouse_move", "wait", "navigate"]
+    assert schema["properties"]["action"]["enum"] == [
+        "screenshot",
+        "left_click",
+        "double_click",
+        "right_click",
+        "type",
+        "key",
+        "scroll",
+        "mouse_move",
+        "wait",
+        "navigate",
+    ]
     assert schema["required"] == ["action"]
 
     deleted = fleet.api.browser.delete_browser_lease(lease.lease_id)

@@ -141,6 +141,7 @@ class TaskFactory:
         body: str,
         solution: list[ReferenceStep],
         tags: list[str],
+        *,
         modality: Literal["tool_use", "browser_use"] = "tool_use",
     ) -> TaskSpec:
         """One task config.

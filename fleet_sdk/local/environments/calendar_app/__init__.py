@@ -8,9 +8,9 @@ the week of Monday 2026-11-02. Today is 2026-11-02 and the logged-in user is May
 from __future__ import annotations
 
 from .._spec import EnvironmentSpec
+from ._browser_tasks import BROWSER_TASKS
 from ._seed import SEED_SQL, TABLES
 from ._tasks import ENV_KEY, ENV_VARIABLES, ENV_VERSION, TASKS
-from ._browser_tasks import BROWSER_TASKS
 from ._tools import TOOLS
 
 ENVIRONMENT = EnvironmentSpec(

@@ -68,7 +68,12 @@ BROWSER_TASKS: list[TaskSpec] = [
         "In the OrderDesk web app, Ben Carter placed order 1021 by mistake. Cancel it with the reason "
         "'ordered by mistake'.",
         _CANCEL_PENDING,
-        [*_open_order(1021), click("order.cancel_reason"), type_text("ordered by mistake"), click("order.cancel")],
+        [
+            *_open_order(1021),
+            click("order.cancel_reason"),
+            type_text("ordered by mistake"),
+            click("order.cancel"),
+        ],
         ["orders", "write", "browser"],
         modality="browser_use",
     ),
