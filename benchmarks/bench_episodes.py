@@ -77,7 +77,9 @@ async def main(episodes: int, levels: list[int], rounds: int, burst: int) -> Non
     async with LocalFleet(s3=False) as local:
         fleet = local.async_fleet()
         tasks = [
-            Task.model_validate(t.model_dump()) for t in (await fleet.api.control_plane.list_tasks()).tasks
+            Task.model_validate(t.model_dump())
+            for t in (await fleet.api.control_plane.list_tasks()).tasks
+            if t.task_modality in (None, "tool_use")  # browser tasks: benchmarks/bench_browser.py
         ]
         await measure(fleet, tasks, 4, 4)  # warm up (seed databases, imports)
         runs: dict[int, list[Run]] = {level: [] for level in levels}

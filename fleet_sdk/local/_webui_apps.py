@@ -139,6 +139,27 @@ def _query(state: LocalState, instance_id: str, sql: str, args: tuple[Any, ...] 
         conn.close()
 
 
+def _search(
+    state: LocalState,
+    instance_id: str,
+    sql: str,
+    q: str,
+    *,
+    columns: tuple[str, str],
+    order: tuple[str, str],
+) -> list[sqlite3.Row]:
+    """Rows of a search page: ``q`` as a number matches the id column, else the text column
+    (substring); no ``q`` lists the latest ``MAX_ROWS``. ``order`` is (matches, latest)."""
+    id_column, text_column = columns
+    if q.isdigit():
+        return _query(state, instance_id, f"{sql} WHERE {id_column} = ? ORDER BY {order[0]}", (int(q),))
+    if q:
+        return _query(
+            state, instance_id, f"{sql} WHERE {text_column} LIKE ? ORDER BY {order[0]}", (f"%{q}%",)
+        )
+    return _query(state, instance_id, f"{sql} ORDER BY {order[1]} LIMIT ?", (MAX_ROWS,))
+
+
 def _money(cents: int) -> str:
     return f"${cents / 100:,.2f}"
 
@@ -152,12 +173,7 @@ def _orders_page(state: LocalState, instance_id: str, request: Request) -> list[
         "SELECT o.id, o.status, o.total_cents, o.placed_at, c.name FROM orders o "
         "JOIN customers c ON c.id = o.customer_id"
     )
-    if q.isdigit():
-        rows = _query(state, instance_id, sql + " WHERE o.id = ? ORDER BY o.id", (int(q),))
-    elif q:
-        rows = _query(state, instance_id, sql + " WHERE c.name LIKE ? ORDER BY o.id", (f"%{q}%",))
-    else:
-        rows = _query(state, instance_id, sql + " ORDER BY o.id DESC LIMIT ?", (MAX_ROWS,))
+    rows = _search(state, instance_id, sql, q, columns=("o.id", "c.name"), order=("o.id", "o.id DESC"))
     links = [
         (
             f"orders/{r['id']}",
@@ -266,12 +282,9 @@ def _order_action(action: str, order_id: int, form: dict[str, str]) -> tuple[str
 def _events_page(state: LocalState, instance_id: str, request: Request) -> list[str]:
     q = request.query_params.get("q", "").strip()
     sql = "SELECT id, title, start_at, end_at, status FROM events"
-    if q.isdigit():
-        rows = _query(state, instance_id, sql + " WHERE id = ?", (int(q),))
-    elif q:
-        rows = _query(state, instance_id, sql + " WHERE title LIKE ? ORDER BY start_at, id", (f"%{q}%",))
-    else:
-        rows = _query(state, instance_id, sql + " ORDER BY start_at DESC, id LIMIT ?", (MAX_ROWS,))
+    rows = _search(
+        state, instance_id, sql, q, columns=("id", "title"), order=("start_at, id", "start_at DESC, id")
+    )
     links = [
         (
             f"events/{r['id']}",

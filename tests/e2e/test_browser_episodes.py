@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from fleet_sdk import AsyncFleet
+from fleet_sdk import AsyncFleet, Fleet
 from fleet_sdk.browser import (
     MULTIMODAL_TTL_SECONDS,
     BrowserSession,
@@ -236,3 +236,17 @@ async def test_browser_session_refuses_an_ended_lease(afleet: AsyncFleet, bundle
         await session.close()  # 410 is fine
     finally:
         await env.close()
+
+
+def test_sync_twin_plays_a_browser_task(fleet: Fleet, bundled_tasks: list[Task]) -> None:
+    task = _task(bundled_tasks, "calendar-browser-cancel-event")
+    with TaskEnv(task, fleet=fleet, max_steps=20) as env:
+        observation = env.reset()
+        assert observation["content"][-1]["text"] == "[Turn 0/20]"
+        for step in task.metadata["reference_solution"]:
+            env.step(dict(step))
+        _, reward, done, _ = env.step({"done": True})
+        assert env.browser is not None
+        lease_id = env.browser.lease_id
+    assert done and reward == 1.0
+    assert fleet.api.browser.get_browser_lease(lease_id).status == "terminated"

@@ -62,10 +62,12 @@ def env_task_keys(local: LocalFleet) -> list[str]:
 
 
 def other_task_keys(local: LocalFleet) -> list[str]:
-    """Keys of tasks imported into the environment by other tests (no reference solution)."""
+    """Keys of the environment's tasks ``env_task_keys`` leaves out: imported by other tests (no
+    reference solution) or browser_use (local jobs play tool-use tasks only)."""
+    keep = set(env_task_keys(local))
     with local.fleet() as fleet:
         tasks = fleet.api.control_plane.list_tasks(env_key=ENV_KEY).tasks
-    return [t.task_key for t in tasks if not (t.metadata or {}).get("reference_solution")]
+    return [t.task_key for t in tasks if t.task_key not in keep]
 
 
 async def test_scripted_policy_solves_every_task_of_an_environment(local: LocalFleet) -> None:
