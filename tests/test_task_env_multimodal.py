@@ -1,8 +1,10 @@
-"""Multimodal episodes (computer_use / browser_use): only the computer tool, an initial
-screenshot with reset, and a ``[Turn N/M]`` text block after each image (docs/wire.md#episodes).
+"""computer_use episodes: only the computer tool, an initial screenshot with reset, and a
+``[Turn N/M]`` text block after each image (docs/wire.md#episodes).
 
-The local server has no computer tool yet, so the env here is a stand-in that returns what
-the MCP layer returns for a screenshot; everything TaskEnv does with it is real."""
+The local server has no computer-use image (an instance serving the ``computer`` tool itself), so
+the env here is a stand-in that returns what the MCP layer returns for a screenshot; everything
+TaskEnv does with it is real. browser_use episodes, whose computer tool comes from a browser lease,
+run against a real Chromium in tests/e2e/test_browser_episodes.py."""
 
 from __future__ import annotations
 
@@ -45,7 +47,7 @@ def episode(modality: str, tools: list[str]) -> tuple[TaskEnv, ScreenEnv]:
     return env, screen
 
 
-@pytest.mark.parametrize("modality", ["computer_use", "browser_use"])
+@pytest.mark.parametrize("modality", ["computer_use"])
 async def test_reset_offers_only_the_computer_tool_with_a_screenshot(modality: str) -> None:
     env, screen = episode(modality, ["computer", "search_orders"])
     obs = await env.reset_async()
