@@ -27,21 +27,8 @@ from fleet_sdk.local import LocalFleet
 from fleet_sdk.local.environments._computer_steps import click
 from fleet_sdk.task_env import TaskEnv
 from fleet_sdk.tasks import Task
-from fleet_sdk.traces import ScreenshotStore
 
 BUCKET = "fleet-sessions-images"
-
-
-def store_for(server: LocalFleet) -> ScreenshotStore:
-    """The server's S3 endpoint (moto, public-read bucket) with dummy credentials."""
-    assert server.s3_url
-    return ScreenshotStore(
-        endpoint_url=server.s3_url,
-        public_url_base=f"{server.s3_url}/{BUCKET}",
-        addressing_style="path",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
 
 
 BROWSER_KEYS = [
@@ -190,7 +177,7 @@ async def test_trace_upload_stores_the_real_screenshots(
 ) -> None:
     task = _task(bundled_tasks, "orderdesk-browser-ship-order")
     job_id = await afleet.traces.create_job("browser screenshots")
-    store = store_for(server)
+    store = server.screenshot_store()  # the server's S3 endpoint, signed with its key
     async with TaskEnv(
         task, fleet=afleet, trace_job_id=job_id, trace_model="local/scripted", screenshot_store=store
     ) as env:
