@@ -205,6 +205,8 @@ class BrowserSession:
         from fleet_api.browser_lease import models
 
         urls = env.instance.urls
+        if urls is None:
+            raise BrowserStartError(f"instance {env.instance_id} has no URLs yet: no web UI to open")
         start_url = urls.app[0] if urls.app else urls.root
         host = urlsplit(start_url).netloc
         lease = await fleet.api.browser.create_browser_lease(

@@ -63,35 +63,36 @@ async def lease_browser(state: LocalState, lease_id: str) -> LeaseBrowser:
 
 
 def _error(text: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=True)
+    return types.CallToolResult.model_validate({"content": [{"type": "text", "text": text}], "isError": True})
 
 
-def _build_server(state: LocalState) -> Server[Any, Any]:
-    server: Server[Any, Any] = Server(
-        "fleet-local-browser", instructions="The computer tool of a browser lease."
+def _lease_of(request: Any) -> str:
+    scope = getattr(request, "scope", None)
+    if not isinstance(scope, dict) or not isinstance(scope.get(_SCOPE_KEY), str):
+        raise RuntimeError("MCP request without a lease id")
+    return str(scope[_SCOPE_KEY])
+
+
+def _computer_tool() -> types.Tool:
+    return types.Tool.model_validate(
+        {
+            "name": COMPUTER_TOOL["name"],
+            "description": COMPUTER_TOOL["description"],
+            "inputSchema": COMPUTER_TOOL["input_schema"],
+        }
     )
 
-    def current_lease() -> str:
-        scope = getattr(server.request_context.request, "scope", None)
-        if not isinstance(scope, dict) or not isinstance(scope.get(_SCOPE_KEY), str):
-            raise RuntimeError("MCP request without a lease id")
-        return str(scope[_SCOPE_KEY])
 
-    @server.list_tools()  # type: ignore[untyped-decorator, no-untyped-call]
-    async def list_tools() -> list[types.Tool]:
-        return [
-            types.Tool(
-                name=COMPUTER_TOOL["name"],
-                description=COMPUTER_TOOL["description"],
-                inputSchema=COMPUTER_TOOL["input_schema"],
-            )
-        ]
+def _build_server(state: LocalState) -> Any:
+    """The low-level MCP server of every lease; the lease id of a request is read from its scope.
 
-    @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator]
-    async def call_tool(name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+    ``mcp`` 2.x takes handlers as constructor arguments, 1.x through decorators (as in ``_mcp``).
+    """
+
+    async def call_tool(request: Any, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
         if name != COMPUTER_TOOL["name"]:
             return _error(f"Unknown tool: {name}")
-        lease_id = current_lease()
+        lease_id = _lease_of(request)
         try:
             browser = await lease_browser(state, lease_id)
             png = await run_action(browser, dict(arguments or {}))
@@ -102,8 +103,29 @@ def _build_server(state: LocalState) -> Server[Any, Any]:
         except Exception as exc:  # a browser that died mid-call; the agent sees why
             logger.warning("computer action on lease %s failed: %s", lease_id, type(exc).__name__)
             return _error(f"computer failed: {type(exc).__name__}: {exc}")
-        image = types.ImageContent(type="image", data=png_base64(png), mimeType="image/png")
-        return types.CallToolResult(content=[image], isError=False)
+        image = {"type": "image", "data": png_base64(png), "mimeType": "image/png"}
+        return types.CallToolResult.model_validate({"content": [image], "isError": False})
+
+    name, instructions = "fleet-local-browser", "The computer tool of a browser lease."
+    if not hasattr(Server, "list_tools"):  # mcp 2.x
+
+        async def on_list_tools(ctx: Any, params: Any) -> Any:
+            return types.ListToolsResult(tools=[_computer_tool()])
+
+        async def on_call_tool(ctx: Any, params: Any) -> Any:
+            return await call_tool(ctx.request, params.name, params.arguments)
+
+        return Server(name, instructions=instructions, on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+
+    server: Any = Server(name, instructions=instructions)  # mcp 1.x
+
+    @server.list_tools()  # type: ignore[untyped-decorator]
+    async def list_tools_v1() -> list[types.Tool]:
+        return [_computer_tool()]
+
+    @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator]
+    async def call_tool_v1(name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+        return await call_tool(server.request_context.request, name, arguments)
 
     return server
 
