@@ -186,6 +186,13 @@ async def run_demo(
                 Task.model_validate(t.model_dump())
                 for t in (await fleet.api.control_plane.list_tasks()).tasks
             ]
+            from .local._chromium import browser_unavailable
+
+            no_browser = browser_unavailable()
+            if no_browser is not None:  # the local server's browser leases need both
+                left_out = [t for t in tasks if t.task_modality == "browser_use"]
+                tasks = [t for t in tasks if t.task_modality != "browser_use"]
+                print(f"Leaving out {len(left_out)} browser_use tasks: {no_browser}.", file=out)
             if limit is not None:
                 tasks = tasks[:limit]
             rng = random.Random(0)

@@ -40,6 +40,7 @@ __all__ = [
     "BrowserPool",
     "BrowserStartError",
     "LeaseBrowser",
+    "browser_unavailable",
     "chromium_executable",
     "host_allowed",
 ]
@@ -82,6 +83,17 @@ def chromium_executable() -> str | None:
         found = shutil.which(name)
         if found:
             return found
+    return None
+
+
+def browser_unavailable() -> str | None:
+    """Why this machine cannot run lease browsers (no Chromium, no Playwright), or None."""
+    import importlib.util
+
+    if importlib.util.find_spec("playwright") is None:
+        return "Playwright is not installed (pip install 'fleet-sdk[browser]')"
+    if chromium_executable() is None:
+        return "no Chromium found (install the 'chromium' package or set FLEET_CHROMIUM)"
     return None
 
 

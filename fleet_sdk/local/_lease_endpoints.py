@@ -115,7 +115,10 @@ def _build_server(state: LocalState) -> Any:
         async def on_call_tool(ctx: Any, params: Any) -> Any:
             return await call_tool(ctx.request, params.name, params.arguments)
 
-        return Server(name, instructions=instructions, on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+        server_v2: Any = Server  # typed through Any: 1.x lacks these keywords (as in _mcp)
+        return server_v2(
+            name, instructions=instructions, on_list_tools=on_list_tools, on_call_tool=on_call_tool
+        )
 
     server: Any = Server(name, instructions=instructions)  # mcp 1.x
 

@@ -139,23 +139,23 @@ async def test_episode_that_raises_deletes_its_lease(afleet: AsyncFleet, bundled
 
 
 async def test_failed_start_deletes_the_lease(
-    afleet: AsyncFleet, server: LocalFleet, bundled_tasks: list[Task]
+    faulty_afleet: AsyncFleet, faulty_server: LocalFleet, bundled_tasks: list[Task]
 ) -> None:
     """Every MCP call to the lease fails (a 500 from the browser host): the start gives up and deletes it."""
     task = _task(bundled_tasks, "orderdesk-browser-ship-order")
-    server.inject_fault("/browser/*/mcp*", status=500, count=50)
-    env = TaskEnv(task, fleet=afleet, call_deadline=3.0)
+    faulty_server.inject_fault("/browser/*/mcp*", status=500, count=50)
+    env = TaskEnv(task, fleet=faulty_afleet, call_deadline=3.0)
     try:
         with pytest.raises(BrowserStartError):
             await env.reset_async()
         assert env.browser is None
-        leases = [f for f in server.fired_faults() if f[1].startswith("/browser/")]
+        leases = [f for f in faulty_server.fired_faults() if f[1].startswith("/browser/")]
     finally:
-        server.clear_faults()
+        faulty_server.clear_faults()
         await env.close_async()
     assert leases, "the lease's MCP endpoint was called"
     lease_id = leases[0][1].split("/")[2]
-    assert await _lease_status(afleet, lease_id) == "terminated"
+    assert await _lease_status(faulty_afleet, lease_id) == "terminated"
 
 
 def test_multimodal_defaults() -> None:
