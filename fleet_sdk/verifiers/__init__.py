@@ -26,6 +26,7 @@ from ._entry import (
     load_verifier,
     score_from_result,
 )
+from ._jail import JailStatus, jail_status
 from ._local import run_local, run_local_async
 from ._namespace import (
     TASK_FAILED_SCORE,
@@ -76,6 +77,7 @@ __all__ = [
     "Environment",
     "ErrorType",
     "InvalidResultError",
+    "JailStatus",
     "JailUnavailableError",
     "QueryResult",
     "QueryResultLike",
@@ -95,6 +97,7 @@ __all__ = [
     "contains_number",
     "extract_numbers",
     "find_entry_point",
+    "jail_status",
     "load_verifier",
     "normalized_contains",
     "normalized_string_comparison",

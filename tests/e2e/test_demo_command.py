@@ -50,3 +50,23 @@ def test_fleet_sdk_demo_runs_scripted_and_random_episodes(tmp_path: Path) -> Non
     with LocalFleet(out_dir / "server-data", s3=False) as local, local.fleet() as fleet:
         sessions = fleet.api.sessions.get_job_sessions(match.group(1))
     assert sessions.total_sessions == 6
+
+
+def test_demo_still_grades_where_the_verifier_jail_cannot_start(tmp_path: Path) -> None:
+    """A fresh machine without bubblewrap: the demo says so and grades its bundled tasks anyway."""
+    bin_dir = tmp_path / "bin"  # a PATH with the interpreter's directory but no bwrap
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(sys.executable)
+    env = {"PATH": f"{bin_dir}:{Path(sys.executable).parent}", "HOME": str(tmp_path)}
+    result = subprocess.run(
+        [sys.executable, "-m", "fleet_sdk.cli", "demo", "--limit", "2", "--random-episodes", "0"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "The verifier OS jail is unavailable (" in result.stdout
+    assert "Scripted policy: 2/2 tasks scored 1.0." in result.stdout
