@@ -180,7 +180,7 @@ async def run_demo(
 
     print("Starting the embedded local Fleet server...", file=out)
     server_data = out_dir / "server-data"  # kept, so the uploaded sessions can be read back later
-    server_settings: dict[str, bool] = {}
+    server_settings: dict[str, Any] = {}
     jail = jail_status()
     if not jail.available:
         # The demo grades only the bundled tasks, whose verifiers ship with this package, so it
