@@ -53,6 +53,8 @@ MULTIMODAL_TTL_SECONDS = 1800
 
 COMPUTER = "computer"
 POLL_INTERVAL = 0.5
+CLOSE_DEADLINE = 30.0
+"""Seconds ``close`` may take to delete the lease, even in a cancelled task."""
 
 
 class BrowserStartError(FleetError):
@@ -167,14 +169,21 @@ class BrowserSession:
         screenshot: The health-check screenshot (agent-facing image blocks).
     """
 
-    def __init__(self, fleet: AsyncFleet, lease_id: str, mcp: MCPClient, start_url: str) -> None:
+    def __init__(self, fleet: AsyncFleet, lease_id: str, mcp: MCPClient | None, start_url: str) -> None:
         self._fleet = fleet
         self.lease_id = lease_id
-        self.mcp = mcp
+        self._mcp = mcp  # None until ``open`` sees the lease running
         self.start_url = start_url
         self.tools: list[Tool] = []
         self.screenshot: Any = None
         self._closed = False
+
+    @property
+    def mcp(self) -> MCPClient:
+        """The MCP client of the running lease's ``mcp_url``."""
+        if self._mcp is None:
+            raise BrowserStartError(f"browser lease {self.lease_id} is not running yet")
+        return self._mcp
 
     def __repr__(self) -> str:
         return f"BrowserSession(lease_id={self.lease_id!r}, start_url={self.start_url!r})"
@@ -212,11 +221,17 @@ class BrowserSession:
         lease = await fleet.api.browser.create_browser_lease(
             models.BrowserLeaseRequest(ttl_seconds=ttl_seconds, allowed_hosts=[host])
         )
-        session = cls(
-            fleet, lease.lease_id, MCPClient([lease.mcp_url or ""], call_deadline=call_deadline), start_url
-        )
+        # A pending lease has no mcp_url yet (browser-lease.yaml): the MCP client is built on the
+        # running lease, on the fleet's pool and call policy like AsyncEnv's.
+        session = cls(fleet, lease.lease_id, None, start_url)
         try:
-            await session._wait_running(lease, Deadline(ready_deadline))
+            running = await session._wait_running(lease, Deadline(ready_deadline))
+            session._mcp = MCPClient(
+                [running.mcp_url],
+                http_client=fleet._pool,
+                timeout=fleet._policy_kwargs.get("timeout"),
+                call_deadline=call_deadline,
+            )
             await session._start(call_deadline)
         except BaseException as exc:
             await session.close()
@@ -225,7 +240,8 @@ class BrowserSession:
             raise
         return session
 
-    async def _wait_running(self, lease: Any, deadline: Deadline) -> None:
+    async def _wait_running(self, lease: Any, deadline: Deadline) -> Any:
+        """Poll until the lease is running; returns the running lease (with its ``mcp_url``)."""
         while lease.status != "running":
             if lease.status in ("expired", "terminated", "error"):
                 raise BrowserStartError(f"browser lease {self.lease_id} is {lease.status}")
@@ -237,6 +253,7 @@ class BrowserSession:
             lease = await self._fleet.api.browser.get_browser_lease(self.lease_id)
         if not lease.mcp_url:
             raise BrowserStartError(f"browser lease {self.lease_id} is running without an mcp_url")
+        return lease
 
     async def _start(self, call_deadline: float) -> None:
         tools = await self.mcp.list_tools()
@@ -289,12 +306,15 @@ class BrowserSession:
         if self._closed:
             return
         self._closed = True
-        try:
-            await self._fleet.api.browser.delete_browser_lease(self.lease_id)
-        except APIStatusError as exc:
-            if exc.status_code not in (404, 410):
-                log.warning("browser lease %s: delete failed with %s", self.lease_id, exc.status_code)
-        except FleetError as exc:
-            log.warning("browser lease %s: delete failed: %s", self.lease_id, type(exc).__name__)
-        finally:
-            await self.mcp.aclose()
+        # Shielded (and bounded): a close in a cancelled task must still delete the lease.
+        with anyio.move_on_after(CLOSE_DEADLINE, shield=True):
+            try:
+                await self._fleet.api.browser.delete_browser_lease(self.lease_id)
+            except APIStatusError as exc:
+                if exc.status_code not in (404, 410):
+                    log.warning("browser lease %s: delete failed with %s", self.lease_id, exc.status_code)
+            except FleetError as exc:
+                log.warning("browser lease %s: delete failed: %s", self.lease_id, type(exc).__name__)
+            finally:
+                if self._mcp is not None:
+                    await self._mcp.aclose()

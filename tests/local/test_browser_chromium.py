@@ -197,3 +197,40 @@ def test_server_stop_kills_live_browsers() -> None:
         assert groups and _processes_in(groups)
         local.stop()
         assert _processes_in(groups) == []
+
+
+async def test_a_lease_created_pending_gets_the_mcp_url_it_has_once_running(
+    server: LocalFleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """browser-lease.yaml: mcp_url is null until the lease is scheduled; the session uses the running one."""
+    fleet = server.async_fleet()
+    browser = fleet.api.browser
+    create, get = browser.create_browser_lease, browser.get_browser_lease
+    polls: list[str] = []
+
+    async def create_pending(body: bm.BrowserLeaseRequest) -> bm.BrowserLease:
+        lease = await create(body)
+        return lease.model_copy(update={"status": "pending", "mcp_url": None, "cdp_url": None})
+
+    async def get_pending_once(lease_id: str) -> bm.BrowserLease:
+        polls.append(lease_id)
+        lease = await get(lease_id)
+        return lease if len(polls) > 1 else lease.model_copy(update={"status": "pending", "mcp_url": None})
+
+    monkeypatch.setattr(browser, "create_browser_lease", create_pending)
+    monkeypatch.setattr(browser, "get_browser_lease", get_pending_once)
+    listed = (await fleet.api.control_plane.list_tasks(env_key="orderdesk")).tasks
+    (task,) = [
+        Task.model_validate(t.model_dump()) for t in listed if t.task_key == "orderdesk-browser-ship-order"
+    ]
+    try:
+        async with TaskEnv(task, fleet=fleet) as env:
+            await env.reset_async()
+            session = env.browser
+            assert session is not None
+            assert len(polls) == 2
+            assert session.mcp.endpoints == [(await get(session.lease_id)).mcp_url]
+            assert session.mcp._http is fleet._pool
+            assert session.screenshot is not None
+    finally:
+        await fleet.close()
