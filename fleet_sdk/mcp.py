@@ -131,20 +131,30 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
+def _loads(data: str | bytes, response: httpx.Response) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError as exc:  # JSONDecodeError, or undecodable bytes
+        content_type = response.headers.get("content-type", "") or "no content type"
+        raise MCPError(f"MCP answer from {response.request.url} ({content_type}) is not JSON: {exc}") from exc
+
+
 def _parse_body(response: httpx.Response, request_id: int) -> dict[str, Any]:
     """The JSON-RPC response to ``request_id``, from a JSON body or an SSE stream."""
     content_type = response.headers.get("content-type", "")
     if content_type.startswith("text/event-stream"):
         # Notifications may precede the response on the stream; take the matching message.
-        for event in response.text.split("\n\n"):
+        # SSE lines may end in CRLF, CR or LF (sse-starlette, the mcp server's, sends CRLF).
+        text = response.text.replace("\r\n", "\n").replace("\r", "\n")
+        for event in text.split("\n\n"):
             data = "\n".join(line[5:].lstrip() for line in event.splitlines() if line.startswith("data:"))
             if not data:
                 continue
-            message = json.loads(data)
+            message = _loads(data, response)
             if isinstance(message, dict) and message.get("id") == request_id:
                 return message
         raise MCPError(f"MCP stream from {response.request.url} ended without a response")
-    message = json.loads(response.content)
+    message = _loads(response.content, response)
     if not isinstance(message, dict):
         raise MCPError(f"MCP answer from {response.request.url} is not a JSON-RPC object")
     return message
