@@ -4,8 +4,9 @@ Import tasks (optional), create a job over ``provider/model`` ids with ``pass_k`
 an async sleep until it is terminal or the deadline passes, read the job's sessions and turn
 them into the report. Sessions name their model bare (``claude-x`` for ``anthropic/claude-x``),
 so results are matched back to the requested ids by bare name. A session scores its verifier
-execution's ``score``, else 1.0 if ``success``, else 0.0; a session with no verifier execution
-was never graded and is ``errored``, never a 0 (``schemas/sessions-ingest.yaml``).
+execution's ``score``, else 1.0 if ``success``; a session with no verifier execution, a failed
+one or a judge error was never graded and is ``errored``, never a 0 (``rewards.reward_from_outcome``,
+``schemas/sessions-ingest.yaml``).
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ import datetime as dt
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .._client import AsyncFleet
 from .._exceptions import EvaluationError, EvaluationTimeoutError
 from ..reports import Outcome, ReportEnvelope, Source, Status, build_report, classify
+from ..rewards import reward_from_outcome
 from ..tasks import Task
 from ._runner import Progress
 
@@ -34,14 +37,39 @@ def bare_model(model_id: str) -> str:
     return model_id.rsplit("/", 1)[-1]
 
 
+@dataclass(frozen=True)
+class _Execution:
+    """A verifier execution (wire dict) as ``rewards.OutcomeLike``."""
+
+    success: bool
+    score: float | None
+    stdout: str | None
+    error: Any = None
+
+
 def session_score(verifier_execution: Mapping[str, Any] | None) -> float | None:
-    """``score``, else 1.0 if ``success``, else 0.0; None (errored) without a verifier execution."""
+    """The session's reward by ``rewards.reward_from_outcome``; None (errored) when ungraded.
+
+    ``score``, else 1.0 when the verifier succeeded without one (it returned none); None
+    without a verifier execution, when it failed (``success`` false) or its judge failed.
+
+    Args:
+        verifier_execution: The session's ``verifier_execution`` (a wire dict), or None.
+    """
     if verifier_execution is None:
         return None
+    success = verifier_execution.get("success") is True
     score = verifier_execution.get("score")
-    if isinstance(score, int | float) and not isinstance(score, bool):
-        return float(score)
-    return 1.0 if verifier_execution.get("success") else 0.0
+    if not isinstance(score, int | float) or isinstance(score, bool):
+        score = 1.0 if success else None
+    stdout = verifier_execution.get("stdout")
+    return reward_from_outcome(
+        _Execution(
+            success=success,
+            score=float(score) if score is not None else None,
+            stdout=stdout if isinstance(stdout, str) else None,
+        )
+    )
 
 
 def _duration_ms(session: Mapping[str, Any]) -> int | None:

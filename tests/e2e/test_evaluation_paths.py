@@ -89,6 +89,9 @@ def test_job_report_matches_bare_names_and_errors_ungraded_sessions() -> None:
                     session("b", "claude-x", {"success": False, "score": 0.25}),
                     session("c", "gpt-4o", None, status="errored"),
                     session("d", "gpt-4o", None, status="running"),
+                    session("e", "claude-x", {"success": True, "score": 0.0}),
+                    session("f", "claude-x", {"success": False, "score": None}, status="failed"),
+                    session("g", "gpt-4o", {"success": True, "score": 0.0, "stdout": "JUDGE ERROR: 529"}),
                 ],
             }
         ],
@@ -97,7 +100,11 @@ def test_job_report_matches_bare_names_and_errors_ungraded_sessions() -> None:
     results = {r.session_id: r for r in envelope.report.results}
     first = results["a"]
     assert (first.model, first.status, first.score) == ("anthropic/claude-x", "passed", 1.0)
-    assert (results["b"].status, results["b"].score) == ("failed", 0.25)
+    # rewards.reward_from_outcome: a failed verifier run or a judge error is ungraded, never a 0
+    assert (results["b"].status, results["b"].score) == ("errored", None)
+    assert (results["e"].status, results["e"].score) == ("failed", 0.0)
+    assert (results["f"].status, results["f"].score) == ("errored", None)
+    assert (results["g"].status, results["g"].score) == ("errored", None)
     assert (results["c"].status, results["c"].score, results["c"].error) == (
         "errored",
         None,

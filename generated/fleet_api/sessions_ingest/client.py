@@ -198,8 +198,9 @@ class AsyncSessionsClient(AsyncResource):
         Model ids come back bare (`claude-sonnet-4.5`) although jobs are created with
         `provider/model` ids (`anthropic/claude-sonnet-4.5`): match results by the bare name.
 
-        A session scores `verifier_execution.score`, else 1.0 if `verifier_execution.success`,
-        else 0.0; a session without a verifier execution is an error, not a 0.
+        A session scores `verifier_execution.score`, else 1.0 if `verifier_execution.success`;
+        a session without a verifier execution, whose verifier failed (`success` false) or whose
+        stdout has a `JUDGE ERROR:` line was not graded: an error, not a 0.
 
         Args:
             job_id: Id of the job (evaluation job or trace job).

@@ -186,7 +186,8 @@ class TranscriptTask(TaskInfo):
 class VerifierExecutionResult(BaseModel):
     """
     Result of the verifier run that graded a session. A session scores `score`, else 1.0 if
-    `success`, else 0.0.
+    `success`; a failed run (`success` false) or a `JUDGE ERROR:` line in `stdout` leaves it
+    ungraded (an error, not a 0).
 
     """
 
