@@ -27,12 +27,15 @@ instance call); the manager also works on its own::
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._exceptions import ContextToolError
+
+if TYPE_CHECKING:
+    import regex
 from .tools import Tool
 
 __all__ = [
@@ -50,7 +53,19 @@ DEFAULT_EXCERPT_CHARS = 200
 # Room kept under max_output_chars for the truncation note and the page header.
 _NOTE_ROOM = 400
 
-_PATTERN = {"type": "string", "minLength": 1, "description": "A Python regular expression."}
+MAX_PATTERN_CHARS = 1_000
+"""Longest search pattern accepted (the model writes them)."""
+MAX_SEARCH_CHARS = 5_000_000
+"""Most characters one search scans; beyond them the result says ``scan_truncated``."""
+SEARCH_TIMEOUT = 2.0
+"""Seconds one search may run; a pattern that backtracks past it gets a tool error."""
+
+_PATTERN = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_PATTERN_CHARS,
+    "description": "A Python regular expression.",
+}
 _MAX_MATCHES = {
     "type": "integer",
     "minimum": 1,
@@ -261,8 +276,8 @@ class ContextManager:
         Returns:
             ``(content the model is shown, whether it was truncated)``.
         """
-        shown, truncated = self.fit(content, tool=tool, tool_call_id=tool_call_id)
-        self.add_message({"role": "tool", "tool_call_id": tool_call_id, "content": _as_message(shown)})
+        shown, truncated, message = self._fit(content, tool, tool_call_id)
+        self.add_message({"role": "tool", "tool_call_id": tool_call_id, "content": message})
         return shown, truncated
 
     def fit(self, content: Any, *, tool: str, tool_call_id: str) -> tuple[Any, bool]:
@@ -276,6 +291,11 @@ class ContextManager:
             tool: The tool's name.
             tool_call_id: The call it answers.
         """
+        shown, truncated, _ = self._fit(content, tool, tool_call_id)
+        return shown, truncated
+
+    def _fit(self, content: Any, tool: str, tool_call_id: str) -> tuple[Any, bool, Any]:
+        """``fit``, plus the tool message's content, so a value is serialised to JSON only once."""
         if (
             isinstance(content, list)
             and content
@@ -290,11 +310,14 @@ class ContextManager:
                     any_cut = True
                 else:
                     blocks.append(block)
-            return blocks, any_cut
+            return blocks, any_cut, blocks
         text = message_text(content)
         if len(text) <= self.max_output_chars:
-            return content, False
-        return self._cut(text, tool, tool_call_id), True
+            # message_text already is the message's JSON, except for None and [] (empty text)
+            empty = content is None or (isinstance(content, list) and not content)
+            return content, False, _as_message(content) if empty else text
+        cut = self._cut(text, tool, tool_call_id)
+        return cut, True, cut
 
     def _cut(self, text: str, tool: str, tool_call_id: str) -> str:
         output_id = f"out_{len(self._outputs) + 1}"
@@ -410,9 +433,10 @@ class ContextManager:
         limit = self._limit(max_matches)
         matches: list[dict[str, Any]] = []
         total = 0
+        scan = _Scan(pattern)
         for entry in self._entries:
             text = message_text(entry.message.get("content")) + _calls_text(entry.message)
-            for found in regex.finditer(text):
+            for found in scan.finditer(regex, text):
                 total += 1
                 if len(matches) < limit:
                     matches.append(
@@ -423,7 +447,7 @@ class ContextManager:
                             "excerpt": self._excerpt(text, found),
                         }
                     )
-        return {"pattern": pattern, "total_matches": total, "matches": matches}
+        return {"pattern": pattern, "total_matches": total, "matches": matches, **scan.note()}
 
     def search_tool_output(
         self, pattern: str, output_id: str | None = None, max_matches: int | None = None
@@ -440,8 +464,9 @@ class ContextManager:
         outputs = [self._output(output_id)] if output_id is not None else list(self._outputs.values())
         matches: list[dict[str, Any]] = []
         total = 0
+        scan = _Scan(pattern)
         for output in outputs:
-            for found in regex.finditer(output.text):
+            for found in scan.finditer(regex, output.text):
                 total += 1
                 if len(matches) < limit:
                     page_size = output.shown_chars
@@ -456,7 +481,7 @@ class ContextManager:
                             "excerpt": self._excerpt(output.text, found),
                         }
                     )
-        return {"pattern": pattern, "total_matches": total, "matches": matches}
+        return {"pattern": pattern, "total_matches": total, "matches": matches, **scan.note()}
 
     def view_tool_output(
         self, page: int = 1, page_size: int | None = None, output_id: str | None = None
@@ -483,6 +508,29 @@ class ContextManager:
             raise ContextToolError(f"page must be an integer from 1 to {pages} for {output_id}, got {page!r}")
         start = (page - 1) * size
         return OutputPage(output_id, page, pages, size, start, output.text[start : start + size])
+
+    async def acall(self, name: str, arguments: Mapping[str, Any]) -> Any:
+        """``call`` for async code: searches run in a worker thread so the event loop keeps going.
+
+        A search is bounded by ``SEARCH_TIMEOUT`` (the regex engine stops itself and releases
+        the GIL while matching, so the thread ends too) and by ``MAX_SEARCH_CHARS``.
+
+        Args:
+            name: One of ``CONTEXT_TOOL_NAMES``.
+            arguments: The call's arguments.
+
+        Raises:
+            ContextToolError: As ``call``, or a search that ran past its deadline.
+        """
+        if name not in _SEARCH_TOOLS:
+            return self.call(name, arguments)
+        import anyio
+
+        try:
+            with anyio.fail_after(SEARCH_TIMEOUT + 1.0):  # backstop; the engine's own timeout fires first
+                return await anyio.to_thread.run_sync(self.call, name, arguments, abandon_on_cancel=True)
+        except TimeoutError:
+            raise ContextToolError(_timeout_message(arguments.get("pattern"))) from None
 
     def call(self, name: str, arguments: Mapping[str, Any]) -> Any:
         """Run a context tool by name, as the model called it.
@@ -538,7 +586,7 @@ class ContextManager:
             raise ContextToolError(f"max_matches must be an integer from 1 to 100, got {max_matches!r}")
         return max_matches
 
-    def _excerpt(self, text: str, found: re.Match[str]) -> str:
+    def _excerpt(self, text: str, found: regex.Match[str]) -> str:
         half = self.excerpt_chars // 2
         start = max(0, found.start() - half)
         end = min(len(text), max(found.end(), found.start() + 1) + half)
@@ -546,12 +594,51 @@ class ContextManager:
         return text[start:end][: 2 * self.excerpt_chars]
 
 
-def _compile(pattern: Any) -> re.Pattern[str]:
+_SEARCH_TOOLS = frozenset({"search_history", "search_tool_output"})
+
+
+def _timeout_message(pattern: Any) -> str:
+    return (
+        f"search for {pattern!r} ran past its {SEARCH_TIMEOUT:g}s limit (the pattern backtracks "
+        "too much); use a simpler or more specific pattern"
+    )
+
+
+class _Scan:
+    """One search's budget: ``SEARCH_TIMEOUT`` seconds and ``MAX_SEARCH_CHARS`` characters."""
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        self.ends = time.monotonic() + SEARCH_TIMEOUT
+        self.left = MAX_SEARCH_CHARS
+        self.truncated = False
+
+    def finditer(self, compiled: regex.Pattern[str], text: str) -> Iterator[regex.Match[str]]:
+        if len(text) > self.left:
+            text, self.truncated = text[: self.left], True
+        self.left -= len(text)
+        timeout = max(0.001, self.ends - time.monotonic())
+        try:
+            yield from compiled.finditer(text, concurrent=True, timeout=timeout)
+        except TimeoutError:
+            raise ContextToolError(_timeout_message(self.pattern)) from None
+
+    def note(self) -> dict[str, Any]:
+        return {"scan_truncated": True, "scanned_chars": MAX_SEARCH_CHARS} if self.truncated else {}
+
+
+def _compile(pattern: Any) -> regex.Pattern[str]:
+    # ``regex`` (re-compatible V0 syntax) rather than ``re``: it can stop a match at a timeout and
+    # releases the GIL while matching, so a backtracking pattern neither hangs nor blocks the loop.
+    import regex
+
     if not isinstance(pattern, str) or not pattern:
         raise ContextToolError(f"pattern must be a non-empty string, got {pattern!r}")
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise ContextToolError(f"pattern must be at most {MAX_PATTERN_CHARS} characters, got {len(pattern)}")
     try:
-        return re.compile(pattern)
-    except re.error as exc:
+        return regex.compile(pattern, flags=regex.V0)
+    except regex.error as exc:
         raise ContextToolError(f"invalid regular expression {pattern!r}: {exc}") from None
 
 

@@ -477,7 +477,7 @@ class TaskEnv:
             self._finish("submitted")
         elif call.name in CONTEXT_TOOL_NAMES:
             try:
-                value = self.context.call(call.name, call.arguments)
+                value = await self.context.acall(call.name, call.arguments)
             except ContextToolError as exc:
                 value = {"error": str(exc)}
         else:

@@ -186,3 +186,41 @@ def test_tool_schemas_in_both_formats() -> None:
 def test_max_output_chars_too_small_is_refused() -> None:
     with pytest.raises(ValueError, match="max_output_chars must be at least 800"):
         ContextManager(max_output_chars=100)
+
+
+async def test_a_backtracking_search_is_a_tool_error_and_the_loop_keeps_running() -> None:
+    import anyio
+
+    context = ContextManager(max_output_chars=10_000)
+    play_turn(context, "dump", "a" * 5000 + "b", 1)
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            await anyio.sleep(0.05)
+            ticks += 1
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(tick)
+        with pytest.raises(ContextToolError, match=r"ran past its .* limit"):
+            await context.acall("search_history", {"pattern": "(a+)+$"})
+        group.cancel_scope.cancel()
+    assert ticks >= 5  # the loop ran while the search did (it stops itself after SEARCH_TIMEOUT)
+    assert (await context.acall("search_history", {"pattern": "a{3}b"}))["total_matches"] == 1
+    with pytest.raises(ContextToolError, match="at most 1000 characters"):
+        await context.acall("search_tool_output", {"pattern": "x" * 1001})
+
+
+def test_a_json_tool_result_is_serialised_once() -> None:
+    class Counted:
+        calls = 0
+
+        def __str__(self) -> str:
+            Counted.calls += 1
+            return "counted"
+
+    context = ContextManager(max_output_chars=2000)
+    _shown, truncated = play_turn(context, "lookup", {"value": Counted()}, 1)
+    assert Counted.calls == 1 and not truncated
+    assert context.history[-1]["content"] == '{"value": "counted"}'
