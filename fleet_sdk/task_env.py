@@ -29,6 +29,8 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
+import anyio
+
 from ._exceptions import ContextToolError, EpisodeError, FleetError, MCPError
 from ._runtime._bridge import run_sync
 from .actions import Action, ToolCall, parse_action
@@ -51,6 +53,8 @@ __all__ = ["SUBMIT_FINAL_ANSWER", "DoneReason", "Observation", "TaskEnv", "ToolR
 log = logging.getLogger("fleet_sdk.task_env")
 
 SUBMIT_FINAL_ANSWER = "submit_final_answer"
+CLOSE_DEADLINE = 30.0
+"""Seconds ``close_async`` may take to delete the instance, even in a cancelled task."""
 DoneReason = Literal["agent", "submitted", "max_steps", "closed"]
 
 SUBMIT_TOOL = Tool(
@@ -622,11 +626,14 @@ class TaskEnv:
                             await self._end_episode()
                             self.env = None
                     finally:
-                        await env.close()
+                        # Shielded (and bounded): a cancelled episode must still delete its instance.
+                        with anyio.move_on_after(CLOSE_DEADLINE, shield=True):
+                            await env.close()
         finally:
             if self._fleet_arg is None and self._fleet is not None:
                 owned, self._fleet = self._fleet, None
-                await owned.close()
+                with anyio.move_on_after(CLOSE_DEADLINE, shield=True):
+                    await owned.close()
 
     # -- sync twins ---------------------------------------------------------------------
 

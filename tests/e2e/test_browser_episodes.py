@@ -10,6 +10,7 @@ import base64
 from typing import Any
 from urllib.parse import urlsplit
 
+import anyio
 import httpx
 import pytest
 
@@ -136,6 +137,32 @@ async def test_episode_that_raises_deletes_its_lease(afleet: AsyncFleet, bundled
             lease_id = env.browser.lease_id
             raise RuntimeError("trainer crashed")
     assert lease_id is not None and await _lease_status(afleet, lease_id) == "terminated"
+
+
+async def test_episode_cancelled_mid_step_deletes_its_lease_and_instance(
+    afleet: AsyncFleet, bundled_tasks: list[Task]
+) -> None:
+    """A cancelled task's close runs in a cancelled scope; the deletes are shielded from it."""
+    task = _task(bundled_tasks, "orderdesk-browser-ship-order")
+    started = anyio.Event()
+    ids: list[str] = []
+
+    async def episode() -> None:
+        async with TaskEnv(task, fleet=afleet) as env:
+            await env.reset_async()
+            assert env.browser is not None and env.env is not None
+            ids.extend([env.browser.lease_id, env.env.instance_id])
+            started.set()
+            await anyio.sleep_forever()  # a step that never ends, until cancelled
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(episode)
+        await started.wait()
+        group.cancel_scope.cancel()
+    lease_id, instance_id = ids
+    assert await _lease_status(afleet, lease_id) == "terminated"
+    instance = await afleet.api.control_plane.get_instance(instance_id)
+    assert instance.status == "terminated"
 
 
 async def test_failed_start_deletes_the_lease(
