@@ -23,6 +23,7 @@ from ._runner import RANDOM_MODEL, SCRIPTED_MODEL, ModelEndpoint, Progress, run_
 
 if TYPE_CHECKING:
     from .._client import Fleet
+    from ..executors import EpisodeExecutor
     from ..reports import ReportEnvelope
     from ..tasks import Task
 
@@ -60,6 +61,7 @@ def run_evaluation_sync(
     upload: bool = True,
     model_endpoint: ModelEndpoint | None = None,
     on_progress: Callable[[Progress], None] | None = None,
+    executor: EpisodeExecutor | None = None,
 ) -> ReportEnvelope:
     """Sync twin of :func:`run_evaluation` (same arguments, a sync ``Fleet``).
 
@@ -77,6 +79,7 @@ def run_evaluation_sync(
         upload: Upload each episode as a session of the run's trace job.
         model_endpoint: Where non-bundled models are asked.
         on_progress: Called after each finished episode (on the SDK's loop thread).
+        executor: Where the episodes run (``fleet_sdk.executors``; None: here, on ``fleet``).
     """
     return run_sync(
         run_evaluation(
@@ -93,6 +96,7 @@ def run_evaluation_sync(
             upload=upload,
             model_endpoint=model_endpoint,
             on_progress=on_progress,
+            executor=executor,
         )
     )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,7 @@ from fleet_sdk.evaluation import (
     run_evaluation_sync,
     session_score,
 )
+from fleet_sdk.executors import AsyncioExecutor
 from fleet_sdk.tasks import Task
 
 
@@ -142,3 +144,27 @@ def test_client_runner_sync_twin_resumes_nothing_when_done(
     assert again == first and calls == [2]  # resumed, nothing left to play
     with RunDir(tmp_path / "run") as store:
         assert len(store.outcomes()) == 2
+
+
+def test_client_runner_sync_twin_plays_on_the_given_executor(
+    fleet: Fleet, bundled_tasks: list[Task], tmp_path: Path
+) -> None:
+    played: list[Any] = []
+
+    class Counting(AsyncioExecutor):
+        async def map_unordered(self, fn: Any, items: Any) -> Any:
+            played.extend(items)
+            async for done in super().map_unordered(fn, items):
+                yield done
+
+    tasks = _orderdesk(bundled_tasks, 1)
+    envelope = run_evaluation_sync(
+        fleet,
+        tmp_path / "run",
+        tasks=tasks,
+        models=["local/scripted"],
+        k=2,
+        executor=Counting(fleet.async_fleet, concurrency=2),
+    )
+    assert len(played) == 2  # both episodes went through the executor
+    assert [r.status for r in envelope.report.results] == ["passed", "passed"]
