@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+import anyio
+
 from .task_env import Observation, TaskEnv
 
 if TYPE_CHECKING:
@@ -327,7 +329,8 @@ class AsyncioExecutor:
             sink: Where results are persisted as they arrive.
         """
         async for _, result in self.map_unordered(run_spec, pending_specs(specs, sink)):
-            if sink is None or sink.write(result):
+            # write + fsync blocks: off the loop, so running episodes keep going meanwhile
+            if sink is None or await anyio.to_thread.run_sync(sink.write, result):
                 yield result
 
     async def map_unordered(self, fn: Job[T, R], items: Sequence[T]) -> AsyncIterator[tuple[int, R]]:

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from .._client import AsyncFleet
 from .._exceptions import EvaluationError
 from ..reports import Outcome, ReportEnvelope, classify
@@ -287,9 +289,14 @@ async def run_evaluation(
 
         gate = asyncio.Semaphore(concurrency)
 
-        def record(outcome: Outcome) -> None:
+        committing = anyio.Lock()
+
+        async def record(outcome: Outcome) -> None:
             nonlocal passed, graded, done_now
-            if store.record(outcome):
+            # The SQLite commit blocks: run it off the loop, one at a time on the shared connection.
+            async with committing:
+                stored = await anyio.to_thread.run_sync(store.record, outcome)
+            if stored:
                 done_now += 1
                 passed += outcome.status == "passed"
                 graded += outcome.status in ("passed", "failed")
@@ -306,7 +313,7 @@ async def run_evaluation(
                     trace_job_id=manifest.trace_job_id if upload else None,
                     endpoint=model_endpoint,
                 )
-            record(outcome)
+            await record(outcome)
 
         report_progress()
         if executor is not None:
@@ -314,10 +321,10 @@ async def run_evaluation(
             jobs = [(t, m, s, max_steps, trace, model_endpoint) for t, m, s in todo]
             async for index, played in executor.map_unordered(_play_job, jobs):
                 if isinstance(played, Outcome):
-                    record(played)
+                    await record(played)
                     continue
                 task, model, sample = todo[index]  # every worker it was sent to was lost
-                record(
+                await record(
                     Outcome(
                         task_key=task.task_key,
                         model=model,

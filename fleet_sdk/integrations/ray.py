@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
+import anyio
 import ray
 from ray.exceptions import RayActorError
 
@@ -153,7 +154,9 @@ class RayExecutor:
         todo = pending_specs(specs, sink)
         async for index, outcome in self.map_unordered(run_spec, todo):
             result = outcome if isinstance(outcome, EpisodeResult) else _lost(todo[index], outcome)
-            if sink is None or sink.write(result):
+            if sink is None or await anyio.to_thread.run_sync(
+                sink.write, result
+            ):  # write + fsync: off the loop
                 yield result
 
     async def map_unordered(
