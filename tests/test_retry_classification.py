@@ -123,7 +123,7 @@ def test_a_hostile_body_is_searched_within_bounds() -> None:
         (status_error(500, {"detail": FORWARDED}), True, True),
         (status_error(400, {"detail": FORWARDED}), True, True),
         (status_error(400, {"detail": PLACEMENT}), True, True),
-        (status_error(500, {"detail": "Instance health check failed"}), True, True),
+        (status_error(500, {"detail": "Instance health check failed"}), False, True),
         (status_error(500, {"detail": "internal"}), False, True),
         (status_error(501, {"detail": "not implemented"}), False, True),
         (status_error(429, {"detail": "burst cap"}), True, True),
@@ -159,9 +159,11 @@ def test_every_known_transient_message_is_pinned() -> None:
 @pytest.mark.parametrize("message", sorted(PINNED_MESSAGES))
 def test_a_known_transient_message_without_a_flag_is_transient(message: str) -> None:
     body = PINNED_MESSAGES[message]
-    assert is_transient(status_error(400, body))
+    assert is_transient_provisioning_error(status_error(400, body))
     # An explicit flag still wins over the message.
-    assert not is_transient(status_error(400, {**body, "retryable": False}))
+    assert not is_transient_provisioning_error(status_error(400, {**body, "retryable": False}))
+    # The messages are provisioning's last resort, not a rule for every call.
+    assert not is_transient(status_error(400, body))
 
 
 # -- the runtime uses the same classifier -----------------------------------------------------
@@ -180,6 +182,14 @@ def test_the_runtime_does_not_retry_a_503_flagged_not_retryable() -> None:
     with pytest.raises(InternalServerError) as info:
         client(replies).request("GET", "/v1/env/instances", cast_to=dict)
     assert (info.value.retryable, info.value.retryable_at) == (False, "body.detail")
+    assert len(replies.requests) == 1
+
+
+def test_the_runtime_does_not_retry_a_safe_get_by_a_provisioning_message() -> None:
+    body = PINNED_MESSAGES["instance health check failed"]
+    replies = Replies(httpx.Response(500, json=body), httpx.Response(200, json={}))
+    with pytest.raises(InternalServerError):
+        client(replies).request("GET", "/v1/env/instances", cast_to=dict)
     assert len(replies.requests) == 1
 
 

@@ -24,8 +24,9 @@ IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 RETRYABLE_STATUS = frozenset({408, 429, 502, 503, 504})
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 
-# The last resort of ``is_transient``: production error messages known to be transient that
-# arrive with no ``retryable`` flag, matched case-insensitively anywhere in the error body.
+# The last resort of ``is_transient`` for instance provisioning (``server_errors=True``):
+# production error messages known to be transient that arrive with no ``retryable`` flag,
+# matched case-insensitively anywhere in the error body.
 # Add one only with a test that pins it (tests/test_retry_classification.py, one case each).
 TRANSIENT_MESSAGES = (
     "instance health check failed",  # an instance that did not come up healthy in time
@@ -39,13 +40,15 @@ def is_transient(error: BaseException, *, server_errors: bool = False) -> bool:
     In order: no response at all (connection error, timeout) is transient; a ``retryable``
     flag in the error body, wherever the server put it (see ``read_error_body``), decides,
     and an explicit ``false`` is final; then the status: 408, 429, 502, 503, 504, and with
-    ``server_errors`` every 5xx; then, as a last resort, ``TRANSIENT_MESSAGES``.
+    ``server_errors`` every 5xx; then, with ``server_errors`` only, as a last resort,
+    ``TRANSIENT_MESSAGES``.
 
     Args:
         error: The error of one attempt.
         server_errors: Treat every 5xx as transient. For calls that cannot do harm twice
             and whose server failures are usually passing, such as an instance creation
-            that carries an idempotency key.
+            that carries an idempotency key. Also consults ``TRANSIENT_MESSAGES``, which
+            are provisioning messages: a plain safe call is never retried by its error text.
     """
     if isinstance(error, APIConnectionError):
         return True
@@ -55,6 +58,8 @@ def is_transient(error: BaseException, *, server_errors: bool = False) -> bool:
         return error.retryable
     if error.status_code in RETRYABLE_STATUS or (server_errors and error.status_code >= 500):
         return True
+    if not server_errors:
+        return False  # the message list is for instance provisioning only (its last resort)
     text = error.body if isinstance(error.body, str) else json.dumps(error.body, default=str)
     text = text.lower()
     return any(message in text for message in TRANSIENT_MESSAGES)
