@@ -263,6 +263,9 @@ class FleetTaskEnvironment(Environment[FleetAction, FleetObservation, FleetState
         """
         if task_config is not None:
             self._switch_task(task_config)
+            old, self._pending_close = self._pending_close, None
+            if old is not None:  # an AsyncFleet episode, left for the async caller: this is it
+                old.close()
         self._episode_id = episode_id
         return self._observation(self._task_env.reset(seed), None, False)
 

@@ -122,18 +122,23 @@ class FleetTextEnv(BaseTextEnv):
             raise ConfigurationError(
                 "api_key and request_timeout_s configure the client made here; not with fleet="
             )
-        task = _task_of(extras or {}, fleet)
         self.task_env: TaskEnv
-        self.task_env, _ = build_task_env(
-            task,
-            fleet=fleet,
-            api_key=None,
-            ttl_seconds=config["ttl_seconds"],
-            max_steps=int(config["max_steps"]),
-            partial_reward=bool(config["partial_reward"]),
-            request_timeout_s=None,
-            options=dict(config.get("task_env_options") or {}),
-        )
+        try:
+            task = _task_of(extras or {}, fleet)
+            self.task_env, _ = build_task_env(
+                task,
+                fleet=fleet,
+                api_key=None,
+                ttl_seconds=config["ttl_seconds"],
+                max_steps=int(config["max_steps"]),
+                partial_reward=bool(config["partial_reward"]),
+                request_timeout_s=None,
+                options=dict(config.get("task_env_options") or {}),
+            )
+        except BaseException:
+            if self._made is not None:  # nothing will close the client made here
+                self._made.close()
+            raise
         self.max_turns = self.task_env.max_steps
         self.parse_errors: list[str] = []
         self.tool_calls = 0

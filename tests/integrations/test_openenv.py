@@ -138,3 +138,23 @@ def test_api_key_with_a_client_is_refused(local: LocalFleet, task_config: dict[s
 
     with local.fleet() as fleet, pytest.raises(ConfigurationError, match="api_key"):
         FleetTaskEnvironment(task_config, fleet=fleet, api_key="k")
+
+
+def test_sync_reset_to_another_task_on_an_async_client_deletes_the_old_instance(
+    local: LocalFleet, task_config: dict[str, Any]
+) -> None:
+    from fleet_sdk._runtime._bridge import run_sync
+
+    afleet = local.async_fleet()
+    env = FleetTaskEnvironment(task_config, fleet=afleet)
+    try:
+        env.reset()
+        assert env.task_env.env is not None
+        old = env.task_env.env.instance_id
+        env.reset(task_config=task_config)
+        assert env.task_env.env is not None and env.task_env.env.instance_id != old
+        with local.fleet() as fleet:
+            assert fleet.api.control_plane.get_instance(old).status == "terminated"
+    finally:
+        env.close()
+        run_sync(afleet.close())

@@ -127,3 +127,19 @@ def test_bad_config_names_the_field(fleet: Fleet) -> None:
         skyrl_gym.make("fleet", env_config={"max_turnz": 3}, extras={"task_key": "x"}, fleet=fleet)
     with pytest.raises(ConfigurationError, match="task_key"):
         skyrl_gym.make("fleet", env_config={}, extras={}, fleet=fleet)
+
+
+def test_a_client_made_for_a_row_that_fails_is_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    import fleet_sdk._client as client_module
+
+    made: list[Fleet] = []
+
+    class Recorded(Fleet):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(client_module, "Fleet", Recorded)
+    with pytest.raises(ConfigurationError, match="task_key"):
+        skyrl_gym.make("fleet", env_config={"api_key": "sk-test"}, extras={})
+    assert len(made) == 1 and made[0]._pool.is_closed
