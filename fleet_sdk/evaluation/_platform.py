@@ -11,7 +11,6 @@ one or a judge error was never graded and is ``errored``, never a 0 (``rewards.r
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import time
 from collections import defaultdict
@@ -19,11 +18,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
+
 from .._client import AsyncFleet
 from .._exceptions import EvaluationError, EvaluationTimeoutError
+from .._runtime import Deadline
 from ..reports import Outcome, ReportEnvelope, Source, Status, build_report, classify
 from ..rewards import reward_from_outcome
-from ..tasks import Task
+from ..tasks import Task, as_task
 from ._runner import Progress
 
 __all__ = ["TERMINAL_JOB_STATUSES", "bare_model", "evaluate_job", "job_report", "session_score"]
@@ -191,7 +193,7 @@ async def evaluate_job(
     control = fleet.api.control_plane
     keys = list(task_keys or [])
     for config in import_tasks or []:
-        task = config if isinstance(config, Task) else Task.model_validate(config)
+        task = as_task(config)
         body = api_models.TaskRequest.model_validate(task.model_dump(mode="json", by_alias=False))
         stored = await control.import_task(body, idempotency_key=f"eval-import-{task.task_key}")
         keys.append(stored.task_key)
@@ -208,43 +210,32 @@ async def evaluate_job(
     created = await control.create_job(request)
     job_id = created.job_id
     started = time.monotonic()
+    until = Deadline(deadline)
     job = await control.get_job(job_id)
     while job.status not in TERMINAL_JOB_STATUSES:
-        remaining = deadline - (time.monotonic() - started)
-        if remaining <= 0:
+        if until.expired():
             raise EvaluationTimeoutError(f"job {job_id} is still {job.status} after {deadline:g}s")
         if on_progress is not None:
-            await _report_progress(
-                fleet, job_id, model_count=len(models), k=pass_k, started=started, on_progress=on_progress
-            )
-        await asyncio.sleep(min(poll_interval, remaining))
+            listing = (await fleet.api.sessions.get_job_sessions(job_id)).model_dump()
+            on_progress(_progress(listing, model_count=len(models), k=pass_k, started=started))
+        await anyio.sleep(min(poll_interval, until.remaining() or 0.0))
         job = await control.get_job(job_id)
-    sessions = await fleet.api.sessions.get_job_sessions(job_id)
+    listing = (await fleet.api.sessions.get_job_sessions(job_id)).model_dump()
     report = job_report(
-        sessions.model_dump(),
+        listing,
         models=models,
         k=pass_k,
         run_id=run_id,
         suite_name=name or env_key or job_id,
         created_at=job.created_at.isoformat() if job.created_at else None,
     )
-    if on_progress is not None:
-        await _report_progress(
-            fleet, job_id, model_count=len(models), k=pass_k, started=started, on_progress=on_progress
-        )
+    if on_progress is not None:  # from the sessions just read, not a second fetch
+        on_progress(_progress(listing, model_count=len(models), k=pass_k, started=started))
     return report
 
 
-async def _report_progress(
-    fleet: AsyncFleet,
-    job_id: str,
-    *,
-    model_count: int,
-    k: int,
-    started: float,
-    on_progress: Callable[[Progress], None],
-) -> None:
-    listing = (await fleet.api.sessions.get_job_sessions(job_id)).model_dump()
+def _progress(listing: Mapping[str, Any], *, model_count: int, k: int, started: float) -> Progress:
+    """The progress shown by a ``get_job_sessions`` listing (a dict)."""
     sessions = [s for t in listing.get("tasks") or [] for s in t.get("sessions") or []]
     total = max(len(sessions), len(listing.get("tasks") or []) * model_count * k)
     done = [s for s in sessions if s.get("status") not in _LIVE_SESSION]
@@ -253,4 +244,4 @@ async def _report_progress(
     passed = sum(1 for s in graded if s >= 1.0)
     elapsed = time.monotonic() - started
     eta = elapsed / len(done) * (total - len(done)) if done else None
-    on_progress(Progress(len(done), total, passed, len(graded), elapsed, eta))
+    return Progress(len(done), total, passed, len(graded), elapsed, eta)
