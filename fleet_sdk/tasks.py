@@ -164,7 +164,7 @@ def tasks_from(items: Iterable[Task | Mapping[str, Any]]) -> list[Task]:
     Args:
         items: Tasks or task dicts.
     """
-    return [item if isinstance(item, Task) else Task.model_validate(item) for item in items]
+    return [as_task(item) for item in items]
 
 
 def as_task(value: Task | Mapping[str, Any] | BaseModel) -> Task:

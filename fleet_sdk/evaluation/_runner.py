@@ -25,7 +25,7 @@ from .._client import AsyncFleet
 from .._exceptions import EvaluationError
 from ..reports import Outcome, ReportEnvelope, classify
 from ..task_env import SUBMIT_FINAL_ANSWER, TaskEnv
-from ..tasks import Task
+from ..tasks import Task, as_task
 from ._rundir import RunDir, RunManifest
 
 if TYPE_CHECKING:
@@ -252,10 +252,7 @@ async def run_evaluation(
             manifest = RunManifest(
                 run_id=run_id or f"run-{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}",
                 suite_name=suite_name,
-                tasks=[
-                    (t if isinstance(t, Task) else Task.model_validate(t)).model_dump(mode="json")
-                    for t in tasks
-                ],
+                tasks=[as_task(t).model_dump(mode="json") for t in tasks],
                 models=list(dict.fromkeys(models)),
                 k=k,
                 created_at=now.isoformat(timespec="seconds").replace("+00:00", "Z"),

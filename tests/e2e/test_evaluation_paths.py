@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from fleet_sdk import AsyncFleet, EvaluationError, EvaluationTimeoutError, Fleet
+from fleet_sdk import AsyncFleet, EvaluationError, EvaluationTimeoutError, Fleet, TaskConfigError
 from fleet_sdk.evaluation import (
     RunDir,
     evaluate_job,
@@ -168,3 +168,10 @@ def test_client_runner_sync_twin_plays_on_the_given_executor(
     )
     assert len(played) == 2  # both episodes went through the executor
     assert [r.status for r in envelope.report.results] == ["passed", "passed"]
+
+
+def test_a_bad_imported_task_is_a_task_config_error_naming_it(fleet: Fleet, tmp_path: Path) -> None:
+    with pytest.raises(TaskConfigError, match="task 'broken'"):
+        evaluate_job_sync(fleet, models=["local/scripted"], import_tasks=[{"task_key": "broken"}])
+    with pytest.raises(TaskConfigError, match="task 'broken'"):
+        run_evaluation_sync(fleet, tmp_path / "run", tasks=[{"task_key": "broken"}], models=["m"])
