@@ -422,6 +422,17 @@ async def test_the_async_runner_reports_the_jail(databases: dict[str, str]) -> N
 
 
 def test_the_marker_file_of_the_frame_walk_is_nowhere(databases: dict[str, str], tmp_path: Path) -> None:
-    before = set(os.listdir(tmp_path))
-    run_sandboxed(FRAME_WALK, databases=databases)
-    assert set(os.listdir(tmp_path)) == before
+    """The frame walk stops at ``sys._getframe``, before its ``touch pwned`` runs.
+
+    Inside the jail the verifier can write only its scratch and result directories, both made
+    under ``scratch_root`` and removed after the run; so the marker is looked for in the whole
+    scratch root (and in the test's own directories), which must be left empty.
+    """
+    scratch_root = tmp_path / "scratch"
+    scratch_root.mkdir()
+    outcome = run_sandboxed(FRAME_WALK, databases=databases, scratch_root=scratch_root)
+    assert outcome.error is not None
+    assert outcome.error.message.startswith(f"PermissionError: {DENIED_PREFIX}: sys._getframe")
+    assert list(scratch_root.iterdir()) == []
+    assert [p for p in tmp_path.rglob("pwned")] == []
+    assert not Path("pwned").exists()
