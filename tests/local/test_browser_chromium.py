@@ -19,6 +19,7 @@ from fleet_api.browser_lease import models as bm
 
 from fleet_sdk.browser import is_blank_png
 from fleet_sdk.local import LocalFleet
+from fleet_sdk.local._browser import REAPER_INTERVAL
 from fleet_sdk.mcp import MCPClient
 from fleet_sdk.task_env import TaskEnv
 from fleet_sdk.tasks import Task
@@ -150,15 +151,21 @@ async def test_twenty_leases_leave_no_chromium_behind(server: LocalFleet) -> Non
                     *(c.call_tool("computer", {"action": "screenshot"}) for c in clients)
                 )
                 assert all(_png(s).startswith(b"\x89PNG") for s in shots)
-                groups |= _chromium_groups(server.data_dir)
+                batch = _chromium_groups(server.data_dir) - groups
+                groups |= batch
                 for client in clients:
                     await client.aclose()
                 if ttl == 600:
                     for lease in leases:
                         await fleet.api.browser.delete_browser_lease(lease.lease_id)
                 else:
+                    # The reaper alone must end them: no lease is read (a read expires it too)
+                    # until their browsers are gone, waited for well past the reaper interval.
                     expires = max(lease.expires_timestamp_ms for lease in leases) / 1000
-                    await asyncio.sleep(max(0.0, expires - time.time()) + 1.5)  # the reaper ends them, unread
+                    deadline = expires + REAPER_INTERVAL + 30.0
+                    while _processes_in(batch) and time.time() < deadline:
+                        await asyncio.sleep(0.25)
+                    assert _processes_in(batch) == [], "the reaper ended the expired leases' browsers"
                     for lease in leases:
                         assert (await fleet.api.browser.get_browser_lease(lease.lease_id)).status == "expired"
         listed = (await fleet.api.control_plane.list_tasks(env_key="orderdesk")).tasks
