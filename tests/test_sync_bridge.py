@@ -34,11 +34,19 @@ async def test_bridge_inside_a_running_loop_does_not_raise() -> None:
 
 
 def test_bridge_timeout_cancels() -> None:
+    cancelled = threading.Event()
+
     async def forever() -> None:
-        await asyncio.sleep(3600)
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
 
     with pytest.raises(TimeoutError, match=r"0\.2s"):
         run_sync(forever(), timeout=0.2)
+    # The cancel is delivered on the bridge's own loop thread, so it may land just after the raise.
+    assert cancelled.wait(10), "the timed-out coroutine was cancelled, not left running"
 
 
 def test_bridge_propagates_exceptions() -> None:
