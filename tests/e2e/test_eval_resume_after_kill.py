@@ -72,8 +72,10 @@ def test_eval_killed_half_way_resumes_and_reports(tmp_path: Path, bundled_tasks:
     for model in MODELS:
         argv += ["--model", model]
 
+    # stderr to a file: a pipe nobody reads would block the run once its buffer fills.
+    first_stderr = (tmp_path / "first.stderr").open("wb")
     first = subprocess.Popen(
-        argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+        argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=first_stderr, start_new_session=True
     )
     deadline = time.monotonic() + 240
     servers: list[int] = []
@@ -93,7 +95,8 @@ def test_eval_killed_half_way_resumes_and_reports(tmp_path: Path, bundled_tasks:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
             _wait_gone(pid, time.monotonic() + 30)
-    assert first.returncode == -signal.SIGKILL
+        first_stderr.close()
+    assert first.returncode == -signal.SIGKILL, (tmp_path / "first.stderr").read_text(errors="replace")
 
     with RunDir(run_dir) as store:
         before = {(o.task_key, o.model, o.sample): o for o in store.outcomes()}

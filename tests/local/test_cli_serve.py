@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 import pytest
@@ -37,32 +40,48 @@ class Served:
     stderr: str = ""
 
 
+def _read_line(stream: IO[str], timeout: float) -> str:
+    """One line of ``stream``, or a failure after ``timeout`` seconds (read in a thread)."""
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: lines.put(stream.readline()), daemon=True).start()
+    try:
+        return lines.get(timeout=timeout)
+    except queue.Empty:
+        raise AssertionError(f"no line within {timeout}s") from None
+
+
 @contextmanager
 def serving(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[Served]:
     """Run ``fleet-sdk serve`` until its ready line; stops it (SIGTERM) on exit."""
     argv = [*CLI, "serve", "--port", "0", "--no-s3", "--data-dir", str(tmp_path / "data"), *args]
-    process = subprocess.Popen(
-        argv,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env or _env(),
-        start_new_session=True,
-    )
-    assert process.stdout is not None and process.stderr is not None
-    try:
-        served = Served(json.loads(process.stdout.readline()))
-        assert served.ready["event"] == "ready"
-        yield served
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-    served.stderr = process.stderr.read()
+    # stderr goes to a file: a pipe left unread while the server runs could fill and block it.
+    with tempfile.TemporaryFile("w+") as stderr:
+        process = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env=env or _env(),
+            start_new_session=True,
+        )
+        assert process.stdout is not None
+        served = Served({})
+        try:
+            line = _read_line(process.stdout, timeout=120)
+            served.ready = json.loads(line) if line else {}
+            assert served.ready.get("event") == "ready", line
+            yield served
+        finally:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+            process.stdout.close()
+            stderr.seek(0)
+            served.stderr = stderr.read()
 
 
 def _jobs(url: str, key: str | None) -> httpx.Response:
