@@ -2,7 +2,8 @@
 
 One ``LocalFleet`` serves every surface for the whole session. Before the
 suite runs, real resources are created through the API (an instance, a trace
-job with one ingested session, browser leases...) so that path parameters can
+job with one ingested session, an evaluation job, a stored
+report, browser leases...) so that path parameters can
 be fed ids that exist and positive cases reach 200s, not only 404s.
 
 Set ``FLEET_CONTRACT_URL`` (and ``FLEET_CONTRACT_API_KEY``) to run the suite
@@ -12,6 +13,7 @@ against an already running server instead of starting one.
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +22,7 @@ import httpx
 import pytest
 
 from fleet_sdk.local import LocalFleet
+from fleet_sdk.reports import Outcome, Source, build_report
 
 Ids = dict[str, list[str]]
 """Real values by path-parameter name."""
@@ -107,11 +110,34 @@ def _setup(client: httpx.Client, target: ContractTarget) -> None:
     else:
         notes.append("no task listed by GET /v1/tasks")
 
-    jobs = _json(client.get("/v1/jobs"))
-    if isinstance(jobs, dict) and jobs.get("jobs"):
-        control["job_id"] = [jobs["jobs"][0]["id"]]
+    # One evaluation job of our own, so GET /v1/jobs/{job_id} is fed a real id.
+    job_body: dict[str, Any] = {"models": ["local/scripted"], "pass_k": 1, "name": "contract-suite"}
+    if "task_key" in control:
+        job_body["task_keys"] = control["task_key"]
+    elif env_key is not None:
+        job_body["env_key"] = env_key
+    job = client.post("/v1/jobs", json=job_body)
+    if job.status_code == 200:
+        control["job_id"] = [job.json()["job_id"]]
     else:
-        notes.append("no evaluation job to read (GET /v1/jobs is empty)")
+        notes.append(f"POST /v1/jobs -> {job.status_code}: {job.text[:200]}")
+
+    # One stored report, so GET /v1/evaluation_reports/{run_id} is fed a real run_id.
+    reports: Ids = {}
+    envelope = build_report(
+        run_id=f"contract-{uuid.uuid4().hex[:12]}",
+        source=Source(kind="client"),
+        suite_name="contract-suite",
+        task_keys=["contract-task"],
+        models=["local/scripted"],
+        k=1,
+        outcomes=[Outcome(task_key="contract-task", model="local/scripted", sample=0, status="passed", score=1.0)],
+    )
+    stored = client.post("/v1/evaluation_reports", json=envelope.to_dict())
+    if stored.status_code in (200, 201):
+        reports["run_id"] = [stored.json()["run_id"]]
+    else:
+        notes.append(f"POST /v1/evaluation_reports -> {stored.status_code}: {stored.text[:200]}")
 
     trace_job = client.post("/v1/traces/jobs", json={"name": "contract-suite"})
     if trace_job.status_code == 200:
@@ -141,7 +167,12 @@ def _setup(client: httpx.Client, target: ContractTarget) -> None:
     else:
         notes.append("could not create browser leases")
 
-    target.ids = {"env-instance": control, "sessions-ingest": sessions, "browser-lease": browser}
+    target.ids = {
+        "env-instance": control,
+        "sessions-ingest": sessions,
+        "browser-lease": browser,
+        "evaluation-reports": reports,
+    }
 
 
 @pytest.fixture(scope="session")
