@@ -30,6 +30,8 @@ def tests(session: nox.Session) -> None:
 
 
 MCP_TESTS = (
+    "tests/test_mcp_results.py",
+    "tests/test_tool_shapes.py",
     "tests/local/test_mcp.py",
     "tests/e2e/test_mcp_session_reuse.py",
     "tests/e2e/test_mcp_tool_retries.py",
@@ -45,7 +47,7 @@ def mcp(session: nox.Session, major: str) -> None:
     """
     _install(session)
     session.install(f"mcp>={major},<{int(major) + 1}")
-    session.run("pytest", *(session.posargs or [*MCP_TESTS, "tests/test_facade_units.py"]))
+    session.run("pytest", *(session.posargs or MCP_TESTS))
 
 
 @nox.session(python=PYTHON)
