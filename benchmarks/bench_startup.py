@@ -1,4 +1,4 @@
-"""Start-up time of the embedded local server (``LocalFleet().start()``), with moto S3 and without.
+"""Start-up time of the embedded local server (``LocalFleet().start()``), with its S3 endpoint and without.
 
 Interleaved A/B/A/B runs; prints the median of each and the ratio to the S3-less baseline.
 The target on a 2-core machine is a start under 3 s with S3 on.
