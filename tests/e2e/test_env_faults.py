@@ -111,7 +111,6 @@ async def test_a_failing_tool_call_stops_at_its_deadline(
         # Counted in attempts, not seconds, so load cannot fail it: the 0.2-0.5 s backoffs fit
         # at most ~10 attempts in 2 s, while without the deadline all 101 would be made.
         attempts = len(faulty_server.fired_faults()) - before
-        print("attempts", attempts)
         assert 1 <= attempts < 20
         await client.aclose()
 
