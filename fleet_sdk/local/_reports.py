@@ -42,6 +42,7 @@ __all__ = ["DB_FILE", "LAYOUT_VERSION", "MAX_BODY_BYTES", "RATE_LIMIT", "router"
 DB_FILE = "evaluation_reports.sqlite3"
 LAYOUT_VERSION = 1
 MAX_BODY_BYTES = 5 * 1024 * 1024
+
 RATE_LIMIT = 30
 RATE_WINDOW = 60.0
 LOCK_SECONDS_ENV = "FLEET_LOCAL_REPORT_LOCK_SECONDS"
@@ -51,6 +52,25 @@ _MEDIA = {
     "md": "text/markdown; charset=utf-8",
     "html": "text/html; charset=utf-8",
 }
+
+
+# Spellings of a boolean query parameter, as FastAPI parses a ``bool`` one.
+_TRUE = frozenset({"1", "true", "t", "yes", "y", "on"})
+_FALSE = frozenset({"0", "false", "f", "no", "n", "off"})
+
+
+def _query_flag(request: Request, name: str) -> bool:
+    """A boolean query parameter (the schema's ``type: boolean``); anything else is a 422."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return False
+    if raw.lower() in _TRUE:
+        return True
+    if raw.lower() in _FALSE:
+        return False
+    raise RequestValidationError(
+        [{"loc": ("query", name), "msg": f"{name} is a boolean (true or false)", "type": "bool_parsing"}]
+    )
 
 
 def _key_hash(request: Request) -> str:
@@ -307,7 +327,7 @@ def router(state: LocalState, bodies: BodySchemas) -> APIRouter:
     @api.get("/v1/evaluation_reports/{run_id}")
     async def get_evaluation_report(run_id: str, request: Request) -> Response:
         fmt = request.query_params.get("format") or "json"
-        download = request.query_params.get("download", "false").lower() in ("1", "true", "yes")
+        download = _query_flag(request, "download")
         found = await asyncio.to_thread(store.find, _key_hash(request), run_id)
         if found is None:
             raise LocalAPIError(404, f"no evaluation report with run_id {run_id!r}", code="not_found")

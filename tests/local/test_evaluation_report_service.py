@@ -96,6 +96,11 @@ def test_export_formats_and_attachment_names(http: httpx.Client) -> None:
     assert json.loads(as_json.text) == envelope.to_dict()
     unknown = http.get("/v1/evaluation_reports/fmt-1", params={"format": "pdf"})
     assert unknown.status_code == 422 and unknown.json()["detail"][0]["loc"] == ["query", "format"]
+    inline = http.get("/v1/evaluation_reports/fmt-1", params={"download": "false"})
+    assert inline.status_code == 200 and "content-disposition" not in inline.headers
+    # Not a boolean: refused naming the field, not silently read as false (found by the contracts).
+    garbled = http.get("/v1/evaluation_reports/fmt-1", params={"download": "AAA"})
+    assert garbled.status_code == 422 and garbled.json()["detail"][0]["loc"] == ["query", "download"]
 
 
 def test_export_of_an_incomplete_report_is_422(http: httpx.Client) -> None:
