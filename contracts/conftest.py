@@ -131,7 +131,9 @@ def _setup(client: httpx.Client, target: ContractTarget) -> None:
         task_keys=["contract-task"],
         models=["local/scripted"],
         k=1,
-        outcomes=[Outcome(task_key="contract-task", model="local/scripted", sample=0, status="passed", score=1.0)],
+        outcomes=[
+            Outcome(task_key="contract-task", model="local/scripted", sample=0, status="passed", score=1.0)
+        ],
     )
     stored = client.post("/v1/evaluation_reports", json=envelope.to_dict())
     if stored.status_code in (200, 201):

@@ -4,7 +4,6 @@ request ids and redaction, for the sync and the async client alike."""
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC

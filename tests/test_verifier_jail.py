@@ -9,7 +9,6 @@ network, processes and the server's database out of reach.
 
 from __future__ import annotations
 
-import os
 import socket
 import sqlite3
 import uuid
