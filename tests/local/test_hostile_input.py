@@ -18,7 +18,7 @@ import os
 import socket
 import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -221,14 +221,15 @@ async def test_forty_runaway_queries_neither_outlive_the_deadline_nor_starve_the
             task.add_done_callback(lambda _: runaway_ended.append(loop.time()))
         await asyncio.sleep(0.5)  # let them reach SQLite
         probes: dict[str, tuple[float, httpx.Response]] = {}
-        for name, request in (
-            ("health", lambda: client.get(f"{manager(instance)}/health")),
-            ("envs", lambda: client.get("/v1/env/")),
-            ("query", lambda: client.post(url, json={"query": "SELECT count(*) FROM orders"})),
-            ("create", lambda: client.post("/v1/env/instances", json={"env_key": "orderdesk"})),
-        ):
-            response = await request()
+
+        async def probe(name: str, answer: Awaitable[httpx.Response]) -> None:
+            response = await answer
             probes[name] = (loop.time(), response)
+
+        await probe("health", client.get(f"{manager(instance)}/health"))
+        await probe("envs", client.get("/v1/env/"))
+        await probe("query", client.post(url, json={"query": "SELECT count(*) FROM orders"}))
+        await probe("create", client.post("/v1/env/instances", json={"env_key": "orderdesk"}))
         answers = await asyncio.gather(*runaway)
         # Every probe was answered while all 40 runaway statements were still in flight.
         assert len(runaway_ended) == 40
