@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _procs import processes
 
 from fleet_sdk.verifiers import (
     DENIED_PREFIX,
@@ -315,15 +316,7 @@ def test_without_the_hook_there_is_no_network(databases: dict[str, str]) -> None
 
 
 def host_processes_with(token: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if token.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
+    return [p.pid for p in processes() if token.encode() in p.cmdline()]
 
 
 def test_without_the_hook_a_setsid_grandchild_does_not_outlive_the_run(databases: dict[str, str]) -> None:

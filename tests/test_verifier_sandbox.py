@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _procs import processes
 
 from fleet_sdk import FleetError
 from fleet_sdk.verifiers import (
@@ -47,20 +48,8 @@ def databases(tmp_path: Path) -> dict[str, str]:
 
 
 def sandbox_children() -> list[int]:
-    """Pids of live sandbox children of this process (read from /proc)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == os.getpid() and b"_child.py" in cmdline:
-            pids.append(int(entry.name))
-    return pids
+    """Pids of sandbox children of this process (zombies included: they were not reaped)."""
+    return [p.pid for p in processes() if p.ppid == os.getpid() and b"_child.py" in p.cmdline()]
 
 
 def assert_denied(outcome: VerifierOutcome, what: str) -> None:

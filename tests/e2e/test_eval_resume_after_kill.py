@@ -17,6 +17,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from _procs import processes
+
 from fleet_sdk.evaluation import RunDir, session_score
 from fleet_sdk.local import LocalFleet
 from fleet_sdk.reports import ReportEnvelope
@@ -27,16 +29,7 @@ MODELS = ("local/scripted", "local/random")
 
 
 def _children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            stat = (entry / "stat").read_text()
-            # "pid (comm) state ppid ...": comm may hold spaces, so split after the last ")"
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry.name))
-    return found
+    return [p.pid for p in processes() if p.ppid == pid]
 
 
 def _finished(run_dir: Path) -> int:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from _procs import processes
 from fleet_api.browser_lease import models as bm
 
 from fleet_sdk.browser import is_blank_png
@@ -33,31 +33,12 @@ def server() -> Iterator[LocalFleet]:
 
 def _chromium_groups(data_dir: Path) -> set[int]:
     """Process groups of the browsers this server started (their profiles live in its data dir)."""
-    groups = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-            if str(data_dir).encode() in cmdline and b"chromium" in cmdline:
-                groups.add(os.getpgid(int(entry.name)))
-        except (OSError, ProcessLookupError):
-            continue
-    return groups
+    mine = str(data_dir).encode()
+    return {p.pgrp for p in processes() if b"chromium" in (c := p.cmdline()) and mine in c}
 
 
 def _processes_in(groups: set[int]) -> list[int]:
-    alive = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if os.getpgid(int(entry.name)) in groups:
-                    stat = (entry / "stat").read_text()
-                    if stat.rsplit(")", 1)[1].split()[0] != "Z":
-                        alive.append(int(entry.name))
-            except (OSError, ProcessLookupError):
-                continue
-    return alive
+    return [p.pid for p in processes() if p.alive and p.pgrp in groups]
 
 
 def _png(value: object) -> bytes:

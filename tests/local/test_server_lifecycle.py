@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from _procs import descendants, processes
 from fleet_api.browser_lease import models as browser
 
 from fleet_sdk.local import LocalFleet
@@ -24,42 +25,8 @@ from fleet_sdk.verifiers import bundle_sha256, bundle_verifier
 
 
 def _session_members(session_id: int) -> list[int]:
-    """Pids of live processes in a session or whose parent is ``session_id`` (read from /proc)."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # Fields after the parenthesised command: state ppid pgrp session ...
-        fields = stat.rsplit(")", 1)[1].split()
-        state, ppid, session = fields[0], int(fields[1]), int(fields[3])
-        if state != "Z" and session_id in (ppid, session):
-            members.append(int(entry.name))
-    return members
-
-
-def _descendants(pid: int) -> set[int]:
-    """Live descendants of ``pid`` (children in their own sessions included), from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] != "Z":
-                children.setdefault(int(fields[1]), []).append(int(entry.name))
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
+    """Pids of live processes in a session or whose parent is ``session_id``."""
+    return [p.pid for p in processes() if p.alive and session_id in (p.ppid, p.session)]
 
 
 def _alive(pid: int) -> bool:
@@ -135,7 +102,7 @@ def test_stop_ends_running_verifier_sandboxes() -> None:
         assert server.pid is not None
         pid = server.pid
         deadline = time.monotonic() + 15
-        while not (children := _descendants(pid)):
+        while not (children := descendants(pid)):
             assert time.monotonic() < deadline, "the verifier sandbox never started"
             time.sleep(0.05)
     finally:

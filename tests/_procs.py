@@ -1,0 +1,67 @@
+"""The processes of this machine as the tests see them, read from ``/proc``.
+
+One reader for every test that checks no process outlives what started it (servers, verifier
+sandboxes, browsers, an eval run killed half way).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Proc", "descendants", "processes"]
+
+
+@dataclass(frozen=True)
+class Proc:
+    """One process: the fields of ``/proc/<pid>/stat`` the tests use."""
+
+    pid: int
+    state: str
+    ppid: int
+    pgrp: int
+    session: int
+
+    @property
+    def alive(self) -> bool:
+        """Running or sleeping, not a zombie waiting to be reaped."""
+        return self.state != "Z"
+
+    def cmdline(self) -> bytes:
+        """Its command line (NUL-separated), or ``b""`` once it has gone."""
+        try:
+            return (Path("/proc") / str(self.pid) / "cmdline").read_bytes()
+        except OSError:
+            return b""
+
+
+def processes() -> list[Proc]:
+    """Every process now (zombies included: filter on :attr:`Proc.alive`)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # it ended while we looked
+            continue
+        # "pid (comm) state ppid pgrp session ...": comm may hold spaces and ")", so split after the last ")"
+        fields = stat.rsplit(")", 1)[1].split()
+        found.append(Proc(int(entry.name), fields[0], int(fields[1]), int(fields[2]), int(fields[3])))
+    return found
+
+
+def descendants(pid: int) -> set[int]:
+    """Live descendants of ``pid`` (children in their own sessions included)."""
+    children: dict[int, list[int]] = {}
+    for proc in processes():
+        if proc.alive:
+            children.setdefault(proc.ppid, []).append(proc.pid)
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
