@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import time
 
 import pytest
+from _jobs_wait import wait_for_job
 from fleet_api.env_instance import models
 from fleet_api.sessions_ingest import models as smodels
 from mcp import ClientSession
@@ -16,8 +16,6 @@ from mcp.client.streamable_http import streamable_http_client
 
 from fleet_sdk import Fleet, PermissionDeniedError
 from fleet_sdk.verifiers import bundle_sha256, bundle_verifier
-
-TERMINAL_JOB = {"completed", "errored", "failed", "cancelled"}
 
 
 def verifier_request(code: str, instance_id: str) -> models.VerifiersExecuteRequest:
@@ -42,16 +40,6 @@ async def mcp_session_calls(url: str, event_id: int) -> tuple[list[str], str, st
         ).model_dump(by_alias=True)
         assert not read_result["isError"] and not write_result["isError"]
         return tools, read_result["content"][0]["text"], write_result["content"][0]["text"]
-
-
-def wait_for_job(fleet: Fleet, job_id: str, deadline: float = 120.0) -> models.Job:
-    end = time.monotonic() + deadline
-    while True:
-        job = fleet.api.control_plane.get_job(job_id)
-        if job.status in TERMINAL_JOB:
-            return job
-        assert time.monotonic() < end, f"job {job_id} still {job.status} after {deadline}s"
-        time.sleep(0.2)
 
 
 def test_the_local_server_over_http_only(fleet: Fleet) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 from collections.abc import Iterator
@@ -10,10 +9,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from _jobs_wait import wait_for_job_async
 from fleet_api.env_instance import models
 from fleet_api.sessions_ingest import models as smodels
 
-from fleet_sdk._client import AsyncFleet
 from fleet_sdk._exceptions import (
     BadRequestError,
     ConflictError,
@@ -23,21 +22,7 @@ from fleet_sdk._exceptions import (
 from fleet_sdk.local import LocalFleet
 
 ENV_KEY = "orderdesk"
-TERMINAL_JOB = {"completed", "errored", "failed", "cancelled"}
 TERMINAL_SESSION = {"completed", "timed_out", "errored", "failed"}
-
-
-async def wait_for_job(fleet: AsyncFleet, job_id: str, timeout: float = 40.0) -> models.Job:
-    """Poll ``get_job`` (async sleep) until it is terminal, within ``timeout`` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        job = await fleet.api.control_plane.get_job(job_id)
-        if job.status in TERMINAL_JOB:
-            return job
-        if loop.time() > deadline:
-            raise AssertionError(f"job {job_id} still {job.status} after {timeout}s")
-        await asyncio.sleep(0.2)
 
 
 def score(session: smodels.SessionInfo) -> float:
@@ -84,7 +69,7 @@ async def test_scripted_policy_solves_every_task_of_an_environment(local: LocalF
         )
         assert created.status in {"pending", "running"}
         assert created.name == "scripted-eval"
-        job = await wait_for_job(fleet, created.job_id)
+        job = await wait_for_job_async(fleet, created.job_id)
         assert job.status == "completed"
         assert job.error is None
         assert job.models == ["local/scripted"]
@@ -134,7 +119,7 @@ async def test_random_policy_with_pass_k_gives_k_graded_sessions_per_task(local:
                 models=["local/random"], task_keys=keys, pass_k=2, max_concurrent_per_model=2
             )
         )
-        job = await wait_for_job(fleet, created.job_id)
+        job = await wait_for_job_async(fleet, created.job_id)
         assert job.status == "completed"
         results = await fleet.api.sessions.get_job_sessions(created.job_id)
         assert results.total_sessions == 4
@@ -160,7 +145,7 @@ async def test_models_without_an_endpoint_error_clearly_and_report_bare_names(lo
                 excluded_task_keys=keys[1:] + other_task_keys(local),
             )
         )
-        job = await wait_for_job(fleet, created.job_id)
+        job = await wait_for_job_async(fleet, created.job_id)
         assert job.status == "errored"  # every session errored: nothing was graded
         assert job.error == "every session errored"
         results = await fleet.api.sessions.get_job_sessions(created.job_id)
@@ -206,7 +191,7 @@ async def test_job_requests_are_validated(local: LocalFleet) -> None:
         assert again.job_id == first.job_id
         with pytest.raises(ConflictError):
             await jobs.create_job(body.model_copy(update={"pass_k": 2}), idempotency_key="job-key-1")
-        assert (await wait_for_job(fleet, first.job_id)).status == "completed"
+        assert (await wait_for_job_async(fleet, first.job_id)).status == "completed"
         assert (await fleet.api.sessions.get_job_sessions(first.job_id)).total_sessions == 1
 
 
@@ -267,7 +252,7 @@ async def test_chat_completions_policy_drives_the_tools(fake_model: str) -> None
                 models=["openai/fake-model"], task_keys=["orderdesk-count-pending-orders"]
             )
         )
-        job = await wait_for_job(fleet, created.job_id)
+        job = await wait_for_job_async(fleet, created.job_id)
         assert job.status == "completed"
         results = await fleet.api.sessions.get_job_sessions(created.job_id)
         (session,) = results.tasks[0].sessions
