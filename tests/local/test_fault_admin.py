@@ -18,11 +18,10 @@ PROBE = "/v1/env/"
 
 @pytest.fixture
 def admin(faulty: LocalFleet) -> Iterator[httpx.Client]:
-    """A raw client of the admin API carrying the server's key."""
+    """A raw client of the admin API carrying the server's key (``faulty`` clears faults after)."""
     headers = {"Authorization": f"Bearer {faulty.api_key}"}
     with httpx.Client(base_url=faulty.base_url, headers=headers, timeout=10) as client:
         yield client
-    faulty.clear_faults()
 
 
 def probe_status(server: LocalFleet) -> int:
