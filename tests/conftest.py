@@ -12,8 +12,10 @@ async client fixture:
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
+from _dbs import make_db
 
 from fleet_sdk import AsyncFleet, Fleet
 from fleet_sdk.local import LocalFleet
@@ -77,3 +79,12 @@ async def faulty_afleet(faulty_server: LocalFleet) -> AsyncIterator[AsyncFleet]:
     yield client
     await client.close()
     faulty_server.clear_faults()
+
+
+@pytest.fixture
+def databases(tmp_path: Path) -> dict[str, str]:
+    """The seed and current databases a verifier run is given (one user added since the seed)."""
+    return {
+        "seed": make_db(tmp_path / "seed.db", [(1, "Ada")]),
+        "current": make_db(tmp_path / "current.db", [(1, "Ada"), (2, "Grace Hopper")]),
+    }

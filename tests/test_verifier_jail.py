@@ -31,19 +31,6 @@ from fleet_sdk.verifiers import (
 
 
 @pytest.fixture
-def databases(tmp_path: Path) -> dict[str, str]:
-    paths = {}
-    for name in ("seed", "current"):
-        path = tmp_path / f"{name}.db"
-        with sqlite3.connect(path) as conn:
-            conn.execute("CREATE TABLE t (x INTEGER)")
-            conn.execute("INSERT INTO t VALUES (1)")
-        conn.close()
-        paths[name] = str(path)
-    return paths
-
-
-@pytest.fixture
 def server_db(tmp_path: Path) -> Path:
     """A stand-in for the server's own ``fleet.db`` in its data dir, holding a secret."""
     data_dir = tmp_path / "data"
@@ -204,7 +191,7 @@ def test_the_connection_refuses_a_new_authorizer_and_attach(
         "        ('extension', lambda: conn.enable_load_extension(True)),\n"
         f"        ('attach', lambda: conn.execute(\"ATTACH DATABASE '{server_db}' AS s\")),\n"
         "        ('tokenizer', lambda: conn.execute(\"SELECT fts3_tokenizer('simple')\").fetchall()),\n"
-        "        ('write', lambda: conn.execute('INSERT INTO t VALUES (2)')),\n"
+        "        ('write', lambda: conn.execute('INSERT INTO users VALUES (3, 3)')),\n"
         "    ]:\n"
         "        try:\n"
         "            attempt()\n"

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _dbs import make_db
 from _procs import processes
 
 from fleet_sdk import FleetError
@@ -28,23 +29,6 @@ from fleet_sdk.verifiers import (
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox child is tested on Linux")
 
 PROJECT_FILE = Path(__file__).resolve().parents[1] / "pyproject.toml"
-
-
-def make_db(path: Path, users: list[tuple[int, str]]) -> str:
-    conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT NOT NULL)")
-    conn.executemany("INSERT INTO users VALUES (?, ?)", users)
-    conn.commit()
-    conn.close()
-    return str(path)
-
-
-@pytest.fixture
-def databases(tmp_path: Path) -> dict[str, str]:
-    return {
-        "seed": make_db(tmp_path / "seed.db", [(1, "Ada")]),
-        "current": make_db(tmp_path / "current.db", [(1, "Ada"), (2, "Grace Hopper")]),
-    }
 
 
 def sandbox_children() -> list[int]:
