@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from _http import raw_client
 
 from fleet_sdk import ConflictError, NotFoundError
 from fleet_sdk.local import LocalFleet
@@ -49,7 +50,7 @@ def service() -> Iterator[LocalFleet]:
 
 @pytest.fixture
 def http(service: LocalFleet) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=service.base_url, headers={"Authorization": f"Bearer {service.api_key}"}) as c:
+    with raw_client(service) as c:
         yield c
 
 
@@ -176,7 +177,7 @@ def test_a_store_with_an_unknown_layout_answers_501(service: LocalFleet, http: h
 def test_more_than_30_new_reports_a_minute_is_429() -> None:
     with (
         LocalFleet(s3=False) as server,
-        httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {server.api_key}"}) as http,
+        raw_client(server) as http,
     ):
         for i in range(RATE_LIMIT):
             assert _post(http, _envelope(f"rate-{i}")).status_code == 201

@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
+from _http import bearer, raw_client
 
 from fleet_sdk import FleetError
 from fleet_sdk.local import LocalFleet
@@ -19,15 +20,13 @@ PROBE = "/v1/env/"
 @pytest.fixture
 def admin(faulty: LocalFleet) -> Iterator[httpx.Client]:
     """A raw client of the admin API carrying the server's key (``faulty`` clears faults after)."""
-    headers = {"Authorization": f"Bearer {faulty.api_key}"}
-    with httpx.Client(base_url=faulty.base_url, headers=headers, timeout=10) as client:
+    with raw_client(faulty, timeout=10) as client:
         yield client
 
 
 def probe_status(server: LocalFleet) -> int:
     """The status of an ordinary authenticated request, to see whether a fault is armed."""
-    headers = {"Authorization": f"Bearer {server.api_key}"}
-    return httpx.get(f"{server.base_url}{PROBE}", headers=headers, timeout=10).status_code
+    return httpx.get(f"{server.base_url}{PROBE}", headers=bearer(server), timeout=10).status_code
 
 
 @pytest.mark.parametrize(
@@ -100,8 +99,7 @@ def test_inject_fault_names_the_field_the_server_refused(faulty: LocalFleet) -> 
 def test_an_injected_body_is_answered_verbatim(faulty: LocalFleet, admin: httpx.Client) -> None:
     body = {"detail": {"error": "seed_placement_failed", "retryable": True}}
     faulty.inject_fault(PROBE, method="GET", status=400, body=body)
-    headers = {"Authorization": f"Bearer {faulty.api_key}"}
-    answer = httpx.get(f"{faulty.base_url}{PROBE}", headers=headers, timeout=10)
+    answer = httpx.get(f"{faulty.base_url}{PROBE}", headers=bearer(faulty), timeout=10)
     assert (answer.status_code, answer.json()) == (400, body)
     assert faulty.fired_faults()[-1] == ("GET", PROBE, "status")
     assert probe_status(faulty) == 200

@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 import pytest
+from _http import bearer, raw_async_client, raw_client
 from fleet_api.env_instance import models
 
 from fleet_sdk.local import LocalFleet, _jobs
@@ -45,8 +46,7 @@ def server() -> Iterator[LocalFleet]:
 @pytest.fixture
 def api(server: LocalFleet) -> Iterator[httpx.Client]:
     """The attacker's plain HTTP client, holding the key (tests drop it where they mean to)."""
-    headers = {"Authorization": f"Bearer {server.api_key}"}
-    with httpx.Client(base_url=server.base_url, headers=headers, timeout=60) as client:
+    with raw_client(server, timeout=60) as client:
         yield client
 
 
@@ -205,12 +205,9 @@ async def test_forty_runaway_queries_neither_outlive_the_deadline_nor_starve_the
     runaway_server: LocalFleet,
 ) -> None:
     server = runaway_server
-    headers = {"Authorization": f"Bearer {server.api_key}"}
     limits = httpx.Limits(max_connections=100)
     loop = asyncio.get_running_loop()
-    async with httpx.AsyncClient(
-        base_url=server.base_url, headers=headers, timeout=120, limits=limits
-    ) as client:
+    async with raw_async_client(server, timeout=120, limits=limits) as client:
         created = await client.post("/v1/env/instances", json={"env_key": "orderdesk"})
         assert created.status_code == 200, created.text
         instance = created.json()["instance_id"]
@@ -337,7 +334,7 @@ def test_a_300_mb_body_without_a_key_is_refused_before_it_is_read(
 def test_a_body_over_the_limit_is_413_even_with_the_key(
     server: LocalFleet, api: httpx.Client, instance_id: str
 ) -> None:
-    headers = {"Authorization": f"Bearer {server.api_key}", "Content-Length": str(300 * 1024 * 1024)}
+    headers = {**bearer(server), "Content-Length": str(300 * 1024 * 1024)}
     status, body = raw_post(server, "/v1/env/instances", headers, b"{" * 1024)
     assert status == 413 and body == {
         "detail": f"request body is larger than the server's limit of {MAX_BODY} bytes",
@@ -437,8 +434,7 @@ def test_slashes_in_ids_and_unbounded_sizes_are_422(
 
 async def test_reset_racing_delete_never_answers_500(server: LocalFleet, api: httpx.Client) -> None:
     created = api.post("/v1/env/instances", json={"env_key": "orderdesk"}).json()["instance_id"]
-    headers = {"Authorization": f"Bearer {server.api_key}"}
-    async with httpx.AsyncClient(base_url=server.base_url, headers=headers, timeout=60) as client:
+    async with raw_async_client(server, timeout=60) as client:
         resets = [client.post(f"{manager(created)}/reset", json={}) for _ in range(12)]
         deletes = [client.delete(f"/v1/env/instances/{created}") for _ in range(3)]
         answers = await asyncio.gather(*resets[:6], *deletes, *resets[6:])

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from _http import raw_client
 from fastapi import APIRouter
 from fleet_api.env_instance import models
 
@@ -26,8 +27,7 @@ SHA = "0" * 64
 
 @pytest.fixture
 def http(local: LocalFleet) -> Iterator[httpx.Client]:
-    headers = {"Authorization": f"Bearer {local.api_key}"}
-    with httpx.Client(base_url=local.base_url, headers=headers, timeout=30) as client:
+    with raw_client(local) as client:
         yield client
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from _http import bearer
 from _procs import descendants, processes
 from fleet_api.browser_lease import models as browser
 
@@ -77,7 +78,7 @@ def test_stop_ends_running_verifier_sandboxes() -> None:
     """A verifier sandbox (its own session, so out of reach of killpg) still ends with the server."""
     server = LocalFleet().start()
     try:
-        headers = {"Authorization": f"Bearer {server.api_key}"}
+        headers = bearer(server)
         envs = httpx.get(f"{server.base_url}/v1/env/", headers=headers).json()
         instance = httpx.post(
             f"{server.base_url}/v1/env/instances",

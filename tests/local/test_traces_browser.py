@@ -8,6 +8,7 @@ import uuid
 
 import httpx
 import pytest
+from _http import bearer
 from fleet_api.browser_lease import models as browser
 from fleet_api.traces_jobs import models as traces
 
@@ -35,7 +36,7 @@ def test_trace_job_validation_names_the_field(local: LocalFleet) -> None:
     response = httpx.post(
         f"{local.base_url}/v1/traces/jobs",
         json={"name": ""},
-        headers={"Authorization": f"Bearer {local.api_key}"},
+        headers=bearer(local),
     )
     assert response.status_code == 422
     body = response.json()
