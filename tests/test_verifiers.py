@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _dbs import make_db
 
 from fleet_sdk import FleetError
 from fleet_sdk.verifiers import (
@@ -48,15 +49,6 @@ VERIFIERS_DIR = Path(__file__).resolve().parents[1] / "fleet_sdk" / "verifiers"
 
 
 # -- fixtures ----------------------------------------------------------------------------------
-
-
-def make_db(path: Path, users: list[tuple[int, str]]) -> Path:
-    conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT NOT NULL)")
-    conn.executemany("INSERT INTO users VALUES (?, ?)", users)
-    conn.commit()
-    conn.close()
-    return path
 
 
 @pytest.fixture
