@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import os
+import signal
+import subprocess
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -18,7 +22,8 @@ import pytest
 from fleet_api.browser_lease import models as bm
 
 from fleet_sdk.browser import is_blank_png
-from fleet_sdk.local import LocalFleet
+from fleet_sdk.local import LocalFleet, _chromium
+from fleet_sdk.local._chromium import BrowserPool
 from fleet_sdk.mcp import MCPClient
 from fleet_sdk.task_env import TaskEnv
 from fleet_sdk.tasks import Task
@@ -234,3 +239,76 @@ async def test_a_lease_created_pending_gets_the_mcp_url_it_has_once_running(
             assert session.screenshot is not None
     finally:
         await fleet.close()
+
+
+async def _until(condition: Callable[[], bool], deadline: float = 60.0) -> None:
+    end = time.monotonic() + deadline
+    while not condition():
+        assert time.monotonic() < end, "condition not met in time"
+        await asyncio.sleep(0.05)
+
+
+async def test_ending_a_lease_reaps_its_browser_off_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``end`` runs on the loop (delete route, reaper): it only kills; the wait and the profile
+    removal run in a worker thread, which ``aclose`` waits for."""
+    pool = BrowserPool(tmp_path / "browsers")
+    loop_thread = threading.get_ident()
+    reaped_in: list[int] = []
+    real_reap = _chromium._reap
+
+    def reap(process: subprocess.Popen[bytes], profile: Path) -> None:
+        reaped_in.append(threading.get_ident())
+        real_reap(process, profile)
+
+    monkeypatch.setattr(_chromium, "_reap", reap)
+    try:
+        browser = await pool.get("lease-end", ["127.0.0.1"])
+        pool.end("lease-end")
+        assert browser.closed
+        await pool.aclose()
+        assert reaped_in and loop_thread not in reaped_in
+        assert browser.process.returncode is not None  # reaped
+        assert not browser.profile_dir.exists()
+        assert _processes_in({browser.process.pid}) == []
+    finally:
+        await pool.aclose()
+
+
+async def test_a_browser_start_cancelled_midway_leaves_no_chromium(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server stopping while a lease's Chromium starts: the start goes on in its thread, and
+    the browser it brings up is killed and its profile removed, though no lease ever owned it."""
+    pool = BrowserPool(tmp_path / "browsers")
+    launched: list[tuple[subprocess.Popen[bytes], Path, int]] = []
+    entered, go_on = threading.Event(), threading.Event()
+    real_launch = _chromium._launch
+
+    def launch(executable: str, root: Path) -> tuple[subprocess.Popen[bytes], Path, int]:
+        entered.set()
+        go_on.wait(60)  # the cancellation lands while the start is in this thread
+        result = real_launch(executable, root)
+        launched.append(result)
+        return result
+
+    monkeypatch.setattr(_chromium, "_launch", launch)
+    starting = asyncio.ensure_future(pool.get("lease-cancel", ["127.0.0.1"]))
+    try:
+        await _until(entered.is_set)
+        starting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await starting
+        go_on.set()
+        await _until(lambda: bool(launched))
+        process, profile, _ = launched[0]
+        await _until(lambda: process.returncode is not None and not profile.exists())
+        assert _processes_in({process.pid}) == []
+        assert pool.live == {}
+    finally:
+        go_on.set()
+        for process, _, _ in launched:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+        await pool.aclose()
