@@ -11,9 +11,12 @@ browser and every renderer/utility child it forked with one ``killpg``: no orpha
 when the Playwright connection is wedged. Reaping it and removing the profile directory follow in
 a worker thread.
 
-``allowed_hosts`` is enforced on two levels: ``navigate`` refuses a URL outside them before the
-browser sees it, and a context-wide route aborts every request (links, forms, redirects,
-sub-resources) to any other host.
+``allowed_hosts`` is enforced on three levels: ``navigate`` refuses a URL outside them before the
+browser sees it, a route on the default context aborts every request (links, forms, redirects,
+sub-resources) to any other host, and Chromium itself is started with a proxy that refuses every
+connection and a bypass list of exactly the allowed hosts (loopback included: ``<-loopback>``), so
+a client holding ``cdp_url`` that opens a context of its own cannot reach any other host either,
+IP literals included.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -184,12 +189,42 @@ def _reap(process: subprocess.Popen[bytes], profile: Path) -> None:
     shutil.rmtree(profile, ignore_errors=True)
 
 
-def _launch(executable: str, root: Path) -> tuple[subprocess.Popen[bytes], Path, int]:
+# What may go into one bypass-list entry: a host, an IP literal, a port, a leading "*." wildcard.
+_BYPASS_ENTRY = re.compile(r"^(\*\.)?[a-z0-9.\-\[\]:]+$")
+
+
+def host_flags(allowed_hosts: Sequence[str], refusing_proxy: int) -> list[str]:
+    """Chromium flags that send every connection outside ``allowed_hosts`` to a proxy that refuses it.
+
+    Args:
+        allowed_hosts: The lease's hosts, as :func:`host_allowed` reads them.
+        refusing_proxy: A loopback port that refuses connections.
+    """
+    bypass = ["<-loopback>"]  # else Chromium never proxies loopback, whatever the port
+    for allowed in allowed_hosts:
+        entry = allowed.strip().lower()
+        if _BYPASS_ENTRY.match(entry):
+            bypass.append(entry)
+            if entry.startswith("*."):
+                bypass.append(entry[2:])  # host_allowed lets the bare domain through too
+    return [f"--proxy-server=http://127.0.0.1:{refusing_proxy}", f"--proxy-bypass-list={';'.join(bypass)}"]
+
+
+def _refusing_socket() -> socket.socket:
+    """A loopback port that refuses every connection: bound (so no one else takes it), never listening."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+def _launch(
+    executable: str, root: Path, flags: Sequence[str] = ()
+) -> tuple[subprocess.Popen[bytes], Path, int]:
     """Start Chromium and wait for its DevTools port (blocking; runs in a worker thread)."""
     root.mkdir(parents=True, exist_ok=True)
     profile = Path(tempfile.mkdtemp(prefix="chromium-", dir=root))
     process = subprocess.Popen(
-        [executable, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank"],
+        [executable, *CHROMIUM_FLAGS, *flags, f"--user-data-dir={profile}", "about:blank"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -235,6 +270,7 @@ class BrowserPool:
         self._driver: Any = None
         self._driver_lock = asyncio.Lock()
         self._reaping: set[asyncio.Future[None]] = set()
+        self._refusing: socket.socket | None = None
 
     @property
     def live(self) -> dict[str, LeaseBrowser]:
@@ -276,7 +312,10 @@ class BrowserPool:
                     "no Chromium found: install the 'chromium' package or set FLEET_CHROMIUM"
                 )
             playwright = await self._driver_instance()
-            launch = asyncio.ensure_future(asyncio.to_thread(_launch, executable, self._root))
+            if self._refusing is None:
+                self._refusing = _refusing_socket()
+            flags = host_flags(allowed_hosts, self._refusing.getsockname()[1])
+            launch = asyncio.ensure_future(asyncio.to_thread(_launch, executable, self._root, flags))
             try:
                 process, profile, port = await asyncio.shield(launch)
             except asyncio.CancelledError:
@@ -341,6 +380,9 @@ class BrowserPool:
             self.end(lease_id)
         while self._reaping:
             await asyncio.gather(*self._reaping, return_exceptions=True)
+        if self._refusing is not None:
+            self._refusing.close()
+            self._refusing = None
         if self._driver is not None:
             driver, self._driver, self._playwright = self._driver, None, None
             with contextlib.suppress(Exception):

@@ -11,6 +11,7 @@ import base64
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -286,10 +287,10 @@ async def test_a_browser_start_cancelled_midway_leaves_no_chromium(
     entered, go_on = threading.Event(), threading.Event()
     real_launch = _chromium._launch
 
-    def launch(executable: str, root: Path) -> tuple[subprocess.Popen[bytes], Path, int]:
+    def launch(executable: str, root: Path, flags: list[str]) -> tuple[subprocess.Popen[bytes], Path, int]:
         entered.set()
         go_on.wait(60)  # the cancellation lands while the start is in this thread
-        result = real_launch(executable, root)
+        result = real_launch(executable, root, flags)
         launched.append(result)
         return result
 
@@ -312,3 +313,62 @@ async def test_a_browser_start_cancelled_midway_leaves_no_chromium(
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
         await pool.aclose()
+
+
+async def test_a_context_of_the_cdp_client_cannot_leave_allowed_hosts(server: LocalFleet) -> None:
+    """The route guard covers the default context only; Chromium's own proxy settings cover every
+    context a ``cdp_url`` client opens, loopback IP literals on another port included."""
+    from playwright.async_api import async_playwright
+
+    other = socket.socket()  # another local server: same host, a port the lease does not allow
+    other.bind(("127.0.0.1", 0))
+    other.listen()
+    other_url = f"http://127.0.0.1:{other.getsockname()[1]}/"
+    fleet = server.async_fleet()
+    lease = await fleet.api.browser.create_browser_lease(bm.BrowserLeaseRequest(ttl_seconds=120))
+    try:
+        async with async_playwright() as pw:
+            browser = await pw.chromium.connect_over_cdp(lease.cdp_url or "")
+            context = await browser.new_context()
+            page = await context.new_page()
+            response = await page.goto(f"{server.base_url}/healthz")
+            assert response is not None  # the lease's own host loads (a refused proxy raises)
+            with pytest.raises(Exception, match=r"ERR_BLOCKED_BY_CLIENT|ERR_PROXY_CONNECTION_FAILED"):
+                await page.goto(other_url, timeout=15_000)
+            await context.close()
+    finally:
+        other.close()
+        await fleet.api.browser.delete_browser_lease(lease.lease_id)
+        await fleet.close()
+
+
+async def test_chromium_itself_refuses_hosts_outside_allowed_hosts(
+    server: LocalFleet, tmp_path: Path
+) -> None:
+    """The launch flags alone, with no Playwright route anywhere: only the allowed host:port is
+    reached; another port of the same loopback IP goes to the refusing proxy."""
+    from playwright.async_api import async_playwright
+
+    executable = _chromium.chromium_executable()
+    assert executable is not None
+    refusing = _chromium._refusing_socket()
+    other = socket.socket()
+    other.bind(("127.0.0.1", 0))
+    other.listen()
+    allowed = server.base_url.split("://", 1)[1]
+    flags = _chromium.host_flags([allowed], refusing.getsockname()[1])
+    process, profile, port = await asyncio.to_thread(_chromium._launch, executable, tmp_path, flags)
+    try:
+        async with async_playwright() as pw:
+            browser = await pw.chromium.connect_over_cdp(f"http://127.0.0.1:{port}")
+            page = await (await browser.new_context()).new_page()
+            assert await page.goto(f"{server.base_url}/healthz") is not None
+            with pytest.raises(Exception, match="ERR_PROXY_CONNECTION_FAILED"):
+                await page.goto(f"http://127.0.0.1:{other.getsockname()[1]}/", timeout=15_000)
+            with pytest.raises(Exception, match="ERR_PROXY_CONNECTION_FAILED"):
+                await page.goto(server.base_url.replace("127.0.0.1", "localhost"), timeout=15_000)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        await asyncio.to_thread(_chromium._reap, process, profile)
+        other.close()
+        refusing.close()
