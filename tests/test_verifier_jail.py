@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import socket
 import sqlite3
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -398,6 +399,36 @@ async def test_the_async_runner_reports_the_jail(databases: dict[str, str]) -> N
     outcome = await run_sandboxed_async("def verify(env):\n    return 1\n", databases=databases)
     assert outcome.score == 1.0
     assert outcome.sandbox == "os_jail+audit_hook"
+
+
+async def test_the_async_runner_checks_the_jail_and_cleans_up_off_the_loop(
+    databases: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Probing the jail runs bubblewrap (seconds) and cleanup removes a tree: neither may block
+    # the loop the server serves every other request on.
+    loop_thread = threading.get_ident()
+    threads: dict[str, int] = {}
+    real_status, real_cleanup = _jail.jail_status, _sandbox._Job.cleanup
+
+    def status() -> _jail.JailStatus:
+        threads["jail_status"] = threading.get_ident()
+        return real_status()
+
+    def cleanup(job: Any) -> None:
+        threads["cleanup"] = threading.get_ident()
+        real_cleanup(job)
+
+    monkeypatch.setattr(_sandbox, "jail_status", status)
+    monkeypatch.setattr(_sandbox._Job, "cleanup", cleanup)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    outcome = await run_sandboxed_async(
+        "def verify(env):\n    return 1\n", databases=databases, scratch_root=scratch
+    )
+    assert outcome.score == 1.0
+    assert set(threads) == {"jail_status", "cleanup"}
+    assert loop_thread not in threads.values()
+    assert list(scratch.iterdir()) == []
 
 
 def test_the_marker_file_of_the_frame_walk_is_nowhere(databases: dict[str, str], tmp_path: Path) -> None:

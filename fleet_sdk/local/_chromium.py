@@ -8,11 +8,15 @@ profile directory and ``--remote-debugging-port=0``; the port Chromium picked is
 
 Chromium runs in a process group of its own (``start_new_session``), so ending a lease kills the
 browser and every renderer/utility child it forked with one ``killpg``: no orphan processes, even
-when the Playwright connection is wedged. The profile directory is removed afterwards.
+when the Playwright connection is wedged. Reaping it and removing the profile directory follow in
+a worker thread.
 
-``allowed_hosts`` is enforced on two levels: ``navigate`` refuses a URL outside them before the
-browser sees it, and a context-wide route aborts every request (links, forms, redirects,
-sub-resources) to any other host.
+``allowed_hosts`` is enforced on three levels: ``navigate`` refuses a URL outside them before the
+browser sees it, a route on the default context aborts every request (links, forms, redirects,
+sub-resources) to any other host, and Chromium itself is started with a proxy that refuses every
+connection and a bypass list of exactly the allowed hosts (loopback included: ``<-loopback>``), so
+a client holding ``cdp_url`` that opens a context of its own cannot reach any other host either,
+IP literals included.
 """
 
 from __future__ import annotations
@@ -21,8 +25,10 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -163,21 +169,62 @@ class LeaseBrowser:
         await self.page.set_viewport_size({"width": VIEWPORT["width"], "height": VIEWPORT["height"]})
 
     def kill(self) -> None:
-        """Kill the browser's whole process group and reap it (idempotent, never raises)."""
+        """Kill the browser's whole process group now (idempotent, never raises, never blocks).
+
+        Reaping the process and removing the profile is :func:`_reap`'s, which may block.
+        """
         self.closed = True
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(timeout=10)
-        shutil.rmtree(self.profile_dir, ignore_errors=True)
+        _kill_group(self.process)
 
 
-def _launch(executable: str, root: Path) -> tuple[subprocess.Popen[bytes], Path, int]:
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def _reap(process: subprocess.Popen[bytes], profile: Path) -> None:
+    """Wait for a killed Chromium and remove its profile (blocking: disk and a process wait)."""
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=10)
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+# What may go into one bypass-list entry: a host, an IP literal, a port, a leading "*." wildcard.
+_BYPASS_ENTRY = re.compile(r"^(\*\.)?[a-z0-9.\-\[\]:]+$")
+
+
+def host_flags(allowed_hosts: Sequence[str], refusing_proxy: int) -> list[str]:
+    """Chromium flags that send every connection outside ``allowed_hosts`` to a proxy that refuses it.
+
+    Args:
+        allowed_hosts: The lease's hosts, as :func:`host_allowed` reads them.
+        refusing_proxy: A loopback port that refuses connections.
+    """
+    bypass = ["<-loopback>"]  # else Chromium never proxies loopback, whatever the port
+    for allowed in allowed_hosts:
+        entry = allowed.strip().lower()
+        if _BYPASS_ENTRY.match(entry):
+            bypass.append(entry)
+            if entry.startswith("*."):
+                bypass.append(entry[2:])  # host_allowed lets the bare domain through too
+    return [f"--proxy-server=http://127.0.0.1:{refusing_proxy}", f"--proxy-bypass-list={';'.join(bypass)}"]
+
+
+def _refusing_socket() -> socket.socket:
+    """A loopback port that refuses every connection: bound (so no one else takes it), never listening."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+def _launch(
+    executable: str, root: Path, flags: Sequence[str] = ()
+) -> tuple[subprocess.Popen[bytes], Path, int]:
     """Start Chromium and wait for its DevTools port (blocking; runs in a worker thread)."""
     root.mkdir(parents=True, exist_ok=True)
     profile = Path(tempfile.mkdtemp(prefix="chromium-", dir=root))
     process = subprocess.Popen(
-        [executable, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank"],
+        [executable, *CHROMIUM_FLAGS, *flags, f"--user-data-dir={profile}", "about:blank"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -222,6 +269,8 @@ class BrowserPool:
         self._playwright: Any = None
         self._driver: Any = None
         self._driver_lock = asyncio.Lock()
+        self._reaping: set[asyncio.Future[None]] = set()
+        self._refusing: socket.socket | None = None
 
     @property
     def live(self) -> dict[str, LeaseBrowser]:
@@ -263,35 +312,77 @@ class BrowserPool:
                     "no Chromium found: install the 'chromium' package or set FLEET_CHROMIUM"
                 )
             playwright = await self._driver_instance()
-            process, profile, port = await asyncio.to_thread(_launch, executable, self._root)
+            if self._refusing is None:
+                self._refusing = _refusing_socket()
+            flags = host_flags(allowed_hosts, self._refusing.getsockname()[1])
+            launch = asyncio.ensure_future(asyncio.to_thread(_launch, executable, self._root, flags))
+            try:
+                process, profile, port = await asyncio.shield(launch)
+            except asyncio.CancelledError:
+                # The thread goes on starting Chromium (in a session of its own): once it is up,
+                # kill it, or it outlives the server unrecorded.
+                launch.add_done_callback(self._discard_launch)
+                raise
             browser = LeaseBrowser(lease_id, list(allowed_hosts), process, profile, port)
             try:
                 await asyncio.wait_for(browser.attach(playwright), START_DEADLINE)
             except BaseException:
-                browser.kill()
+                self._retire(browser)
                 raise
             if lease_id in self._ended:  # the lease ended while the browser started
-                browser.kill()
+                self._retire(browser)
                 raise BrowserStartError(f"browser lease {lease_id!r} has ended")
             self._browsers[lease_id] = browser
             return browser
+
+    def _discard_launch(self, launch: asyncio.Future[tuple[subprocess.Popen[bytes], Path, int]]) -> None:
+        if launch.cancelled() or launch.exception() is not None:
+            return  # _launch killed what it started
+        process, profile, _ = launch.result()
+        _kill_group(process)
+        self._reap_later(process, profile)
+
+    def _retire(self, browser: LeaseBrowser) -> None:
+        """Kill the browser's process group now; reap it and remove its profile off the loop."""
+        browser.kill()
+        self._reap_later(browser.process, browser.profile_dir)
+
+    def _reap_later(self, process: subprocess.Popen[bytes], profile: Path) -> None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # called from a worker thread: blocking it blocks no request
+            _reap(process, profile)
+            return
+        task = asyncio.ensure_future(asyncio.to_thread(_reap, process, profile))
+        self._reaping.add(task)
+        task.add_done_callback(self._reaping.discard)
 
     def reopen(self, lease_id: str) -> None:
         """Let a new lease reuse the id of an ended one."""
         self._ended.discard(lease_id)
 
     def end(self, lease_id: str) -> None:
-        """Kill the lease's browser now (synchronous, so no end path can leave it running)."""
+        """Kill the lease's browser now (synchronous, so no end path can leave it running).
+
+        Only the ``killpg`` runs here: waiting for the process and removing its profile go to a
+        worker thread (``aclose`` waits for them), so ending a lease never blocks the event loop.
+        """
         self._ended.add(lease_id)
         self._starting.pop(lease_id, None)
         browser = self._browsers.pop(lease_id, None)
         if browser is not None:
-            browser.kill()
+            self._retire(browser)
 
     async def aclose(self) -> None:
-        """Kill every browser and stop the Playwright driver."""
+        """Kill every browser, wait until each is reaped and its profile removed, and stop the
+        Playwright driver."""
         for lease_id in list(self._browsers):
             self.end(lease_id)
+        while self._reaping:
+            await asyncio.gather(*self._reaping, return_exceptions=True)
+        if self._refusing is not None:
+            self._refusing.close()
+            self._refusing = None
         if self._driver is not None:
             driver, self._driver, self._playwright = self._driver, None, None
             with contextlib.suppress(Exception):

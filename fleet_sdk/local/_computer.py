@@ -40,6 +40,10 @@ MAX_WAIT_SECONDS = 10.0
 MAX_TEXT = 5000
 NAVIGATION_TIMEOUT_MS = 15_000
 SCREENSHOT_TIMEOUT_MS = 15_000
+ACTION_TIMEOUT = 2 * NAVIGATION_TIMEOUT_MS / 1000 + MAX_WAIT_SECONDS
+"""Seconds one action may hold the lease's browser: a navigation or a click and the page load it
+starts, plus the longest ``wait``. A wedged mouse or keyboard call fails instead of holding the
+lock (and every later action of the lease) forever."""
 
 COMPUTER_TOOL: dict[str, Any] = {
     "name": "computer",
@@ -253,9 +257,11 @@ async def run_action(browser: LeaseBrowser, arguments: dict[str, Any]) -> bytes:
         if page is None or browser.closed or page.is_closed():
             raise ComputerError("the lease's browser is not running")
         try:
-            await _act(browser, page, action, arguments)
+            await asyncio.wait_for(_act(browser, page, action, arguments), ACTION_TIMEOUT)
         except ComputerError:
             raise
+        except TimeoutError:
+            raise ComputerError(f"{action} did not finish within {ACTION_TIMEOUT:g}s") from None
         except Exception as exc:
             raise ComputerError(f"{action} failed: {type(exc).__name__}: {exc}") from exc
         try:

@@ -52,6 +52,16 @@ class LocalAPIError(Exception):
         return body
 
 
+def payload_too_large(limit: int) -> LocalAPIError:
+    """The 413 of a body larger than ``limit`` bytes: one code and message on every route."""
+    return LocalAPIError(
+        413,
+        f"request body is larger than the server's limit of {limit} bytes",
+        code="payload_too_large",
+        retryable=False,
+    )
+
+
 def not_found(kind: str, id: str, code: str = "not_found") -> LocalAPIError:
     """A 404 naming what was not found."""
     return LocalAPIError(404, f"{kind} {id!r} not found", code=code, retryable=False)
@@ -109,9 +119,10 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
         return JSONResponse(
             {"detail": [issue], "code": "validation_error", "retryable": False}, status_code=422
         )
-    if exc.status_code == 413:  # a body outgrew the limit while being read (_request_gate)
-        body = {"detail": str(exc.detail), "code": "payload_too_large", "retryable": False}
-        return JSONResponse(body, status_code=413)
+    from ._request_gate import PayloadTooLarge  # it imports this module
+
+    if isinstance(exc, PayloadTooLarge):  # a body outgrew the limit while being read
+        return JSONResponse(payload_too_large(exc.limit).body(), status_code=413)
     headers = exc.headers
     if exc.status_code == 405:
         allowed = _allowed_methods(request)

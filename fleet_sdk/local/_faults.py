@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ._auth import auth_refusal
+from ._errors import payload_too_large
 
 FaultMode = Literal["status", "hang", "drop"]
 ADMIN_PATH = "/_admin/faults"
@@ -163,8 +164,7 @@ class FaultMiddleware:
             return
         raw = await _read_body(receive, MAX_RULE_BYTES)
         if raw is None:
-            too_large = {"detail": f"a fault rule is at most {MAX_RULE_BYTES} bytes", "code": "too_large"}
-            await _json(send, 413, {**too_large, "retryable": False})
+            await _json(send, 413, payload_too_large(MAX_RULE_BYTES).body())
             return
         try:
             rule = FaultRule.model_validate_json(raw or b"{}")

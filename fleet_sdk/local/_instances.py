@@ -486,14 +486,16 @@ def snapshot_instance(state: LocalState, instance_id: str) -> models.SnapshotRes
     key = f"backups/{backup_id}.db"
     path = state.settings.data_dir / key
     path.parent.mkdir(parents=True, exist_ok=True)
+    # Under the instance's lock, as reset: a DELETE in between would remove the files mid-backup.
     with (
+        _lock_for(_instance_locks, _instance_locks_guard, instance_id),
         contextlib.closing(open_db(state, instance_id, "current", read_only=True)) as source,
         contextlib.closing(sqlite3.connect(path)) as target,
     ):
         source.backup(target)
-    doc = {"backup_id": backup_id, "instance_id": instance_id, "s3_key": key, "created_at": iso()}
-    env_key = _load(state, instance_id)["env_key"]
-    state.store.put(BACKUP_KIND, backup_id, {**doc, "env_key": env_key}, parent=instance_id)
+        doc = {"backup_id": backup_id, "instance_id": instance_id, "s3_key": key, "created_at": iso()}
+        env_key = _load(state, instance_id)["env_key"]
+        state.store.put(BACKUP_KIND, backup_id, {**doc, "env_key": env_key}, parent=instance_id)
     return models.SnapshotResponse(success=True, **doc)
 
 
@@ -504,28 +506,31 @@ def restore_instance(state: LocalState, instance_id: str, backup_id: str | None)
         LocalAPIError: 404 ``instance_not_found``, 404 ``not_found`` (no such backup, or none yet),
             400 ``bad_request`` (a backup of another environment).
     """
-    target_env = require_live(state, instance_id)["env_key"]
-    if backup_id is None:
-        own = state.store.list(BACKUP_KIND, parent=instance_id)
-        backup = max(own, key=lambda doc: str(doc["created_at"])) if own else None
-    else:
-        backup = state.store.get(BACKUP_KIND, backup_id)
-    if backup is None:
-        raise not_found("backup", backup_id or f"of instance {instance_id}")
-    if backup.get("env_key") != target_env:
-        raise LocalAPIError(
-            400,
-            f"backup {backup['backup_id']!r} is of {backup.get('env_key')!r}, not {target_env!r}",
-            code="bad_request",
-            retryable=False,
-        )
-    path = state.settings.data_dir / str(backup["s3_key"])
-    with (
-        contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as source,
-        contextlib.closing(open_db(state, instance_id, "current", read_only=False)) as target,
-    ):
-        source.backup(target)
-    state.store.update(KIND, instance_id, updated_at=iso())
+    # Under the instance's lock, as reset: a DELETE in between would leave a new current.db
+    # behind a terminated instance, or remove the files mid-backup.
+    with _lock_for(_instance_locks, _instance_locks_guard, instance_id):
+        target_env = require_live(state, instance_id)["env_key"]
+        if backup_id is None:
+            own = state.store.list(BACKUP_KIND, parent=instance_id)
+            backup = max(own, key=lambda doc: str(doc["created_at"])) if own else None
+        else:
+            backup = state.store.get(BACKUP_KIND, backup_id)
+        if backup is None:
+            raise not_found("backup", backup_id or f"of instance {instance_id}")
+        if backup.get("env_key") != target_env:
+            raise LocalAPIError(
+                400,
+                f"backup {backup['backup_id']!r} is of {backup.get('env_key')!r}, not {target_env!r}",
+                code="bad_request",
+                retryable=False,
+            )
+        path = state.settings.data_dir / str(backup["s3_key"])
+        with (
+            contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as source,
+            contextlib.closing(open_db(state, instance_id, "current", read_only=False)) as target,
+        ):
+            source.backup(target)
+        state.store.update(KIND, instance_id, updated_at=iso())
     return models.RestoreResponse(
         success=True,
         backup_id=str(backup["backup_id"]),

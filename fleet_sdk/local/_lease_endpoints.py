@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from fastapi import FastAPI
 from mcp import types
-from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -34,6 +33,7 @@ from starlette.types import Receive, Scope, Send
 from ._chromium import BrowserStartError
 from ._computer import COMPUTER_TOOL, ComputerError, png_base64, run_action
 from ._errors import LocalAPIError
+from ._mcp import low_level_server
 from ._state import LocalState
 
 if TYPE_CHECKING:
@@ -84,10 +84,7 @@ def _computer_tool() -> types.Tool:
 
 
 def _build_server(state: LocalState) -> Any:
-    """The low-level MCP server of every lease; the lease id of a request is read from its scope.
-
-    ``mcp`` 2.x takes handlers as constructor arguments, 1.x through decorators (as in ``_mcp``).
-    """
+    """The low-level MCP server of every lease; the lease id of a request is read from its scope."""
 
     async def call_tool(request: Any, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
         if name != COMPUTER_TOOL["name"]:
@@ -106,31 +103,12 @@ def _build_server(state: LocalState) -> Any:
         image = {"type": "image", "data": png_base64(png), "mimeType": "image/png"}
         return types.CallToolResult.model_validate({"content": [image], "isError": False})
 
-    name, instructions = "fleet-local-browser", "The computer tool of a browser lease."
-    if not hasattr(Server, "list_tools"):  # mcp 2.x
-
-        async def on_list_tools(ctx: Any, params: Any) -> Any:
-            return types.ListToolsResult(tools=[_computer_tool()])
-
-        async def on_call_tool(ctx: Any, params: Any) -> Any:
-            return await call_tool(ctx.request, params.name, params.arguments)
-
-        server_v2: Any = Server  # typed through Any: 1.x lacks these keywords (as in _mcp)
-        return server_v2(
-            name, instructions=instructions, on_list_tools=on_list_tools, on_call_tool=on_call_tool
-        )
-
-    server: Any = Server(name, instructions=instructions)  # mcp 1.x
-
-    @server.list_tools()  # type: ignore[untyped-decorator]
-    async def list_tools_v1() -> list[types.Tool]:
+    async def list_tools(request: Any) -> list[types.Tool]:
         return [_computer_tool()]
 
-    @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator]
-    async def call_tool_v1(name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
-        return await call_tool(server.request_context.request, name, arguments)
-
-    return server
+    return low_level_server(
+        "fleet-local-browser", "The computer tool of a browser lease.", list_tools, call_tool
+    )
 
 
 def _manager(state: LocalState) -> StreamableHTTPSessionManager:
@@ -143,7 +121,7 @@ def _manager(state: LocalState) -> StreamableHTTPSessionManager:
 
 
 def _not_found(exc: LocalAPIError) -> JSONResponse:
-    return JSONResponse({"detail": exc.detail, "code": exc.code, "retryable": False}, status_code=exc.status)
+    return JSONResponse(exc.body(), status_code=exc.status)
 
 
 class _LeaseMCPEndpoint:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -203,11 +203,7 @@ def _instance_of(request: Any) -> str:
 
 
 def _build_server(state: LocalState) -> Any:
-    """The low-level MCP server; the instance id of each request is read from its ASGI scope.
-
-    ``mcp`` 2.x takes handlers as constructor arguments, 1.x through decorators; both wrap the
-    same two functions.
-    """
+    """The low-level MCP server; the instance id of each request is read from its ASGI scope."""
 
     async def list_tools(request: Any) -> list[types.Tool]:
         env = await instance_environment(state, _instance_of(request))
@@ -222,7 +218,28 @@ def _build_server(state: LocalState) -> Any:
             )
         return to_call_tool_result(outcome)
 
-    name, instructions = "fleet-local-instance", "Tools of a local Fleet env instance."
+    return low_level_server(
+        "fleet-local-instance", "Tools of a local Fleet env instance.", list_tools, call_tool
+    )
+
+
+def low_level_server(
+    name: str,
+    instructions: str,
+    list_tools: Callable[[Any], Awaitable[list[types.Tool]]],
+    call_tool: Callable[[Any, str, dict[str, Any] | None], Awaitable[types.CallToolResult]],
+) -> Any:
+    """A low-level MCP server whose two handlers get the HTTP request of each MCP request.
+
+    ``mcp`` 2.x takes handlers as constructor arguments, 1.x through decorators; both wrap the
+    same two functions, so the instance and browser-lease endpoints share this one adapter.
+
+    Args:
+        name: The server name announced at initialization.
+        instructions: The instructions announced at initialization.
+        list_tools: ``tools/list``: the request to the tools.
+        call_tool: ``tools/call``: the request, tool name and arguments to the result.
+    """
     if not hasattr(Server, "list_tools"):  # mcp 2.x
 
         async def on_list_tools(ctx: Any, params: Any) -> Any:

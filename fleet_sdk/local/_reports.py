@@ -32,7 +32,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
 from ..reports import ReportEnvelope, digest, filename, to_html, to_json, to_markdown
-from ._errors import LocalAPIError
+from ._errors import LocalAPIError, payload_too_large
 from ._jobs import SESSION_KIND
 from ._state import LocalState
 from ._validation import BodySchemas
@@ -295,12 +295,12 @@ def router(state: LocalState, bodies: BodySchemas) -> APIRouter:
             raise LocalAPIError(415, "Content-Type must be application/json", code="unsupported_media_type")
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-            raise LocalAPIError(413, f"a report is at most {MAX_BODY_BYTES} bytes", code="too_large")
+            raise payload_too_large(MAX_BODY_BYTES)
         body = bytearray()
         async for chunk in request.stream():
             body += chunk
             if len(body) > MAX_BODY_BYTES:
-                raise LocalAPIError(413, f"a report is at most {MAX_BODY_BYTES} bytes", code="too_large")
+                raise payload_too_large(MAX_BODY_BYTES)
         try:
             data = json.loads(body)
         except ValueError as exc:

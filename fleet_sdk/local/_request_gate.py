@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ._errors import LocalAPIError
+from ._errors import LocalAPIError, payload_too_large
 
 __all__ = ["PayloadTooLarge", "RequestGate"]
 
@@ -32,17 +32,13 @@ class PayloadTooLarge(StarletteHTTPException):
     """
 
     def __init__(self, limit: int) -> None:
-        super().__init__(413, _too_large_message(limit))
+        super().__init__(413, payload_too_large(limit).detail)
         self.limit = limit
-
-
-def _too_large_message(limit: int) -> str:
-    return f"request body is larger than the server's limit of {limit} bytes"
 
 
 def too_large_body(limit: int) -> dict[str, Any]:
     """The ``ErrorResponse`` body of a 413."""
-    return LocalAPIError(413, _too_large_message(limit), code="payload_too_large", retryable=False).body()
+    return payload_too_large(limit).body()
 
 
 class RequestGate:

@@ -350,6 +350,9 @@ class _S3Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _S3Server
     server_version = "fleet-sdk-local-s3"
+    # Seconds a connection may sit idle mid-request or between keep-alive requests: a client that
+    # stops sending must not hold its thread forever.
+    timeout = 60
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the local server logs nothing per request."""

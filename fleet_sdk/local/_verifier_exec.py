@@ -65,16 +65,18 @@ _MAX_BUNDLE_FILES = 64
 
 def scratch_root(state: LocalState) -> Path:
     """Where this server's verifier runs make their temporary directories (in its data dir, so
-    a restart can remove what a killed process left without touching another server's runs)."""
-    root = state.settings.data_dir / "verifier-scratch"
-    root.mkdir(parents=True, exist_ok=True)
-    return root
+    a restart can remove what a killed process left without touching another server's runs).
+
+    :func:`clear_scratch` creates it once at startup, so a run does not touch the disk here."""
+    return state.settings.data_dir / "verifier-scratch"
 
 
 def clear_scratch(state: LocalState) -> None:
-    """Remove the temporary directories of verifier runs a previous process left behind."""
-    shutil.rmtree(scratch_root(state), ignore_errors=True)
-    scratch_root(state)
+    """Remove the temporary directories of verifier runs a previous process left behind, and
+    create the (empty) scratch root."""
+    root = scratch_root(state)
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True, exist_ok=True)
 
 
 def _verifier_id(sha256: str) -> str:

@@ -59,7 +59,8 @@ OUTPUT_LIMIT_BYTES = 1024 * 1024
 """At most this much of the child's stdout (and, separately, stderr) is kept."""
 
 TEMP_PREFIX = "fleet-verifier-"
-"""The prefix of every run's temporary directory (a restarted server removes stale ones)."""
+"""The prefix of every run's temporary directory (the local server puts them all under its own
+scratch root, which it empties as a whole at startup)."""
 
 _CHILD_SCRIPT = Path(__file__).with_name("_child.py")
 _READ_CHUNK = 65536
@@ -476,7 +477,10 @@ async def run_sandboxed_async(
         JailUnavailableError: The OS jail cannot start and ``allow_unjailed`` is false.
         SandboxError: Invalid arguments, or the interpreter could not be started.
     """
-    job = _prepare(
+    # Off the loop: checking the jail may run bubblewrap (seconds, under a lock) and making the
+    # run's directory touches the disk.
+    job = await asyncio.to_thread(
+        _prepare,
         code,
         databases=databases,
         final_answer=final_answer,
@@ -541,4 +545,4 @@ async def run_sandboxed_async(
             elapsed_ms=elapsed_ms,
         )
     finally:
-        job.cleanup()
+        await asyncio.shield(asyncio.to_thread(job.cleanup))

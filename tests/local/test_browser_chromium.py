@@ -8,8 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -18,8 +24,9 @@ from _procs import processes
 from fleet_api.browser_lease import models as bm
 
 from fleet_sdk.browser import is_blank_png
-from fleet_sdk.local import LocalFleet
+from fleet_sdk.local import LocalFleet, _chromium
 from fleet_sdk.local._browser import REAPER_INTERVAL
+from fleet_sdk.local._chromium import BrowserPool
 from fleet_sdk.mcp import MCPClient
 from fleet_sdk.task_env import TaskEnv
 from fleet_sdk.tasks import Task
@@ -222,3 +229,135 @@ async def test_a_lease_created_pending_gets_the_mcp_url_it_has_once_running(
             assert session.screenshot is not None
     finally:
         await fleet.close()
+
+
+async def _until(condition: Callable[[], bool], deadline: float = 60.0) -> None:
+    end = time.monotonic() + deadline
+    while not condition():
+        assert time.monotonic() < end, "condition not met in time"
+        await asyncio.sleep(0.05)
+
+
+async def test_ending_a_lease_reaps_its_browser_off_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``end`` runs on the loop (delete route, reaper): it only kills; the wait and the profile
+    removal run in a worker thread, which ``aclose`` waits for."""
+    pool = BrowserPool(tmp_path / "browsers")
+    loop_thread = threading.get_ident()
+    reaped_in: list[int] = []
+    real_reap = _chromium._reap
+
+    def reap(process: subprocess.Popen[bytes], profile: Path) -> None:
+        reaped_in.append(threading.get_ident())
+        real_reap(process, profile)
+
+    monkeypatch.setattr(_chromium, "_reap", reap)
+    try:
+        browser = await pool.get("lease-end", ["127.0.0.1"])
+        pool.end("lease-end")
+        assert browser.closed
+        await pool.aclose()
+        assert reaped_in and loop_thread not in reaped_in
+        assert browser.process.returncode is not None  # reaped
+        assert not browser.profile_dir.exists()
+        assert _processes_in({browser.process.pid}) == []
+    finally:
+        await pool.aclose()
+
+
+async def test_a_browser_start_cancelled_midway_leaves_no_chromium(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server stopping while a lease's Chromium starts: the start goes on in its thread, and
+    the browser it brings up is killed and its profile removed, though no lease ever owned it."""
+    pool = BrowserPool(tmp_path / "browsers")
+    launched: list[tuple[subprocess.Popen[bytes], Path, int]] = []
+    entered, go_on = threading.Event(), threading.Event()
+    real_launch = _chromium._launch
+
+    def launch(executable: str, root: Path, flags: list[str]) -> tuple[subprocess.Popen[bytes], Path, int]:
+        entered.set()
+        go_on.wait(60)  # the cancellation lands while the start is in this thread
+        result = real_launch(executable, root, flags)
+        launched.append(result)
+        return result
+
+    monkeypatch.setattr(_chromium, "_launch", launch)
+    starting = asyncio.ensure_future(pool.get("lease-cancel", ["127.0.0.1"]))
+    try:
+        await _until(entered.is_set)
+        starting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await starting
+        go_on.set()
+        await _until(lambda: bool(launched))
+        process, profile, _ = launched[0]
+        await _until(lambda: process.returncode is not None and not profile.exists())
+        assert _processes_in({process.pid}) == []
+        assert pool.live == {}
+    finally:
+        go_on.set()
+        for process, _, _ in launched:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+        await pool.aclose()
+
+
+async def test_a_context_of_the_cdp_client_cannot_leave_allowed_hosts(server: LocalFleet) -> None:
+    """The route guard covers the default context only; Chromium's own proxy settings cover every
+    context a ``cdp_url`` client opens, loopback IP literals on another port included."""
+    from playwright.async_api import async_playwright
+
+    other = socket.socket()  # another local server: same host, a port the lease does not allow
+    other.bind(("127.0.0.1", 0))
+    other.listen()
+    other_url = f"http://127.0.0.1:{other.getsockname()[1]}/"
+    fleet = server.async_fleet()
+    lease = await fleet.api.browser.create_browser_lease(bm.BrowserLeaseRequest(ttl_seconds=120))
+    try:
+        async with async_playwright() as pw:
+            browser = await pw.chromium.connect_over_cdp(lease.cdp_url or "")
+            context = await browser.new_context()
+            page = await context.new_page()
+            response = await page.goto(f"{server.base_url}/healthz")
+            assert response is not None  # the lease's own host loads (a refused proxy raises)
+            with pytest.raises(Exception, match=r"ERR_BLOCKED_BY_CLIENT|ERR_PROXY_CONNECTION_FAILED"):
+                await page.goto(other_url, timeout=15_000)
+            await context.close()
+    finally:
+        other.close()
+        await fleet.api.browser.delete_browser_lease(lease.lease_id)
+        await fleet.close()
+
+
+async def test_chromium_itself_refuses_hosts_outside_allowed_hosts(
+    server: LocalFleet, tmp_path: Path
+) -> None:
+    """The launch flags alone, with no Playwright route anywhere: only the allowed host:port is
+    reached; another port of the same loopback IP goes to the refusing proxy."""
+    from playwright.async_api import async_playwright
+
+    executable = _chromium.chromium_executable()
+    assert executable is not None
+    refusing = _chromium._refusing_socket()
+    other = socket.socket()
+    other.bind(("127.0.0.1", 0))
+    other.listen()
+    allowed = server.base_url.split("://", 1)[1]
+    flags = _chromium.host_flags([allowed], refusing.getsockname()[1])
+    process, profile, port = await asyncio.to_thread(_chromium._launch, executable, tmp_path, flags)
+    try:
+        async with async_playwright() as pw:
+            browser = await pw.chromium.connect_over_cdp(f"http://127.0.0.1:{port}")
+            page = await (await browser.new_context()).new_page()
+            assert await page.goto(f"{server.base_url}/healthz") is not None
+            with pytest.raises(Exception, match="ERR_PROXY_CONNECTION_FAILED"):
+                await page.goto(f"http://127.0.0.1:{other.getsockname()[1]}/", timeout=15_000)
+            with pytest.raises(Exception, match="ERR_PROXY_CONNECTION_FAILED"):
+                await page.goto(server.base_url.replace("127.0.0.1", "localhost"), timeout=15_000)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        await asyncio.to_thread(_chromium._reap, process, profile)
+        other.close()
+        refusing.close()

@@ -132,6 +132,11 @@ def test_import_refusals_name_the_problem(service: LocalFleet, http: httpx.Clien
         headers={"Content-Type": "application/json"},
     )
     assert huge.status_code == 413
+    assert huge.json() == {
+        "detail": f"request body is larger than the server's limit of {MAX_BODY_BYTES} bytes",
+        "code": "payload_too_large",
+        "retryable": False,
+    }
     bad = _envelope("refuse-1").to_dict()
     bad["report"]["models"][0]["passed"] = -1
     invalid = http.post("/v1/evaluation_reports", json=bad)

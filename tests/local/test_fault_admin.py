@@ -86,6 +86,7 @@ def test_a_body_that_is_not_json_is_a_422(faulty: LocalFleet, admin: httpx.Clien
 def test_an_oversized_rule_is_a_413(faulty: LocalFleet, admin: httpx.Client) -> None:
     answer = admin.post(ADMIN, json={"path": PROBE, "body": {"detail": "x" * 100_000}})
     assert answer.status_code == 413
+    assert answer.json()["code"] == "payload_too_large"
     assert answer.json()["retryable"] is False
     assert probe_status(faulty) == 200
 

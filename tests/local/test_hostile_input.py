@@ -445,6 +445,24 @@ async def test_reset_racing_delete_never_answers_500(server: LocalFleet, api: ht
     assert api.get(f"/v1/env/instances/{created}").json()["status"] == "terminated"
 
 
+async def test_snapshot_and_restore_racing_delete_never_answer_500(
+    server: LocalFleet, api: httpx.Client
+) -> None:
+    created = api.post("/v1/env/instances", json={"env_key": "orderdesk"}).json()["instance_id"]
+    path = f"/v1/env/instances/{created}"
+    assert api.post(f"{path}/snapshot").status_code == 200  # a backup to restore
+    headers = {"Authorization": f"Bearer {server.api_key}"}
+    async with httpx.AsyncClient(base_url=server.base_url, headers=headers, timeout=60) as client:
+        copies = [client.post(f"{path}/{op}", json={}) for _ in range(6) for op in ("snapshot", "restore")]
+        deletes = [client.delete(path) for _ in range(3)]
+        answers = await asyncio.gather(*copies[:6], *deletes, *copies[6:])
+    assert {a.status_code for a in answers} <= {200, 404}, [a.text for a in answers if a.status_code >= 500]
+    assert [a.status_code for a in answers[6:9]].count(200) >= 1  # a DELETE went through
+    assert api.get(path).json()["status"] == "terminated"
+    # No restore wrote a database behind the terminated instance.
+    assert not list(server.data_dir.glob(f"**/{created}/current.db"))
+
+
 def test_ingest_honours_idempotency_key(api: httpx.Client, instance_id: str) -> None:
     body = ingest_body(job_id=f"job-idem-{os.getpid()}")
     headers = {"Idempotency-Key": f"ingest-{os.getpid()}"}
