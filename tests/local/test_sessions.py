@@ -123,8 +123,11 @@ async def test_ungraded_and_passing_sessions_are_told_apart(local: LocalFleet) -
         assert by_id[ungraded].verifier_execution is None
         assert by_id[chosen].verifier_execution is not None
         assert by_id[chosen].verifier_execution.score is None
-        # Graded: 1.0 and 0.0 (an execution without a score and not successful); the ungraded one is left out.
-        assert task.average_score == pytest.approx(0.5)
+        assert by_id[chosen].verifier_execution.success is False
+        # Only the passing session is graded: an execution that did not succeed and has no score
+        # is unknown (reward None, see fleet_sdk.rewards), like the session without one; a 0.0
+        # for either would pull the average down.
+        assert task.average_score == pytest.approx(1.0)
 
 
 async def test_unknown_ids_and_bad_bodies(local: LocalFleet) -> None:
