@@ -2,7 +2,7 @@
 
 Every session installs the project with its ``dev`` extra, which pins the tools whose
 output is committed (``datamodel-code-generator``, ``ruff``), so ``nox -s generate``
-reproduces ``generated/`` byte for byte on any machine.
+reproduces ``fleet_sdk/_generated/`` byte for byte on any machine.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def record(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def generate(session: nox.Session) -> None:
-    """Regenerate ``generated/fleet_api`` from ``schemas/`` and print the API changes since the
+    """Regenerate ``fleet_sdk/_generated`` from ``schemas/`` and print the API changes since the
     previous commit, breaking ones marked (``-- --check`` only diffs, ``-- --against REV``)."""
     _install(session)
     session.run("python", "-m", "codegen", *session.posargs)
@@ -105,5 +105,5 @@ def typecheck(session: nox.Session) -> None:
     """Strict ``mypy`` (pyproject config) on ``fleet_sdk``, the generated package and the codegen
     fixture surface."""
     _install(session)
-    session.run("mypy", "fleet_sdk", "generated/fleet_api", *session.posargs)
+    session.run("mypy", "fleet_sdk", *session.posargs)
     session.run("python", "-m", "codegen.typecheck_fixture")

@@ -30,7 +30,9 @@ def main(argv: list[str] | None = None) -> int:
         help="generate into a temporary directory and exit 1 with a diff if --out differs",
     )
     parser.add_argument("--schemas", type=Path, default=DEFAULT_SCHEMAS, help="directory of *.yaml schemas")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the generated fleet_api package dir")
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help="the generated package dir (fleet_sdk/_generated)"
+    )
     parser.add_argument(
         "--against",
         default="HEAD",

@@ -13,20 +13,22 @@ from typing import Any, Literal, Self
 
 import anyio
 import httpx
-from fleet_api.browser_lease.client import AsyncBrowserLeaseClient, BrowserLeaseClient
-from fleet_api.env_instance import models
-from fleet_api.env_instance.client import (
+
+from fleet_sdk._generated.browser_lease.client import AsyncBrowserLeaseClient, BrowserLeaseClient
+from fleet_sdk._generated.env_instance import models
+from fleet_sdk._generated.env_instance.client import (
     AsyncControlPlaneClient,
     AsyncInstanceManagerClient,
     ControlPlaneClient,
     InstanceManagerClient,
 )
-from fleet_api.evaluation_reports.client import AsyncEvaluationReportsClient, EvaluationReportsClient
-from fleet_api.sessions_ingest.client import AsyncSessionsClient, SessionsClient
-from fleet_api.traces_jobs.client import AsyncTracesJobsClient, TracesJobsClient
+from fleet_sdk._generated.evaluation_reports.client import AsyncEvaluationReportsClient, EvaluationReportsClient
+from fleet_sdk._generated.sessions_ingest.client import AsyncSessionsClient, SessionsClient
+from fleet_sdk._generated.traces_jobs.client import AsyncTracesJobsClient, TracesJobsClient
 
 from ._exceptions import FleetError
 from ._provisioning import PROVISIONING_RETRY, create_instance, is_transient_provisioning_error
+from ._refs import parse_ref
 from ._runtime import (
     AsyncHTTPClient,
     Deadline,
@@ -40,7 +42,6 @@ from ._runtime import (
 from ._runtime._bridge import run_sync
 from ._tasks_resource import AsyncTasks, Tasks
 from .env import AsyncEnv, Env
-from .specs import parse_spec
 from .traces import AsyncTraces, ScreenshotSink, Traces
 
 __all__ = ["AsyncFleet", "AsyncFleetAPI", "Fleet", "FleetAPI", "is_transient_provisioning_error"]
@@ -417,13 +418,13 @@ class AsyncFleet(_FleetBase):
             provision_deadline: Overall seconds for creation, retries and waiting.
             retry: Backoff policy between provisioning attempts (default: ``PROVISIONING_RETRY``).
         """
-        env_spec = parse_spec(env, what="env")
-        data_spec = parse_spec(data_key, version=data_version, what="data") if data_key else None
+        env_ref = parse_ref(env, what="env")
+        data_ref = parse_ref(data_key, version=data_version, what="data") if data_key else None
         fields: dict[str, Any] = {
-            "env_key": env_spec.key,
-            "env_version": env_spec.version,
-            "data_key": data_spec.key if data_spec else None,
-            "data_version": data_spec.version if data_spec else None,
+            "env_key": env_ref.key,
+            "env_version": env_ref.version,
+            "data_key": data_ref.key if data_ref else None,
+            "data_version": data_ref.version if data_ref else None,
             "env_variables": dict(env_variables) if env_variables is not None else None,
             "image_type": image_type,
             "ttl_seconds": ttl_seconds,

@@ -16,14 +16,15 @@ import uuid
 from typing import TYPE_CHECKING
 
 import anyio
-from fleet_api.env_instance import models
+
+from fleet_sdk._generated.env_instance import models
 
 from ._exceptions import APIStatusError, FleetError
 from ._runtime import Deadline, RequestOptions, RetryPolicy, is_transient, within
 from ._runtime._policy import parse_retry_after
 
 if TYPE_CHECKING:
-    from fleet_api.env_instance.client import AsyncControlPlaneClient
+    from fleet_sdk._generated.env_instance.client import AsyncControlPlaneClient
 
 __all__ = ["PROVISIONING_RETRY", "create_instance", "is_transient_provisioning_error"]
 

@@ -14,7 +14,7 @@ from ._version import __version__
 
 def _api_key(args: argparse.Namespace) -> tuple[str | None, bool]:
     """The key ``serve`` requires and whether it was generated (None: any key, ``--allow-any-key``)."""
-    from .local._server import API_KEY_ENV
+    from .local import API_KEY_ENV
 
     if args.allow_any_key:
         return None, False
@@ -26,8 +26,7 @@ def _api_key(args: argparse.Namespace) -> tuple[str | None, bool]:
 
 def _serve(args: argparse.Namespace) -> int:
     from ._exceptions import ConfigurationError
-    from .local._server import serve
-    from .local._state import LocalSettings
+    from .local import LocalSettings, serve
 
     if args.allow_any_key and args.api_key:
         print("fleet-sdk serve: error: --api-key and --allow-any-key exclude each other", file=sys.stderr)

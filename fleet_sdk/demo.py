@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ._client import AsyncFleet
-from .task_env import SUBMIT_FINAL_ANSWER, TaskEnv
+from ._protocol import SUBMIT_FINAL_ANSWER
+from .task_env import TaskEnv
 from .tasks import Task
 from .verifiers import jail_status
 
@@ -62,7 +63,7 @@ def _scripted_actions(task: Task) -> list[dict[str, Any]]:
 
 
 def _random_actions(observation: Mapping[str, Any], seed: str, count: int = 3) -> list[dict[str, Any]]:
-    from .local._policies import random_value
+    from .local import random_value
 
     rng = random.Random(seed)
     tools = [t["function"] for t in observation["tools"] if t["function"]["name"] != SUBMIT_FINAL_ANSWER]

@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from fleet_api.env_instance import models
+from fleet_sdk._generated.env_instance import models
 
 from ._exceptions import DatabaseError, FleetError, NotFoundError, ToolNotFoundError
 from ._runtime._bridge import run_sync

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 import anyio
 
 from ._exceptions import ContextToolError, EpisodeError, FleetError, MCPError
+from ._protocol import SUBMIT_FINAL_ANSWER, SUBMIT_TOOL
 from ._runtime._bridge import run_sync
 from .actions import Action, ToolCall, parse_action
 from .context import CONTEXT_TOOL_NAMES, CONTEXT_TOOLS, ContextManager
@@ -52,21 +53,9 @@ __all__ = ["SUBMIT_FINAL_ANSWER", "DoneReason", "Observation", "TaskEnv", "ToolR
 
 log = logging.getLogger("fleet_sdk.task_env")
 
-SUBMIT_FINAL_ANSWER = "submit_final_answer"
 CLOSE_DEADLINE = 30.0
 """Seconds ``close_async`` may take to delete the instance, even in a cancelled task."""
 DoneReason = Literal["agent", "submitted", "max_steps", "closed"]
-
-SUBMIT_TOOL = Tool(
-    name=SUBMIT_FINAL_ANSWER,
-    description="Submit your final answer to the task. This ends the episode.",
-    input_schema={
-        "type": "object",
-        "properties": {"answer": {"description": "The final answer."}},
-        "required": ["answer"],
-    },
-)
-
 
 # Without truncation asked for, no tool output is cut.
 _NO_LIMIT = sys.maxsize

@@ -1,5 +1,5 @@
 """The one HTTP policy of ``fleet_sdk``: URLs, auth, timeouts, deadlines, retries,
-errors and redaction. Generated clients (``fleet_api``) call ``HTTPClient`` /
+errors and redaction. Generated clients (``fleet_sdk._generated``) call ``HTTPClient`` /
 ``AsyncHTTPClient``; nothing above this package knows about retries or auth."""
 
 from ._async import AsyncHTTPClient

@@ -1,11 +1,13 @@
 """A Fleet-compatible server that runs everything on one machine.
 
-``LocalFleet`` starts it as a child process on a free loopback port; ``fleet-sdk
-serve`` runs it in the foreground. The server stack (FastAPI, uvicorn, mcp) is
-only imported by the server process itself.
+``LocalFleet`` starts it as a child process on a free loopback port; ``serve`` (what
+``fleet-sdk serve`` runs) runs it in the foreground. The server stack (FastAPI, uvicorn, mcp) is
+only imported by the server process itself. These names are the server's public entry points:
+the demo and the CLI use nothing else from this package.
 """
 
-from ._server import LocalFleet
+from ._policies import random_value
+from ._server import API_KEY_ENV, LocalFleet, serve
 from ._state import LocalSettings
 
-__all__ = ["LocalFleet", "LocalSettings"]
+__all__ = ["API_KEY_ENV", "LocalFleet", "LocalSettings", "random_value", "serve"]

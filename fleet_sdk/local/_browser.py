@@ -31,7 +31,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from fastapi import APIRouter
-from fleet_api.browser_lease import models
+
+from fleet_sdk._generated.browser_lease import models
 
 from . import _lease_endpoints
 from ._chromium import BrowserPool

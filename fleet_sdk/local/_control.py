@@ -18,7 +18,8 @@ from typing import Annotated, Any, Literal
 
 import anyio
 from fastapi import APIRouter, Query
-from fleet_api.env_instance import models
+
+from fleet_sdk._generated.env_instance import models
 
 from . import _instances, _verifier_exec
 from ._errors import LocalAPIError, not_found

@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio
-from fleet_api.env_instance import models
 
-from ..specs import normalize_version
+from fleet_sdk._generated.env_instance import models
+
+from .._protocol import normalize_version
 from ._errors import LocalAPIError, not_found
 from ._state import LocalState, iso, new_id, utcnow
 from .environments import EnvironmentSpec

@@ -36,10 +36,12 @@ from typing import Any
 
 import anyio
 from fastapi import APIRouter
-from fleet_api.env_instance import models
 
+
+from fleet_sdk._generated.env_instance import models
+
+from .._protocol import SUBMIT_TOOL
 from ..evaluation._platform import session_score  # one scoring rule for server and client
-from ..task_env import SUBMIT_TOOL
 from ..tools import Tool
 from . import _control, _instances, _verifier_exec
 from ._errors import LocalAPIError, not_found

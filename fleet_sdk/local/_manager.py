@@ -23,8 +23,9 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse
-from fleet_api.env_instance import models
 from starlette.background import BackgroundTask
+
+from fleet_sdk._generated.env_instance import models
 
 from ..verifiers._sqlite import harden_connection
 from . import _instances, _verifier_exec

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from ..task_env import SUBMIT_FINAL_ANSWER
+from .._protocol import SUBMIT_FINAL_ANSWER
 from ._state import LocalSettings
 
 __all__ = [

@@ -23,8 +23,9 @@ from typing import Any
 
 import anyio
 from fastapi import APIRouter
-from fleet_api.sessions_ingest import models as smodels
 from pydantic import ValidationError
+
+from fleet_sdk._generated.sessions_ingest import models as smodels
 
 from ._errors import not_found
 from ._idempotency import IdempotencyKey, idempotent

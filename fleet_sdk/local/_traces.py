@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Response
-from fleet_api.traces_jobs import models
+
+from fleet_sdk._generated.traces_jobs import models
 
 from ._state import LocalState, iso, new_id
 

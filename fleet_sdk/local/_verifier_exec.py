@@ -27,7 +27,8 @@ from typing import Any
 
 import anyio
 from fastapi.exceptions import RequestValidationError
-from fleet_api.env_instance import models
+
+from fleet_sdk._generated.env_instance import models
 
 from ..verifiers import (
     BUNDLE_ENTRY_NAME,

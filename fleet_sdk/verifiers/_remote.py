@@ -114,7 +114,7 @@ async def run_remote_async(
         The outcome; ``transient=True`` with ``score=None`` when every attempt failed for a
         reason a retry might have fixed.
     """
-    from fleet_api.env_instance import models
+    from fleet_sdk._generated.env_instance import models
 
     policy = retry or RetryPolicy(max_retries=3, backoff_base=3.0, backoff_max=12.0)
     function_name, sha256, bundle = _prepared(code)
