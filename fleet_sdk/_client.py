@@ -14,26 +14,15 @@ from typing import Any, Literal, Self
 import anyio
 import httpx
 
-from fleet_sdk._generated.browser_lease.client import AsyncBrowserLeaseClient, BrowserLeaseClient
 from fleet_sdk._generated.env_instance import models
-from fleet_sdk._generated.env_instance.client import (
-    AsyncControlPlaneClient,
-    AsyncInstanceManagerClient,
-    ControlPlaneClient,
-    InstanceManagerClient,
-)
-from fleet_sdk._generated.evaluation_reports.client import AsyncEvaluationReportsClient, EvaluationReportsClient
-from fleet_sdk._generated.sessions_ingest.client import AsyncSessionsClient, SessionsClient
-from fleet_sdk._generated.traces_jobs.client import AsyncTracesJobsClient, TracesJobsClient
 
+from ._api import AsyncFleetAPI, FleetAPI
 from ._exceptions import FleetError
 from ._provisioning import PROVISIONING_RETRY, create_instance, is_transient_provisioning_error
 from ._refs import parse_ref
 from ._runtime import (
-    AsyncHTTPClient,
     Deadline,
     FleetConfig,
-    HTTPClient,
     RetryPolicy,
     Surface,
     Timeout,
@@ -41,6 +30,7 @@ from ._runtime import (
 )
 from ._runtime._bridge import run_sync
 from ._tasks_resource import AsyncTasks, Tasks
+from ._twin import sync_method
 from .env import AsyncEnv, Env
 from .traces import AsyncTraces, ScreenshotSink, Traces
 
@@ -53,80 +43,6 @@ InstanceStatus = Literal["pending", "running", "stopped", "terminated", "error"]
 # server idle timeouts (uvicorn's is 5 s) so a request is never sent on a socket the server is
 # closing at that moment (seen as ReadError at 256 concurrent episodes).
 _POOL_LIMITS = httpx.Limits(max_connections=256, max_keepalive_connections=256, keepalive_expiry=4.0)
-
-
-class FleetAPI:
-    """The generated typed clients of every surface, sharing one pool (sync).
-
-    Attributes:
-        control_plane: Environments, instances, tasks, verifiers, jobs.
-        sessions: Session ingest and read-back.
-        traces: Trace jobs (platform host).
-        browser: Browser leases (platform host, browser key chain).
-        evaluation_reports: Evaluation report import/export (platform host).
-    """
-
-    def __init__(self, config: FleetConfig, pool: httpx.Client, **policy: Any) -> None:
-        self._pool = pool
-        self._policy = policy
-
-        def http(surface: Surface) -> HTTPClient:
-            return HTTPClient(
-                config.url_for(surface), api_key=config.key_for(surface), http_client=pool, **policy
-            )
-
-        self.control_plane = ControlPlaneClient(http(Surface.CONTROL_PLANE))
-        self.sessions = SessionsClient(http(Surface.SESSIONS))
-        self.traces = TracesJobsClient(http(Surface.TRACES))
-        self.browser = BrowserLeaseClient(http(Surface.BROWSER))
-        self.evaluation_reports = EvaluationReportsClient(http(Surface.TRACES))
-
-    def manager(self, manager_url: str, *, runner_token: str | None = None) -> InstanceManagerClient:
-        """The instance manager API of one instance.
-
-        Args:
-            manager_url: The instance's ``urls.manager.api``.
-            runner_token: Optional ``X-Runner-Token``; the manager takes no API key.
-        """
-        headers = {"X-Runner-Token": runner_token} if runner_token else None
-        return InstanceManagerClient(
-            HTTPClient(
-                manager_url, api_key=None, default_headers=headers, http_client=self._pool, **self._policy
-            )
-        )
-
-
-class AsyncFleetAPI:
-    """The generated typed clients of every surface, sharing one pool (async)."""
-
-    def __init__(self, config: FleetConfig, pool: httpx.AsyncClient, **policy: Any) -> None:
-        self._pool = pool
-        self._policy = policy
-
-        def http(surface: Surface) -> AsyncHTTPClient:
-            return AsyncHTTPClient(
-                config.url_for(surface), api_key=config.key_for(surface), http_client=pool, **policy
-            )
-
-        self.control_plane = AsyncControlPlaneClient(http(Surface.CONTROL_PLANE))
-        self.sessions = AsyncSessionsClient(http(Surface.SESSIONS))
-        self.traces = AsyncTracesJobsClient(http(Surface.TRACES))
-        self.browser = AsyncBrowserLeaseClient(http(Surface.BROWSER))
-        self.evaluation_reports = AsyncEvaluationReportsClient(http(Surface.TRACES))
-
-    def manager(self, manager_url: str, *, runner_token: str | None = None) -> AsyncInstanceManagerClient:
-        """The instance manager API of one instance.
-
-        Args:
-            manager_url: The instance's ``urls.manager.api``.
-            runner_token: Optional ``X-Runner-Token``; the manager takes no API key.
-        """
-        headers = {"X-Runner-Token": runner_token} if runner_token else None
-        return AsyncInstanceManagerClient(
-            AsyncHTTPClient(
-                manager_url, api_key=None, default_headers=headers, http_client=self._pool, **self._policy
-            )
-        )
 
 
 def _policy(timeout: Timeout | None, retry: RetryPolicy | None, deadline: float | None) -> dict[str, Any]:
@@ -212,112 +128,6 @@ class _FleetBase:
     def __repr__(self) -> str:
         config = self.config
         return f"{type(self).__name__}(base_url={config.base_url!r}, platform_url={config.platform_url!r})"
-
-
-class Fleet(_FleetBase):
-    """Synchronous Fleet client.
-
-    Args:
-        api_key: Fleet API key; else ``FLEET_API_KEY``.
-        base_url: Orchestrator URL; else ``FLEET_BASE_URL``, else production.
-        platform_url: Platform URL (traces, browser); else ``FLEET_PLATFORM_URL``.
-        browser_url: Browser-lease URL; else ``BROWSER_API_BASE_URL``.
-        browser_api_key: Browser key; else ``FLEET_TEAM_API_KEY``, ``BROWSER_API_TOKEN``, the API key.
-        timeout: Per-attempt timeouts (default 60 s, connect 10 s).
-        retry: Retry policy for safe calls.
-        deadline: Overall seconds per call, retries included (default 180 s).
-        http_client: An ``httpx.Client`` to use (custom transport, proxies); owned by the caller.
-        environ: Environment to resolve settings from (default ``os.environ``).
-        screenshot_store: Where ``traces`` uploads screenshots (default: the production bucket
-            with the AWS credential chain); ``LocalFleet`` passes its own S3 endpoint.
-    """
-
-    traces: Traces
-
-    def __init__(
-        self,
-        api_key: str | None = None,
-        *,
-        base_url: str | None = None,
-        platform_url: str | None = None,
-        browser_url: str | None = None,
-        browser_api_key: str | None = None,
-        timeout: Timeout | None = None,
-        retry: RetryPolicy | None = None,
-        deadline: float | None = None,
-        http_client: httpx.Client | None = None,
-        environ: Mapping[str, str] | None = None,
-        screenshot_store: ScreenshotSink | None = None,
-    ) -> None:
-        policy = self._configure(
-            api_key=api_key,
-            base_url=base_url,
-            platform_url=platform_url,
-            browser_url=browser_url,
-            browser_api_key=browser_api_key,
-            timeout=timeout,
-            retry=retry,
-            deadline=deadline,
-            environ=environ,
-        )
-        self._owns_pool = http_client is None
-        self._pool = http_client or httpx.Client(limits=_POOL_LIMITS)
-        self._async: AsyncFleet | None = None
-        self.api = FleetAPI(self.config, self._pool, **policy)
-        self.traces = Traces(self, screenshot_store)
-        """Trace jobs and session uploads with screenshots (``fleet_sdk.traces``)."""
-        self.tasks = Tasks(self)
-        """Task configs as ``fleet_sdk.Task``: ``list``, ``get``, ``load``."""
-
-    @property
-    def async_fleet(self) -> AsyncFleet:
-        """The async client the facade methods run on (created on first use)."""
-        if self._async is None:
-            self._async = AsyncFleet(**self._settings())
-        return self._async
-
-    def list_envs(self) -> list[models.Environment]:
-        """Every environment the key can use."""
-        return self.api.control_plane.list_envs()
-
-    def make(self, env: str, **kwargs: Any) -> Env:
-        """Create an environment instance and wait until it runs (see ``AsyncFleet.make``).
-
-        Args:
-            env: ``"key"`` or ``"key:version"``.
-            **kwargs: The keyword arguments of ``AsyncFleet.make``.
-        """
-        return Env(run_sync(self.async_fleet.make(env, **kwargs)))
-
-    def instances(self, **filters: Any) -> list[models.InstanceResponse]:
-        """Instances visible to the key (filters as ``AsyncFleet.instances``).
-
-        Args:
-            **filters: ``status``, ``region``, ``run_id``, ``profile_id``.
-        """
-        return self.api.control_plane.list_instances(**filters)
-
-    def instance(self, instance_id: str) -> Env:
-        """Attach to an existing instance.
-
-        Args:
-            instance_id: The instance id.
-        """
-        return Env(run_sync(self.async_fleet.instance(instance_id)))
-
-    def close(self) -> None:
-        """Close the connection pools (if this client created them)."""
-        if self._owns_pool:
-            self._pool.close()
-        if self._async is not None:
-            run_sync(self._async.close())
-            self._async = None
-
-    def __enter__(self) -> Fleet:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
 
 class AsyncFleet(_FleetBase):
@@ -501,3 +311,110 @@ class AsyncFleet(_FleetBase):
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
+
+
+class Fleet(_FleetBase):
+    """Synchronous Fleet client.
+
+    Args:
+        api_key: Fleet API key; else ``FLEET_API_KEY``.
+        base_url: Orchestrator URL; else ``FLEET_BASE_URL``, else production.
+        platform_url: Platform URL (traces, browser); else ``FLEET_PLATFORM_URL``.
+        browser_url: Browser-lease URL; else ``BROWSER_API_BASE_URL``.
+        browser_api_key: Browser key; else ``FLEET_TEAM_API_KEY``, ``BROWSER_API_TOKEN``, the API key.
+        timeout: Per-attempt timeouts (default 60 s, connect 10 s).
+        retry: Retry policy for safe calls.
+        deadline: Overall seconds per call, retries included (default 180 s).
+        http_client: An ``httpx.Client`` to use (custom transport, proxies); owned by the caller.
+        environ: Environment to resolve settings from (default ``os.environ``).
+        screenshot_store: Where ``traces`` uploads screenshots (default: the production bucket
+            with the AWS credential chain); ``LocalFleet`` passes its own S3 endpoint.
+    """
+
+    traces: Traces
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        *,
+        base_url: str | None = None,
+        platform_url: str | None = None,
+        browser_url: str | None = None,
+        browser_api_key: str | None = None,
+        timeout: Timeout | None = None,
+        retry: RetryPolicy | None = None,
+        deadline: float | None = None,
+        http_client: httpx.Client | None = None,
+        environ: Mapping[str, str] | None = None,
+        screenshot_store: ScreenshotSink | None = None,
+    ) -> None:
+        policy = self._configure(
+            api_key=api_key,
+            base_url=base_url,
+            platform_url=platform_url,
+            browser_url=browser_url,
+            browser_api_key=browser_api_key,
+            timeout=timeout,
+            retry=retry,
+            deadline=deadline,
+            environ=environ,
+        )
+        self._owns_pool = http_client is None
+        self._pool = http_client or httpx.Client(limits=_POOL_LIMITS)
+        self._async: AsyncFleet | None = None
+        self.api = FleetAPI(self.config, self._pool, **policy)
+        self.traces = Traces(self, screenshot_store)
+        """Trace jobs and session uploads with screenshots (``fleet_sdk.traces``)."""
+        self.tasks = Tasks(self)
+        """Task configs as ``fleet_sdk.Task``: ``list``, ``get``, ``load``."""
+
+    @property
+    def async_fleet(self) -> AsyncFleet:
+        """The async client the facade methods run on (created on first use)."""
+        if self._async is None:
+            self._async = AsyncFleet(**self._settings())
+        return self._async
+
+    @property
+    def _inner(self) -> AsyncFleet:
+        return self.async_fleet
+
+    def with_options(
+        self,
+        *,
+        timeout: Timeout | None = None,
+        retry: RetryPolicy | None = None,
+        deadline: float | None = None,
+    ) -> Self:
+        """A client with another call policy, sharing this one's settings and both connection pools.
+
+        ``fleet.with_options(retry=RetryPolicy(max_retries=0)).api.control_plane.get_job(job_id)``
+
+        Args:
+            timeout: Per-attempt timeouts (default: this client's).
+            retry: Retry policy (default: this client's).
+            deadline: Overall seconds per call (default: this client's).
+        """
+        copy = super().with_options(timeout=timeout, retry=retry, deadline=deadline)
+        # The copy's facades run on a copy of this client's async client: the same async pool.
+        copy._async = self.async_fleet.with_options(timeout=timeout, retry=retry, deadline=deadline)
+        return copy
+
+    list_envs = sync_method(AsyncFleet.list_envs)
+    make = sync_method(AsyncFleet.make, wrap=Env)
+    instances = sync_method(AsyncFleet.instances)
+    instance = sync_method(AsyncFleet.instance, wrap=Env)
+
+    def close(self) -> None:
+        """Close the connection pools (if this client created them)."""
+        if self._owns_pool:
+            self._pool.close()
+        if self._async is not None:
+            run_sync(self._async.close())
+            self._async = None
+
+    def __enter__(self) -> Fleet:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

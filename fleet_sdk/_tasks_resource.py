@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from ._twin import sync_method
 from .tasks import Task, as_task, load_tasks
 
 if TYPE_CHECKING:
-    from ._client import AsyncFleet, Fleet
+    from ._api import AsyncAPIOwner, SyncAPIOwner
 
 __all__ = ["AsyncTasks", "Tasks"]
 
@@ -27,7 +28,7 @@ class AsyncTasks:
         fleet: The client.
     """
 
-    def __init__(self, fleet: AsyncFleet) -> None:
+    def __init__(self, fleet: AsyncAPIOwner) -> None:
         self._fleet = fleet
 
     async def list(
@@ -81,60 +82,19 @@ class AsyncTasks:
 
 
 class Tasks:
-    """Task configs (sync twin of ``AsyncTasks``).
+    """Task configs (sync twin of ``AsyncTasks``; every method runs the async one).
 
     Args:
-        fleet: The client.
+        fleet: The sync client; the work runs on its ``async_fleet``.
     """
 
-    def __init__(self, fleet: Fleet) -> None:
+    def __init__(self, fleet: SyncAPIOwner) -> None:
         self._fleet = fleet
 
-    def list(
-        self,
-        *,
-        env_key: str | None = None,
-        task_keys: builtins.list[str] | None = None,
-        project_key: str | None = None,
-        data_key: str | None = None,
-        data_version: str | None = None,
-    ) -> builtins.list[Task]:
-        """Tasks visible to the key; filters combine with AND.
+    @property
+    def _inner(self) -> AsyncTasks:
+        return AsyncTasks(self._fleet.async_fleet)
 
-        Args:
-            env_key: Only tasks of this environment.
-            task_keys: Only these tasks.
-            project_key: Only tasks of this project.
-            data_key: Only tasks bound to this data snapshot.
-            data_version: Only tasks bound to this data snapshot version.
-        """
-        page = self._fleet.api.control_plane.list_tasks(
-            env_key=env_key,
-            task_keys=task_keys,
-            project_key=project_key,
-            data_id=data_key,
-            data_version=data_version,
-        )
-        return [as_task(task) for task in page.tasks]
-
-    def get(self, task_key: str) -> Task:
-        """One task by key.
-
-        Args:
-            task_key: The task's key.
-
-        Raises:
-            NotFoundError: No task has this key.
-        """
-        return as_task(self._fleet.api.control_plane.get_task(task_key))
-
-    def load(self, path: str | Path) -> builtins.list[Task]:
-        """Tasks from a JSON task file (``{"tasks": [...]}`` or a bare list).
-
-        Args:
-            path: The file.
-
-        Raises:
-            TaskConfigError: The file is missing, not JSON, or a task is invalid.
-        """
-        return load_tasks(path)
+    list = sync_method(AsyncTasks.list)
+    get = sync_method(AsyncTasks.get)
+    load = sync_method(AsyncTasks.load)

@@ -12,15 +12,14 @@ import contextlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from fleet_sdk._generated.env_instance import models
-
 from ._exceptions import DatabaseError, FleetError, NotFoundError, ToolNotFoundError
-from ._runtime._bridge import run_sync
+from ._generated.env_instance import models
+from ._twin import sync_method, sync_view
 from .mcp import MCPClient
 from .tools import Tool
 
 if TYPE_CHECKING:
-    from ._client import AsyncFleet
+    from ._api import AsyncAPIOwner
 
 __all__ = ["AsyncDatabase", "AsyncEnv", "Database", "Env", "Modality"]
 
@@ -91,7 +90,7 @@ class AsyncEnv:
     """An environment instance (async).
 
     Args:
-        fleet: The client that created it.
+        fleet: The client that created it (an ``AsyncFleet``).
         instance: The instance as the control plane described it.
         mcp_endpoints: MCP URLs to use (default: ``{root}mcp`` then ``{root}api/v1/mcp``).
         call_deadline: Default wall-clock seconds per tool call.
@@ -99,7 +98,7 @@ class AsyncEnv:
 
     def __init__(
         self,
-        fleet: AsyncFleet,
+        fleet: AsyncAPIOwner,
         instance: models.InstanceResponse,
         *,
         mcp_endpoints: list[str] | None = None,
@@ -220,31 +219,26 @@ class AsyncEnv:
 
 
 class Database:
-    """Sync twin of ``AsyncDatabase``."""
+    """Sync twin of ``AsyncDatabase``: every method runs the async one (``fleet_sdk._twin``).
+
+    Args:
+        inner: The async database.
+    """
 
     def __init__(self, inner: AsyncDatabase) -> None:
         self._inner = inner
         self.name = inner.name
 
-    def describe(self) -> models.DescribeResponse:
-        """Tables, their SQL and columns."""
-        return run_sync(self._inner.describe())
-
-    def query(
-        self, sql: str, args: list[Any] | None = None, *, read_only: bool = True
-    ) -> models.QueryResponse:
-        """Run one SQL statement (see ``AsyncDatabase.query``).
-
-        Args:
-            sql: The SQL text.
-            args: Positional parameters.
-            read_only: Refuse writes; ``False`` lets a statement write to ``current``.
-        """
-        return run_sync(self._inner.query(sql, args, read_only=read_only))
+    describe = sync_method(AsyncDatabase.describe)
+    query = sync_method(AsyncDatabase.query)
 
 
 class Env:
-    """An environment instance (sync twin of ``AsyncEnv``; every method runs the async one)."""
+    """An environment instance (sync twin of ``AsyncEnv``; every method runs the async one).
+
+    Args:
+        inner: The async environment.
+    """
 
     def __init__(self, inner: AsyncEnv) -> None:
         self._inner = inner
@@ -272,62 +266,15 @@ class Env:
         """The environment key."""
         return self._inner.env_key
 
-    def reset(self, seed: int | None = None) -> models.ResetResponse:
-        """Restore the instance's data to its seed.
-
-        Args:
-            seed: Optional seed forwarded to the instance.
-        """
-        return run_sync(self._inner.reset(seed))
-
-    def db(self, name: str = "current") -> Database:
-        """A database resource.
-
-        Args:
-            name: ``current`` or ``seed``.
-        """
-        return Database(self._inner.db(name))
-
-    def resources(self) -> list[models.Resource]:
-        """The instance's resources."""
-        return run_sync(self._inner.resources())
-
-    def diff(self, ignore: models.DiffIgnoreConfig | None = None) -> models.DiffResponse:
-        """Structured diff of ``seed`` vs ``current``.
-
-        Args:
-            ignore: Tables, fields and per-table fields to leave out.
-        """
-        return run_sync(self._inner.diff(ignore))
-
-    def list_tools(self, modality: Modality = "tool_use", *, refresh: bool = False) -> list[Tool]:
-        """The tools for a task modality.
-
-        Args:
-            modality: ``tool_use``, ``computer_use`` or ``browser_use``.
-            refresh: Ask the endpoints again.
-        """
-        return run_sync(self._inner.list_tools(modality, refresh=refresh))
-
-    def call_tool(
-        self, name: str, arguments: Mapping[str, Any] | None = None, *, deadline: float | None = None
-    ) -> Any:
-        """Call a tool; returns the agent-facing value.
-
-        Args:
-            name: Tool name.
-            arguments: Tool arguments.
-            deadline: Wall-clock seconds for the call, retries included.
-        """
-        return run_sync(self._inner.call_tool(name, arguments, deadline=deadline))
-
-    def heartbeat(self) -> models.HeartbeatResponse:
-        """Extend the instance's TTL."""
-        return run_sync(self._inner.heartbeat())
-
-    def close(self) -> None:
-        """Delete the instance (idempotent)."""
-        run_sync(self._inner.close())
+    reset = sync_method(AsyncEnv.reset)
+    db = sync_view(AsyncEnv.db, wrap=Database)
+    resources = sync_method(AsyncEnv.resources)
+    diff = sync_method(AsyncEnv.diff)
+    list_tools = sync_method(AsyncEnv.list_tools)
+    call_tool = sync_method(AsyncEnv.call_tool)
+    heartbeat = sync_method(AsyncEnv.heartbeat)
+    refresh = sync_method(AsyncEnv.refresh)
+    close = sync_method(AsyncEnv.close)
 
     def __enter__(self) -> Env:
         return self

@@ -33,7 +33,7 @@ import anyio
 
 from ._exceptions import ContextToolError, EpisodeError, FleetError, MCPError
 from ._protocol import SUBMIT_FINAL_ANSWER, SUBMIT_TOOL
-from ._runtime._bridge import run_sync
+from ._twin import sync_method
 from .actions import Action, ToolCall, parse_action
 from .context import CONTEXT_TOOL_NAMES, CONTEXT_TOOLS, ContextManager
 from .env import AsyncEnv, filter_tools
@@ -105,6 +105,11 @@ class Observation(TypedDict):
     tool_call_id: str | None
     content: Any
     results: list[ToolResult]
+
+
+def _itself(env: TaskEnv) -> TaskEnv:
+    # TaskEnv carries both forms: the sync methods drive the same object's async ones.
+    return env
 
 
 class TaskEnv:
@@ -624,28 +629,11 @@ class TaskEnv:
                 with anyio.move_on_after(CLOSE_DEADLINE, shield=True):
                     await owned.close()
 
-    # -- sync twins ---------------------------------------------------------------------
+    # -- sync twins (fleet_sdk._twin: same signatures and docstrings, run on the loop bridge) --
 
-    def reset(self, seed: int | None = None) -> Observation:
-        """Sync twin of ``reset_async``.
-
-        Args:
-            seed: Forwarded to the instance's reset.
-        """
-        return run_sync(self.reset_async(seed))
-
-    def step(self, action: Any) -> tuple[Observation, float | None, bool, dict[str, Any]]:
-        """Sync twin of ``step_async``.
-
-        Args:
-            action: Any shape ``step_async`` accepts (native dict, OpenAI tool call or assistant
-                message, Anthropic ``tool_use`` block or message).
-        """
-        return run_sync(self.step_async(action))
-
-    def close(self) -> None:
-        """Sync twin of ``close_async``."""
-        run_sync(self.close_async())
+    reset = sync_method(reset_async, target=_itself)
+    step = sync_method(step_async, target=_itself)
+    close = sync_method(close_async, target=_itself)
 
     async def __aenter__(self) -> TaskEnv:
         return self

@@ -1,4 +1,4 @@
-"""``codegen``: generated/ matches schemas/, the check catches drift, the tree is synced.
+"""``codegen``: fleet_sdk/_generated/ matches schemas/, the check catches drift, the tree is synced.
 
 Determinism across hash seeds and ``mypy --strict`` on the generated code (and on the fixture
 surface) are static checks: ``.ci/run`` and ``nox -s lint typecheck`` run them.
@@ -29,7 +29,7 @@ def _tree(directory: Path) -> dict[str, bytes]:
 
 
 def test_generated_is_up_to_date() -> None:
-    """The drift test: regenerating from schemas/ gives exactly generated/fleet_api."""
+    """The drift test: regenerating from schemas/ gives exactly fleet_sdk/_generated."""
     diff = check(DEFAULT_SCHEMAS, DEFAULT_OUT)
     assert not diff, f"generated/ is stale; run `nox -s generate`:\n{diff}"
 

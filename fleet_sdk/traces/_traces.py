@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from .._runtime._bridge import run_sync
+from .._twin import sync_method
 from ._rewrite import DataImage, collect_data_images, rewrite_chat_history
 from ._screenshots import ScreenshotSink, ScreenshotStore
 
 if TYPE_CHECKING:
-    from .._client import AsyncFleet, Fleet
+    from .._api import AsyncAPIOwner, SyncAPIOwner
 
 __all__ = ["AsyncTraces", "SessionStatus", "Traces", "upload_screenshots"]
 
@@ -123,7 +123,7 @@ class AsyncTraces(_StoreSlot):
             a ``ScreenshotStore`` (or any ``ScreenshotSink``) to change it.
     """
 
-    def __init__(self, fleet: AsyncFleet, screenshot_store: ScreenshotSink | None = None) -> None:
+    def __init__(self, fleet: AsyncAPIOwner, screenshot_store: ScreenshotSink | None = None) -> None:
         self._fleet = fleet
         self._store = screenshot_store
 
@@ -247,90 +247,17 @@ class Traces(_StoreSlot):
         screenshot_store: Where screenshots go (default: the production bucket).
     """
 
-    def __init__(self, fleet: Fleet, screenshot_store: ScreenshotSink | None = None) -> None:
+    def __init__(self, fleet: SyncAPIOwner, screenshot_store: ScreenshotSink | None = None) -> None:
         self._fleet = fleet
         self._store = screenshot_store
 
     def __repr__(self) -> str:
         return f"Traces(screenshot_store={self._store!r})"
 
-    def _async(self) -> AsyncTraces:
+    @property
+    def _inner(self) -> AsyncTraces:
         return AsyncTraces(self._fleet.async_fleet, self.screenshot_store)
 
-    def create_job(self, name: str) -> str:
-        """Create a trace job on the platform host and return its id (see ``AsyncTraces.create_job``).
-
-        Args:
-            name: Display name of the job.
-        """
-        return run_sync(self._async().create_job(name))
-
-    def prepare_messages(
-        self, chat_history: Sequence[Mapping[str, Any]], *, screenshot_store: ScreenshotSink | None = None
-    ) -> list[dict[str, Any]]:
-        """Upload screenshots and return the rewritten history (see ``AsyncTraces.prepare_messages``).
-
-        Args:
-            chat_history: The model's chat history (not changed).
-            screenshot_store: Where screenshots go (default: ``self.screenshot_store``).
-        """
-        return run_sync(self._async().prepare_messages(chat_history, screenshot_store=screenshot_store))
-
-    def upload_session(
-        self,
-        *,
-        job_id: str,
-        task_key: str,
-        model: str,
-        chat_history: Sequence[Mapping[str, Any]],
-        reward: float | None,
-        instance_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        verifier_execution_id: str | None = None,
-        session_id: str | None = None,
-        status: SessionStatus | None = None,
-        started_at: datetime | None = None,
-        ended_at: datetime | None = None,
-        screenshot_store: ScreenshotSink | None = None,
-    ) -> str | None:
-        """Upload one rollout as a session; never raises (see ``AsyncTraces.upload_session``).
-
-        Args:
-            job_id: The trace job.
-            task_key: The task the rollout ran.
-            model: The model id.
-            chat_history: The OpenAI-shape chat history (not changed).
-            reward: The reward (``metadata.score``); None stays null.
-            instance_id: The env instance it ran on.
-            metadata: More metadata to store.
-            verifier_execution_id: The verifier run that graded it.
-            session_id: An existing session to append to.
-            status: Session status.
-            started_at: When the rollout started.
-            ended_at: When the rollout ended.
-            screenshot_store: Where screenshots go (default: ``self.screenshot_store``).
-
-        Returns:
-            The session id, or None when anything failed (the reason is logged).
-        """
-        try:
-            return run_sync(
-                self._async().upload_session(
-                    job_id=job_id,
-                    task_key=task_key,
-                    model=model,
-                    chat_history=chat_history,
-                    reward=reward,
-                    instance_id=instance_id,
-                    metadata=metadata,
-                    verifier_execution_id=verifier_execution_id,
-                    session_id=session_id,
-                    status=status,
-                    started_at=started_at,
-                    ended_at=ended_at,
-                    screenshot_store=screenshot_store,
-                )
-            )
-        except Exception as exc:  # the bridge itself failed (e.g. called from a bridge callback)
-            log.warning("trace upload of task %s (job %s) failed: %s", task_key, job_id, _describe(exc))
-            return None
+    create_job = sync_method(AsyncTraces.create_job)
+    prepare_messages = sync_method(AsyncTraces.prepare_messages)
+    upload_session = sync_method(AsyncTraces.upload_session)

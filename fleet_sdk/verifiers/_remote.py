@@ -19,6 +19,7 @@ import anyio
 
 from .._exceptions import FleetError
 from .._runtime import Deadline, RetryPolicy, is_transient
+from .._twin import sync_function
 from ..rewards import is_judge_error
 from ._bundle import bundle_sha256, bundle_verifier
 from ._entry import VerifierCodeError, find_entry_point, score_from_result
@@ -162,14 +163,9 @@ async def run_remote_async(
         await anyio.sleep(wait)
 
 
-def run_remote(fleet: Fleet, code: str, **kwargs: Any) -> RemoteVerifierOutcome:
-    """Sync twin of ``run_remote_async`` (runs on the SDK's loop bridge).
+def _async_client(fleet: Fleet) -> AsyncFleet:
+    return fleet.async_fleet
 
-    Args:
-        fleet: The sync client.
-        code: The verifier's Python source.
-        **kwargs: ``key``, ``instance_id``, ``final_answer``, ``run_timeout``, ``deadline``, ``retry``.
-    """
-    from .._runtime._bridge import run_sync
 
-    return run_sync(run_remote_async(fleet.async_fleet, code, **kwargs))
+run_remote = sync_function(run_remote_async, first=_async_client)
+"""Sync twin of ``run_remote_async``: the same arguments with a ``Fleet``; runs on the loop bridge."""

@@ -23,19 +23,18 @@ import math
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from pydantic import ValidationError
 
 from .._exceptions import FleetError
+from .._twin import sync_function
 from ._jail import INNER_CODE_DIR, INNER_OUT_DIR, jail_argv, jail_status
 from ._outcome import ErrorType, SandboxLayers, VerifierError, VerifierOutcome
 
@@ -254,174 +253,7 @@ def _finish(
     return failed("exception", f"the verifier process exited with status {returncode} without a result")
 
 
-# -- sync ---------------------------------------------------------------------------------------
-
-
-class _CappedReader(threading.Thread):
-    """Drains a pipe to EOF, keeping the first ``limit`` bytes."""
-
-    def __init__(self, stream: IO[bytes], limit: int) -> None:
-        super().__init__(name="fleet-verifier-pipe", daemon=True)
-        self._fd = stream.fileno()
-        self._limit = limit
-        self._chunks: list[bytes] = []
-        self._kept = 0
-        self.dropped = 0
-
-    def run(self) -> None:
-        try:
-            while chunk := os.read(self._fd, _READ_CHUNK):
-                room = self._limit - self._kept
-                if room > 0:
-                    self._chunks.append(chunk[:room])
-                    self._kept += min(room, len(chunk))
-                self.dropped += max(0, len(chunk) - max(room, 0))
-        except OSError:
-            pass
-
-    def text(self) -> str:
-        return _decode(b"".join(self._chunks), self.dropped)
-
-
-def _feed(stream: IO[bytes], payload: bytes) -> None:
-    try:
-        stream.write(payload)
-        stream.close()
-    except (BrokenPipeError, OSError):  # the child died before reading its job
-        pass
-
-
-def _wait(process: subprocess.Popen[bytes], timeout: float) -> bool:
-    """Wait for the child to exit without reaping it; return whether the deadline passed.
-
-    ``WNOWAIT`` leaves the child a zombie, so its pid (and process group id) cannot be reused
-    before :func:`_kill_group` runs.
-    """
-    deadline = time.monotonic() + timeout
-    delay = 0.0005
-    while True:
-        try:
-            if os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
-                return False
-        except ChildProcessError:  # already reaped elsewhere
-            return False
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return True
-        time.sleep(min(delay, remaining))
-        delay = min(delay * 2, 0.01)
-
-
-def run_sandboxed(
-    code: str,
-    *,
-    databases: Mapping[str, str | os.PathLike[str]],
-    final_answer: Any = None,
-    function_name: str | None = None,
-    timeout: float = DEFAULT_TIMEOUT,
-    memory_mb: int = DEFAULT_MEMORY_MB,
-    allow_unjailed: bool = False,
-    scratch_root: str | os.PathLike[str] | None = None,
-) -> VerifierOutcome:
-    """Run a verifier in a fresh, limited, OS-jailed child process and return its outcome.
-
-    The child is the interpreter with ``-I -S`` (no site-packages, no ``PYTHON*`` variables)
-    inside a bubblewrap jail: no network, its own PID namespace (nothing it starts outlives
-    it), uid 65534 without capabilities, an empty environment, and a filesystem holding only
-    the Python runtime, its scratch directory (cwd) and the given databases (read-only).
-    ``RLIMIT_AS = memory_mb`` MiB and ``RLIMIT_CPU`` just above ``timeout`` apply. As a second
-    layer, an audit hook denies opening anything but those files, starting processes, sending
-    signals, the network, ``ctypes`` and frame introspection; a denied call raises
-    ``PermissionError("denied by the verifier sandbox: ...")`` inside the verifier. The
-    verifier gets ``SQLiteEnvironment(databases, read_only=True)`` as ``env``, whose
-    connections refuse ``ATTACH`` and changes to their authorizer. At most
-    :data:`OUTPUT_LIMIT_BYTES` of its stdout is kept. ``outcome.sandbox`` names the layers
-    that protected the run.
-
-    Every fault of the verifier (syntax error, no entry point, exception, timeout, memory
-    limit, invalid result, a crash of the child) is returned in ``outcome.error``. This call
-    blocks; use :func:`run_sandboxed_async` from async code.
-
-    Args:
-        code: The verifier's source; its entry point is ``verify`` (else the only function).
-        databases: Database name to SQLite file, e.g. ``{"seed": ..., "current": ...}``.
-        final_answer: The agent's final answer (JSON-serializable), passed when ``verify``
-            takes two parameters.
-        function_name: Call this top-level function instead of finding the entry point.
-        timeout: Wall-clock seconds before the child is killed (``error.type == "timeout"``).
-        memory_mb: Address-space limit of the child, in MiB (at least 32).
-        allow_unjailed: Where the OS jail cannot start, run with the audit hook alone
-            (``outcome.sandbox == "audit_hook"``) instead of raising. Only for trusted code.
-        scratch_root: The directory the run's temporary directory is made in (the system's
-            temp directory by default); it is removed after the run.
-
-    Raises:
-        JailUnavailableError: The OS jail cannot start and ``allow_unjailed`` is false.
-        SandboxError: Invalid arguments (e.g. a ``final_answer`` that is not JSON), or the
-            interpreter could not be started.
-    """
-    return _run_job(
-        _prepare(
-            code,
-            databases=databases,
-            final_answer=final_answer,
-            function_name=function_name,
-            timeout=timeout,
-            memory_mb=memory_mb,
-            allow_unjailed=allow_unjailed,
-            scratch_root=scratch_root,
-        )
-    )
-
-
-def _run_job(job: _Job) -> VerifierOutcome:
-    try:
-        start = time.perf_counter()
-        try:
-            process = subprocess.Popen(
-                job.argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=job.workdir,
-                env={},
-                start_new_session=True,
-                close_fds=True,
-            )
-        except OSError as exc:
-            raise SandboxError(f"could not start the sandbox interpreter {sys.executable!r}: {exc}") from exc
-        assert process.stdin is not None and process.stdout is not None and process.stderr is not None
-        readers = [
-            _CappedReader(process.stdout, OUTPUT_LIMIT_BYTES),
-            _CappedReader(process.stderr, OUTPUT_LIMIT_BYTES),
-        ]
-        feeder = threading.Thread(target=_feed, args=(process.stdin, job.payload), daemon=True)
-        for thread in (*readers, feeder):
-            thread.start()
-        try:
-            timed_out = _wait(process, job.timeout)
-        finally:
-            _kill_group(process.pid)  # the deadline passed, or stragglers: none may survive
-            process.kill()
-            process.wait()
-        elapsed_ms = (time.perf_counter() - start) * 1000.0
-        for thread in (*readers, feeder):
-            thread.join(_DRAIN_GRACE)
-        process.stdout.close()
-        process.stderr.close()
-        return _finish(
-            job,
-            returncode=process.returncode,
-            timed_out=timed_out,
-            stdout=readers[0].text(),
-            stderr=readers[1].text(),
-            elapsed_ms=elapsed_ms,
-        )
-    finally:
-        job.cleanup()
-
-
-# -- async --------------------------------------------------------------------------------------
+# -- the run (async; run_sandboxed is its blocking twin) ---------------------------------------
 
 
 async def _read_capped(stream: asyncio.StreamReader, limit: int) -> str:
@@ -457,25 +289,45 @@ async def run_sandboxed_async(
     allow_unjailed: bool = False,
     scratch_root: str | os.PathLike[str] | None = None,
 ) -> VerifierOutcome:
-    """Async twin of :func:`run_sandboxed`: same child, limits and outcome.
+    """Run a verifier in a fresh, limited, OS-jailed child process and return its outcome.
 
-    The child is started with ``asyncio.create_subprocess_exec`` and its pipes are read on the
-    running loop, so the loop is never blocked while the verifier runs. Cancelling the call
-    kills the child's process group before the cancellation propagates.
+    The child is the interpreter with ``-I -S`` (no site-packages, no ``PYTHON*`` variables)
+    inside a bubblewrap jail: no network, its own PID namespace (nothing it starts outlives
+    it), uid 65534 without capabilities, an empty environment, and a filesystem holding only
+    the Python runtime, its scratch directory (cwd) and the given databases (read-only).
+    ``RLIMIT_AS = memory_mb`` MiB and ``RLIMIT_CPU`` just above ``timeout`` apply. As a second
+    layer, an audit hook denies opening anything but those files, starting processes, sending
+    signals, the network, ``ctypes`` and frame introspection; a denied call raises
+    ``PermissionError("denied by the verifier sandbox: ...")`` inside the verifier. The
+    verifier gets ``SQLiteEnvironment(databases, read_only=True)`` as ``env``, whose
+    connections refuse ``ATTACH`` and changes to their authorizer. At most
+    :data:`OUTPUT_LIMIT_BYTES` of its stdout is kept. ``outcome.sandbox`` names the layers
+    that protected the run.
+
+    Every fault of the verifier (syntax error, no entry point, exception, timeout, memory
+    limit, invalid result, a crash of the child) is returned in ``outcome.error``. The child's
+    pipes are read on the running loop, so the loop is never blocked; its process group is
+    SIGKILLed at the deadline, on cancellation and after every run, so nothing it started
+    outlives the call. :func:`run_sandboxed` is the blocking twin (the same run, on the SDK's
+    loop bridge).
 
     Args:
-        code: The verifier's source.
-        databases: Database name to SQLite file.
-        final_answer: The agent's final answer (JSON-serializable).
+        code: The verifier's source; its entry point is ``verify`` (else the only function).
+        databases: Database name to SQLite file, e.g. ``{"seed": ..., "current": ...}``.
+        final_answer: The agent's final answer (JSON-serializable), passed when ``verify``
+            takes two parameters.
         function_name: Call this top-level function instead of finding the entry point.
-        timeout: Wall-clock seconds before the child is killed.
+        timeout: Wall-clock seconds before the child is killed (``error.type == "timeout"``).
         memory_mb: Address-space limit of the child, in MiB (at least 32).
-        allow_unjailed: Run with the audit hook alone where the OS jail cannot start.
-        scratch_root: The directory the run's temporary directory is made in.
+        allow_unjailed: Where the OS jail cannot start, run with the audit hook alone
+            (``outcome.sandbox == "audit_hook"``) instead of raising. Only for trusted code.
+        scratch_root: The directory the run's temporary directory is made in (the system's
+            temp directory by default); it is removed after the run.
 
     Raises:
         JailUnavailableError: The OS jail cannot start and ``allow_unjailed`` is false.
-        SandboxError: Invalid arguments, or the interpreter could not be started.
+        SandboxError: Invalid arguments (e.g. a ``final_answer`` that is not JSON), or the
+            interpreter could not be started.
     """
     # Off the loop: checking the jail may run bubblewrap (seconds, under a lock) and making the
     # run's directory touches the disk.
@@ -519,11 +371,11 @@ async def run_sandboxed_async(
                 _kill_group(process.pid)  # not reaped yet: the pid is still ours
                 await process.wait()
             else:
-                # Exited. Anything still holding its pipes is a straggler of its group, which
-                # then still exists, so the group id cannot have been reused.
-                _, pending = await asyncio.wait(readers, timeout=_DRAIN_GRACE)
-                if pending:
-                    _kill_group(process.pid)
+                # Exited. The one kill rule: the group goes after every run, so a straggler it
+                # left (a daemon thread's fork, a detached grandchild) never outlives the run.
+                # The group id stays ours while any member lives; with none left, killpg finds
+                # nothing (tests/test_verifier_sandbox.py, threads left running).
+                _kill_group(process.pid)
         except BaseException:
             if process.returncode is None:
                 _kill_group(process.pid)
@@ -546,3 +398,7 @@ async def run_sandboxed_async(
         )
     finally:
         await asyncio.shield(asyncio.to_thread(job.cleanup))
+
+
+run_sandboxed = sync_function(run_sandboxed_async)
+"""Blocking twin of :func:`run_sandboxed_async`: the same run, limits and outcome."""
