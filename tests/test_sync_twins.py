@@ -140,14 +140,14 @@ def test_with_options_shares_the_one_pool_of_each_kind(monkeypatch: pytest.Monke
     monkeypatch.setattr(httpx, "AsyncClient", _CountingAsyncClient)
     monkeypatch.setattr(httpx, "Client", _CountingClient)
     fleet = Fleet(api_key="sk-test", base_url="http://127.0.0.1:9")
-    fleet.async_fleet  # the async side the facades run on
+    assert fleet.async_fleet is not None  # the async side the facades run on
     pools = (_CountingClient.created, _CountingAsyncClient.created)
     assert pools == (1, 1)
 
     quick = fleet.with_options(deadline=5.0)
-    quick.async_fleet
-    quick.api.control_plane  # noqa: B018 - the sync typed clients
-    quick.tasks._inner  # noqa: B018 - a facade's async side
+    assert quick.async_fleet is not None
+    assert quick.api.control_plane is not None  # the sync typed clients
+    assert quick.tasks._inner is not None  # a facade's async side
 
     assert (_CountingClient.created, _CountingAsyncClient.created) == pools
     assert quick._pool is fleet._pool
