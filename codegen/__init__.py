@@ -1,6 +1,6 @@
 """Code generator: ``schemas/*.yaml`` -> ``fleet_sdk/_generated`` (run ``python -m codegen``)."""
 
 from .generate import CodegenError, check, generate, render_all
-from .spec import SpecError, load_spec
+from .openapi import SpecError, load_spec
 
 __all__ = ["CodegenError", "SpecError", "check", "generate", "load_spec", "render_all"]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from . import apidiff
 from .generate import DEFAULT_OUT, DEFAULT_SCHEMAS, PROJECT_ROOT, CodegenError, check, generate
-from .spec import SpecError
+from .openapi import SpecError
 
 
 def _display(path: Path) -> str:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import jinja2
 
-from .spec import BodyField, Operation, Spec, SpecError, load_spec
+from .openapi import BodyField, Operation, Spec, SpecError, load_spec
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SCHEMAS = PROJECT_ROOT / "schemas"

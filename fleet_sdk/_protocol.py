@@ -7,9 +7,14 @@ so the server never loads the client facades to learn a constant.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .rewards import reward_from_outcome
 from .tools import Tool
 
-__all__ = ["SUBMIT_FINAL_ANSWER", "SUBMIT_TOOL", "normalize_version"]
+__all__ = ["SUBMIT_FINAL_ANSWER", "SUBMIT_TOOL", "normalize_version", "session_score"]
 
 SUBMIT_FINAL_ANSWER = "submit_final_answer"
 """The tool a ``tool_use`` episode ends with when the task's prompt mentions it."""
@@ -40,3 +45,39 @@ def normalize_version(version: str | None) -> str | None:
     if not version:
         return None
     return f"v{version}" if version[0].isdigit() else version
+
+
+@dataclass(frozen=True)
+class _Execution:
+    """A verifier execution (wire dict) as ``rewards.OutcomeLike``."""
+
+    success: bool
+    score: float | None
+    stdout: str | None
+    error: Any = None
+
+
+def session_score(verifier_execution: Mapping[str, Any] | None) -> float | None:
+    """A session's reward by ``rewards.reward_from_outcome``; None (errored) when ungraded.
+
+    The one rule the local server and the evaluation reports share: ``score``, else 1.0 when
+    the verifier succeeded without one (it returned none); None without a verifier execution,
+    when it failed (``success`` false) or its judge failed.
+
+    Args:
+        verifier_execution: The session's ``verifier_execution`` (a wire dict), or None.
+    """
+    if verifier_execution is None:
+        return None
+    success = verifier_execution.get("success") is True
+    score = verifier_execution.get("score")
+    if not isinstance(score, int | float) or isinstance(score, bool):
+        score = 1.0 if success else None
+    stdout = verifier_execution.get("stdout")
+    return reward_from_outcome(
+        _Execution(
+            success=success,
+            score=float(score) if score is not None else None,
+            stdout=stdout if isinstance(stdout, str) else None,
+        )
+    )

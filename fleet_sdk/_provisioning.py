@@ -15,16 +15,12 @@ import logging
 import uuid
 from typing import TYPE_CHECKING
 
-import anyio
-
-from fleet_sdk._generated.env_instance import models
-
-from ._exceptions import APIStatusError, FleetError
+from ._generated.env_instance import models
+from ._retry import retry_async
 from ._runtime import Deadline, RequestOptions, RetryPolicy, is_transient, within
-from ._runtime._policy import parse_retry_after
 
 if TYPE_CHECKING:
-    from fleet_sdk._generated.env_instance.client import AsyncControlPlaneClient
+    from ._generated.env_instance.client import AsyncControlPlaneClient
 
 __all__ = ["PROVISIONING_RETRY", "create_instance", "is_transient_provisioning_error"]
 
@@ -70,28 +66,17 @@ async def create_instance(
             next wait would pass the deadline.
     """
     key = str(uuid.uuid4())
-    attempt = 0
-    while True:
-        try:
-            # Every retry of a create happens here, under one policy: the runtime makes one attempt.
-            options: RequestOptions = {**(within(deadline) or {}), "max_retries": 0}
-            return await api.create_instance(request, idempotency_key=key, options=options)
-        except FleetError as exc:
-            attempt += 1
-            retry_after = parse_retry_after(exc.response) if isinstance(exc, APIStatusError) else None
-            wait = policy.backoff(attempt, retry_after)
-            retryable = is_transient_provisioning_error(exc) and attempt <= policy.max_retries
-            if not retryable or not deadline.allows(wait):
-                raise
-            log.warning(
-                "creating %s failed (%s; code=%s, retryable=%s at %s); retry %d/%d in %.1fs",
-                request.env_key,
-                exc,
-                getattr(exc, "code", None),
-                getattr(exc, "retryable", None),
-                getattr(exc, "retryable_at", None),
-                attempt,
-                policy.max_retries,
-                wait,
-            )
-            await anyio.sleep(wait)
+
+    async def attempt() -> models.InstanceResponse:
+        # Every retry of a create happens in retry_async, under one policy: the runtime makes one attempt.
+        options: RequestOptions = {**(within(deadline) or {}), "max_retries": 0}
+        return await api.create_instance(request, idempotency_key=key, options=options)
+
+    return await retry_async(
+        attempt,
+        what=f"creating {request.env_key}",
+        policy=policy,
+        deadline=deadline,
+        log=log,
+        transient=is_transient_provisioning_error,
+    )

@@ -18,10 +18,10 @@ import jsonschema
 import pytest
 
 from fleet_sdk.local.environments import (
-    EnvironmentSpec,
-    TaskSpec,
+    EnvironmentDefinition,
+    TaskDefinition,
+    ToolDefinition,
     ToolError,
-    ToolSpec,
     UnknownEnvironmentError,
     get_environment,
     registry,
@@ -51,7 +51,7 @@ FINAL_ANSWER = "submit_final_answer"
 class Instance:
     """A seed database and its ``current`` copy, as an instance manager would hold them."""
 
-    def __init__(self, env: EnvironmentSpec, root: Path) -> None:
+    def __init__(self, env: EnvironmentDefinition, root: Path) -> None:
         self.env = env
         self.seed = env.build_seed(root / "seed.db")
         self.current = root / "current.db"
@@ -79,7 +79,7 @@ class Instance:
             conn.close()
         return final_answer
 
-    def verify(self, task: TaskSpec, final_answer: Any = None) -> VerifierOutcome:
+    def verify(self, task: TaskDefinition, final_answer: Any = None) -> VerifierOutcome:
         with SQLiteEnvironment(databases={"seed": self.seed, "current": self.current}) as env:
             return run_local(task["verifier_code"], env, final_answer=final_answer)
 
@@ -95,7 +95,7 @@ class Instance:
 def instance_factory(tmp_path: Path) -> Iterator[Any]:
     counter = iter(range(1000))
 
-    def make(env: EnvironmentSpec) -> Instance:
+    def make(env: EnvironmentDefinition) -> Instance:
         root = tmp_path / f"{env.env_key}-{next(counter)}"
         root.mkdir()
         return Instance(env, root)
@@ -103,11 +103,11 @@ def instance_factory(tmp_path: Path) -> Iterator[Any]:
     yield make
 
 
-def _solution(task: TaskSpec) -> list[dict[str, Any]]:
+def _solution(task: TaskDefinition) -> list[dict[str, Any]]:
     return [dict(step) for step in task["metadata"]["reference_solution"]]
 
 
-def _is_multi_app(task: TaskSpec) -> bool:
+def _is_multi_app(task: TaskDefinition) -> bool:
     """Whether ``verify`` itself reports per-app results (the shared prelude defines the helpers)."""
     tree = ast.parse(task["verifier_code"])
     verify = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "verify")
@@ -127,7 +127,9 @@ def _top_level_functions(code: str) -> list[str]:
 
 
 @pytest.mark.parametrize(("env", "task"), ALL_TASKS, ids=TASK_IDS)
-def test_reference_solution_passes(env: EnvironmentSpec, task: TaskSpec, instance_factory: Any) -> None:
+def test_reference_solution_passes(
+    env: EnvironmentDefinition, task: TaskDefinition, instance_factory: Any
+) -> None:
     instance = instance_factory(env)
     final_answer = instance.play(_solution(task))
     outcome = instance.verify(task, final_answer)
@@ -138,7 +140,7 @@ def test_reference_solution_passes(env: EnvironmentSpec, task: TaskSpec, instanc
 @pytest.mark.parametrize(
     ("env", "task"), ALL_TASKS + BROWSER_TASKS, ids=TASK_IDS + [t["task_key"] for _, t in BROWSER_TASKS]
 )
-def test_empty_episode_fails(env: EnvironmentSpec, task: TaskSpec, instance_factory: Any) -> None:
+def test_empty_episode_fails(env: EnvironmentDefinition, task: TaskDefinition, instance_factory: Any) -> None:
     instance = instance_factory(env)
     outcome = instance.verify(task, final_answer=None)
     assert outcome.error is None, outcome.error
@@ -146,7 +148,7 @@ def test_empty_episode_fails(env: EnvironmentSpec, task: TaskSpec, instance_fact
 
 
 @pytest.mark.parametrize(("env", "task"), ALL_TASKS, ids=TASK_IDS)
-def test_only_the_final_answer_step_is_not_a_tool(env: EnvironmentSpec, task: TaskSpec) -> None:
+def test_only_the_final_answer_step_is_not_a_tool(env: EnvironmentDefinition, task: TaskDefinition) -> None:
     steps = _solution(task)
     assert steps, "a reference solution has at least one step"
     names = [step["tool"] for step in steps]
@@ -166,7 +168,7 @@ def test_only_the_final_answer_step_is_not_a_tool(env: EnvironmentSpec, task: Ta
 
 
 @pytest.mark.parametrize(("env", "task"), ALL_TASKS, ids=TASK_IDS)
-def test_task_config_shape(env: EnvironmentSpec, task: TaskSpec) -> None:
+def test_task_config_shape(env: EnvironmentDefinition, task: TaskDefinition) -> None:
     assert set(task) == {
         "task_key",
         "prompt",
@@ -198,7 +200,7 @@ def test_task_config_shape(env: EnvironmentSpec, task: TaskSpec) -> None:
 
 
 @pytest.mark.parametrize("env", list(ENVIRONMENTS.values()), ids=list(ENVIRONMENTS))
-def test_environment_coverage(env: EnvironmentSpec) -> None:
+def test_environment_coverage(env: EnvironmentDefinition) -> None:
     assert len(env.tools) >= 8
     assert any(not tool.read_only for tool in env.tools)
     assert any(tool.read_only for tool in env.tools)
@@ -263,7 +265,7 @@ def test_unknown_tool_and_task_lookup() -> None:
 
 
 @pytest.mark.parametrize("env", list(ENVIRONMENTS.values()), ids=list(ENVIRONMENTS))
-def test_seed_build_is_deterministic(env: EnvironmentSpec, tmp_path: Path) -> None:
+def test_seed_build_is_deterministic(env: EnvironmentDefinition, tmp_path: Path) -> None:
     first = env.build_seed(tmp_path / "a" / "seed.db")
     second = env.build_seed(tmp_path / "b" / "seed.db")
 
@@ -283,7 +285,7 @@ def test_seed_build_is_deterministic(env: EnvironmentSpec, tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("env", list(ENVIRONMENTS.values()), ids=list(ENVIRONMENTS))
-def test_seed_is_realistic_and_consistent(env: EnvironmentSpec, tmp_path: Path) -> None:
+def test_seed_is_realistic_and_consistent(env: EnvironmentDefinition, tmp_path: Path) -> None:
     conn = sqlite3.connect(env.build_seed(tmp_path / "seed.db"))
     try:
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
@@ -318,7 +320,7 @@ TOOL_IDS = [f"{env.env_key}.{tool.name}" for env, tool in ALL_TOOLS]
 
 
 @pytest.mark.parametrize(("env", "tool"), ALL_TOOLS, ids=TOOL_IDS)
-def test_tool_schema_is_valid_json_schema(env: EnvironmentSpec, tool: ToolSpec) -> None:
+def test_tool_schema_is_valid_json_schema(env: EnvironmentDefinition, tool: ToolDefinition) -> None:
     schema = tool.input_schema
     jsonschema.Draft202012Validator.check_schema(schema)
     assert schema["type"] == "object"
@@ -334,7 +336,7 @@ def test_tool_schema_is_valid_json_schema(env: EnvironmentSpec, tool: ToolSpec) 
 
 
 @pytest.mark.parametrize(("env", "task"), ALL_TASKS, ids=TASK_IDS)
-def test_reference_params_validate_against_schemas(env: EnvironmentSpec, task: TaskSpec) -> None:
+def test_reference_params_validate_against_schemas(env: EnvironmentDefinition, task: TaskDefinition) -> None:
     for step in _solution(task):
         if step["tool"] == FINAL_ANSWER:
             continue
@@ -344,7 +346,7 @@ def test_reference_params_validate_against_schemas(env: EnvironmentSpec, task: T
 
 
 @pytest.mark.parametrize(("env", "task"), BROWSER_TASKS, ids=[t["task_key"] for _, t in BROWSER_TASKS])
-def test_browser_solutions_are_computer_actions(env: EnvironmentSpec, task: TaskSpec) -> None:
+def test_browser_solutions_are_computer_actions(env: EnvironmentDefinition, task: TaskDefinition) -> None:
     from fleet_sdk.local._computer import COMPUTER_TOOL
 
     validator = jsonschema.Draft202012Validator(COMPUTER_TOOL["input_schema"])
@@ -500,7 +502,7 @@ def test_every_tool_has_error_cases() -> None:
 
 @pytest.mark.parametrize(("env", "tool"), ALL_TOOLS, ids=TOOL_IDS)
 def test_tool_errors_name_the_bad_argument(
-    env: EnvironmentSpec, tool: ToolSpec, instance_factory: Any
+    env: EnvironmentDefinition, tool: ToolDefinition, instance_factory: Any
 ) -> None:
     instance = instance_factory(env)
     before = instance.dump()
@@ -527,7 +529,7 @@ def test_write_tool_rolls_back_when_it_fails(tmp_path: Path) -> None:
         conn.execute("UPDATE products SET stock = 0")
         raise ToolError("Invalid argument 'sku': gave up halfway")
 
-    tool = ToolSpec(
+    tool = ToolDefinition(
         "half_done", "Fails after writing.", env.tool("update_product").input_schema, half_done, False
     )
     for isolation_level in ("", None):
@@ -565,7 +567,9 @@ def test_read_only_tools_cannot_write(tmp_path: Path) -> None:
     def sneaky(conn: sqlite3.Connection, args: dict[str, Any]) -> Any:
         conn.execute("DELETE FROM events")
 
-    tool = ToolSpec("sneaky", "Claims to read but writes.", env.tool("get_event").input_schema, sneaky, True)
+    tool = ToolDefinition(
+        "sneaky", "Claims to read but writes.", env.tool("get_event").input_schema, sneaky, True
+    )
     conn = sqlite3.connect(seed)
     try:
         with pytest.raises(sqlite3.OperationalError):
@@ -580,9 +584,11 @@ def test_read_only_tools_cannot_write(tmp_path: Path) -> None:
 
 def test_tool_spec_rejects_open_schemas() -> None:
     with pytest.raises(ValueError, match="closed object"):
-        ToolSpec("t", "d", {"type": "object", "properties": {}, "required": []}, lambda c, a: None, True)
+        ToolDefinition(
+            "t", "d", {"type": "object", "properties": {}, "required": []}, lambda c, a: None, True
+        )
     with pytest.raises(ValueError, match="not properties"):
-        ToolSpec(
+        ToolDefinition(
             "t",
             "d",
             {"type": "object", "properties": {}, "required": ["x"], "additionalProperties": False},
@@ -677,7 +683,7 @@ MULTI_APP = [(env, task) for env, task in ALL_TASKS if _is_multi_app(task)]
 
 
 @pytest.mark.parametrize(("env", "task"), MULTI_APP, ids=[t["task_key"] for _, t in MULTI_APP])
-def test_multi_app_blocks(env: EnvironmentSpec, task: TaskSpec, instance_factory: Any) -> None:
+def test_multi_app_blocks(env: EnvironmentDefinition, task: TaskDefinition, instance_factory: Any) -> None:
     instance = instance_factory(env)
     empty = instance.verify(task)
     apps = [line.split()[1].rstrip(":") for line in empty.stdout.splitlines() if line.startswith("App ")]

@@ -14,7 +14,7 @@ import yaml
 
 from codegen.__main__ import main
 from codegen.generate import DEFAULT_OUT, DEFAULT_SCHEMAS, check, diff_tree, header, render_all
-from codegen.spec import SpecError, class_name, load_spec
+from codegen.openapi import SpecError, class_name, load_spec
 
 FIXTURE_SCHEMAS = Path(__file__).parent / "fixtures" / "schemas"
 PROBE = "codegen_drift_probe"

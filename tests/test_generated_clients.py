@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from codegen.generate import render_all, write_tree
-from codegen.spec import Spec, load_spec
+from codegen.openapi import Spec, load_spec
 from fleet_sdk._runtime import APIResponse, AsyncHTTPClient, HTTPClient
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,8 +1,10 @@
 """The import graph of the installed package has no cycles, and light entry points stay light.
 
 The graph is read statically (``ast`` over every module of ``fleet_sdk`` and the ``fleet_api``
-alias), counting every import: module level, inside functions, and under ``TYPE_CHECKING``. A
-cycle through any of them is a design cycle even when Python happens to survive it at run time.
+alias). Between modules, every import that runs counts: module level and inside functions (a
+cycle hidden in a function is still a cycle). Between packages, imports for type annotations
+(under ``TYPE_CHECKING``) count too: a facade typed with a class of the package that builds it
+is layered upside down even though Python would survive it.
 """
 
 from __future__ import annotations
@@ -38,10 +40,30 @@ def _package_of(module: str, path: Path) -> str:
     return module if path.name == "__init__.py" else module.rpartition(".")[0]
 
 
-def _imports(module: str, path: Path, known: dict[str, Path]) -> Iterator[str]:
-    """The modules of ``known`` that ``module`` imports, anywhere in its source."""
+def _is_type_checking(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and (
+        (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+        or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING")
+    )
+
+
+def _walk(node: ast.AST, *, types: bool) -> Iterator[ast.AST]:
+    """Every node under ``node``; the bodies of ``if TYPE_CHECKING:`` only when ``types``."""
+    for child in ast.iter_child_nodes(node):
+        if _is_type_checking(child) and not types:
+            assert isinstance(child, ast.If)
+            for other in child.orelse:
+                yield other
+                yield from _walk(other, types=types)
+            continue
+        yield child
+        yield from _walk(child, types=types)
+
+
+def _imports(module: str, path: Path, known: dict[str, Path], *, types: bool) -> Iterator[str]:
+    """The modules of ``known`` that ``module`` imports (with ``types``: for annotations too)."""
     package = _package_of(module, path)
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in _walk(ast.parse(path.read_text(encoding="utf-8"), str(path)), types=types):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 name = alias.name
@@ -63,10 +85,10 @@ def _imports(module: str, path: Path, known: dict[str, Path]) -> Iterator[str]:
                     yield base
 
 
-def _graph() -> dict[str, set[str]]:
+def _graph(*, types: bool = False) -> dict[str, set[str]]:
     known = _modules()
     return {
-        module: {target for target in _imports(module, path, known) if target != module}
+        module: {target for target in _imports(module, path, known, types=types) if target != module}
         for module, path in known.items()
     }
 
@@ -144,6 +166,8 @@ def test_the_walker_sees_the_edges_it_must() -> None:
     assert "fleet_sdk._generated.env_instance.models" in graph["fleet_sdk.env"]  # from X import module
     assert "fleet_sdk._protocol" in graph["fleet_sdk.local._policies"]  # relative, level 2
     assert "fleet_sdk._generated" in graph["fleet_api"]  # the alias points one way
+    assert "fleet_sdk._api" not in graph["fleet_sdk.env"]  # only under TYPE_CHECKING there
+    assert "fleet_sdk._api" in _graph(types=True)["fleet_sdk.env"]
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
@@ -153,7 +177,7 @@ def test_no_cycle_between_modules() -> None:
 
 
 def test_no_cycle_between_packages() -> None:
-    cycles = _cycles(_package_graph(_graph()))
+    cycles = _cycles(_package_graph(_graph(types=True)))
     assert not cycles, "import cycles between packages:\n" + "\n".join(" <-> ".join(c) for c in cycles)
 
 
@@ -171,7 +195,7 @@ def test_the_local_server_imports_no_client_facade() -> None:
     """The server shares constants (``_protocol``) and generated models with the client, nothing
     that talks to a server: no ``Fleet``, ``Env``, MCP client, ``TaskEnv`` or HTTP runtime."""
     facades = {"fleet_sdk._client", "fleet_sdk.env", "fleet_sdk.mcp", "fleet_sdk.task_env"}
-    graph = _graph()
+    graph = _graph(types=True)
     offenders = {
         (module, target)
         for module, targets in graph.items()

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from openapi_spec_validator import validate
 
-from codegen.spec import load_spec
+from codegen.openapi import load_spec
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
 FIXTURES = Path(__file__).parent / "fixtures" / "schemas"

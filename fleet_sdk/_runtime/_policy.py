@@ -14,11 +14,11 @@ import json
 import random
 import time
 from dataclasses import dataclass, replace
-from typing import TypedDict
+from typing import Any, TypedDict
 
 import httpx
 
-from .._exceptions import APIConnectionError, APIStatusError
+from .._exceptions import APIConnectionError, APIStatusError, read_error_body
 
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 RETRYABLE_STATUS = frozenset({408, 429, 502, 503, 504})
@@ -35,13 +35,14 @@ TRANSIENT_MESSAGES = (
 
 
 def is_transient(error: BaseException, *, server_errors: bool = False) -> bool:
-    """Whether sending the same request again may succeed: the one retry classifier.
+    """Whether doing the same thing again may succeed: the one retry classifier.
 
-    In order: no response at all (connection error, timeout) is transient; a ``retryable``
-    flag in the error body, wherever the server put it (see ``read_error_body``), decides,
-    and an explicit ``false`` is final; then the status: 408, 429, 502, 503, 504, and with
-    ``server_errors`` every 5xx; then, with ``server_errors`` only, as a last resort,
-    ``TRANSIENT_MESSAGES``.
+    In order: no response at all (a connection error or timeout, the runtime's or a raw
+    ``httpx`` one) is transient; a ``retryable`` flag in the error body, wherever the server
+    put it (see ``read_error_body``), decides, and an explicit ``false`` is final; then the
+    status: 408, 429, 502, 503, 504, and with ``server_errors`` every 5xx; then, with
+    ``server_errors`` only, as a last resort, ``TRANSIENT_MESSAGES``. Anything else (a bug, a
+    refused request) is permanent.
 
     Args:
         error: The error of one attempt.
@@ -50,17 +51,29 @@ def is_transient(error: BaseException, *, server_errors: bool = False) -> bool:
             that carries an idempotency key. Also consults ``TRANSIENT_MESSAGES``, which
             are provisioning messages: a plain safe call is never retried by its error text.
     """
-    if isinstance(error, APIConnectionError):
+    if isinstance(error, APIConnectionError | httpx.TransportError):
         return True
     if not isinstance(error, APIStatusError):
         return False
-    if error.retryable is not None:
-        return error.retryable
-    if error.status_code in RETRYABLE_STATUS or (server_errors and error.status_code >= 500):
+    return is_transient_reply(error.status_code, error.body, server_errors=server_errors)
+
+
+def is_transient_reply(status_code: int, body: Any, *, server_errors: bool = False) -> bool:
+    """``is_transient`` for an error reply that is not (yet) an exception: status and body.
+
+    Args:
+        status_code: The reply's HTTP status (an error: 400 or more).
+        body: The parsed JSON body, or its text.
+        server_errors: Treat every 5xx as transient (see ``is_transient``).
+    """
+    retryable = read_error_body(body).retryable
+    if retryable is not None:
+        return retryable
+    if status_code in RETRYABLE_STATUS or (server_errors and status_code >= 500):
         return True
     if not server_errors:
         return False  # the message list is for instance provisioning only (its last resort)
-    text = error.body if isinstance(error.body, str) else json.dumps(error.body, default=str)
+    text = body if isinstance(body, str) else json.dumps(body, default=str)
     text = text.lower()
     return any(message in text for message in TRANSIENT_MESSAGES)
 

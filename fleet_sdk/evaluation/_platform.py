@@ -15,16 +15,15 @@ import datetime as dt
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
 from .._client import AsyncFleet
 from .._exceptions import EvaluationError, EvaluationTimeoutError
+from .._protocol import session_score
 from .._runtime import Deadline
 from ..reports import Outcome, ReportEnvelope, Source, Status, build_report, classify
-from ..rewards import reward_from_outcome
 from ..tasks import Task, as_task
 from ._runner import Progress
 
@@ -37,41 +36,6 @@ _LIVE_SESSION = frozenset({"pending", "running"})
 def bare_model(model_id: str) -> str:
     """The name a session reports for ``model_id``: ``anthropic/claude-x`` -> ``claude-x``."""
     return model_id.rsplit("/", 1)[-1]
-
-
-@dataclass(frozen=True)
-class _Execution:
-    """A verifier execution (wire dict) as ``rewards.OutcomeLike``."""
-
-    success: bool
-    score: float | None
-    stdout: str | None
-    error: Any = None
-
-
-def session_score(verifier_execution: Mapping[str, Any] | None) -> float | None:
-    """The session's reward by ``rewards.reward_from_outcome``; None (errored) when ungraded.
-
-    ``score``, else 1.0 when the verifier succeeded without one (it returned none); None
-    without a verifier execution, when it failed (``success`` false) or its judge failed.
-
-    Args:
-        verifier_execution: The session's ``verifier_execution`` (a wire dict), or None.
-    """
-    if verifier_execution is None:
-        return None
-    success = verifier_execution.get("success") is True
-    score = verifier_execution.get("score")
-    if not isinstance(score, int | float) or isinstance(score, bool):
-        score = 1.0 if success else None
-    stdout = verifier_execution.get("stdout")
-    return reward_from_outcome(
-        _Execution(
-            success=success,
-            score=float(score) if score is not None else None,
-            stdout=stdout if isinstance(stdout, str) else None,
-        )
-    )
 
 
 def _duration_ms(session: Mapping[str, Any]) -> int | None:
@@ -184,7 +148,7 @@ async def evaluate_job(
         EvaluationError: No models, or no task selector.
         EvaluationTimeoutError: The job was not terminal by the deadline.
     """
-    from fleet_api.env_instance import models as api_models
+    from .._generated.env_instance import models as api_models
 
     if not models:
         raise EvaluationError("models: give at least one provider/model id")

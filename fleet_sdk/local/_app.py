@@ -19,6 +19,7 @@ from fastapi import Depends, FastAPI, Request
 from . import (
     _browser,
     _control,
+    _episodes,
     _jobs,
     _manager,
     _mcp,
@@ -57,7 +58,7 @@ def bearer_auth(state: LocalState) -> Any:
 
 
 # Feature modules with a ``lifespan(state)`` async context manager, started in this order.
-_LIFESPANS = (_s3, _control, _mcp, _jobs, _browser)
+_LIFESPANS = (_s3, _control, _mcp, _episodes, _browser)
 
 
 def create_app(state: LocalState) -> FastAPI:
@@ -74,9 +75,8 @@ def create_app(state: LocalState) -> FastAPI:
                 hook = getattr(module, "lifespan", None)
                 if hook is not None:
                     await stack.enter_async_context(hook(state))
-            on_ready = state.extras.get("on_ready")
-            if on_ready is not None:
-                on_ready()
+            if state.on_ready is not None:
+                state.on_ready()
             yield
 
     app = FastAPI(

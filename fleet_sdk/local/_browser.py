@@ -214,11 +214,7 @@ def mount(app: Any, state: LocalState) -> None:
 
 
 def _book(state: LocalState) -> LeaseBook:
-    book = state.extras.get("browser_leases")
-    if book is None:
-        book = state.extras["browser_leases"] = LeaseBook(state)
-    assert isinstance(book, LeaseBook)
-    return book
+    return state.browser_leases
 
 
 @contextlib.asynccontextmanager

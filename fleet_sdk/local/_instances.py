@@ -32,7 +32,7 @@ from fleet_sdk._generated.env_instance import models
 from .._protocol import normalize_version
 from ._errors import LocalAPIError, not_found
 from ._state import LocalState, iso, new_id, utcnow
-from .environments import EnvironmentSpec
+from .environments import EnvironmentDefinition
 
 __all__ = [
     "DATABASES",
@@ -87,7 +87,7 @@ _instance_locks_guard = threading.Lock()
 # ---------------------------------------------------------------- helpers
 
 
-def environment(state: LocalState, env_key: str) -> EnvironmentSpec:
+def environment(state: LocalState, env_key: str) -> EnvironmentDefinition:
     """A bundled environment by key.
 
     Raises:

@@ -43,7 +43,7 @@ from ._errors import LocalAPIError
 from ._state import LocalState
 
 if TYPE_CHECKING:
-    from .environments import EnvironmentSpec, ToolSpec
+    from .environments import EnvironmentDefinition, ToolDefinition
 
 __all__ = [
     "MCP_PATHS",
@@ -61,7 +61,6 @@ logger = logging.getLogger(__name__)
 MCP_PATHS = ("/instances/{instance_id}/mcp", "/instances/{instance_id}/api/v1/mcp")
 """The two MCP endpoints of an instance, relative to the server (``{urls.root}mcp`` and ``api/v1/mcp``)."""
 
-_MANAGER_KEY = "mcp.session_manager"
 _SCOPE_KEY = "fleet.instance_id"
 _LIVE_STATUSES = frozenset({"pending", "running"})
 
@@ -101,7 +100,7 @@ class ToolOutcome:
         return json.dumps(self.value, default=str)
 
 
-async def instance_environment(state: LocalState, instance_id: str) -> EnvironmentSpec:
+async def instance_environment(state: LocalState, instance_id: str) -> EnvironmentDefinition:
     """The environment of a live instance (the store lookup runs in a worker thread).
 
     Raises:
@@ -121,7 +120,9 @@ async def instance_environment(state: LocalState, instance_id: str) -> Environme
     return env
 
 
-def _run_tool_sync(state: LocalState, instance_id: str, tool: ToolSpec, arguments: dict[str, Any]) -> Any:
+def _run_tool_sync(
+    state: LocalState, instance_id: str, tool: ToolDefinition, arguments: dict[str, Any]
+) -> Any:
     """Run one tool against the instance's ``current`` database (blocking; call from a thread)."""
     from . import _instances
 
@@ -182,7 +183,7 @@ def to_call_tool_result(outcome: ToolOutcome) -> types.CallToolResult:
     )
 
 
-def mcp_tool(tool: ToolSpec) -> types.Tool:
+def mcp_tool(tool: ToolDefinition) -> types.Tool:
     """An environment tool as MCP ``tools/list`` shows it."""
     return types.Tool.model_validate(
         {
@@ -267,20 +268,18 @@ def low_level_server(
     return server
 
 
-def _manager(state: LocalState) -> StreamableHTTPSessionManager:
-    manager = state.extras.get(_MANAGER_KEY)
-    if manager is None:
-        # Stateful: a client initializes once and reuses its session; an idle session is ended
-        # after ``mcp_session_idle_timeout`` and its id then answers 404 (the client opens a new one).
-        manager = StreamableHTTPSessionManager(
-            _build_server(state),
-            json_response=True,
-            stateless=False,
-            session_idle_timeout=state.settings.mcp_session_idle_timeout,
-        )
-        state.extras[_MANAGER_KEY] = manager
-    assert isinstance(manager, StreamableHTTPSessionManager)
-    return manager
+def session_manager(state: LocalState) -> StreamableHTTPSessionManager:
+    """The MCP session manager of a server (``build_state`` keeps it as ``state.mcp_sessions``).
+
+    Stateful: a client initializes once and reuses its session; an idle session is ended after
+    ``mcp_session_idle_timeout`` and its id then answers 404 (the client opens a new one).
+    """
+    return StreamableHTTPSessionManager(
+        _build_server(state),
+        json_response=True,
+        stateless=False,
+        session_idle_timeout=state.settings.mcp_session_idle_timeout,
+    )
 
 
 class _InstanceMCPEndpoint:
@@ -297,7 +296,7 @@ class _InstanceMCPEndpoint:
             body = {"detail": str(exc), "code": "instance_not_found", "retryable": False}
             await JSONResponse(body, status_code=404)(scope, receive, send)
             return
-        await _manager(self._state).handle_request({**scope, _SCOPE_KEY: instance_id}, receive, send)
+        await self._state.mcp_sessions.handle_request({**scope, _SCOPE_KEY: instance_id}, receive, send)
 
 
 def mount(app: FastAPI, state: LocalState) -> None:
@@ -306,7 +305,6 @@ def mount(app: FastAPI, state: LocalState) -> None:
     The routes go first in the routing table so no catch-all route of another surface shadows them.
     """
     endpoint = _InstanceMCPEndpoint(state)
-    _manager(state)
     routes = [Route(path + suffix, endpoint) for path in MCP_PATHS for suffix in ("", "/")]
     app.router.routes[0:0] = routes
 
@@ -314,5 +312,5 @@ def mount(app: FastAPI, state: LocalState) -> None:
 @contextlib.asynccontextmanager
 async def lifespan(state: LocalState) -> AsyncIterator[None]:
     """Run the MCP session manager for the life of the server."""
-    async with _manager(state).run():
+    async with state.mcp_sessions.run():
         yield

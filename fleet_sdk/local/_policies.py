@@ -11,14 +11,14 @@ A job names its models as ``provider/model`` ids (docs/wire.md#instances). This 
   (``POST {model_base_url}/chat/completions`` with the tools in OpenAI format). Without a model URL
   the policy cannot be built and the session errors with a message saying so.
 
-A policy only decides; the harness (:mod:`._jobs`) executes its tool calls through
+A policy only decides; the harness (:mod:`._episodes`) executes its tool calls through
 :func:`._mcp.execute_tool`, the same path MCP clients use, and records the transcript.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
+import logging
 import random
 import string
 import uuid
@@ -29,6 +29,7 @@ from typing import Any, Protocol
 import httpx
 
 from .._protocol import SUBMIT_FINAL_ANSWER
+from .._retry import Deadline, RetryPolicy, is_transient, is_transient_reply, retry_async
 from ._state import LocalSettings
 
 __all__ = [
@@ -47,15 +48,30 @@ __all__ = [
     "make_policy",
 ]
 
+log = logging.getLogger("fleet_sdk.local.policies")
+
 SCRIPTED_MODEL = "local/scripted"
 RANDOM_MODEL = "local/random"
 
-_HTTP_ATTEMPTS = 3
-_RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+_MODEL_RETRY = RetryPolicy(max_retries=2, backoff_base=1.0, backoff_max=4.0)
+"""Retries of one model request on transient failures (``fleet_sdk._retry``)."""
 
 
 class PolicyError(Exception):
     """The policy could not produce a turn (no model configured, model endpoint failed...)."""
+
+
+class _ModelReplyError(Exception):
+    """An error reply of the model endpoint, for the retry loop to classify."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(f"HTTP {response.status_code}: {response.text[:300]}")
+        self.response = response
+        self.status_code = response.status_code
+        try:
+            self.body: Any = response.json()
+        except ValueError:
+            self.body = response.text
 
 
 def bare_model(model_id: str) -> str:
@@ -249,6 +265,7 @@ class ChatCompletionsPolicy:
         self._model = context.model_id
         self._tools = context.openai_tools
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._timeout = timeout
         self._client = httpx.AsyncClient(timeout=timeout, headers=headers)
 
     async def next_turn(self, messages: Sequence[Mapping[str, Any]]) -> PolicyTurn:
@@ -286,29 +303,37 @@ class ChatCompletionsPolicy:
         return PolicyTurn(content=content if isinstance(content, str) else None, tool_calls=tuple(calls))
 
     async def _post(self, payload: dict[str, Any]) -> Any:
-        problem = ""
-        for attempt in range(_HTTP_ATTEMPTS):
-            if attempt:
-                await asyncio.sleep(0.5 * 2**attempt)
-            try:
-                response = await self._client.post(self._url, json=payload)
-            except httpx.TransportError as exc:
-                problem = f"{type(exc).__name__}: {exc}"
-                continue
-            if response.status_code in _RETRY_STATUSES:
-                problem = f"HTTP {response.status_code}: {response.text[:300]}"
-                continue
+        async def attempt() -> httpx.Response:
+            response = await self._client.post(self._url, json=payload)
             if response.status_code >= 400:
-                raise PolicyError(
-                    f"model endpoint {self._url} answered {response.status_code}: {response.text[:300]}"
-                )
-            try:
-                return response.json()
-            except ValueError as exc:
-                raise PolicyError(
-                    f"model endpoint {self._url} answered non-JSON: {response.text[:300]}"
-                ) from exc
-        raise PolicyError(f"model endpoint {self._url} failed after {_HTTP_ATTEMPTS} attempts: {problem}")
+                raise _ModelReplyError(response)
+            return response
+
+        def transient(exc: BaseException) -> bool:
+            # A chat completion does nothing twice, so every 5xx is worth another try too.
+            if isinstance(exc, _ModelReplyError):
+                return is_transient_reply(exc.status_code, exc.body, server_errors=True)
+            return is_transient(exc)
+
+        try:
+            response = await retry_async(
+                attempt,
+                what=f"model endpoint {self._url}",
+                policy=_MODEL_RETRY,
+                deadline=Deadline(self._timeout * (_MODEL_RETRY.max_retries + 1) + 30.0),
+                log=log,
+                transient=transient,
+            )
+        except _ModelReplyError as exc:
+            raise PolicyError(
+                f"model endpoint {self._url} answered {exc.status_code}: {exc.response.text[:300]}"
+            ) from exc
+        except httpx.TransportError as exc:
+            raise PolicyError(f"model endpoint {self._url} failed: {type(exc).__name__}: {exc}") from exc
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise PolicyError(f"model endpoint {self._url} answered non-JSON: {response.text[:300]}") from exc
 
     async def aclose(self) -> None:
         """Close the HTTP client."""

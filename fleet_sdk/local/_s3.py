@@ -588,12 +588,10 @@ async def lifespan(state: LocalState) -> AsyncIterator[None]:
     host = settings.host if settings.host != "0.0.0.0" else "127.0.0.1"
     endpoint = S3Endpoint(host, settings.data_dir, settings.api_key)
     state.s3_url = await anyio.to_thread.run_sync(endpoint.start)
-    state.extras["s3_endpoint"] = endpoint
     try:
         yield
     finally:
         state.s3_url = None
-        state.extras.pop("s3_endpoint", None)
         await anyio.to_thread.run_sync(endpoint.stop)
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from .._exceptions import ConfigurationError, FleetError
-from ._state import LocalSettings
+from ._state import LocalSettings, LocalState
 
 if TYPE_CHECKING:
     from .._client import AsyncFleet, Fleet
@@ -34,20 +34,24 @@ S3_ACCESS_KEY_ID = "fleet-local"
 READY_EVENT = "ready"
 
 
-def build_state(settings: LocalSettings) -> Any:
-    """Create the server state (store, environments, fault injector) for ``settings``."""
+def build_state(settings: LocalSettings) -> LocalState:
+    """Create the server state for ``settings``: store, environments, fault injector, services."""
+    from ._browser import LeaseBook
     from ._faults import FaultInjector
-    from ._state import LocalState
+    from ._mcp import session_manager
     from ._store import Store
     from .environments import registry
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    return LocalState(
+    state = LocalState(
         settings=settings,
         store=Store(settings.data_dir / "fleet.db"),
         environments=registry(),
         faults=FaultInjector(enabled=settings.faults_enabled),
     )
+    state.browser_leases = LeaseBook(state)
+    state.mcp_sessions = session_manager(state)
+    return state
 
 
 def _announce_jail(settings: LocalSettings) -> None:
@@ -109,7 +113,7 @@ def serve(
         # The probe starts a jailed interpreter (~0.1-1 s): once ready, not in startup's way.
         threading.Thread(target=_announce_jail, args=(settings,), name="fleet-jail", daemon=True).start()
 
-    state.extras["on_ready"] = ready
+    state.on_ready = ready
     config = uvicorn.Config(
         create_app(state),
         log_level="warning",

@@ -1,6 +1,6 @@
 """Sessions (``schemas/sessions-ingest.yaml``): ingest, transcript read-back, a job's sessions.
 
-Harness sessions (written by :mod:`._jobs`) and ingested sessions share one document kind,
+Harness sessions (written by :mod:`._episodes`) and ingested sessions share one document kind,
 ``session``, whose parent is the job id, and one message table (``Store.append_messages``). So
 ``GET /v1/sessions/job/{job_id}`` works for evaluation jobs and for trace jobs alike.
 
@@ -27,9 +27,9 @@ from pydantic import ValidationError
 
 from fleet_sdk._generated.sessions_ingest import models as smodels
 
+from ._episodes import JOB_KIND, SESSION_KIND, session_score
 from ._errors import not_found
 from ._idempotency import IdempotencyKey, idempotent
-from ._jobs import JOB_KIND, SESSION_KIND, session_score
 from ._policies import bare_model
 from ._state import LocalState, iso, new_id
 

@@ -6,13 +6,19 @@ import datetime as dt
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._store import Store
 
 if TYPE_CHECKING:
+    import asyncio
+    from collections.abc import Callable
+
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+    from ._browser import LeaseBook
     from ._faults import FaultInjector
-    from .environments import EnvironmentSpec
+    from .environments import EnvironmentDefinition
 
 
 def utcnow() -> dt.datetime:
@@ -88,16 +94,24 @@ class LocalState:
         public_url: The base URL clients reach this server at (set once bound).
         s3_url: The S3-compatible endpoint URL, once started.
         faults: The fault injector (inactive unless a test arms it).
-        extras: Per-feature runtime objects (MCP managers, job tasks...).
+        browser_leases: The browser leases and their TTL reaper.
+        mcp_sessions: The MCP session manager every instance endpoint is served by.
+        jobs: The running job tasks by job id (cancelled on shutdown).
+        on_ready: Called once every lifespan has started (the ready line).
+
+    ``build_state`` (``fleet_sdk.local._server``) creates one with every service in place.
     """
 
     settings: LocalSettings
     store: Store
-    environments: dict[str, EnvironmentSpec]
+    environments: dict[str, EnvironmentDefinition]
     faults: FaultInjector
     public_url: str = ""
     s3_url: str | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    browser_leases: LeaseBook = field(init=False)
+    mcp_sessions: StreamableHTTPSessionManager = field(init=False)
+    jobs: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    on_ready: Callable[[], None] | None = None
 
     @property
     def data_dir(self) -> Path:

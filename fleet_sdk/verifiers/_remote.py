@@ -15,9 +15,8 @@ import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from .._exceptions import FleetError
+from .._retry import retry_async
 from .._runtime import Deadline, RetryPolicy, is_transient
 from .._twin import sync_function
 from ..rewards import is_judge_error
@@ -31,6 +30,10 @@ if TYPE_CHECKING:
 __all__ = ["RemoteVerifierOutcome", "run_remote", "run_remote_async"]
 
 log = logging.getLogger("fleet_sdk.verifiers")
+
+
+class _JudgeError(Exception):
+    """The platform ran the verifier, and its output says the judge failed: worth another run."""
 
 
 class RemoteVerifierOutcome(VerifierOutcome):
@@ -115,7 +118,7 @@ async def run_remote_async(
         The outcome; ``transient=True`` with ``score=None`` when every attempt failed for a
         reason a retry might have fixed.
     """
-    from fleet_sdk._generated.env_instance import models
+    from .._generated.env_instance import models
 
     policy = retry or RetryPolicy(max_retries=3, backoff_base=3.0, backoff_max=12.0)
     function_name, sha256, bundle = _prepared(code)
@@ -129,38 +132,41 @@ async def run_remote_async(
     )
     limit = Deadline(deadline)
     attempts = 0
-    problem = ""
     last: RemoteVerifierOutcome | None = None
-    while True:
+
+    async def attempt() -> RemoteVerifierOutcome:
+        nonlocal attempts, last
         attempts += 1
-        try:
-            response = await fleet.api.control_plane.execute_verifier(
-                request, options={"deadline": limit.remaining() or deadline}
-            )
-        except FleetError as exc:
-            if not is_transient(exc):
-                raise
-            problem = f"verifier execution failed: {exc}"
-        else:
-            outcome = last = _outcome(response, attempts)
-            if not is_judge_error(outcome.stdout):
-                if not outcome.execution_id:
-                    log.warning("verifier %s returned no execution_id; its trace cannot be linked", key)
-                return outcome
-            problem = "verifier stdout reported a JUDGE ERROR"
-        wait = policy.backoff(attempts)
-        if attempts > policy.max_retries or not limit.allows(wait):
-            log.warning("verifier %s: giving up after %d attempts: %s", key, attempts, problem)
-            failure = VerifierError(type="exception", message=problem)
-            if last is not None:  # keep the last run's ids and output for the trace
-                return last.model_copy(
-                    update={"success": False, "score": None, "error": failure, "transient": True}
-                )
-            return RemoteVerifierOutcome(
-                success=False, score=None, error=failure, attempts=attempts, transient=True
-            )
-        log.warning("verifier %s: %s; retry %d in %.1fs", key, problem, attempts, wait)
-        await anyio.sleep(wait)
+        response = await fleet.api.control_plane.execute_verifier(
+            request, options={"deadline": limit.remaining() or deadline}
+        )
+        outcome = last = _outcome(response, attempts)
+        if is_judge_error(outcome.stdout):
+            raise _JudgeError
+        return outcome
+
+    def worth_retrying(exc: BaseException) -> bool:
+        return isinstance(exc, _JudgeError) or is_transient(exc)
+
+    try:
+        outcome = await retry_async(
+            attempt, what=f"verifier {key}", policy=policy, deadline=limit, log=log, transient=worth_retrying
+        )
+    except _JudgeError:
+        problem = "verifier stdout reported a JUDGE ERROR"
+    except FleetError as exc:
+        if not is_transient(exc):
+            raise
+        problem = f"verifier execution failed: {exc}"
+    else:
+        if not outcome.execution_id:
+            log.warning("verifier %s returned no execution_id; its trace cannot be linked", key)
+        return outcome
+    log.warning("verifier %s: giving up after %d attempts: %s", key, attempts, problem)
+    failure = VerifierError(type="exception", message=problem)
+    if last is not None:  # keep the last run's ids and output for the trace
+        return last.model_copy(update={"success": False, "score": None, "error": failure, "transient": True})
+    return RemoteVerifierOutcome(success=False, score=None, error=failure, attempts=attempts, transient=True)
 
 
 def _async_client(fleet: Fleet) -> AsyncFleet:

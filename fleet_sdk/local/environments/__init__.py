@@ -1,8 +1,8 @@
 """Bundled environments the local server mounts.
 
-Each :class:`EnvironmentSpec` carries the SQL of its seed database, its MCP tools (:class:`ToolSpec`:
-JSON Schema plus a handler over an instance's ``current`` database) and its tasks (task configs
-as in docs/wire.md#episodes, with verifiers and reference solutions)::
+Each :class:`EnvironmentDefinition` carries the SQL of its seed database, its MCP tools
+(:class:`ToolDefinition`: JSON Schema plus a handler over an instance's ``current`` database) and
+its tasks (task configs as in docs/wire.md#episodes, with verifiers and reference solutions)::
 
     env = get_environment("orderdesk")
     env.build_seed("/tmp/orderdesk/seed.db")
@@ -14,32 +14,37 @@ from __future__ import annotations
 
 import functools
 
-from ._spec import (
-    EnvironmentSpec,
+from ._definition import (
+    EnvironmentDefinition,
     ReferenceStep,
+    TaskDefinition,
     TaskMetadata,
-    TaskSpec,
+    ToolDefinition,
     ToolError,
     ToolHandler,
-    ToolSpec,
     UnknownEnvironmentError,
 )
 
+# The names these classes had before ``spec`` came to mean only an OpenAPI document (codegen).
+EnvironmentSpec = EnvironmentDefinition
+ToolSpec = ToolDefinition
+TaskSpec = TaskDefinition
+
 __all__ = [
-    "EnvironmentSpec",
+    "EnvironmentDefinition",
     "ReferenceStep",
+    "TaskDefinition",
     "TaskMetadata",
-    "TaskSpec",
+    "ToolDefinition",
     "ToolError",
     "ToolHandler",
-    "ToolSpec",
     "UnknownEnvironmentError",
     "get_environment",
     "registry",
 ]
 
 
-def _load() -> dict[str, EnvironmentSpec]:
+def _load() -> dict[str, EnvironmentDefinition]:
     from .calendar_app import ENVIRONMENT as calendar
     from .orderdesk import ENVIRONMENT as orderdesk
 
@@ -47,16 +52,16 @@ def _load() -> dict[str, EnvironmentSpec]:
 
 
 @functools.cache
-def _environments() -> dict[str, EnvironmentSpec]:
+def _environments() -> dict[str, EnvironmentDefinition]:
     return _load()
 
 
-def registry() -> dict[str, EnvironmentSpec]:
+def registry() -> dict[str, EnvironmentDefinition]:
     """Every bundled environment by ``env_key`` (a new dict each call; the specs are shared)."""
     return dict(_environments())
 
 
-def get_environment(env_key: str) -> EnvironmentSpec:
+def get_environment(env_key: str) -> EnvironmentDefinition:
     """The bundled environment ``env_key``; :class:`UnknownEnvironmentError` (a ``KeyError``) otherwise."""
     environments = registry()
     try:

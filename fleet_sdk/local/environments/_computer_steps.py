@@ -6,8 +6,8 @@ a control's box in ``_layout``.
 
 from __future__ import annotations
 
+from ._definition import ReferenceStep
 from ._layout import LAYOUT, Box, row_box
-from ._spec import ReferenceStep
 
 __all__ = ["click", "click_row", "key", "replace_text", "type_text"]
 

@@ -8,7 +8,7 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ._spec import JSONSchema, ToolError
+from ._definition import JSONSchema, ToolError
 
 # -- JSON Schema builders ---------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ._spec import ReferenceStep, TaskSpec
+from ._definition import ReferenceStep, TaskDefinition
 
 
 def prelude(tables: Sequence[str]) -> str:
@@ -143,7 +143,7 @@ class TaskFactory:
         tags: list[str],
         *,
         modality: Literal["tool_use", "browser_use"] = "tool_use",
-    ) -> TaskSpec:
+    ) -> TaskDefinition:
         """One task config.
 
         Args:

@@ -7,13 +7,13 @@ the week of Monday 2026-11-02. Today is 2026-11-02 and the logged-in user is May
 
 from __future__ import annotations
 
-from .._spec import EnvironmentSpec
+from .._definition import EnvironmentDefinition
 from ._browser_tasks import BROWSER_TASKS
 from ._seed import SEED_SQL, TABLES
 from ._tasks import ENV_KEY, ENV_VARIABLES, ENV_VERSION, TASKS
 from ._tools import TOOLS
 
-ENVIRONMENT = EnvironmentSpec(
+ENVIRONMENT = EnvironmentDefinition(
     env_key=ENV_KEY,
     name="Team Calendar",
     description="Shared calendars of a small company: people, calendars, meeting rooms, events and "

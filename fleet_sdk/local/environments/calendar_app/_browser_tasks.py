@@ -6,7 +6,7 @@ Their reference solutions are ``computer`` actions on the controls of ``_layout`
 from __future__ import annotations
 
 from .._computer_steps import click, click_row, key, replace_text, type_text
-from .._spec import ReferenceStep, TaskSpec
+from .._definition import ReferenceStep, TaskDefinition
 from ._tasks import _task
 
 
@@ -69,7 +69,7 @@ def verify(env, final_answer=None):
 """
 )
 
-BROWSER_TASKS: list[TaskSpec] = [
+BROWSER_TASKS: list[TaskDefinition] = [
     _task(
         "browser-create-event",
         "In the Calendar web app, create an event titled 'Design Sync' on your own calendar on "

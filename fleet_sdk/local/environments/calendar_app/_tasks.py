@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._spec import TaskSpec
+from .._definition import TaskDefinition
 from .._verifier_lib import TaskFactory, step
 from ._seed import CURRENT_DATE, LOGGED_IN_USER, TABLES
 
@@ -530,7 +530,7 @@ def verify(env, final_answer=None):
 """)
 
 
-TASKS: list[TaskSpec] = [
+TASKS: list[TaskDefinition] = [
     _task(
         "book-planning-sync",
         "Schedule 'Q4 Planning Sync' on my primary calendar for Wednesday 2026-11-04 from 10:00 to 11:00 "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from .._spec import JSONSchema, ToolError, ToolSpec
+from .._definition import JSONSchema, ToolDefinition, ToolError
 from .._tooling import (
     bool_prop,
     execute,
@@ -382,8 +382,8 @@ _ROOM_FILTERS: dict[str, JSONSchema] = {
     "has_video": bool_prop("Only rooms with (true) or without (false) video conferencing."),
 }
 
-TOOLS: list[ToolSpec] = [
-    ToolSpec(
+TOOLS: list[ToolDefinition] = [
+    ToolDefinition(
         name="list_users",
         description="Search the company directory by name or email substring and/or department. Also "
         "tells who the logged-in user is.",
@@ -396,7 +396,7 @@ TOOLS: list[ToolSpec] = [
         handler=list_users,
         read_only=True,
     ),
-    ToolSpec(
+    ToolDefinition(
         name="list_calendars",
         description="List calendars (each user has a primary calendar; teams have shared ones), "
         "optionally only those owned by one person. The owner of a calendar organizes its events.",
@@ -404,14 +404,14 @@ TOOLS: list[ToolSpec] = [
         handler=list_calendars,
         read_only=True,
     ),
-    ToolSpec(
+    ToolDefinition(
         name="list_rooms",
         description="List meeting rooms with capacity, floor and video equipment.",
         input_schema=obj_schema(dict(_ROOM_FILTERS)),
         handler=list_rooms,
         read_only=True,
     ),
-    ToolSpec(
+    ToolDefinition(
         name="find_free_rooms",
         description="Rooms with no confirmed booking overlapping [start_at, end_at), smallest first.",
         input_schema=obj_schema(
@@ -425,7 +425,7 @@ TOOLS: list[ToolSpec] = [
         handler=find_free_rooms,
         read_only=True,
     ),
-    ToolSpec(
+    ToolDefinition(
         name="list_events",
         description="List events in start order, filtered by calendar, attendee (with that person's "
         "response) and/or a start-date range (inclusive). Cancelled events are hidden unless "
@@ -442,14 +442,14 @@ TOOLS: list[ToolSpec] = [
         handler=list_events,
         read_only=True,
     ),
-    ToolSpec(
+    ToolDefinition(
         name="get_event",
         description="Get one event with its room, organizer and every attendee's response.",
         input_schema=obj_schema({"event_id": _EVENT_ID}, ["event_id"]),
         handler=get_event,
         read_only=True,
     ),
-    ToolSpec(
+    ToolDefinition(
         name="check_availability",
         description="For each person, the confirmed events they have not declined that overlap "
         "[start_at, end_at).",
@@ -464,7 +464,7 @@ TOOLS: list[ToolSpec] = [
         handler=check_availability,
         read_only=True,
     ),
-    ToolSpec(
+    ToolDefinition(
         name="create_event",
         description="Create a confirmed event on a calendar. The calendar's owner is the organizer and "
         "attends (accepted); other attendees are invited (needs_action). A room must be free and seat "
@@ -484,7 +484,7 @@ TOOLS: list[ToolSpec] = [
         handler=create_event,
         read_only=False,
     ),
-    ToolSpec(
+    ToolDefinition(
         name="update_event",
         description="Change an event's title, description, time and/or room (room_id null frees the "
         "room). A new room or time is checked for clashes and capacity.",
@@ -502,21 +502,21 @@ TOOLS: list[ToolSpec] = [
         handler=update_event,
         read_only=False,
     ),
-    ToolSpec(
+    ToolDefinition(
         name="cancel_event",
         description="Cancel an event (it stays visible with status cancelled and frees its room).",
         input_schema=obj_schema({"event_id": _EVENT_ID}, ["event_id"]),
         handler=cancel_event,
         read_only=False,
     ),
-    ToolSpec(
+    ToolDefinition(
         name="add_attendees",
         description="Invite more people to an event (their response starts as needs_action).",
         input_schema=obj_schema({"event_id": _EVENT_ID, "emails": _EMAILS}, ["event_id", "emails"]),
         handler=add_attendees,
         read_only=False,
     ),
-    ToolSpec(
+    ToolDefinition(
         name="remove_attendee",
         description="Remove one invited person from an event (not the organizer).",
         input_schema=obj_schema(
@@ -526,7 +526,7 @@ TOOLS: list[ToolSpec] = [
         handler=remove_attendee,
         read_only=False,
     ),
-    ToolSpec(
+    ToolDefinition(
         name="respond_to_event",
         description="Record an attendee's response to an invitation: accepted, declined or tentative.",
         input_schema=obj_schema(

@@ -6,13 +6,13 @@ Customers, a product catalog, orders with items, refunds and internal order note
 
 from __future__ import annotations
 
-from .._spec import EnvironmentSpec
+from .._definition import EnvironmentDefinition
 from ._browser_tasks import BROWSER_TASKS
 from ._seed import SEED_SQL, TABLES
 from ._tasks import ENV_KEY, ENV_VARIABLES, ENV_VERSION, TASKS
 from ._tools import TOOLS
 
-ENVIRONMENT = EnvironmentSpec(
+ENVIRONMENT = EnvironmentDefinition(
     env_key=ENV_KEY,
     name="OrderDesk",
     description="Back office of an online electronics shop: customers, catalog, orders, refunds and "

@@ -7,7 +7,7 @@ read the same tables as the tool-use tasks.
 from __future__ import annotations
 
 from .._computer_steps import click, click_row, key, type_text
-from .._spec import ReferenceStep, TaskSpec
+from .._definition import ReferenceStep, TaskDefinition
 from ._tasks import _CANCEL_PENDING, _task
 
 
@@ -54,7 +54,7 @@ def verify(env, final_answer=None):
     return report_single(successes, errors)
 """
 
-BROWSER_TASKS: list[TaskSpec] = [
+BROWSER_TASKS: list[TaskDefinition] = [
     _task(
         "browser-ship-order",
         "In the OrderDesk web app, find order 1013 and mark it as shipped.",

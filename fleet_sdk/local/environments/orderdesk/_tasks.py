@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._spec import TaskSpec
+from .._definition import TaskDefinition
 from .._verifier_lib import TaskFactory, step
 from ._seed import CURRENT_DATE, LOGGED_IN_USER, TABLES
 
@@ -439,7 +439,7 @@ def verify(env, final_answer=None):
     return report_single(successes, errors)
 """
 
-TASKS: list[TaskSpec] = [
+TASKS: list[TaskDefinition] = [
     _task(
         "refund-late-order",
         "Liam O'Connor emailed us that his monitor order arrived late. Find his delivered order that "

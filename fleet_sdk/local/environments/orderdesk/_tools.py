@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from .._spec import ToolError, ToolSpec
+from .._definition import ToolDefinition, ToolError
 from .._tooling import (
     add_days,
     bool_prop,
@@ -386,8 +386,8 @@ def export_inventory_ledger(conn: sqlite3.Connection, args: dict[str, Any]) -> s
 _CUSTOMER_ID = int_prop("Customer id, e.g. 7.")
 _ORDER_ID = int_prop("Order id, e.g. 1012.")
 
-TOOLS: list[ToolSpec] = [
-    ToolSpec(
+TOOLS: list[ToolDefinition] = [
+    ToolDefinition(
         name="search_customers",
         description="Search customers by name or email substring, tier and/or city. Returns id, name, "
         "email, tier and city of each match.",
@@ -402,14 +402,14 @@ TOOLS: list[ToolSpec] = [
         handler=search_customers,
         read_only=True,
     ),
-    ToolSpec(
+    ToolDefinition(
         name="get_customer",
         description="Get one customer with address, tier and a summary of every order they placed.",
         input_schema=obj_schema({"customer_id": _CUSTOMER_ID}, ["customer_id"]),
         handler=get_customer,
         read_only=True,
     ),
-    ToolSpec(
+    ToolDefinition(
         name="update_customer",
         description="Change a customer's email, loyalty tier, city and/or default shipping address.",
         input_schema=obj_schema(
@@ -425,7 +425,7 @@ TOOLS: list[ToolSpec] = [
         handler=update_customer,
         read_only=False,
     ),
-    ToolSpec(
+    ToolDefinition(
         name="search_products",
         description="Search the catalog by name or SKU substring and/or category. Prices are in cents. "
         "Discontinued (inactive) products are hidden unless include_inactive is true.",
@@ -440,7 +440,7 @@ TOOLS: list[ToolSpec] = [
         handler=search_products,
         read_only=True,
     ),
-    ToolSpec(
+    ToolDefinition(
         name="update_product",
         description="Change a product's price (in cents), stock level and/or active flag "
         "(inactive products cannot be ordered).",
@@ -456,7 +456,7 @@ TOOLS: list[ToolSpec] = [
         handler=update_product,
         read_only=False,
     ),
-    ToolSpec(
+    ToolDefinition(
         name="list_orders",
         description="List orders, newest id last, filtered by customer, status and/or placement date "
         "range (inclusive). Amounts are in cents.",
@@ -472,14 +472,14 @@ TOOLS: list[ToolSpec] = [
         handler=list_orders,
         read_only=True,
     ),
-    ToolSpec(
+    ToolDefinition(
         name="get_order",
         description="Get one order with its items, refunds, notes and the amount still refundable.",
         input_schema=obj_schema({"order_id": _ORDER_ID}, ["order_id"]),
         handler=get_order,
         read_only=True,
     ),
-    ToolSpec(
+    ToolDefinition(
         name="create_order",
         description="Place a new pending order for a customer. Stock is reserved immediately; the "
         "shipping address defaults to the customer's address.",
@@ -506,7 +506,7 @@ TOOLS: list[ToolSpec] = [
         handler=create_order,
         read_only=False,
     ),
-    ToolSpec(
+    ToolDefinition(
         name="update_order_status",
         description="Advance an order: pending -> paid -> shipped -> delivered. Shipping and delivery "
         "dates are set to today.",
@@ -520,7 +520,7 @@ TOOLS: list[ToolSpec] = [
         handler=update_order_status,
         read_only=False,
     ),
-    ToolSpec(
+    ToolDefinition(
         name="cancel_order",
         description="Cancel a pending or paid order and put its items back in stock.",
         input_schema=obj_schema(
@@ -530,7 +530,7 @@ TOOLS: list[ToolSpec] = [
         handler=cancel_order,
         read_only=False,
     ),
-    ToolSpec(
+    ToolDefinition(
         name="issue_refund",
         description="Refund part or all of a shipped or delivered order (approved immediately). The "
         "amount, in cents, cannot exceed what is still refundable.",
@@ -545,7 +545,7 @@ TOOLS: list[ToolSpec] = [
         handler=issue_refund,
         read_only=False,
     ),
-    ToolSpec(
+    ToolDefinition(
         name="add_order_note",
         description="Add an internal note to an order, signed by the logged-in support agent.",
         input_schema=obj_schema(
@@ -555,7 +555,7 @@ TOOLS: list[ToolSpec] = [
         handler=add_order_note,
         read_only=False,
     ),
-    ToolSpec(
+    ToolDefinition(
         name="export_inventory_ledger",
         description="Export the daily inventory ledger (opening stock, units sold and received, "
         "closing stock for every product and day) as fixed-width text, ending with the export "

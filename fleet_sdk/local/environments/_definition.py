@@ -3,10 +3,10 @@
 Everything here is plain data plus functions over :mod:`sqlite3`, so the local server can mount an
 environment without knowing anything about its domain:
 
-* a :class:`ToolSpec` is one MCP tool: a JSON Schema for its arguments and a handler that reads or
+* a :class:`ToolDefinition` is one MCP tool: a JSON Schema for its arguments and a handler that reads or
   changes an instance's ``current`` database;
-* a :class:`TaskSpec` is one task config exactly as docs/wire.md#episodes spells it (a JSON-ready dict);
-* an :class:`EnvironmentSpec` ties a seed database (built from SQL), its tools and its tasks together.
+* a :class:`TaskDefinition` is one task config exactly as docs/wire.md#episodes spells it (a JSON-ready dict);
+* an :class:`EnvironmentDefinition` ties a seed database (built from SQL), its tools and its tasks together.
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any, Literal, TypedDict
 
 __all__ = [
-    "EnvironmentSpec",
+    "EnvironmentDefinition",
     "JSONSchema",
     "ReferenceStep",
+    "TaskDefinition",
     "TaskMetadata",
-    "TaskSpec",
+    "ToolDefinition",
     "ToolError",
     "ToolHandler",
-    "ToolSpec",
     "UnknownEnvironmentError",
 ]
 
@@ -82,7 +82,7 @@ class TaskMetadata(TypedDict):
     tags: list[str]
 
 
-class TaskSpec(TypedDict):
+class TaskDefinition(TypedDict):
     """A task config as docs/wire.md#episodes names its keys; JSON-serialisable as it is."""
 
     task_key: str
@@ -181,7 +181,7 @@ def _check_object(value: Mapping[str, Any], schema: Mapping[str, Any], prefix: s
 
 
 @dataclass(frozen=True, eq=False)
-class ToolSpec:
+class ToolDefinition:
     """One MCP tool of a bundled environment.
 
     ``input_schema`` is a JSON Schema object (``type: object``, ``properties``, ``required``,
@@ -258,7 +258,7 @@ class ToolSpec:
 
 
 @dataclass(frozen=True, eq=False)
-class EnvironmentSpec:
+class EnvironmentDefinition:
     """A bundled environment: seed data (SQL), MCP tools and tasks with verifiers."""
 
     env_key: str
@@ -267,8 +267,8 @@ class EnvironmentSpec:
     versions: list[str]
     default_version: str
     seed_sql: str
-    tools: list[ToolSpec]
-    tasks: list[TaskSpec]
+    tools: list[ToolDefinition]
+    tasks: list[TaskDefinition]
     env_variables: dict[str, str] = field(default_factory=dict)
     """Defaults for an instance's ``env_variables`` (e.g. ``CURRENT_DATE``, ``LOGGED_IN_USER``)."""
 
@@ -307,7 +307,7 @@ class EnvironmentSpec:
             raise
         return target
 
-    def tool(self, name: str) -> ToolSpec:
+    def tool(self, name: str) -> ToolDefinition:
         """The tool called ``name``; ``KeyError`` naming the tools there are otherwise."""
         for tool in self.tools:
             if tool.name == name:
@@ -317,7 +317,7 @@ class EnvironmentSpec:
     def tool_names(self) -> list[str]:
         return [tool.name for tool in self.tools]
 
-    def task(self, task_key: str) -> TaskSpec:
+    def task(self, task_key: str) -> TaskDefinition:
         """The task with this key; ``KeyError`` otherwise."""
         for task in self.tasks:
             if task["task_key"] == task_key:
