@@ -32,8 +32,7 @@ from urllib.parse import urlsplit
 
 from fastapi import APIRouter
 
-from fleet_sdk._generated.browser_lease import models
-
+from .._generated.browser_lease import models
 from . import _lease_endpoints
 from ._chromium import BrowserPool
 from ._computer import COMPUTER_ACTIONS, COMPUTER_TOOL

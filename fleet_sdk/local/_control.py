@@ -19,8 +19,7 @@ from typing import Annotated, Any, Literal
 import anyio
 from fastapi import APIRouter, Query
 
-from fleet_sdk._generated.env_instance import models
-
+from .._generated.env_instance import models
 from . import _instances, _verifier_exec
 from ._errors import LocalAPIError, not_found
 from ._idempotency import IdempotencyKey, idempotent

@@ -27,8 +27,7 @@ from typing import Any, Literal
 
 import anyio
 
-from fleet_sdk._generated.env_instance import models
-
+from .._generated.env_instance import models
 from .._protocol import normalize_version
 from ._errors import LocalAPIError, not_found
 from ._state import LocalState, iso, new_id, utcnow

@@ -25,8 +25,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse
 from starlette.background import BackgroundTask
 
-from fleet_sdk._generated.env_instance import models
-
+from .._generated.env_instance import models
 from ..verifiers._sqlite import harden_connection
 from . import _instances, _verifier_exec
 from ._errors import LocalAPIError

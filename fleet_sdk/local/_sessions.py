@@ -25,8 +25,7 @@ import anyio
 from fastapi import APIRouter
 from pydantic import ValidationError
 
-from fleet_sdk._generated.sessions_ingest import models as smodels
-
+from .._generated.sessions_ingest import models as smodels
 from ._episodes import JOB_KIND, SESSION_KIND, session_score
 from ._errors import not_found
 from ._idempotency import IdempotencyKey, idempotent

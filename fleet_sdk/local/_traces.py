@@ -16,8 +16,7 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
-from fleet_sdk._generated.traces_jobs import models
-
+from .._generated.traces_jobs import models
 from ._state import LocalState, iso, new_id
 
 TRACE_JOB_KIND = "trace_job"

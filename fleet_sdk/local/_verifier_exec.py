@@ -28,8 +28,7 @@ from typing import Any
 import anyio
 from fastapi.exceptions import RequestValidationError
 
-from fleet_sdk._generated.env_instance import models
-
+from .._generated.env_instance import models
 from ..verifiers import (
     BUNDLE_ENTRY_NAME,
     JailUnavailableError,
