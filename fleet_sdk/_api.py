@@ -22,7 +22,7 @@ from ._generated.env_instance.client import (
 from ._generated.evaluation_reports.client import AsyncEvaluationReportsClient, EvaluationReportsClient
 from ._generated.sessions_ingest.client import AsyncSessionsClient, SessionsClient
 from ._generated.traces_jobs.client import AsyncTracesJobsClient, TracesJobsClient
-from ._runtime import AsyncHTTPClient, FleetConfig, HTTPClient, Surface
+from ._runtime import AsyncHTTPClient, FleetConfig, HTTPClient, Surface, Timeout
 
 __all__ = ["AsyncAPIOwner", "AsyncFleetAPI", "FleetAPI", "SyncAPIOwner"]
 
@@ -85,6 +85,17 @@ class AsyncFleetAPI:
         self.traces = AsyncTracesJobsClient(http(Surface.TRACES))
         self.browser = AsyncBrowserLeaseClient(http(Surface.BROWSER))
         self.evaluation_reports = AsyncEvaluationReportsClient(http(Surface.TRACES))
+
+    @property
+    def http_client(self) -> httpx.AsyncClient:
+        """The connection pool every surface shares; an env's MCP client rides it too."""
+        return self._pool
+
+    @property
+    def timeout(self) -> Timeout | None:
+        """The per-attempt timeouts of this client's calls (None: the runtime's default)."""
+        timeout: Timeout | None = self._policy.get("timeout")
+        return timeout
 
     def manager(self, manager_url: str, *, runner_token: str | None = None) -> AsyncInstanceManagerClient:
         """The instance manager API of one instance.

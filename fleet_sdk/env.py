@@ -118,8 +118,8 @@ class AsyncEnv:
         # MCP rides the fleet's pool: the user's transport, proxies and limits, and warm connections.
         self.mcp = MCPClient(
             mcp_endpoints or [f"{root}mcp", f"{root}api/v1/mcp"],
-            http_client=fleet._pool,
-            timeout=fleet._policy_kwargs.get("timeout"),
+            http_client=fleet.api.http_client,
+            timeout=fleet.api.timeout,
             call_deadline=call_deadline,
         )
         self._closed = False

@@ -30,8 +30,8 @@ import httpx
 
 from ._exceptions import MCPError, ToolNotFoundError, ToolsUnavailableError
 from ._mcp_results import extract_tool_result
+from ._retry import is_transient_reply, retry_async
 from ._runtime import Deadline, RetryPolicy, Timeout
-from ._runtime._policy import RETRYABLE_STATUS
 from ._version import __version__
 from .tools import Tool
 
@@ -85,8 +85,9 @@ class MCPTransportError(MCPError):
 
     @property
     def transient(self) -> bool:
-        """Whether another attempt may succeed (no answer at all, or a busy/unavailable answer)."""
-        return self.status_code is None or self.status_code in RETRYABLE_STATUS
+        """Whether another attempt may succeed: no answer at all, or an answer the one
+        classifier (``fleet_sdk._retry.is_transient_reply``) calls transient."""
+        return self.status_code is None or is_transient_reply(self.status_code, str(self))
 
 
 @dataclass
@@ -321,40 +322,50 @@ class MCPClient:
         as ``may_retry_tool_call`` says. A server-ended session is set up again once.
         """
         session = self._sessions[endpoint]
-        attempt = 0
+        attempts = 0
         renewed = False
-        while True:
-            try:
+
+        async def attempt() -> Any:
+            nonlocal attempts, renewed
+            attempts += 1
+            while True:
                 try:
-                    await self._open(session, deadline)
-                except MCPTransportError as exc:
-                    raise MCPTransportError(str(exc), sent=False, status_code=exc.status_code) from exc
-                return await self._rpc(session, method, params, deadline)
-            except MCPSessionExpiredError as exc:
-                # The spec has the server answer 404 without running the request, so resending is safe.
-                if session.session_id == exc.session_id:  # not already replaced by a concurrent call
-                    session.reset()
-                if renewed:
-                    raise
-                renewed = True
-                log.info("MCP session on %s ended by the server; opening a new one", endpoint)
-                continue
-            except MCPTransportError as exc:
-                # Listing and session setup are read-only; a tool call follows its own rule.
-                safe = may_retry_tool_call(exc, annotations) if method == "tools/call" else exc.transient
-                attempt += 1
-                wait = self._retry.backoff(attempt)
-                if not safe or attempt > self._retry.max_retries or not deadline.allows(wait):
-                    raise MCPTransportError(
-                        f"MCP {method} on {endpoint} failed after {attempt} attempt(s)"
-                        f"{'' if safe else ' (not repeated: the tool may have run)'}: {exc}",
-                        sent=exc.sent,
-                        status_code=exc.status_code,
-                    ) from exc
-                log.warning(
-                    "MCP %s on %s failed (%s); retry %d in %.1fs", method, endpoint, exc, attempt, wait
-                )
-                await anyio.sleep(wait)
+                    try:
+                        await self._open(session, deadline)
+                    except MCPTransportError as exc:
+                        raise MCPTransportError(str(exc), sent=False, status_code=exc.status_code) from exc
+                    return await self._rpc(session, method, params, deadline)
+                except MCPSessionExpiredError as exc:
+                    # The server answers 404 without running the request, so resending is safe.
+                    if session.session_id == exc.session_id:  # not already replaced by a concurrent call
+                        session.reset()
+                    if renewed:
+                        raise
+                    renewed = True
+                    log.info("MCP session on %s ended by the server; opening a new one", endpoint)
+
+        def safe(exc: BaseException) -> bool:
+            # Listing and session setup are read-only; a tool call follows its own rule.
+            if not isinstance(exc, MCPTransportError):
+                return False
+            return may_retry_tool_call(exc, annotations) if method == "tools/call" else exc.transient
+
+        try:
+            return await retry_async(
+                attempt,
+                what=f"MCP {method} on {endpoint}",
+                policy=self._retry,
+                deadline=deadline,
+                log=log,
+                transient=safe,
+            )
+        except MCPTransportError as exc:
+            raise MCPTransportError(
+                f"MCP {method} on {endpoint} failed after {attempts} attempt(s)"
+                f"{'' if safe(exc) else ' (not repeated: the tool may have run)'}: {exc}",
+                sent=exc.sent,
+                status_code=exc.status_code,
+            ) from exc
 
     async def list_tools(self, *, refresh: bool = False) -> list[Tool]:
         """The union of tools over all endpoints.

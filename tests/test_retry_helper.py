@@ -113,3 +113,23 @@ async def test_model_policy_does_not_retry_a_refusal(monkeypatch: pytest.MonkeyP
         await policy.next_turn([{"role": "user", "content": "hi"}])
     await policy.aclose()
     assert len(seen) == 1
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "transient"),
+    [
+        (503, "busy", True),
+        (500, '{"detail": "placement failed", "retryable": true}', True),  # the body's flag decides
+        (503, '{"retryable": false}', False),
+        (400, "bad request", False),
+    ],
+)
+def test_mcp_reads_transience_with_the_one_classifier(status: int, body: str, transient: bool) -> None:
+    from fleet_sdk._retry import is_transient_reply
+    from fleet_sdk.mcp import MCPTransportError
+
+    error = MCPTransportError(
+        f"HTTP {status} from http://127.0.0.1:9/mcp: {body}", sent=True, status_code=status
+    )
+    assert error.transient is transient
+    assert is_transient_reply(status, body) is transient
