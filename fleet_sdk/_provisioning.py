@@ -5,8 +5,8 @@ on every attempt, so repeating it can never leave two instances behind. That is
 why it is retried on more than the runtime's usual transient statuses: every 5xx
 too (a failed health check, a placement blip), besides connection errors, 408,
 429 and any error flagged ``"retryable": true`` wherever the body carries the flag.
-``is_transient`` in the runtime makes the call; this module only adds the longer,
-provisioning-sized backoff around it.
+``is_transient`` in the runtime makes the call and ``fleet_sdk._retry.retry_async`` runs the
+attempts; this module only adds the longer, provisioning-sized backoff.
 """
 
 from __future__ import annotations

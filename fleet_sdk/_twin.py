@@ -186,10 +186,9 @@ def sync_function(source: Callable[..., Any], *, first: Callable[[Any], Any] | N
     signature = inspect.signature(source)
     returns = sync_annotation(signature.return_annotation)
     parameters = list(signature.parameters.values())
-    if first is not None:
-        annotation = inspect.signature(first).parameters
-        given = next(iter(annotation.values())).annotation
-        parameters[0] = parameters[0].replace(annotation=given)
+    if first is not None:  # the sync twin takes what ``first`` converts from (a Fleet)
+        converted_from = next(iter(inspect.signature(first).parameters.values())).annotation
+        parameters[0] = parameters[0].replace(annotation=converted_from)
 
     first_name = parameters[0].name if parameters else ""
 
