@@ -33,7 +33,14 @@ from ._twin import sync_method
 from .env import AsyncEnv, Env
 from .traces import AsyncTraces, ScreenshotSink, Traces
 
-__all__ = ["AsyncFleet", "AsyncFleetAPI", "Fleet", "FleetAPI", "is_transient_provisioning_error"]
+__all__ = [
+    "AsyncFleet",
+    "AsyncFleetAPI",
+    "Fleet",
+    "FleetAPI",
+    "async_fleet_of",
+    "is_transient_provisioning_error",
+]
 
 InstanceStatus = Literal["pending", "running", "stopped", "terminated", "error"]
 
@@ -417,3 +424,13 @@ class Fleet(_FleetBase):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def async_fleet_of(fleet: Fleet) -> AsyncFleet:
+    """The async client a ``Fleet`` runs on: how a sync function twin takes a ``Fleet``
+    (``sync_function(run_remote_async, first=async_fleet_of)``).
+
+    Args:
+        fleet: The sync client.
+    """
+    return fleet.async_fleet

@@ -166,22 +166,30 @@ def sync_view(
 
 
 @overload
-def sync_function(source: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, R]: ...
+def sync_function(
+    source: Callable[P, Coroutine[Any, Any, R]], *, name: str | None = None
+) -> Callable[P, R]: ...
 
 
 @overload
 def sync_function(
-    source: Callable[Concatenate[A, P], Coroutine[Any, Any, R]], *, first: Callable[[S], A]
+    source: Callable[Concatenate[A, P], Coroutine[Any, Any, R]],
+    *,
+    first: Callable[[S], A],
+    name: str | None = None,
 ) -> Callable[Concatenate[S, P], R]: ...
 
 
-def sync_function(source: Callable[..., Any], *, first: Callable[[Any], Any] | None = None) -> Any:
+def sync_function(
+    source: Callable[..., Any], *, first: Callable[[Any], Any] | None = None, name: str | None = None
+) -> Any:
     """A module-level sync function that runs ``source`` on the bridge.
 
     Args:
         source: The async function (``run_remote_async``).
         first: Converts the first argument to what the source takes (a ``Fleet`` to its
             ``async_fleet``).
+        name: The twin's name (default: the source's without ``_async``).
     """
     signature = inspect.signature(source)
     returns = sync_annotation(signature.return_annotation)
@@ -201,7 +209,7 @@ def sync_function(source: Callable[..., Any], *, first: Callable[[Any], Any] | N
                 kwargs[first_name] = first(kwargs[first_name])
         return _run(source(*args, **kwargs))
 
-    name = source.__name__.removesuffix("_async")
+    name = name or source.__name__.removesuffix("_async")
     function.__name__ = name
     function.__qualname__ = name
     function.__signature__ = signature.replace(  # type: ignore[attr-defined]

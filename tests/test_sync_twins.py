@@ -17,6 +17,7 @@ import pytest
 from fleet_sdk import AsyncDatabase, AsyncEnv, AsyncFleet, Database, Env, Fleet, TaskEnv
 from fleet_sdk._tasks_resource import AsyncTasks, Tasks
 from fleet_sdk._twin import sync_annotation
+from fleet_sdk.evaluation import evaluate_job, evaluate_job_sync, run_evaluation, run_evaluation_sync
 from fleet_sdk.traces import AsyncTraces, Traces
 from fleet_sdk.verifiers import (
     run_local,
@@ -95,14 +96,20 @@ def test_task_env_sync_methods_mirror_their_async_forms() -> None:
 
 @pytest.mark.parametrize(
     ("sync", "source"),
-    [(run_remote, run_remote_async), (run_sandboxed, run_sandboxed_async), (run_local, run_local_async)],
+    [
+        (run_remote, run_remote_async),
+        (run_sandboxed, run_sandboxed_async),
+        (run_local, run_local_async),
+        (run_evaluation_sync, run_evaluation),
+        (evaluate_job_sync, evaluate_job),
+    ],
     ids=lambda f: f.__name__,
 )
 def test_sync_functions_mirror_their_async_forms(
     sync: Callable[..., Any], source: Callable[..., Any]
 ) -> None:
     _same(sync, source)
-    assert sync.__name__ == source.__name__.removesuffix("_async")
+    assert sync.__name__ in (source.__name__.removesuffix("_async"), f"{source.__name__}_sync")
 
 
 def test_a_drifted_twin_is_caught() -> None:

@@ -8,7 +8,8 @@ Each session:
    the transcript in OpenAI chat shape (system and user prompt, assistant messages with
    ``tool_calls``, ``tool`` messages with ``tool_call_id``);
 3. runs the task's verifier (the final answer comes from ``submit_final_answer``), also when the
-   time limit cut the episode short (PROTOCOL §5: an abandoned episode is still graded);
+   time limit cut the episode short (docs/wire.md#episodes: an abandoned
+   episode is still graded);
 4. stores the outcome and deletes the instance.
 
 Session statuses: ``completed`` (the episode ran to its end and was graded; it may still have

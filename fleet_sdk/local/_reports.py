@@ -32,8 +32,8 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
 from ..reports import ReportEnvelope, digest, filename, to_html, to_json, to_markdown
+from ._episodes import SESSION_KIND
 from ._errors import LocalAPIError, payload_too_large
-from ._jobs import SESSION_KIND
 from ._state import LocalState
 from ._validation import BodySchemas
 

@@ -15,6 +15,7 @@ import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
+from .._client import async_fleet_of
 from .._exceptions import FleetError
 from .._retry import retry_async
 from .._runtime import Deadline, RetryPolicy, is_transient
@@ -25,7 +26,7 @@ from ._entry import VerifierCodeError, find_entry_point, score_from_result
 from ._outcome import VerifierError, VerifierOutcome
 
 if TYPE_CHECKING:
-    from .._client import AsyncFleet, Fleet
+    from .._client import AsyncFleet
 
 __all__ = ["RemoteVerifierOutcome", "run_remote", "run_remote_async"]
 
@@ -169,9 +170,5 @@ async def run_remote_async(
     return RemoteVerifierOutcome(success=False, score=None, error=failure, attempts=attempts, transient=True)
 
 
-def _async_client(fleet: Fleet) -> AsyncFleet:
-    return fleet.async_fleet
-
-
-run_remote = sync_function(run_remote_async, first=_async_client)
+run_remote = sync_function(run_remote_async, first=async_fleet_of)
 """Sync twin of ``run_remote_async``: the same arguments with a ``Fleet``; runs on the loop bridge."""
