@@ -10,7 +10,7 @@ from __future__ import annotations
 import nox
 
 PYTHON = "3.11"
-LINT_TARGETS = ("fleet_sdk", "codegen", "tests", "contracts", "benchmarks", "noxfile.py")
+LINT_TARGETS = ("fleet_sdk", "fleet_api", "codegen", "tests", "contracts", "benchmarks", "noxfile.py")
 PYTEST_NO_TESTS_COLLECTED = 5
 
 nox.options.default_venv_backend = "venv"
@@ -105,5 +105,5 @@ def typecheck(session: nox.Session) -> None:
     """Strict ``mypy`` (pyproject config) on ``fleet_sdk``, the generated package and the codegen
     fixture surface."""
     _install(session)
-    session.run("mypy", "fleet_sdk", *session.posargs)
+    session.run("mypy", "fleet_sdk", "fleet_api", *session.posargs)
     session.run("python", "-m", "codegen.typecheck_fixture")
