@@ -2,7 +2,7 @@
 
 Descriptions become public docstrings; why the schema chose a behaviour (where the upstream
 wire behaviour is unspecified) is for maintainers. For each ``description`` or ``summary``
-holding a marker (``codegen.spec.DESIGN_NOTE_MARKERS``), sentence by sentence:
+holding a marker (``codegen.openapi.DESIGN_NOTE_MARKERS``), sentence by sentence:
 
 - ``Design choice (why) - behaviour.`` keeps ``Behaviour.`` and notes the whole sentence;
 - a parenthesis naming a marker is cut out and noted;
@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from .spec import DESIGN_NOTE_KEY, DESIGN_NOTE_MARKERS
+from .openapi import DESIGN_NOTE_KEY, DESIGN_NOTE_MARKERS
 
 KEY_LINE = re.compile(r"^(?P<indent> *)(?P<dash>- )?(?P<key>description|summary): ?(?P<value>.*)$")
 LABEL = re.compile(r"^Design choice(?: \([^)]*\))?\s*(?::|-)\s*(?P<rest>.+)$", re.DOTALL)
