@@ -208,11 +208,17 @@ def test_the_local_server_imports_no_client_facade() -> None:
     assert not sorted(offenders)
 
 
-def test_demo_and_cli_use_only_the_servers_public_entry_points() -> None:
-    graph = _graph()
-    for module in ("fleet_sdk.demo", "fleet_sdk.cli"):
-        private = sorted(t for t in graph[module] if t.startswith("fleet_sdk.local."))
-        assert not private, f"{module} imports server internals {private}"
+def test_only_the_server_uses_its_internals() -> None:
+    """The demo, the CLI and everything else outside ``fleet_sdk.local`` use its public names."""
+    graph = _graph(types=True)
+    offenders = sorted(
+        (module, target)
+        for module, targets in graph.items()
+        if not module.startswith("fleet_sdk.local")
+        for target in targets
+        if target.startswith("fleet_sdk.local.")
+    )
+    assert not offenders, f"server internals used from outside: {offenders}"
 
 
 @pytest.mark.parametrize("heavy", ["httpx", "anyio"])

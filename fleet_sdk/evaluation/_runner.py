@@ -83,7 +83,7 @@ class Progress:
 def _policy(
     model: str, task: Task, observation: Mapping[str, Any], endpoint: ModelEndpoint | None, seed: str
 ) -> Any:
-    from ..local._policies import ChatCompletionsPolicy, PolicyContext, RandomPolicy, ScriptedPolicy
+    from ..local import ChatCompletionsPolicy, PolicyContext, RandomPolicy, ScriptedPolicy
 
     openai_tools = list(observation.get("tools") or [])
     mcp_tools = [

@@ -3,11 +3,28 @@
 ``LocalFleet`` starts it as a child process on a free loopback port; ``serve`` (what
 ``fleet-sdk serve`` runs) runs it in the foreground. The server stack (FastAPI, uvicorn, mcp) is
 only imported by the server process itself. These names are the server's public entry points:
-the demo and the CLI use nothing else from this package.
+the demo, the CLI and the client-side evaluation runner (which plays the bundled policies) use
+nothing else from this package.
 """
 
-from ._policies import random_value
+from ._policies import (
+    ChatCompletionsPolicy,
+    PolicyContext,
+    RandomPolicy,
+    ScriptedPolicy,
+    random_value,
+)
 from ._server import API_KEY_ENV, LocalFleet, serve
 from ._state import LocalSettings
 
-__all__ = ["API_KEY_ENV", "LocalFleet", "LocalSettings", "random_value", "serve"]
+__all__ = [
+    "API_KEY_ENV",
+    "ChatCompletionsPolicy",
+    "LocalFleet",
+    "LocalSettings",
+    "PolicyContext",
+    "RandomPolicy",
+    "ScriptedPolicy",
+    "random_value",
+    "serve",
+]

@@ -28,7 +28,6 @@ from ._state import LocalState
 __all__ = ["QUERY_TIMEOUT_CODE", "run_sql", "timed_out"]
 
 QUERY_TIMEOUT_CODE = "query_timeout"
-_LIMITER_KEY = "sql_limiter"
 _PROGRESS_OPS = 200_000
 _T = TypeVar("_T")
 
@@ -39,11 +38,10 @@ def _limiters(state: LocalState) -> tuple[anyio.CapacityLimiter, anyio.CapacityL
     The second has the same capacity, so it never makes anyone wait; it only keeps SQL off the
     default thread limiter that FastAPI's sync routes share.
     """
-    limiters = state.extras.get(_LIMITER_KEY)
-    if limiters is None:
+    if state.sql_limiters is None:  # made on first use: a limiter binds to the running loop
         size = state.settings.query_concurrency
-        limiters = state.extras[_LIMITER_KEY] = (anyio.CapacityLimiter(size), anyio.CapacityLimiter(size))
-    return limiters
+        state.sql_limiters = (anyio.CapacityLimiter(size), anyio.CapacityLimiter(size))
+    return state.sql_limiters
 
 
 def timed_out(exc: sqlite3.Error) -> bool:

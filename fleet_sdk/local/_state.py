@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     import asyncio
     from collections.abc import Callable
 
+    import anyio
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
     from ._browser import LeaseBook
@@ -98,6 +99,8 @@ class LocalState:
         mcp_sessions: The MCP session manager every instance endpoint is served by.
         jobs: The running job tasks by job id (cancelled on shutdown).
         on_ready: Called once every lifespan has started (the ready line).
+        sql_limiters: The gate SQL requests wait at and the threads' own limiter
+            (``_sql_work``; made on first use, inside the loop).
 
     ``build_state`` (``fleet_sdk.local._server``) creates one with every service in place.
     """
@@ -112,6 +115,7 @@ class LocalState:
     mcp_sessions: StreamableHTTPSessionManager = field(init=False)
     jobs: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     on_ready: Callable[[], None] | None = None
+    sql_limiters: tuple[anyio.CapacityLimiter, anyio.CapacityLimiter] | None = None
 
     @property
     def data_dir(self) -> Path:
