@@ -342,6 +342,18 @@ async def run_sandboxed_async(
         allow_unjailed=allow_unjailed,
         scratch_root=scratch_root,
     )
+    return await _run_job_async(job)
+
+
+def _run_job(job: _Job) -> VerifierOutcome:
+    """Run a prepared job to its outcome, blocking (on the SDK's loop bridge)."""
+    from .._runtime._bridge import run_sync
+
+    return run_sync(_run_job_async(job))
+
+
+async def _run_job_async(job: _Job) -> VerifierOutcome:
+    """Run a prepared job to its outcome: the one run every entry point goes through."""
     try:
         start = time.perf_counter()
         try:
