@@ -9,24 +9,29 @@ nothing inside ``fleet_sdk`` imports this package.
 from __future__ import annotations
 
 import importlib
+import pkgutil
 import sys
 
-from fleet_sdk._generated import SURFACES, Operation, _operation
+from fleet_sdk import _generated
+from fleet_sdk._generated import SURFACES, Operation
 
-_TARGET = "fleet_sdk._generated"
-
-
-def _alias(name: str) -> None:
-    module = importlib.import_module(f"{_TARGET}.{name}")
-    sys.modules[f"{__name__}.{name}"] = module
+_TARGET = _generated.__name__
 
 
-# Registering the submodules in sys.modules makes ``import fleet_api.<surface>.models`` resolve
-# to the generated module itself rather than a copy.
-sys.modules[f"{__name__}._operation"] = _operation
+def _alias(package: str, name: str) -> None:
+    module = importlib.import_module(f"{package}.{name}")
+    alias = f"{__name__}{module.__name__[len(_TARGET) :]}"
+    sys.modules[alias] = module
+    if module.__spec__ is not None and module.__spec__.submodule_search_locations:
+        for info in pkgutil.iter_modules(module.__spec__.submodule_search_locations):
+            _alias(module.__name__, info.name)
+
+
+# Registering every generated module under this name makes ``import fleet_api.<surface>.models``
+# (or ``fleet_api._resource``) resolve to the generated module itself rather than a copy.
+for _info in pkgutil.iter_modules(_generated.__path__):
+    _alias(_TARGET, _info.name)
 for _surface in SURFACES:
-    for _name in (_surface, f"{_surface}.models", f"{_surface}.client"):
-        _alias(_name)
     globals()[_surface] = sys.modules[f"{__name__}.{_surface}"]
 
 __all__ = ["SURFACES", "Operation"]

@@ -234,7 +234,9 @@ def test_fleet_api_alias_gives_the_generated_modules_themselves() -> None:
         "import fleet_api.traces_jobs.client as old_client\n"
         "from fleet_sdk._generated.env_instance import models as new\n"
         "from fleet_sdk._generated.traces_jobs import client as new_client\n"
-        "print(old is new, old_client is new_client, old.InstanceRequest is new.InstanceRequest)\n"
+        "import fleet_api._resource, fleet_sdk._generated._resource as new_resource\n"
+        "print(old is new, old_client is new_client, old.InstanceRequest is new.InstanceRequest,\n"
+        "      fleet_api._resource is new_resource)\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.split() == ["True", "True", "True"]
+    assert result.stdout.split() == ["True", "True", "True", "True"]
