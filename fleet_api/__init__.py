@@ -31,7 +31,6 @@ def _alias(package: str, name: str) -> None:
 # (or ``fleet_api._resource``) resolve to the generated module itself rather than a copy.
 for _info in pkgutil.iter_modules(_generated.__path__):
     _alias(_TARGET, _info.name)
-for _surface in SURFACES:
-    globals()[_surface] = sys.modules[f"{__name__}.{_surface}"]
+    globals()[_info.name] = sys.modules[f"{__name__}.{_info.name}"]  # fleet_api.<name> as attribute
 
 __all__ = ["SURFACES", "Operation"]
