@@ -211,7 +211,7 @@ class BrowserSession:
             BrowserStartError: The lease ended, did not start in time, lacks the ``computer``
                 tool, or its first screenshot was blank or failed. The lease is deleted first.
         """
-        from fleet_api.browser_lease import models
+        from ._generated.browser_lease import models
 
         urls = env.instance.urls
         if urls is None:

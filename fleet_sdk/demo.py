@@ -199,7 +199,7 @@ async def run_demo(
                 Task.model_validate(t.model_dump())
                 for t in (await fleet.api.control_plane.list_tasks()).tasks
             ]
-            from .local._chromium import browser_unavailable
+            from .local import browser_unavailable
 
             no_browser = browser_unavailable()
             if no_browser is not None:  # the local server's browser leases need both

@@ -7,6 +7,7 @@ the demo, the CLI and the client-side evaluation runner (which plays the bundled
 nothing else from this package.
 """
 
+from ._chromium import browser_unavailable
 from ._policies import (
     ChatCompletionsPolicy,
     PolicyContext,
@@ -25,6 +26,7 @@ __all__ = [
     "PolicyContext",
     "RandomPolicy",
     "ScriptedPolicy",
+    "browser_unavailable",
     "random_value",
     "serve",
 ]

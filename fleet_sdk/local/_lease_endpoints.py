@@ -43,7 +43,6 @@ __all__ = ["lease_browser", "lifespan", "mount"]
 
 logger = logging.getLogger(__name__)
 
-_MANAGER_KEY = "browser.mcp_session_manager"
 _SCOPE_KEY = "fleet.lease_id"
 MCP_PATH = "/browser/{lease_id}/mcp"
 CDP_PATH = "/browser/{lease_id}/cdp"
@@ -111,13 +110,9 @@ def _build_server(state: LocalState) -> Any:
     )
 
 
-def _manager(state: LocalState) -> StreamableHTTPSessionManager:
-    manager = state.extras.get(_MANAGER_KEY)
-    if manager is None:
-        manager = StreamableHTTPSessionManager(_build_server(state), json_response=True, stateless=True)
-        state.extras[_MANAGER_KEY] = manager
-    assert isinstance(manager, StreamableHTTPSessionManager)
-    return manager
+def session_manager(state: LocalState) -> StreamableHTTPSessionManager:
+    """The lease MCP session manager (``build_state`` keeps it as ``state.lease_mcp_sessions``)."""
+    return StreamableHTTPSessionManager(_build_server(state), json_response=True, stateless=True)
 
 
 def _not_found(exc: LocalAPIError) -> JSONResponse:
@@ -139,7 +134,7 @@ class _LeaseMCPEndpoint:
         except LocalAPIError as exc:
             await _not_found(exc)(scope, receive, send)
             return
-        await _manager(self._state).handle_request({**scope, _SCOPE_KEY: lease_id}, receive, send)
+        await self._state.lease_mcp_sessions.handle_request({**scope, _SCOPE_KEY: lease_id}, receive, send)
 
 
 def _cdp_endpoint(state: LocalState, which: str) -> Any:
@@ -161,7 +156,6 @@ def _cdp_endpoint(state: LocalState, which: str) -> Any:
 def mount(app: FastAPI, state: LocalState) -> None:
     """Mount the lease MCP endpoint and the CDP discovery routes, ahead of any catch-all route."""
     mcp_endpoint = _LeaseMCPEndpoint(state)
-    _manager(state)
     routes = [Route(MCP_PATH + suffix, mcp_endpoint) for suffix in ("", "/")]
     for suffix, which in (
         ("", "version"),
@@ -177,5 +171,5 @@ def mount(app: FastAPI, state: LocalState) -> None:
 @contextlib.asynccontextmanager
 async def lifespan(state: LocalState) -> AsyncIterator[None]:
     """Run the lease MCP session manager for the life of the server."""
-    async with _manager(state).run():
+    async with state.lease_mcp_sessions.run():
         yield

@@ -36,6 +36,7 @@ READY_EVENT = "ready"
 
 def build_state(settings: LocalSettings) -> LocalState:
     """Create the server state for ``settings``: store, environments, fault injector, services."""
+    from . import _lease_endpoints
     from ._browser import LeaseBook
     from ._faults import FaultInjector
     from ._mcp import session_manager
@@ -51,6 +52,7 @@ def build_state(settings: LocalSettings) -> LocalState:
     )
     state.browser_leases = LeaseBook(state)
     state.mcp_sessions = session_manager(state)
+    state.lease_mcp_sessions = _lease_endpoints.session_manager(state)
     return state
 
 
