@@ -21,6 +21,7 @@ from . import (
     _control,
     _episodes,
     _jobs,
+    _lease_endpoints,
     _manager,
     _mcp,
     _reports,
@@ -58,7 +59,7 @@ def bearer_auth(state: LocalState) -> Any:
 
 
 # Feature modules with a ``lifespan(state)`` async context manager, started in this order.
-_LIFESPANS = (_s3, _control, _mcp, _episodes, _browser)
+_LIFESPANS = (_s3, _control, _mcp, _episodes, _browser, _lease_endpoints)
 
 
 def create_app(state: LocalState) -> FastAPI:
@@ -113,7 +114,7 @@ def create_app(state: LocalState) -> FastAPI:
         [*(route for surface, _ in surfaces for route in surface.routes), *webui.routes, *webui_apps.routes]
     )
     _mcp.mount(app, state)
-    _browser.mount(app, state)
+    _lease_endpoints.mount(app, state)
     app.add_middleware(FaultMiddleware, injector=state.faults, api_key=state.settings.api_key)
     routes = [route for surface, deps in surfaces if deps is guarded for route in surface.routes]
     keyed = [getattr(route, "path_regex", None) for route in routes]

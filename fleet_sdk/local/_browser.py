@@ -33,14 +33,13 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter
 
 from .._generated.browser_lease import models
-from . import _lease_endpoints
 from ._chromium import BrowserPool
 from ._computer import COMPUTER_ACTIONS, COMPUTER_TOOL
 from ._errors import LocalAPIError, not_found
 from ._idempotency import IdempotencyKey, body_digest, conflict
 from ._state import LocalState, new_id
 
-__all__ = ["COMPUTER_ACTIONS", "COMPUTER_TOOL", "LeaseBook", "lifespan", "mount", "router"]
+__all__ = ["COMPUTER_ACTIONS", "COMPUTER_TOOL", "LeaseBook", "lifespan", "router"]
 
 LEASE_KIND = "browser_lease"
 IDEMPOTENCY_KIND = "browser_lease_idempotency"
@@ -207,13 +206,12 @@ def live_lease(state: LocalState, lease_id: str) -> dict[str, Any]:
     return lease
 
 
-def mount(app: Any, state: LocalState) -> None:
-    """Mount each lease's MCP and CDP endpoints (see ``_lease_endpoints``)."""
-    _lease_endpoints.mount(app, state)
-
-
 def _book(state: LocalState) -> LeaseBook:
     return state.browser_leases
+
+
+# The lease endpoints (``_lease_endpoints``: MCP and CDP per lease) build on this module; the
+# app mounts them and runs their lifespan inside this one's, so this module does not import them.
 
 
 @contextlib.asynccontextmanager
@@ -228,8 +226,7 @@ async def lifespan(state: LocalState) -> AsyncIterator[None]:
 
     task = asyncio.create_task(reaper(), name="browser-lease-reaper")
     try:
-        async with _lease_endpoints.lifespan(state):
-            yield
+        yield
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -30,6 +30,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from ._browser import book, live_lease
 from ._chromium import BrowserStartError
 from ._computer import COMPUTER_TOOL, ComputerError, png_base64, run_action
 from ._errors import LocalAPIError
@@ -55,7 +56,6 @@ async def lease_browser(state: LocalState, lease_id: str) -> LeaseBrowser:
         LocalAPIError: 404 for an unknown or ended lease.
         BrowserStartError: The browser could not start.
     """
-    from ._browser import book, live_lease
 
     lease = live_lease(state, lease_id)
     return await book(state).browsers.get(lease_id, lease["allowed_hosts"])
@@ -126,7 +126,6 @@ class _LeaseMCPEndpoint:
         self._state = state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        from ._browser import live_lease
 
         lease_id = str(scope.get("path_params", {}).get("lease_id", ""))
         try:
