@@ -111,6 +111,20 @@ def _undecodable_body(exc: StarletteHTTPException) -> bool:
     return exc.status_code == 400 and isinstance(exc.__cause__, ValueError | RecursionError)
 
 
+# Here rather than in _request_gate (which raises it): the handler below must know it, and
+# the gate already builds on this module.
+class PayloadTooLarge(StarletteHTTPException):
+    """Raised from ``receive`` when a body outgrows the limit while being read.
+
+    An ``HTTPException`` so that FastAPI's body parsing lets it through unchanged (it turns any
+    other exception into a 400).
+    """
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, payload_too_large(limit).detail)
+        self.limit = limit
+
+
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     if _undecodable_body(exc):
@@ -119,8 +133,6 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
         return JSONResponse(
             {"detail": [issue], "code": "validation_error", "retryable": False}, status_code=422
         )
-    from ._request_gate import PayloadTooLarge  # it imports this module
-
     if isinstance(exc, PayloadTooLarge):  # a body outgrew the limit while being read
         return JSONResponse(payload_too_large(exc.limit).body(), status_code=413)
     headers = exc.headers

@@ -15,25 +15,12 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ._errors import LocalAPIError, payload_too_large
+from ._errors import LocalAPIError, PayloadTooLarge, payload_too_large
 
 __all__ = ["PayloadTooLarge", "RequestGate"]
-
-
-class PayloadTooLarge(StarletteHTTPException):
-    """Raised from ``receive`` when a body outgrows the limit while being read.
-
-    An ``HTTPException`` so that FastAPI's body parsing lets it through unchanged (it turns any
-    other exception into a 400).
-    """
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(413, payload_too_large(limit).detail)
-        self.limit = limit
 
 
 def too_large_body(limit: int) -> dict[str, Any]:
