@@ -4,33 +4,18 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
+
+from _cli import run_cli
 
 from fleet_sdk.local import LocalFleet
 
 
 def test_fleet_sdk_demo_runs_scripted_and_random_episodes(tmp_path: Path) -> None:
     out_dir = tmp_path / "demo"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "fleet_sdk.cli",
-            "demo",
-            "--limit",
-            "4",
-            "--random-episodes",
-            "2",
-            "--out-dir",
-            str(out_dir),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        check=False,
+    result = run_cli(
+        "demo", "--limit", "4", "--random-episodes", "2", "--out-dir", str(out_dir), cwd=tmp_path
     )
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
@@ -54,19 +39,8 @@ def test_fleet_sdk_demo_runs_scripted_and_random_episodes(tmp_path: Path) -> Non
 
 def test_demo_still_grades_where_the_verifier_jail_cannot_start(tmp_path: Path) -> None:
     """A fresh machine without bubblewrap: the demo says so and grades its bundled tasks anyway."""
-    bin_dir = tmp_path / "bin"  # a PATH with the interpreter's directory but no bwrap
-    bin_dir.mkdir()
-    (bin_dir / "python").symlink_to(sys.executable)
-    env = {"PATH": f"{bin_dir}:{Path(sys.executable).parent}", "HOME": str(tmp_path)}
-    result = subprocess.run(
-        [sys.executable, "-m", "fleet_sdk.cli", "demo", "--limit", "2", "--random-episodes", "0"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        env=env,
-        check=False,
-    )
+    env = {"PATH": str(Path(sys.executable).parent), "HOME": str(tmp_path)}  # no bwrap on it
+    result = run_cli("demo", "--limit", "2", "--random-episodes", "0", cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "The verifier OS jail is unavailable (" in result.stdout
     assert "Scripted policy: 2/2 tasks scored 1.0." in result.stdout

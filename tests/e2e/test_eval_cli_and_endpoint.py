@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -12,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _cli import run_cli
 
 from fleet_sdk import AsyncFleet
 from fleet_sdk.evaluation import ModelEndpoint, RunDir, run_evaluation
@@ -22,26 +21,14 @@ from fleet_sdk.tasks import Task
 def test_eval_jobs_path_writes_a_run_directory(tmp_path: Path, bundled_tasks: list[Task]) -> None:
     key = next(t.task_key for t in bundled_tasks if t.env_key == "calendar")
     run_dir = tmp_path / "jobs-run"
-    result = subprocess.run(
-        [
-            *(sys.executable, "-m", "fleet_sdk.cli", "eval", "--jobs", "--task-key", key, "-k", "2"),
-            *("--model", "local/scripted", "--out-dir", str(run_dir), "--run-id", "jobs-1"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    result = run_cli(
+        *("eval", "--jobs", "--task-key", key, "-k", "2"),
+        *("--model", "local/scripted", "--out-dir", str(run_dir), "--run-id", "jobs-1"),
         cwd=tmp_path,
-        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "local/scripted: 2/2 graded passed (100.0%), 0 errored" in result.stdout
-    report = subprocess.run(
-        [sys.executable, "-m", "fleet_sdk.cli", "report", str(run_dir), "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+    report = run_cli("report", str(run_dir), "--format", "json", timeout=120, check=True)
     envelope = ReportEnvelope.model_validate(json.loads(report.stdout))
     assert envelope.source.kind == "platform" and envelope.source.job_id
     assert envelope.run_id == "jobs-1" and envelope.report.models[0].pass_at_k == 1.0

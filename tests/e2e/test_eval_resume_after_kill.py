@@ -17,6 +17,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from _cli import run_cli
 from _procs import processes
 
 from fleet_sdk.evaluation import RunDir, session_score
@@ -118,14 +119,7 @@ def test_eval_killed_half_way_resumes_and_reports(tmp_path: Path, bundled_tasks:
     rendered: dict[str, str] = {}
     for fmt in ("json", "md", "html"):
         outputs = [
-            subprocess.run(
-                [sys.executable, "-m", "fleet_sdk.cli", "report", str(run_dir), "--format", fmt],
-                capture_output=True,
-                text=True,
-                timeout=120,
-                check=True,
-            ).stdout
-            for _ in range(2)
+            run_cli("report", str(run_dir), "--format", fmt, timeout=120, check=True).stdout for _ in range(2)
         ]
         assert outputs[0] == outputs[1]
         rendered[fmt] = outputs[0]

@@ -4,35 +4,23 @@ its actors against the embedded server, and the run directory and report come ou
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
+
+from _cli import run_cli
 
 from fleet_sdk.reports import ReportEnvelope
 
 
 def test_eval_ray_starts_a_local_ray_and_records_every_episode(tmp_path: Path) -> None:
     run_dir = tmp_path / "ray-run"
-    result = subprocess.run(
-        [
-            *(sys.executable, "-m", "fleet_sdk.cli", "eval", "--ray", "--concurrency", "2"),
-            *("--task-key", "orderdesk-count-pending-orders", "--task-key", "calendar-cancel-vendor-prep"),
-            *("-k", "2", "--model", "local/scripted", "--out-dir", str(run_dir)),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    result = run_cli(
+        *("eval", "--ray", "--concurrency", "2"),
+        *("--task-key", "orderdesk-count-pending-orders", "--task-key", "calendar-cancel-vendor-prep"),
+        *("-k", "2", "--model", "local/scripted", "--out-dir", str(run_dir)),
         cwd=tmp_path,
-        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "local/scripted: 4/4 graded passed (100.0%), 0 errored" in result.stdout
-    report = subprocess.run(
-        [sys.executable, "-m", "fleet_sdk.cli", "report", str(run_dir), "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+    report = run_cli("report", str(run_dir), "--format", "json", timeout=120, check=True)
     envelope = ReportEnvelope.model_validate(json.loads(report.stdout))
     assert len(envelope.report.results) == 4
