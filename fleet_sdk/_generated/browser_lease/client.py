@@ -107,7 +107,6 @@ class AsyncBrowserLeaseClient(AsyncResource):
             RateLimitError: 429: Too many requests (or no browser capacity); retry later with backoff.
             InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
         """
-
         return await self._send(
             OPERATIONS["create_browser_lease"],
             models.BrowserLease,
@@ -143,7 +142,6 @@ class AsyncBrowserLeaseClient(AsyncResource):
             RateLimitError: 429: Too many requests (or no browser capacity); retry later with backoff.
             InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
         """
-
         return await self._send(
             OPERATIONS["get_browser_lease"],
             models.BrowserLease,
@@ -177,7 +175,6 @@ class AsyncBrowserLeaseClient(AsyncResource):
             RateLimitError: 429: Too many requests (or no browser capacity); retry later with backoff.
             InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
         """
-
         return await self._send(
             OPERATIONS["delete_browser_lease"],
             models.BrowserLeaseDeleted,
@@ -209,7 +206,6 @@ class AsyncBrowserLeaseClient(AsyncResource):
             RateLimitError: 429: Too many requests (or no browser capacity); retry later with backoff.
             InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
         """
-
         return await self._send(
             OPERATIONS["get_browser_lease_mcp_tools"],
             models.BrowserMCPTools,

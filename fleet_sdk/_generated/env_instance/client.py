@@ -118,7 +118,6 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["list_envs"],
             list[models.Environment],
@@ -148,7 +147,6 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["get_env"],
             models.Environment,
@@ -214,7 +212,6 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["create_instance"],
             models.InstanceResponse,
@@ -275,7 +272,6 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["list_instances"],
             list[models.InstanceResponse],
@@ -303,7 +299,6 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["list_regions"],
             list[models.RegionName],
@@ -330,7 +325,6 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["get_account"],
             models.AccountResponse,
@@ -362,7 +356,6 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["list_runs"],
             list[models.Run],
@@ -399,7 +392,6 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["delete_instances_batch"],
             list[models.InstanceResponse],
@@ -430,7 +422,6 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["get_instance"],
             models.InstanceResponse,
@@ -464,7 +455,6 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["delete_instance"],
             models.InstanceResponse,
@@ -502,7 +492,6 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["heartbeat_instance"],
             models.HeartbeatResponse,
@@ -542,7 +531,6 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["snapshot_instance"],
             models.SnapshotResponse,
@@ -584,7 +572,6 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["restore_instance"],
             models.RestoreResponse,
@@ -629,7 +616,6 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["list_tasks"],
             models.TaskListResponse,
@@ -705,7 +691,6 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["import_task"],
             models.TaskResponse,
@@ -765,7 +750,6 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["get_task"],
             models.TaskResponse,
@@ -807,7 +791,6 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["update_task"],
             models.TaskResponse,
@@ -886,7 +869,6 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["execute_verifier"],
             models.VerifiersExecuteResponse,
@@ -934,7 +916,6 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["check_verifier_bundle"],
             models.VerifiersCheckResponse,
@@ -965,7 +946,6 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["get_verifier"],
             models.VerifierData,
@@ -1032,7 +1012,6 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["create_job"],
             models.JobCreateResponse,
@@ -1082,7 +1061,6 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["list_jobs"],
             models.JobListResponse,
@@ -1112,7 +1090,6 @@ class AsyncControlPlaneClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["get_job"],
             models.Job,
@@ -1263,7 +1240,6 @@ class AsyncInstanceManagerClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["manager_health"],
             models.HealthResponse,
@@ -1297,7 +1273,6 @@ class AsyncInstanceManagerClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["reset_instance"],
             models.ResetResponse,
@@ -1331,7 +1306,6 @@ class AsyncInstanceManagerClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["list_resources"],
             list[models.Resource],
@@ -1359,7 +1333,6 @@ class AsyncInstanceManagerClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["describe_browser"],
             models.CDPDescribeResponse,
@@ -1389,7 +1362,6 @@ class AsyncInstanceManagerClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["describe_database"],
             models.DescribeResponse,
@@ -1433,7 +1405,6 @@ class AsyncInstanceManagerClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["query_database"],
             models.QueryResponse,
@@ -1473,7 +1444,6 @@ class AsyncInstanceManagerClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["structured_diff"],
             models.DiffResponse,
@@ -1541,7 +1511,6 @@ class AsyncInstanceManagerClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["execute_verifier_function"],
             models.VerifiersExecuteResponse,
@@ -1614,7 +1583,6 @@ class AsyncInstanceManagerClient(AsyncResource):
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
-
         return await self._send(
             OPERATIONS["execute_verifier_function_with_upload"],
             models.VerifiersExecuteResponse,

@@ -102,7 +102,6 @@ class AsyncEvaluationReportsClient(AsyncResource):
             InternalServerError: 503: Another import held the report store's lock too long; retry after `Retry-After` seconds.
             InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
         """
-
         return await self._send(
             OPERATIONS["import_evaluation_report"],
             models.ImportResult,
@@ -150,7 +149,6 @@ class AsyncEvaluationReportsClient(AsyncResource):
             InternalServerError: 501: This server has no report store, or its store is not migrated to the layout it knows.
             InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
         """
-
         return await self._send(
             OPERATIONS["get_evaluation_report"],
             models.ReportEnvelope,
@@ -195,7 +193,6 @@ class AsyncEvaluationReportsClient(AsyncResource):
             RateLimitError: 429: Too many requests (or new reports); retry after `Retry-After` seconds.
             InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
         """
-
         return await self._send(
             OPERATIONS["get_trace_window_report"],
             models.TraceWindowReport,

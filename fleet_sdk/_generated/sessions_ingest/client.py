@@ -126,7 +126,6 @@ class AsyncSessionsClient(AsyncResource):
             RateLimitError: 429: Too many requests; retry later with backoff.
             InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
         """
-
         return await self._send(
             OPERATIONS["ingest_session"],
             models.SessionIngestResponse,
@@ -176,7 +175,6 @@ class AsyncSessionsClient(AsyncResource):
             RateLimitError: 429: Too many requests; retry later with backoff.
             InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
         """
-
         return await self._send(
             OPERATIONS["get_session_transcript"],
             models.SessionTranscriptResponse,
@@ -215,7 +213,6 @@ class AsyncSessionsClient(AsyncResource):
             RateLimitError: 429: Too many requests; retry later with backoff.
             InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
         """
-
         return await self._send(
             OPERATIONS["get_job_sessions"],
             models.JobSessionsResponse,

@@ -88,7 +88,6 @@ class AsyncTracesJobsClient(AsyncResource):
             RateLimitError: 429: Too many requests; retry later with backoff.
             InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
         """
-
         return await self._send(
             OPERATIONS["create_trace_job"],
             models.TraceJobResponse,
@@ -140,7 +139,6 @@ class AsyncTracesJobsClient(AsyncResource):
             RateLimitError: 429: Too many requests; retry later with backoff.
             InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
         """
-
         return await self._send(
             OPERATIONS["upload_trace_logs"],
             models.TraceLogsResponse,
