@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -41,6 +42,8 @@ class Run:
     errors: int
     retries: int
     cpu_ms: float  # client CPU per episode (this process; the server runs in its own)
+    server_cpu_ms: float  # the server's CPU per episode, its verifier subprocesses included
+    busy_cores: float  # the whole machine's busy CPU over the run, in cores
 
 
 async def episode(fleet: AsyncFleet, task: Task) -> float | None:
@@ -55,7 +58,32 @@ async def episode(fleet: AsyncFleet, task: Task) -> float | None:
         return env.final_reward
 
 
-async def measure(fleet: AsyncFleet, tasks: list[Task], episodes: int, concurrency: int) -> Run:
+def process_cpu(pid: int | None) -> float:
+    """CPU seconds of a process and its waited-for children (Linux ``/proc``; 0 elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    # utime, stime, cutime, cstime are fields 14-17 of stat(5); [0] here is field 3.
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far, from ``/proc/stat`` (0s elsewhere)."""
+    try:
+        with open("/proc/stat") as f:
+            ticks = [int(x) for x in f.readline().split()[1:]]
+    except OSError:
+        return 0.0, 0.0
+    idle = ticks[3] + ticks[4]  # idle + iowait
+    hz = os.sysconf("SC_CLK_TCK")
+    return (sum(ticks) - idle) / hz, sum(ticks) / hz
+
+
+async def measure(
+    fleet: AsyncFleet, tasks: list[Task], episodes: int, concurrency: int, server_pid: int | None = None
+) -> Run:
     gate = asyncio.Semaphore(concurrency)
     counter = RetryCounter()
     logging.getLogger("fleet_sdk").addHandler(counter)
@@ -64,13 +92,18 @@ async def measure(fleet: AsyncFleet, tasks: list[Task], episodes: int, concurren
         async with gate:
             return await episode(fleet, tasks[i % len(tasks)])
 
-    started, cpu = time.perf_counter(), time.process_time()
+    started, cpu, server_cpu = time.perf_counter(), time.process_time(), process_cpu(server_pid)
+    busy, total = machine_busy()
     outcomes = await asyncio.gather(*(one(i) for i in range(episodes)), return_exceptions=True)
     elapsed = time.perf_counter() - started
     cpu_ms = (time.process_time() - cpu) / episodes * 1e3
+    server_cpu_ms = (process_cpu(server_pid) - server_cpu) / episodes * 1e3
+    busy_after, total_after = machine_busy()
+    share = (busy_after - busy) / (total_after - total) if total_after > total else 0.0
+    busy_cores = share * (os.cpu_count() or 1)
     logging.getLogger("fleet_sdk").removeHandler(counter)
     errors = sum(1 for r in outcomes if r != 1.0)
-    return Run(episodes / elapsed, errors, counter.retries, cpu_ms)
+    return Run(episodes / elapsed, errors, counter.retries, cpu_ms, server_cpu_ms, busy_cores)
 
 
 async def main(episodes: int, levels: list[int], rounds: int, burst: int) -> None:
@@ -85,21 +118,24 @@ async def main(episodes: int, levels: list[int], rounds: int, burst: int) -> Non
         runs: dict[int, list[Run]] = {level: [] for level in levels}
         for _ in range(rounds):
             for level in levels:
-                runs[level].append(await measure(fleet, tasks, max(episodes, level), level))
+                runs[level].append(await measure(fleet, tasks, max(episodes, level), level, local.pid))
         base = statistics.median(r.rate for r in runs[levels[0]])
         print(f"{rounds} interleaved rounds, {episodes} episodes per level (at least N):")
         for level, rs in runs.items():
             rate = statistics.median(r.rate for r in rs)
             print(
                 f"  N={level:3d}: {rate:6.2f} episodes/s = {rate / base:5.2f}x N={levels[0]}"
-                f"  client CPU {statistics.median(r.cpu_ms for r in rs):5.1f} ms/episode"
+                f"  CPU/episode: client {statistics.median(r.cpu_ms for r in rs):5.1f} ms"
+                f" server {statistics.median(r.server_cpu_ms for r in rs):5.1f} ms"
+                f"  machine busy {statistics.median(r.busy_cores for r in rs):4.2f} cores"
                 f"  errors {sum(r.errors for r in rs)}  retries {sum(r.retries for r in rs)}"
             )
         if burst:
-            run = await measure(fleet, tasks, burst, burst)
+            run = await measure(fleet, tasks, burst, burst, local.pid)
             print(
                 f"  burst: {burst} episodes at once: {run.rate:6.2f} episodes/s = {run.rate / base:5.2f}x"
-                f" N={levels[0]}  client CPU {run.cpu_ms:5.1f} ms/episode  errors {run.errors}"
+                f" N={levels[0]}  CPU/episode: client {run.cpu_ms:5.1f} ms server {run.server_cpu_ms:5.1f} ms"
+                f"  errors {run.errors}"
                 f"  retries {run.retries}"
             )
         await fleet.close()

@@ -28,6 +28,7 @@ from ._runtime import (
     within,
 )
 from ._runtime._bridge import run_sync
+from ._runtime._pool import async_pool_client, pool_client
 from ._tasks_resource import AsyncTasks, Tasks
 from ._twin import sync_method
 from .env import AsyncEnv, Env
@@ -43,12 +44,6 @@ __all__ = [
 ]
 
 InstanceStatus = Literal["pending", "running", "stopped", "terminated", "error"]
-
-# Every surface and every env's MCP session share this pool. Idle connections are kept for as
-# many concurrent episodes as the pool serves (no reconnect churn), and dropped before common
-# server idle timeouts (uvicorn's is 5 s) so a request is never sent on a socket the server is
-# closing at that moment (seen as ReadError at 256 concurrent episodes).
-_POOL_LIMITS = httpx.Limits(max_connections=256, max_keepalive_connections=256, keepalive_expiry=4.0)
 
 
 def _policy(timeout: Timeout | None, retry: RetryPolicy | None, deadline: float | None) -> dict[str, Any]:
@@ -183,7 +178,7 @@ class AsyncFleet(_FleetBase):
             environ=environ,
         )
         self._owns_pool = http_client is None
-        self._pool = http_client or httpx.AsyncClient(limits=_POOL_LIMITS)
+        self._pool = http_client or async_pool_client()
         self.api = AsyncFleetAPI(self.config, self._pool, **policy)
         self.traces = AsyncTraces(self, screenshot_store)
         """Trace jobs and session uploads with screenshots (``fleet_sdk.traces``)."""
@@ -366,7 +361,7 @@ class Fleet(_FleetBase):
             environ=environ,
         )
         self._owns_pool = http_client is None
-        self._pool = http_client or httpx.Client(limits=_POOL_LIMITS)
+        self._pool = http_client or pool_client()
         self._async: AsyncFleet | None = None
         self.api = FleetAPI(self.config, self._pool, **policy)
         self.traces = Traces(self, screenshot_store)
