@@ -201,6 +201,7 @@ class AsyncFleet(_FleetBase):
         region: str | None = None,
         run_id: str | None = None,
         heartbeat_interval: int | None = None,
+        keep_alive: bool = True,
         max_wait_seconds: int | None = None,
         provision_deadline: float = 600.0,
         retry: RetryPolicy | None = None,
@@ -224,7 +225,10 @@ class AsyncFleet(_FleetBase):
             ttl_seconds: Lifetime before the platform reaps the instance.
             region: Region to run in.
             run_id: Groups instances of one training run.
-            heartbeat_interval: Seconds between expected heartbeats.
+            heartbeat_interval: Seconds between expected heartbeats: the platform reclaims the
+                instance once they stop, e.g. when the process running the episode dies.
+            keep_alive: With ``heartbeat_interval``, send the heartbeats in the background
+                until the env is closed (``AsyncEnv.keep_alive``); False leaves them to you.
             max_wait_seconds: How long to wait for the instance to be running.
             provision_deadline: Overall seconds for creation, retries and waiting.
             retry: Backoff policy between provisioning attempts (default: ``PROVISIONING_RETRY``).
@@ -251,7 +255,10 @@ class AsyncFleet(_FleetBase):
             self.api.control_plane, request, deadline=deadline, policy=retry or PROVISIONING_RETRY
         )
         instance = await self._wait_running(instance, deadline)
-        return AsyncEnv(self, instance)
+        made = AsyncEnv(self, instance)
+        if heartbeat_interval is not None and keep_alive:
+            await made.keep_alive()
+        return made
 
     async def _wait_running(
         self, instance: models.InstanceResponse, deadline: Deadline

@@ -8,9 +8,13 @@ databases and diffs, and to the instance's MCP endpoints for tools. The sync
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
 
 from ._exceptions import DatabaseError, FleetError, NotFoundError, ToolNotFoundError
 from ._generated.env_instance import models
@@ -25,6 +29,8 @@ __all__ = ["AsyncDatabase", "AsyncEnv", "Database", "Env", "Modality"]
 
 Modality = Literal["tool_use", "computer_use", "browser_use"]
 COMPUTER_TOOL = "computer"
+
+log = logging.getLogger("fleet_sdk.env")
 
 
 def filter_tools(tools: list[Tool], modality: str) -> list[Tool]:
@@ -123,6 +129,7 @@ class AsyncEnv:
             call_deadline=call_deadline,
         )
         self._closed = False
+        self._heartbeats: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:
         return f"AsyncEnv(instance_id={self.instance_id!r}, env_key={self.instance.env_key!r})"
@@ -194,6 +201,48 @@ class AsyncEnv:
             self.instance_id, models.HeartbeatRequest()
         )
 
+    async def keep_alive(self, period: float | None = None) -> None:
+        """Send heartbeats in the background until the env is closed (or its process ends).
+
+        For an instance made with ``heartbeat_interval``: the platform reclaims it once
+        heartbeats stop, so an episode whose worker dies (a killed Ray actor, a preempted
+        node) leaves nothing running for long, while a live one is never reclaimed however
+        long it runs. ``make(heartbeat_interval=...)`` starts this by itself. A failed
+        heartbeat is logged and the next one tried; the beats stop when the instance is gone.
+        Calling it again changes nothing while the beats run.
+
+        Args:
+            period: Seconds between heartbeats (default: half the instance's
+                ``heartbeat_interval``, or 30 when it has none).
+
+        Raises:
+            FleetError: The env is closed.
+        """
+        if self._closed:
+            raise FleetError(f"instance {self.instance_id!r} is closed: nothing to keep alive")
+        if self._heartbeats is not None and not self._heartbeats.done():
+            return
+        if period is None:
+            interval = self.instance.heartbeat_interval
+            period = interval / 2 if interval else 30.0
+        if period <= 0:
+            raise ValueError(f"period must be positive, got {period}")
+        self._heartbeats = asyncio.get_running_loop().create_task(
+            self._beat(period), name=f"fleet-heartbeat-{self.instance_id}"
+        )
+
+    async def _beat(self, period: float) -> None:
+        while True:
+            await anyio.sleep(period)
+            try:
+                with anyio.fail_after(period):  # a slow beat must not delay the next one
+                    await self.heartbeat()
+            except NotFoundError:
+                log.warning("instance %s is gone; heartbeats stop", self.instance_id)
+                return
+            except (FleetError, TimeoutError) as exc:
+                log.warning("heartbeat of instance %s failed: %s", self.instance_id, exc)
+
     async def refresh(self) -> models.InstanceResponse:
         """Fetch the instance's current state from the control plane."""
         self.instance = await self._fleet.api.control_plane.get_instance(self.instance_id)
@@ -204,6 +253,10 @@ class AsyncEnv:
         if self._closed:
             return
         self._closed = True
+        if self._heartbeats is not None:
+            self._heartbeats.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeats
         try:
             # End the MCP sessions first: once the instance is gone its endpoints answer 404.
             await self.mcp.aclose()
@@ -273,6 +326,7 @@ class Env:
     list_tools = sync_method(AsyncEnv.list_tools)
     call_tool = sync_method(AsyncEnv.call_tool)
     heartbeat = sync_method(AsyncEnv.heartbeat)
+    keep_alive = sync_method(AsyncEnv.keep_alive)
     refresh = sync_method(AsyncEnv.refresh)
     close = sync_method(AsyncEnv.close)
 

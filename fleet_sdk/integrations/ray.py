@@ -6,7 +6,9 @@ actor) running up to ``concurrency_per_actor`` episodes at once on its event loo
 back in order of completion and are written to the sink as they arrive. When an actor dies (its
 process killed, its node lost), the episodes it was running are started again on the other
 actors and a replacement actor joins the pool; the driver records each episode id once, so
-nothing is lost or recorded twice. See ``docs/scaling.md`` for sizing a large run.
+nothing is lost or recorded twice. The instances a dead actor held are reclaimed by the
+platform when the episodes were made with a heartbeat (``env_options={"make_kwargs":
+{"heartbeat_interval": 60}}``). See ``docs/scaling.md`` for sizing a large run.
 """
 
 from __future__ import annotations
