@@ -6,6 +6,12 @@ exception or a reward other than 1.0) and retried requests (the SDK logs each re
 warning on ``fleet_sdk.http`` / ``fleet_sdk.mcp``) are counted. ``--burst 256`` then runs
 that many episodes at once, one time, for the errors and retries at full concurrency.
 
+Each level also prints the CPU per episode of the client (this process) and of the server (its
+process and the children it waited for), and how many cores the whole machine kept busy (from
+``/proc/stat``: jailed verifiers, reparented to init, count only there). From N=1's busy cores
+follows the ceiling of any concurrency on this machine: cores / busy(N=1), when the CPU per
+episode stays flat.
+
 ``python benchmarks/bench_episodes.py [--episodes 32] [--concurrency 1,16,64] [--rounds 2] [--burst 256]``
 """
 
@@ -129,6 +135,15 @@ async def main(episodes: int, levels: list[int], rounds: int, burst: int) -> Non
                 f" server {statistics.median(r.server_cpu_ms for r in rs):5.1f} ms"
                 f"  machine busy {statistics.median(r.busy_cores for r in rs):4.2f} cores"
                 f"  errors {sum(r.errors for r in rs)}  retries {sum(r.retries for r in rs)}"
+            )
+        busy_1 = statistics.median(r.busy_cores for r in runs[levels[0]])
+        if busy_1 > 0:
+            # One episode at a time alternates client, server and verifier, so it keeps about
+            # busy_1 cores busy; with flat CPU per episode no concurrency can beat this ratio.
+            cores = os.cpu_count() or 1
+            print(
+                f"  ceiling: N={levels[0]} keeps {busy_1:.2f} of {cores} cores busy, so at most"
+                f" {cores / busy_1:.2f}x N={levels[0]} on this machine"
             )
         if burst:
             run = await measure(fleet, tasks, burst, burst, local.pid)
