@@ -91,6 +91,19 @@ def render_models(schema: Path) -> str:
         return out.read_text(encoding="utf-8")
 
 
+def with_exports(models_code: str) -> str:
+    """``models.py`` with an ``__all__`` naming its model classes.
+
+    The public ``fleet_sdk.types.<surface>`` modules re-export a surface's models with
+    ``from ... import *``; the ``__all__`` keeps the names the models module imports (pydantic's,
+    typing's) out of them, at runtime and for type checkers alike.
+    """
+    tree = ast.parse(models_code)
+    names = sorted(node.name for node in tree.body if isinstance(node, ast.ClassDef))
+    listed = "".join(f"    {_pystr(name)},\n" for name in names)
+    return f"{models_code.rstrip()}\n\n\n__all__ = [\n{listed}]\n"
+
+
 def _pystr(value: object) -> str:
     text = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
     return f'"{text}"'
@@ -263,7 +276,7 @@ def render_all(schemas_dir: Path = DEFAULT_SCHEMAS) -> dict[str, str]:
     files: dict[str, str] = {}
     for spec, models_code in zip(specs, models, strict=True):
         _check_models(spec, models_code)
-        files[f"{spec.surface}/models.py"] = models_code
+        files[f"{spec.surface}/models.py"] = with_exports(models_code)
         files[f"{spec.surface}/client.py"] = render_client(env, spec, models_code)
         files[f"{spec.surface}/__init__.py"] = render_surface_init(env, spec)
     package_header = header(PACKAGE_SOURCE)
@@ -383,5 +396,6 @@ __all__ = [
     "generate",
     "header",
     "render_all",
+    "with_exports",
     "write_tree",
 ]

@@ -1,0 +1,8 @@
+"""Models of the Fleet env-instance API, generated from ``schemas/env-instance.yaml``.
+
+The classes are the generated ones (``fleet_sdk._generated.env_instance.models``) themselves, so
+they are what the clients take and return. ``__all__`` lists every model.
+"""
+
+from .._generated.env_instance.models import *  # noqa: F403
+from .._generated.env_instance.models import __all__ as __all__  # noqa: PLC0414 (the explicit re-export form)

@@ -1,0 +1,8 @@
+"""Models of the Fleet evaluation reports API, generated from ``schemas/evaluation-reports.yaml``.
+
+The classes are the generated ones (``fleet_sdk._generated.evaluation_reports.models``) themselves, so
+they are what the clients take and return. ``__all__`` lists every model.
+"""
+
+from .._generated.evaluation_reports.models import *  # noqa: F403
+from .._generated.evaluation_reports.models import __all__ as __all__  # noqa: PLC0414 (the explicit re-export form)

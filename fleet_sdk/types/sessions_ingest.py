@@ -1,0 +1,8 @@
+"""Models of the Fleet sessions API, generated from ``schemas/sessions-ingest.yaml``.
+
+The classes are the generated ones (``fleet_sdk._generated.sessions_ingest.models``) themselves, so
+they are what the clients take and return. ``__all__`` lists every model.
+"""
+
+from .._generated.sessions_ingest.models import *  # noqa: F403
+from .._generated.sessions_ingest.models import __all__ as __all__  # noqa: PLC0414 (the explicit re-export form)
