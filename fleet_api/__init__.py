@@ -2,8 +2,8 @@
 
 ``from fleet_api.env_instance import models`` gives the very same module objects as
 ``from fleet_sdk._generated.env_instance import models`` (so ``isinstance`` checks and model
-identity hold across both names). New code should import from ``fleet_sdk._generated``;
-nothing inside ``fleet_sdk`` imports this package.
+identity hold across both names). New code should import models from ``fleet_sdk.types``
+(``from fleet_sdk.types import env_instance``); nothing inside ``fleet_sdk`` imports this package.
 """
 
 from __future__ import annotations

@@ -334,6 +334,73 @@ def test_the_child_loads_neither_fleet_sdk_nor_site_packages(databases: dict[str
     assert outcome.result == {"score": 1, "loaded": [], "site": []}
 
 
+# A verifier module that needs ``sys.modules[cls.__module__]``: @dataclass (string annotations
+# and ClassVar), typing.get_type_hints on its own classes, and pickling them.
+MODULE_NEEDING_VERIFIER = """
+from __future__ import annotations
+
+import pickle
+import sys
+import typing
+from dataclasses import asdict, dataclass, field
+from typing import ClassVar
+
+
+@dataclass(frozen=True)
+class Row:
+    id: int
+    name: str
+
+
+@dataclass
+class Check:
+    rows: list[Row] = field(default_factory=list)
+    threshold: ClassVar[int] = 1
+
+
+def verify(env):
+    check = Check([Row(**r) for r in env.db("current").rows("SELECT id, name FROM users")])
+    hints = typing.get_type_hints(Check)
+    copy = pickle.loads(pickle.dumps(check))
+    return {
+        "score": 1.0 if len(check.rows) > Check.threshold else 0.0,
+        "fields": sorted(asdict(check)),
+        "hint": repr(hints["rows"]),
+        "round_trip": copy == check and type(copy.rows[0]) is Row,
+        "module_is_globals": vars(sys.modules[__name__]) is globals(),
+    }
+"""
+
+
+def test_verifier_may_define_dataclasses_and_pickle_its_classes(databases: dict[str, str]) -> None:
+    outcome = run_sandboxed(MODULE_NEEDING_VERIFIER, databases=databases)
+    assert outcome.error is None, outcome.error
+    assert outcome.sandbox is not None and "audit_hook" in outcome.sandbox
+    assert outcome.result == {
+        "score": 1.0,
+        "fields": ["rows"],
+        "hint": "list[verifier.Row]",
+        "round_trip": True,
+        "module_is_globals": True,
+    }
+
+
+def test_the_verifier_module_entry_opens_nothing_new(databases: dict[str, str]) -> None:
+    """The entry is the verifier's own globals: the sandbox's modules stay out of reach."""
+    code = (
+        "import sys\n"
+        "def verify(env):\n"
+        "    sys.modules[__name__].TASK_FAILED_SCORE = 7\n"
+        "    return {'score': 1, 'seen': TASK_FAILED_SCORE,\n"
+        "            'sandbox': sorted(m for m in sys.modules if 'sandbox' in m)}\n"
+        "def verify_reads(env):\n"
+        "    open('/etc/passwd').read()\n"
+    )
+    outcome = run_sandboxed(code, databases=databases)
+    assert outcome.result == {"score": 1, "seen": 7, "sandbox": []}
+    assert_denied(run_sandboxed(code, databases=databases, function_name="verify_reads"), "/etc/passwd")
+
+
 # -- arguments ---------------------------------------------------------------------------------
 
 

@@ -331,6 +331,51 @@ def test_run_local_captures_stdout_and_restores_it() -> None:
     assert outcome.execution_time_ms > 0
 
 
+# -- the verifier's module ---------------------------------------------------------------------
+
+DATACLASS_CODE = (
+    "import pickle, sys, typing\n"
+    "from dataclasses import dataclass\n"
+    "from typing import ClassVar\n"
+    "@dataclass\n"
+    "class Row:\n"
+    "    name: 'str'\n"
+    "    limit: ClassVar[int] = 1\n"
+    "class Box:\n"
+    "    row: 'Row'\n"
+    "def verify(env):\n"
+    "    row = pickle.loads(pickle.dumps(Row('a')))\n"
+    "    assert typing.get_type_hints(Box) == {'row': Row}\n"
+    "    return {'score': 1, 'row': repr(row), 'module': type(sys.modules[__name__]).__name__}\n"
+)
+
+
+def test_run_local_registers_the_verifier_module_only_while_it_runs() -> None:
+    outcome = run_local(DATACLASS_CODE, env=None)
+    assert outcome.error is None, outcome.error
+    assert outcome.result == {"score": 1, "row": "Row(name='a')", "module": "_ModuleView"}
+    assert "verifier" not in sys.modules
+
+
+async def test_run_local_async_registers_the_verifier_module_too() -> None:
+    outcome = await run_local_async(DATACLASS_CODE, env=None)
+    assert outcome.error is None, outcome.error
+    assert "verifier" not in sys.modules
+
+
+def test_a_real_module_of_the_same_name_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = type(sys)("verifier")
+    monkeypatch.setitem(sys.modules, "verifier", real)
+    code = (
+        "import sys\n"
+        "def verify(env):\n"
+        "    return {'score': 1, 'own': vars(sys.modules['verifier']) is globals()}\n"
+    )
+    outcome = run_local(code, None)
+    assert outcome.result == {"score": 1, "own": False}
+    assert sys.modules["verifier"] is real
+
+
 # -- async verifiers ---------------------------------------------------------------------------
 
 ASYNC_CODE = (

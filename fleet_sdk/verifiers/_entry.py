@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from ._compat import ErrorBase
-from ._namespace import build_namespace
+from ._namespace import build_namespace, registered_as_module
 
 __all__ = [
     "VERIFIER_FILENAME",
@@ -166,7 +166,8 @@ def load_verifier(
     tree = parse_verifier(code)
     name = find_entry_point(tree, function_name)
     globals_ = build_namespace() if namespace is None else namespace
-    exec(compile(tree, VERIFIER_FILENAME, "exec"), globals_)
+    with registered_as_module(globals_):  # e.g. @dataclass looks its class's module up
+        exec(compile(tree, VERIFIER_FILENAME, "exec"), globals_)
     entry = globals_.get(name)
     if not callable(entry):
         raise VerifierCodeError("no_entry_point", f"{name!r} is not callable after running the module")
@@ -354,13 +355,16 @@ def execute(
             own code inspects the entry point or formats a traceback (frame introspection).
     """
     start = time.perf_counter()
+    globals_ = build_namespace() if namespace is None else namespace
     try:
-        entry = load_verifier(code, namespace=namespace, function_name=function_name)
-        with unaudited():
-            call_args = _call_args(entry, env, final_answer)
-        result = entry(*call_args)
-        if inspect.isawaitable(result):
-            result = _await_in_new_loop(result)
+        # Registered for the whole run: get_type_hints and pickle look the module up too.
+        with registered_as_module(globals_):
+            entry = load_verifier(code, namespace=globals_, function_name=function_name)
+            with unaudited():
+                call_args = _call_args(entry, env, final_answer)
+            result = entry(*call_args)
+            if inspect.isawaitable(result):
+                result = _await_in_new_loop(result)
         execution = _scored(result)
     except (Exception, SystemExit) as exc:
         with unaudited():
@@ -390,11 +394,13 @@ async def execute_async(
         namespace: The globals to run the code in; :func:`build_namespace` by default.
     """
     start = time.perf_counter()
+    globals_ = build_namespace() if namespace is None else namespace
     try:
-        entry = load_verifier(code, namespace=namespace, function_name=function_name)
-        result = entry(*_call_args(entry, env, final_answer))
-        while inspect.isawaitable(result):
-            result = await result
+        with registered_as_module(globals_):  # see execute()
+            entry = load_verifier(code, namespace=globals_, function_name=function_name)
+            result = entry(*_call_args(entry, env, final_answer))
+            while inspect.isawaitable(result):
+                result = await result
         execution = _scored(result)
     except (Exception, SystemExit) as exc:
         execution = _fault(exc, code)

@@ -10,11 +10,13 @@ of ``exec``, where a function body cannot see them, and verifiers failed with ``
 from __future__ import annotations
 
 import builtins
+import contextlib
 import json
 import math
 import re
 import string
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "extract_numbers",
     "normalized_contains",
     "normalized_string_comparison",
+    "registered_as_module",
 ]
 
 TASK_SUCCESSFUL_SCORE = 1
@@ -194,3 +197,44 @@ def build_namespace() -> dict[str, Any]:
         "contains_number": contains_number,
         "normalized_string_comparison": normalized_string_comparison,
     }
+
+
+class _ModuleView:
+    """Stands for the verifier's module in ``sys.modules``: its attributes are the verifier's
+    globals (the very dict, not a copy), as a module's attributes are its ``__dict__``."""
+
+    def __init__(self, namespace: dict[str, Any]) -> None:
+        self.__dict__ = namespace
+
+    def __repr__(self) -> str:
+        return f"<module {self.__dict__.get('__name__')!r} (verifier code)>"
+
+
+@contextlib.contextmanager
+def registered_as_module(namespace: dict[str, Any]) -> Iterator[None]:
+    """Make the verifier's globals reachable as ``sys.modules[namespace["__name__"]]`` meanwhile.
+
+    The standard library finds a class's module through ``sys.modules[cls.__module__]``:
+    ``@dataclass`` (reading string annotations such as ``ClassVar``), ``typing.get_type_hints``
+    and ``pickle`` all fail for a module that is not there. This gives the verifier nothing it
+    does not have already: the entry is its own globals.
+
+    A real module of the same name (one the host process imported) is never replaced; the name
+    is then left as it is. Nested uses for the same namespace are no-ops. In the sandbox child
+    one verifier runs per process; in-process runs (``run_local``) that overlap share the name,
+    and the entry belongs to whichever registered first.
+
+    Args:
+        namespace: The globals the verifier's code runs in (see :func:`build_namespace`).
+    """
+    name = namespace.get("__name__")
+    if not isinstance(name, str) or name in sys.modules:
+        yield
+        return
+    view: Any = _ModuleView(namespace)  # not a ModuleType: a module's __dict__ cannot be replaced
+    sys.modules[name] = view
+    try:
+        yield
+    finally:
+        if sys.modules.get(name) is view:
+            del sys.modules[name]

@@ -81,6 +81,24 @@ async def test_verifier_annotated_with_environment_type(afleet: AsyncFleet) -> N
         assert reward == 1.0, env.verifier_error
 
 
+async def test_verifier_defining_a_dataclass_runs_on_the_server(afleet: AsyncFleet) -> None:
+    """A verifier's ``@dataclass`` failed in the server's sandbox: its module was not in
+    ``sys.modules`` (``AttributeError: 'NoneType' object has no attribute '__dict__'``)."""
+    code = (
+        "from dataclasses import dataclass\n"
+        "@dataclass\n"
+        "class Count:\n"
+        "    orders: int\n"
+        "def verify(env: Environment) -> float:\n"
+        "    count = Count(env.db('current').query('SELECT count(*) FROM orders').rows[0][0])\n"
+        "    return TASK_SUCCESSFUL_SCORE if count.orders > 0 else TASK_FAILED_SCORE\n"
+    )
+    async with TaskEnv(task_with(code), fleet=afleet) as env:
+        await env.reset_async()
+        _, reward, _, _ = await env.step_async({"done": True})
+        assert reward == 1.0, env.verifier_error
+
+
 async def test_missing_verify_names_the_functions_found(afleet: AsyncFleet) -> None:
     """Guards: "Show which functions were found if 'verify' is missing"."""
     code = "def check_a(env):\n    return 1\n\ndef check_b(env):\n    return 0\n"

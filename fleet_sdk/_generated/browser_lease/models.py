@@ -186,3 +186,14 @@ class BrowserMCPTools(BaseModel):
     """
     The tools, in the order the MCP endpoint lists them.
     """
+
+
+__all__ = [
+    "BrowserLease",
+    "BrowserLeaseDeleted",
+    "BrowserLeaseRequest",
+    "BrowserMCPTools",
+    "ErrorResponse",
+    "MCPToolInfo",
+    "ValidationIssue",
+]

@@ -507,3 +507,24 @@ class ReportEnvelope(BaseModel):
     source: ReportSource
     suite: ReportSuite
     report: ReportBody
+
+
+__all__ = [
+    "ErrorResponse",
+    "FailureGroup",
+    "ImportResult",
+    "Interval",
+    "ModelSummary",
+    "ReportBody",
+    "ReportEnvelope",
+    "ReportResult",
+    "ReportSource",
+    "ReportSuite",
+    "TaskSummary",
+    "TraceWindowBucket",
+    "TraceWindowReport",
+    "TraceWindowSession",
+    "ValidationIssue",
+    "Verdict",
+    "VerdictEntry",
+]

@@ -643,3 +643,33 @@ class SessionIngestRequest(BaseModel):
     sessions that carry it, so send it whenever the verifier ran.
 
     """
+
+
+__all__ = [
+    "ChatMessage",
+    "ErrorResponse",
+    "ImageURL",
+    "ImageURLBlock",
+    "Instance",
+    "JobSessions",
+    "JobSessionsResponse",
+    "SessionInfo",
+    "SessionIngestMessage",
+    "SessionIngestRequest",
+    "SessionIngestResponse",
+    "SessionMetadata",
+    "SessionSummary",
+    "SessionTranscript",
+    "SessionTranscriptResponse",
+    "TaskInfo",
+    "TaskSessionGroup",
+    "TaskSessions",
+    "TextBlock",
+    "ToolCall",
+    "ToolCallFunction",
+    "TranscriptMessage",
+    "TranscriptTask",
+    "ValidationIssue",
+    "VerifierExecution",
+    "VerifierExecutionResult",
+]

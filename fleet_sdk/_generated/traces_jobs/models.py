@@ -239,3 +239,19 @@ class TraceLogsRequest(BaseModel):
     """
     Id of the verifier execution that graded the rollout.
     """
+
+
+__all__ = [
+    "ErrorResponse",
+    "TraceFunctionCall",
+    "TraceFunctionResponse",
+    "TraceInlineData",
+    "TraceJob",
+    "TraceJobRequest",
+    "TraceJobResponse",
+    "TraceLogsRequest",
+    "TraceLogsResponse",
+    "TracePart",
+    "TraceTurn",
+    "ValidationIssue",
+]
