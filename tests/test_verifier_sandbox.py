@@ -334,6 +334,23 @@ def test_the_child_loads_neither_fleet_sdk_nor_site_packages(databases: dict[str
     assert outcome.result == {"score": 1, "loaded": [], "site": []}
 
 
+def test_the_child_starts_without_the_modules_only_rare_paths_need(databases: dict[str, str]) -> None:
+    """Every verifier run starts a fresh interpreter: inspect, dataclasses, traceback and pathlib
+    (about a third of the runner's start-up) load only where a rare path needs them."""
+    code = (
+        "import sys\n"
+        "def verify(env, final_answer=None):\n"
+        "    rare = ('inspect', 'dataclasses', 'traceback', 'linecache', 'pathlib', 'urllib.parse')\n"
+        "    return {'score': 1, 'loaded': [m for m in rare if m in sys.modules]}\n"
+    )
+    outcome = run_sandboxed(code, databases=databases)
+    assert outcome.result == {"score": 1, "loaded": []}
+    failing = code.replace("return {", "raise ValueError('boom'); return {")
+    outcome = run_sandboxed(failing, databases=databases)
+    assert outcome.error is not None and "ValueError: boom" in outcome.error.message
+    assert 'File "<verifier>"' in (outcome.error.traceback or "")
+
+
 # A verifier module that needs ``sys.modules[cls.__module__]``: @dataclass (string annotations
 # and ClassVar), typing.get_type_hints on its own classes, and pickling them.
 MODULE_NEEDING_VERIFIER = """

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import functools
 import io
 import os
 import sqlite3
@@ -615,3 +616,81 @@ def test_child_modules_import_only_the_stdlib(name: str) -> None:
 def test_verifier_modules_stay_light(name: str) -> None:
     roots = _imported_roots(VERIFIERS_DIR / name)
     assert roots <= set(sys.stdlib_module_names) | {"__future__", "pydantic"}
+
+
+def _decorated(fn):  # type: ignore[no-untyped-def]
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+class _CallableVerifier:
+    def __call__(self, env: object, final_answer: object = None) -> float:
+        return 1.0
+
+
+def _posonly(env, /):  # type: ignore[no-untyped-def]
+    return env
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        lambda: None,
+        lambda env: None,
+        lambda env, final_answer=None: None,
+        lambda env, final_answer, extra=1: None,
+        lambda *args: None,
+        lambda env, *args: None,
+        lambda env, *, final_answer=None: None,
+        lambda **kwargs: None,
+        _posonly,
+        _decorated(lambda env: None),
+        functools.partial(lambda a, env, final_answer: None, 1),
+        _CallableVerifier(),
+    ],
+)
+def test_entry_point_arguments_match_inspect_signature(entry: Any) -> None:
+    """The plain-function path reads the code object; it must agree with ``inspect.signature``."""
+    import inspect
+
+    from fleet_sdk.verifiers._entry import _call_args
+
+    parameters = list(inspect.signature(entry).parameters.values())
+    if any(p.kind is p.VAR_POSITIONAL for p in parameters):
+        expected = 2
+    else:
+        expected = min(2, sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters))
+    assert _call_args(entry, "env", "answer") == ("env", "answer")[:expected]
+
+
+def test_query_result_is_an_immutable_value() -> None:
+    from fleet_sdk.verifiers import QueryResult
+
+    result = QueryResult(["id", "name"], [[1, "a"]])
+    assert result == QueryResult(columns=["id", "name"], rows=[[1, "a"]])
+    assert result != QueryResult(["id", "name"])
+    assert QueryResult(["id"]).rows == []
+    assert repr(result) == "QueryResult(columns=['id', 'name'], rows=[[1, 'a']])"
+    assert result.as_dicts() == [{"id": 1, "name": "a"}]
+    with pytest.raises(AttributeError, match="immutable"):
+        result.rows = []  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        hash(result)
+
+
+@pytest.mark.parametrize("name", ["plain.db", "with space?#%.db", "ünï.db"])
+def test_the_read_only_uri_is_pathlibs(tmp_path: Path, name: str) -> None:
+    """The sandbox builds the ``file:`` URI without pathlib; it must be the one pathlib makes."""
+    from fleet_sdk.verifiers import SQLiteDatabase
+    from fleet_sdk.verifiers._sqlite import _file_uri
+
+    path = tmp_path / name
+    make_db(path, [(7, "a")])
+    assert _file_uri(str(path.resolve())) == path.resolve().as_uri()
+    database = SQLiteDatabase(path)
+    assert database.path == path
+    assert database.query("SELECT id FROM users").rows == [[7]]
+    database.close()

@@ -2,22 +2,23 @@
 
 Standard library only: the sandbox child loads this file without importing ``fleet_sdk``. The
 functions here never print and never swallow ``KeyboardInterrupt`` or cancellation.
+
+The child imports this module on every verifier run, so it leaves out what only the rare paths
+need: ``inspect`` (with ``dataclasses``, which imports it) and ``traceback`` load when a
+verifier's entry point is not a plain function or when a fault is formatted.
 """
 
 from __future__ import annotations
 
 import ast
 import contextlib
-import inspect
-import linecache
 import math
 import numbers
 import threading
 import time
-import traceback
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from types import FunctionType, GeneratorType
 from typing import Any, Literal, TypeVar
 
 from ._compat import ErrorBase
@@ -92,6 +93,8 @@ def parse_verifier(code: str) -> ast.Module:
     try:
         return ast.parse(code, filename=VERIFIER_FILENAME)
     except SyntaxError as exc:
+        import traceback
+
         detail = "".join(traceback.format_exception_only(type(exc), exc))
         raise VerifierCodeError(
             "syntax_error", f"line {exc.lineno}: {exc.msg}", lineno=exc.lineno, detail=detail
@@ -174,8 +177,22 @@ def load_verifier(
     return entry  # type: ignore[no-any-return]
 
 
+# Code flags (Include/cpython/code.h), read from the entry's code object instead of importing
+# inspect for its signature.
+_CO_VARARGS = 0x04
+_CO_ITERABLE_COROUTINE = 0x100
+
+
 def _call_args(entry: Callable[..., Any], env: Any, final_answer: Any) -> tuple[Any, ...]:
     """``(env, final_answer)`` for two or more positional parameters, ``(env,)`` for one."""
+    plain = type(entry) is FunctionType and not hasattr(entry, "__wrapped__")
+    if plain and not hasattr(entry, "__signature__"):
+        code = entry.__code__  # a plain def: its code object says what inspect.signature would
+        if code.co_flags & _CO_VARARGS:
+            return (env, final_answer)
+        return (env, final_answer)[: min(code.co_argcount, 2)]
+    import inspect  # decorated entry points, callable objects, partials...
+
     try:
         parameters = list(inspect.signature(entry).parameters.values())
     except (TypeError, ValueError):
@@ -188,6 +205,13 @@ def _call_args(entry: Callable[..., Any], env: Any, final_answer: Any) -> tuple[
         if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     ]
     return (env, final_answer)[: min(len(positional), 2)]
+
+
+def _is_awaitable(value: Any) -> bool:
+    """``inspect.isawaitable``: an awaitable, or a generator-based coroutine."""
+    if isinstance(value, Awaitable):
+        return True
+    return isinstance(value, GeneratorType) and bool(value.gi_code.co_flags & _CO_ITERABLE_COROUTINE)
 
 
 def score_from_result(result: Any) -> float:
@@ -235,9 +259,10 @@ def _short(value: Any, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-@dataclass
 class Execution:
     """The plain-data result of one verifier run (the runners wrap it in ``VerifierOutcome``).
+
+    A plain class, not a dataclass: see the module docstring.
 
     Attributes:
         result: The verifier's return value, or ``None`` after a fault.
@@ -248,12 +273,33 @@ class Execution:
         execution_time_ms: Wall time of loading plus calling the verifier.
     """
 
-    result: Any = None
-    score: float | None = None
-    error_type: ErrorType | None = None
-    error_message: str | None = None
-    traceback: str | None = None
-    execution_time_ms: float = 0.0
+    def __init__(
+        self,
+        *,
+        result: Any = None,
+        score: float | None = None,
+        error_type: ErrorType | None = None,
+        error_message: str | None = None,
+        traceback: str | None = None,
+        execution_time_ms: float = 0.0,
+    ) -> None:
+        self.result = result
+        self.score = score
+        self.error_type = error_type
+        self.error_message = error_message
+        self.traceback = traceback
+        self.execution_time_ms = execution_time_ms
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={value!r}" for name, value in vars(self).items())
+        return f"Execution({fields})"
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Execution:
+            return NotImplemented
+        return vars(self) == vars(other)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
 
     @property
     def success(self) -> bool:
@@ -266,6 +312,9 @@ def _format_traceback(exc: BaseException, code: str) -> str:
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename != VERIFIER_FILENAME:
         tb = tb.tb_next
+    import linecache
+    import traceback
+
     lines = code.splitlines(keepends=True)
     linecache.cache[VERIFIER_FILENAME] = (len(code), None, lines, VERIFIER_FILENAME)
     try:
@@ -363,7 +412,7 @@ def execute(
             with unaudited():
                 call_args = _call_args(entry, env, final_answer)
             result = entry(*call_args)
-            if inspect.isawaitable(result):
+            if _is_awaitable(result):
                 result = _await_in_new_loop(result)
         execution = _scored(result)
     except (Exception, SystemExit) as exc:
@@ -399,7 +448,7 @@ async def execute_async(
         with registered_as_module(globals_):  # see execute()
             entry = load_verifier(code, namespace=globals_, function_name=function_name)
             result = entry(*_call_args(entry, env, final_answer))
-            while inspect.isawaitable(result):
+            while _is_awaitable(result):
                 result = await result
         execution = _scored(result)
     except (Exception, SystemExit) as exc:

@@ -8,12 +8,13 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._compat import ErrorBase
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = [
     "QueryResult",
@@ -89,21 +90,60 @@ class UnknownDatabaseError(LookupError, ErrorBase):
         return str(self.args[0])
 
 
-@dataclass(frozen=True)
 class QueryResult:
-    """The answer to one SQL statement.
+    """The answer to one SQL statement (immutable, compared by value).
 
     Attributes:
         columns: The column names, in order (empty for statements that return no rows).
         rows: The rows, each a list in the order of ``columns``.
     """
 
+    # A plain class, not a frozen dataclass: the sandbox child imports this module on every
+    # verifier run, and ``dataclasses`` (with the ``inspect`` it imports) is a large share of
+    # that start-up.
+
     columns: list[str]
-    rows: list[list[Any]] = field(default_factory=list)
+    rows: list[list[Any]]
+
+    def __init__(self, columns: list[str], rows: list[list[Any]] | None = None) -> None:
+        object.__setattr__(self, "columns", columns)
+        object.__setattr__(self, "rows", [] if rows is None else rows)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}: a QueryResult is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}: a QueryResult is immutable")
+
+    def __repr__(self) -> str:
+        return f"QueryResult(columns={self.columns!r}, rows={self.rows!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not QueryResult:
+            return NotImplemented
+        return (self.columns, self.rows) == (other.columns, other.rows)
+
+    __hash__ = None  # type: ignore[assignment]  # holds lists
 
     def as_dicts(self) -> list[dict[str, Any]]:
         """Return the rows as dicts keyed by column name."""
         return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
+
+
+_URI_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/")
+
+
+def _file_uri(path: str) -> str:
+    """``pathlib.Path(path).as_uri()`` for an absolute path, without importing pathlib.
+
+    The sandbox child imports this module on every verifier run, and pathlib (with the
+    ``urllib.parse`` and ``ipaddress`` it imports) was a tenth of that start-up.
+    """
+    if os.name != "posix":
+        from pathlib import Path
+
+        return Path(path).as_uri()
+    return "file://" + "".join(chr(b) if b in _URI_SAFE else f"%{b:02X}" for b in os.fsencode(path))
 
 
 class SQLiteDatabase:
@@ -120,10 +160,17 @@ class SQLiteDatabase:
     def __init__(
         self, path: str | os.PathLike[str], *, name: str = "current", read_only: bool = True
     ) -> None:
-        self.path = Path(path)
+        self._path = os.fspath(path)
         self.name = name
         self.read_only = read_only
         self._conn: sqlite3.Connection | None = None
+
+    @property
+    def path(self) -> Path:
+        """The database file."""
+        from pathlib import Path  # not at import: see _file_uri
+
+        return Path(self._path)
 
     def connect(self) -> sqlite3.Connection:
         """Open the file if that was not done yet, and return the ``sqlite3`` connection.
@@ -132,14 +179,14 @@ class SQLiteDatabase:
             FileNotFoundError: The file does not exist.
         """
         if self._conn is None:
-            if not self.path.is_file():
-                raise FileNotFoundError(f"database {self.name!r}: no such file: {self.path}")
+            if not os.path.isfile(self._path):
+                raise FileNotFoundError(f"database {self.name!r}: no such file: {self._path}")
             if self.read_only:
-                uri = f"{self.path.resolve().as_uri()}?mode=ro"
+                uri = f"{_file_uri(os.path.realpath(self._path))}?mode=ro"
                 self._conn = sqlite3.connect(uri, uri=True, factory=_GuardedConnection)
                 harden_connection(self._conn)
             else:
-                self._conn = sqlite3.connect(self.path)
+                self._conn = sqlite3.connect(self._path)
         return self._conn
 
     def query(self, sql: str, args: Sequence[Any] | None = None) -> QueryResult:
@@ -189,7 +236,7 @@ class SQLiteDatabase:
             self._conn = None
 
     def __repr__(self) -> str:
-        return f"SQLiteDatabase(name={self.name!r}, path={str(self.path)!r}, read_only={self.read_only})"
+        return f"SQLiteDatabase(name={self.name!r}, path={self._path!r}, read_only={self.read_only})"
 
 
 class SQLiteEnvironment:
@@ -205,7 +252,7 @@ class SQLiteEnvironment:
     """
 
     def __init__(self, databases: Mapping[str, str | os.PathLike[str]], *, read_only: bool = True) -> None:
-        self._paths = {name: Path(path) for name, path in databases.items()}
+        self._paths = {name: os.fspath(path) for name, path in databases.items()}
         self.read_only = read_only
         self._open: dict[str, SQLiteDatabase] = {}
 
