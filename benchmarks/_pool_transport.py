@@ -37,14 +37,15 @@ try:  # mcp 2.x: a message is the JSON-RPC model itself
     def parse_message(data: str | bytes) -> Any:
         return jsonrpc_message_adapter.validate_json(data, by_name=False)
 
-    _DUMP: dict[str, bool] = {"exclude_unset": True}  # as mcp 2.x's own transport serialises
+    MCP_1 = False
 except ImportError:  # mcp 1.x: a RootModel around it
-    from mcp.types import JSONRPCMessage
+    from mcp import types as _types_1
 
     def parse_message(data: str | bytes) -> Any:
-        return JSONRPCMessage.model_validate_json(data)
+        root: Any = _types_1.JSONRPCMessage
+        return root.model_validate_json(data)
 
-    _DUMP = {"exclude_none": True}  # as mcp 1.x's own transport serialises
+    MCP_1 = True
 
 SESSION_HEADER = "mcp-session-id"
 VERSION_HEADER = "mcp-protocol-version"
@@ -87,7 +88,7 @@ class PoolWriteStream:
     async def aclose(self) -> None:
         self._closed = True
 
-    def _request_headers(self, method: str | None, stamped: Mapping[str, str] | None = None) -> dict[str, str]:
+    def _request_headers(self, method: str | None, stamped: Mapping[str, str] | None) -> dict[str, str]:
         headers = dict(self._headers)
         if self.session_id is not None:
             headers[SESSION_HEADER] = self.session_id
@@ -107,7 +108,8 @@ class PoolWriteStream:
         message = getattr(item.message, "root", item.message)  # 1.x wraps it in a RootModel
         method: str | None = getattr(message, "method", None)
         request_id = getattr(message, "id", None) if method is not None else None
-        body = message.model_dump_json(by_alias=True, **_DUMP)
+        # Serialised as each major's own transport does.
+        body = message.model_dump_json(by_alias=True, exclude_unset=not MCP_1, exclude_none=MCP_1)
         # mcp 2.x stamps per-message headers (the negotiated version, Mcp-Method) in the metadata.
         headers = self._request_headers(method, getattr(item.metadata, "headers", None))
         request = self._http.build_request("POST", self.url, content=body, headers=headers)
@@ -132,7 +134,8 @@ class PoolWriteStream:
                 except (ValueError, AttributeError):
                     error = None
                 if isinstance(error, dict):
-                    await self._fail(request_id, int(error.get("code", INTERNAL_ERROR)), str(error.get("message")))
+                    code = int(error.get("code", INTERNAL_ERROR))
+                    await self._fail(request_id, code, str(error.get("message")))
                     return
             if status == 404 and self.session_id is not None:
                 await self._fail(request_id, INVALID_REQUEST, "Session terminated")
@@ -204,7 +207,7 @@ class PoolWriteStream:
         """End the session on the server (DELETE), best effort, within 5 s."""
         if self.session_id is None:
             return
-        headers = self._request_headers(None)
+        headers = self._request_headers(None, None)
         with anyio.move_on_after(5, shield=True):
             try:
                 await self._http.delete(self.url, headers=headers)
