@@ -5,7 +5,7 @@ Two measurements, each interleaved (A/B/C blocks repeated in one run) and printe
 - ``latency``: ``AsyncEnv.call_tool`` vs a raw ``mcp.ClientSession`` kept open vs a new
   ``mcp`` session per call vs an ``mcp.ClientSession`` kept open over our own transport on
   the fleet's shared ``httpx`` pool (``_pool_transport.py``), on one local instance (median
-  and p95 per call).
+  and p95 per call, and the client's CPU per call).
 - ``rss``: client RSS growth for 256 envs with an open MCP session each vs 256 raw
   ``mcp`` sessions on one shared HTTP client vs 256 ``mcp.ClientSession`` over our
   transport on one shared ``httpx`` pool; each side runs in a fresh subprocess,
@@ -101,11 +101,14 @@ async def latency(rounds: int, block: int) -> None:
                 "ClientSession, pool transport": lambda: pooled.call_tool(TOOL, ARGS),
             }
             samples: dict[str, list[float]] = {name: [] for name in paths}
+            cpu = dict.fromkeys(paths, 0.0)  # the server is a child process: this is client CPU
             for call in paths.values():  # warm up
                 await timed(call, 5)
             for _ in range(rounds):
                 for name, call in paths.items():
+                    started = time.process_time()
                     samples[name] += await timed(call, block)
+                    cpu[name] += time.process_time() - started
         await env.close()
         await fleet.close()
         await http.aclose()
@@ -116,6 +119,7 @@ async def latency(rounds: int, block: int) -> None:
         med = statistics.median(xs)
         print(
             f"  {name:30s} median {med * 1e3:6.2f} ms  p95 {p95(xs) * 1e3:6.2f} ms"
+            f"  client CPU {cpu[name] / len(xs) * 1e3:5.2f} ms/call"
             f"  SDK/this = {sdk / med:5.2f}x  pool transport/this = {pool / med:5.2f}x"
         )
 
