@@ -1,8 +1,9 @@
 """A streamable HTTP transport for ``mcp.ClientSession`` over a given ``httpx.AsyncClient``.
 
 A benchmark arm (``bench_mcp.py``), not library code: the alternative to the SDK's own MCP
-client that issue 10 asks to measure. ``mcp`` 2.x's ``streamable_http_client`` only takes
-its own ``httpx2`` clients, so it cannot share the fleet's ``httpx`` pool; this transport can.
+client (``fleet_sdk/mcp.py``), measured against it. ``mcp`` 2.x's ``streamable_http_client``
+only takes its own ``httpx2`` clients, so it cannot share the fleet's ``httpx`` pool; this
+transport can.
 
 It yields the ``(read_stream, write_stream)`` pair ``ClientSession`` takes. The write side is
 not a memory stream: each message is POSTed by the task that sends it (so concurrent calls

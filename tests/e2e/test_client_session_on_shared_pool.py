@@ -1,9 +1,9 @@
 """``mcp.ClientSession`` over the benchmark's own transport on a shared ``httpx`` pool.
 
-``benchmarks/bench_mcp.py`` measures this transport as the alternative to the SDK's MCP
-client (issue 10); these tests show the arm measures a working thing: a real session on the
-local server, every request on one pooled connection of the shared client, and the SSE
-answers a server may give instead of JSON.
+``benchmarks/bench_mcp.py`` measures this transport as the alternative to the SDK's own
+MCP client (``fleet_sdk/mcp.py``); these tests show the arm measures a working thing: a real
+session on the local server, every request on one pooled connection of the shared client,
+and the SSE answers a server may give instead of JSON.
 """
 
 from __future__ import annotations
