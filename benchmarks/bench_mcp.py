@@ -104,8 +104,12 @@ async def latency(rounds: int, block: int) -> None:
             cpu = dict.fromkeys(paths, 0.0)  # the server is a child process: this is client CPU
             for call in paths.values():  # warm up
                 await timed(call, 5)
-            for _ in range(rounds):
-                for name, call in paths.items():
+            names = list(paths)
+            for r in range(rounds):
+                # Rotate which arm follows which: session-per-call leaves the server busy
+                # tearing sessions down, which would always tax the same next arm.
+                for name in names[r % len(names) :] + names[: r % len(names)]:
+                    call = paths[name]
                     started = time.process_time()
                     samples[name] += await timed(call, block)
                     cpu[name] += time.process_time() - started
