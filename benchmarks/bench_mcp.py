@@ -1,6 +1,6 @@
 """Tool calls through the SDK against the raw ``mcp`` client, and client memory per env.
 
-Two measurements, each interleaved (A/B/C blocks repeated in one run) and printed as ratios:
+Two measurements, each interleaved (A/B/C/D blocks repeated in one run) and printed as ratios:
 
 - ``latency``: ``AsyncEnv.call_tool`` vs a raw ``mcp.ClientSession`` kept open vs a new
   ``mcp`` session per call vs an ``mcp.ClientSession`` kept open over our own transport on
