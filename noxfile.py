@@ -35,6 +35,8 @@ MCP_TESTS = (
     "tests/local/test_mcp.py",
     "tests/e2e/test_mcp_session_reuse.py",
     "tests/e2e/test_mcp_tool_retries.py",
+    # The benchmark's ClientSession transport (benchmarks/_pool_transport.py) on both majors.
+    "tests/e2e/test_client_session_on_shared_pool.py",
 )
 
 
