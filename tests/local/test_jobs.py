@@ -38,7 +38,7 @@ def env_task_keys(local: LocalFleet) -> list[str]:
     """Keys of the environment's bundled tasks (other tests may import tasks into it too)."""
     with local.fleet() as fleet:
         tasks = fleet.api.control_plane.list_tasks(env_key=ENV_KEY).tasks
-    # browser_use tasks need a browser lease, which local jobs do not drive
+    # browser_use tasks each hold a Chromium: their jobs are tests/local/test_jobs_browser.py's
     return [
         t.task_key
         for t in tasks
@@ -48,7 +48,7 @@ def env_task_keys(local: LocalFleet) -> list[str]:
 
 def other_task_keys(local: LocalFleet) -> list[str]:
     """Keys of the environment's tasks ``env_task_keys`` leaves out: imported by other tests (no
-    reference solution) or browser_use (local jobs play tool-use tasks only)."""
+    reference solution) or browser_use (played in tests/local/test_jobs_browser.py)."""
     keep = set(env_task_keys(local))
     with local.fleet() as fleet:
         tasks = fleet.api.control_plane.list_tasks(env_key=ENV_KEY).tasks
