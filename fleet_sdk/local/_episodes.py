@@ -241,7 +241,7 @@ async def _run_session(state: LocalState, job: Mapping[str, Any], session: Mappi
         if modality in MULTIMODAL:
             assert instance.urls is not None and instance.urls.app  # the local server always has them
             browser, first_screen = await JobBrowser.open(
-                state, instance.urls.app[0], ttl_seconds=int(minutes * 60) + 120
+                state, session_id, instance.urls.app[0], ttl_seconds=int(minutes * 60) + 120
             )
             await _store(state, SESSION_KIND, session_id, lease_id=browser.lease_id)
             tools = [_job_browser.computer_tool()]

@@ -4,7 +4,8 @@ The local server has no desktop images, so both multimodal modalities are played
 ``fleet_sdk.browser`` plays ``browser_use`` on the client:
 
 1. a browser lease (``_browser``: a real headless Chromium) allowed to open only the instance's
-   host;
+   host, with the id ``lease_<session_id>`` (:func:`session_lease_id`), so ``GET
+   /v1/browser/{lease_id}`` shows what became of a session's browser;
 2. the instance's web UI opened in it and health-checked: the first screenshot must be a real,
    non-blank PNG, or the session errors;
 3. the agent offered only the lease's ``computer`` tool, every call going through
@@ -51,6 +52,7 @@ __all__ = [
     "JobBrowserError",
     "computer_tool",
     "release_lease",
+    "session_lease_id",
     "unavailable",
 ]
 
@@ -78,6 +80,15 @@ def unavailable(modality: str) -> str | None:
     if reason is None:
         return None
     return f"{modality} tasks need a browser lease, and this server cannot start Chromium: {reason}"
+
+
+def session_lease_id(session_id: str) -> str:
+    """The id of the browser lease a job session uses.
+
+    Args:
+        session_id: The session.
+    """
+    return f"lease_{session_id}"
 
 
 def computer_tool() -> Tool:
@@ -109,12 +120,13 @@ class JobBrowser:
 
     @classmethod
     async def open(
-        cls, state: LocalState, start_url: str, ttl_seconds: int
+        cls, state: LocalState, session_id: str, start_url: str, ttl_seconds: int
     ) -> tuple[JobBrowser, tuple[Any, Any]]:
         """Lease a browser for ``start_url``'s host, open the page and health-check it.
 
         Args:
             state: Server state.
+            session_id: The job session (names the lease: :func:`session_lease_id`).
             start_url: The instance's web UI.
             ttl_seconds: The lease's TTL (a backstop: the session ends the lease itself).
 
@@ -126,7 +138,9 @@ class JobBrowser:
         """
         host = urlsplit(start_url).netloc
         request = models.BrowserLeaseRequest(
-            ttl_seconds=max(MIN_LEASE_TTL_SECONDS, min(ttl_seconds, 86_400)), allowed_hosts=[host]
+            ttl_seconds=max(MIN_LEASE_TTL_SECONDS, min(ttl_seconds, 86_400)),
+            allowed_hosts=[host],
+            lease_id=session_lease_id(session_id),
         )
         lease = book(state).create(request, None)
         browser = cls(state, str(lease["lease_id"]), start_url)

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -27,6 +28,7 @@ from fleet_api.sessions_ingest import models as smodels
 from fleet_sdk import AsyncFleet
 from fleet_sdk.browser import is_blank_png
 from fleet_sdk.local import LocalFleet
+from fleet_sdk.local._job_browser import session_lease_id
 
 BROWSER_KEYS = [
     "orderdesk-browser-ship-order",
@@ -91,6 +93,10 @@ async def test_a_job_plays_browser_tasks_on_real_chromium_and_scores_them(tmp_pa
                 assert session.status == "completed", (key, session.error)
                 assert group.average_score == 1.0 and group.passed_sessions == 1, key
                 assert session.verifier_execution is not None and session.verifier_execution.success
+                if key in BROWSER_KEYS:
+                    lease = await fleet.api.browser.get_browser_lease(session_lease_id(session.session_id))
+                    assert lease.status == "terminated"
+                    assert lease.allowed_hosts == [urlsplit(local.base_url).netloc]
 
             # job_browser_concurrency=1: the browser sessions ran one after another, while the
             # tool_use session (no browser) did not wait for them.
@@ -158,14 +164,20 @@ async def test_without_chromium_browser_sessions_error_naming_it_and_the_job_goe
 
 
 class _FailingModel(BaseHTTPRequestHandler):
-    """A chat-completions endpoint that asks for one screenshot, then fails for good (400)."""
+    """A chat-completions endpoint that asks for one screenshot, then fails for good (400); with
+    ``hold`` set, the second answer waits for that event first (a model mid-turn)."""
 
     requests: list[dict[str, Any]] = []
+    asked_again = threading.Event()
+    hold: threading.Event | None = None
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).requests.append(body)
         if any(m["role"] == "tool" for m in body["messages"]):
+            type(self).asked_again.set()
+            if self.hold is not None:
+                self.hold.wait(timeout=60)
             self._answer(400, {"error": {"message": "this model gives up", "type": "invalid_request_error"}})
             return
         call = {"name": "computer", "arguments": json.dumps({"action": "screenshot"})}
@@ -195,9 +207,13 @@ def failing_model() -> Iterator[str]:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     _FailingModel.requests = []
+    _FailingModel.asked_again = threading.Event()
+    _FailingModel.hold = None
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/v1"
     finally:
+        if _FailingModel.hold is not None:
+            _FailingModel.hold.set()
         server.shutdown()
         server.server_close()
 
@@ -225,6 +241,8 @@ async def test_a_session_whose_model_fails_mid_episode_releases_its_browser(
             assert session.status == "errored" and session.error is not None
             assert "400" in session.error
             assert session.verifier_execution is None and group.average_score is None
+            lease = await fleet.api.browser.get_browser_lease(session_lease_id(session.session_id))
+            assert lease.status == "terminated"
 
     # What the model saw: only the computer tool, the web UI's screenshot after the prompt, and
     # its screenshot call answered with a PNG (data URLs: the model cannot reach loopback S3).
@@ -235,3 +253,33 @@ async def test_a_session_whose_model_fails_mid_episode_releases_its_browser(
     tool = second["messages"][-1]
     assert tool["role"] == "tool" and tool["tool_call_id"] == "call_shot"
     assert _data_png(tool["content"]).startswith(b"\x89PNG")
+
+
+async def test_a_server_stopped_mid_session_leaves_no_browser_and_settles_the_session(
+    tmp_path: Path, failing_model: str
+) -> None:
+    _FailingModel.hold = threading.Event()
+    data_dir = tmp_path / "server"
+    with LocalFleet(data_dir, model_base_url=failing_model) as local:
+        async with local.async_fleet() as fleet:
+            created = await fleet.api.control_plane.create_job(
+                models.JobCreateRequest(models=["openai/held"], task_keys=[BROWSER_KEYS[0]])
+            )
+            # The model holds its second turn: the session is mid-episode with a live browser.
+            assert await asyncio.to_thread(_FailingModel.asked_again.wait, 120)
+            groups = chromium_groups(data_dir)
+            assert groups and alive_in(groups)
+    _FailingModel.hold.set()
+    assert alive_in(groups) == []
+    with LocalFleet(data_dir, model_base_url=failing_model) as local:
+        async with local.async_fleet() as fleet:
+            job = await fleet.api.control_plane.get_job(created.job_id)
+            assert job.status == "errored"
+            (group,) = (await fleet.api.sessions.get_job_sessions(created.job_id)).tasks
+            (session,) = group.sessions
+            assert session.status == "errored" and session.error is not None
+            assert session.error.startswith("interrupted")
+            assert group.average_score is None
+            lease = await fleet.api.browser.get_browser_lease(session_lease_id(session.session_id))
+            assert lease.status == "terminated"  # ended by the session, not left to its TTL
+            assert chromium_groups(data_dir) == set()
