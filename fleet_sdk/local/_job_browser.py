@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 import anyio
 
 from .._generated.browser_lease import models
-from ..browser import is_blank_png
+from .._png import is_blank_png
 from ..tools import Tool
 from . import _s3
 from ._browser import book

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from _fake_model import ModelHandler, serve_model, tool_call_reply
 from _jobs_wait import wait_for_job_async
 from fleet_api.env_instance import models
 from fleet_api.sessions_ingest import models as smodels
@@ -198,51 +197,25 @@ async def test_job_requests_are_validated(local: LocalFleet) -> None:
 # ---------------------------------------------------------------- a chat-completions model
 
 
-class _FakeModel(BaseHTTPRequestHandler):
-    """An OpenAI-compatible ``/chat/completions`` that lists pending orders, then answers."""
+class _FakeModel(ModelHandler):
+    """Lists pending orders, then answers with their count."""
 
-    requests: list[dict[str, Any]] = []
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).requests.append(
-            {"path": self.path, "auth": self.headers.get("Authorization"), "body": body}
-        )
+    def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         tool_results = [m for m in body["messages"] if m["role"] == "tool"]
         if not tool_results:
-            call = {"name": "list_orders", "arguments": json.dumps({"status": "pending"})}
-        else:
-            pending = json.loads(tool_results[-1]["content"])
-            count = len(pending["orders"]) if isinstance(pending, dict) and "orders" in pending else 0
-            call = {"name": "submit_final_answer", "arguments": json.dumps({"answer": str(count)})}
-        message = {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [{"id": f"call_{len(tool_results)}", "type": "function", "function": call}],
-        }
-        payload = json.dumps({"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]})
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload.encode())
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+            return 200, tool_call_reply("call_0", "list_orders", {"status": "pending"})
+        pending = json.loads(tool_results[-1]["content"])
+        count = len(pending["orders"]) if isinstance(pending, dict) and "orders" in pending else 0
+        return 200, tool_call_reply(
+            f"call_{len(tool_results)}", "submit_final_answer", {"answer": str(count)}
+        )
 
 
 @pytest.fixture
 def fake_model() -> Iterator[str]:
     """Base URL of a fake OpenAI-compatible model endpoint on loopback."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeModel)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    _FakeModel.requests = []
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_model(_FakeModel) as url:
+        yield url
 
 
 async def test_chat_completions_policy_drives_the_tools(fake_model: str) -> None:
