@@ -90,6 +90,11 @@ async def _append(state: LocalState, session_id: str, *messages: dict[str, Any])
     await anyio.to_thread.run_sync(state.store.append_messages, session_id, list(messages))
 
 
+def _modality(job: Mapping[str, Any], task: Mapping[str, Any]) -> str:
+    """How a session's agent acts: the job's ``mode`` when set, else the task's own modality."""
+    return str(job.get("mode") or task.get("task_modality") or "tool_use")
+
+
 def _default_system_prompt(env_name: str, offer_submit: bool) -> str:
     prompt = (
         f"You are an agent operating the {env_name} application through its tools. "
@@ -207,7 +212,7 @@ async def _run_session(state: LocalState, job: Mapping[str, Any], session: Mappi
     browser: JobBrowser | None = None
     await _store(state, SESSION_KIND, session_id, status="running", started_at=iso())
     try:
-        modality = str(task.get("task_modality") or "tool_use")
+        modality = _modality(job, task)
         if modality != "tool_use" and modality not in MULTIMODAL:
             raise PolicyError(f"task modality {modality!r} is not supported by local jobs")
         no_browser = _job_browser.unavailable(modality) if modality in MULTIMODAL else None
@@ -239,7 +244,8 @@ async def _run_session(state: LocalState, job: Mapping[str, Any], session: Mappi
         first_screen: tuple[Any, Any] | None = None
         call: ToolCaller
         if modality in MULTIMODAL:
-            assert instance.urls is not None and instance.urls.app  # the local server always has them
+            if instance.urls is None or not instance.urls.app:
+                raise JobBrowserError(f"instance {instance_id} has no web UI for the browser to open")
             browser, first_screen = await JobBrowser.open(
                 state, session_id, instance.urls.app[0], ttl_seconds=int(minutes * 60) + 120
             )
@@ -355,7 +361,7 @@ async def _run_job(state: LocalState, job_id: str) -> None:
 
         async def guarded(session: dict[str, Any]) -> str:
             slots = model_slots.setdefault(str(session["model_id"]), asyncio.Semaphore(per_model_limit))
-            multimodal = (session.get("task") or {}).get("task_modality") in MULTIMODAL
+            multimodal = _modality(job, session.get("task") or {}) in MULTIMODAL
             async with browser_slots if multimodal else contextlib.nullcontext(), slots, job_slots:
                 return await _run_session(state, job, session)
 

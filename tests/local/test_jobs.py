@@ -176,10 +176,6 @@ async def test_job_requests_are_validated(local: LocalFleet) -> None:
             await jobs.create_job(
                 models.JobCreateRequest(models=["local/scripted"], env_key=ENV_KEY, excluded_task_keys=keys)
             )
-        with pytest.raises(BadRequestError, match="not supported"):
-            await jobs.create_job(
-                models.JobCreateRequest(models=["local/scripted"], env_key=ENV_KEY, mode="computer_use")
-            )
         with pytest.raises(NotFoundError):
             await jobs.get_job("job_missing")
 
@@ -244,3 +240,23 @@ async def test_chat_completions_policy_drives_the_tools(fake_model: str) -> None
     assert tools["list_orders"]["function"]["parameters"]["type"] == "object"
     assert "submit_final_answer" in tools  # the prompt mentions it
     assert [m["role"] for m in first["body"]["messages"]] == ["system", "user"]
+
+
+async def test_a_job_mode_overrides_each_task_modality(local: LocalFleet) -> None:
+    # mode=tool_use plays a browser_use task with the instance's tools and no browser: its
+    # reference solution's computer actions are unknown tools there, so it is graded 0.
+    key = "orderdesk-browser-ship-order"
+    async with local.async_fleet() as fleet:
+        (task,) = (await fleet.api.control_plane.list_tasks(task_keys=[key])).tasks
+        created = await fleet.api.control_plane.create_job(
+            models.JobCreateRequest(models=["local/scripted"], task_keys=[key], mode="tool_use")
+        )
+        job = await wait_for_job_async(fleet, created.job_id)
+        assert job.status == "completed" and job.mode == "tool_use"
+        (group,) = (await fleet.api.sessions.get_job_sessions(created.job_id)).tasks
+        (session,) = group.sessions
+        assert session.status == "completed" and score(session) == 0.0
+        assert session.step_count == len((task.metadata or {})["reference_solution"])
+        transcript = await fleet.api.sessions.get_session_transcript(session.session_id)
+        answers = [m.content for m in transcript.transcript if m.role == "tool"]
+        assert answers and all("Unknown tool: computer" in str(a) for a in answers)

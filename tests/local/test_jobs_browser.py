@@ -1,6 +1,7 @@
-"""Evaluation jobs over browser_use tasks, end to end: the local server leases a real Chromium per
-session, the policy drives the lease's ``computer`` tool, the verifier grades the instance, and no
-browser outlives its session (success, policy failure, missing Chromium).
+"""Evaluation jobs over browser_use (and computer_use) tasks, end to end: the local server leases
+a real Chromium per session, the policy drives the lease's ``computer`` tool, the verifier grades
+the instance, and no browser outlives its session (success, policy failure, server stop, missing
+Chromium).
 
 Each test runs its own server, so the Chromium processes it starts can be told apart by data dir.
 """
@@ -36,6 +37,7 @@ BROWSER_KEYS = [
     "orderdesk-browser-refund-order",
 ]
 TOOL_KEY = "orderdesk-count-pending-orders"
+COMPUTER_KEY = "jobs-computer-use-ship-order"
 JOB_TIMEOUT = 300.0
 
 
@@ -82,8 +84,25 @@ async def test_a_job_plays_browser_tasks_on_real_chromium_and_scores_them(tmp_pa
     # One browser at a time: the bound under test, and the lightest load for a small machine.
     with LocalFleet(tmp_path / "server", job_browser_concurrency=1) as local:
         async with local.async_fleet() as fleet:
+            # A computer_use task: the local server plays it on a browser lease too.
+            tasks = (await fleet.api.control_plane.list_tasks(env_key="orderdesk")).tasks
+            (ship,) = [t for t in tasks if t.task_key == BROWSER_KEYS[0]]
+            await fleet.api.control_plane.import_task(
+                models.TaskRequest(
+                    task_key=COMPUTER_KEY,
+                    prompt=ship.prompt,
+                    env_key=ship.env_key,
+                    data_key=ship.data_key,
+                    data_version=ship.data_version,
+                    verifier_code=ship.verifier_code,
+                    task_modality="computer_use",
+                    metadata=ship.metadata,
+                )
+            )
+            every = [*BROWSER_KEYS, COMPUTER_KEY, TOOL_KEY]
+            browser_keys = [*BROWSER_KEYS, COMPUTER_KEY]
             created = await fleet.api.control_plane.create_job(
-                models.JobCreateRequest(models=["local/scripted"], task_keys=[*BROWSER_KEYS, TOOL_KEY])
+                models.JobCreateRequest(models=["local/scripted"], task_keys=every)
             )
             job, groups = await _run_watching_browsers(fleet, local, created.job_id)
             assert job.status == "completed" and job.error is None
@@ -92,21 +111,21 @@ async def test_a_job_plays_browser_tasks_on_real_chromium_and_scores_them(tmp_pa
 
             results = await fleet.api.sessions.get_job_sessions(created.job_id)
             by_task = _sessions(results)
-            assert sorted(by_task) == sorted([*BROWSER_KEYS, TOOL_KEY])
-            for key in [*BROWSER_KEYS, TOOL_KEY]:
+            assert sorted(by_task) == sorted(every)
+            for key in every:
                 group = by_task[key]
                 (session,) = group.sessions
                 assert session.status == "completed", (key, session.error)
                 assert group.average_score == 1.0 and group.passed_sessions == 1, key
                 assert session.verifier_execution is not None and session.verifier_execution.success
-                if key in BROWSER_KEYS:
+                if key in browser_keys:
                     lease = await fleet.api.browser.get_browser_lease(session_lease_id(session.session_id))
                     assert lease.status == "terminated"
                     assert lease.allowed_hosts == [urlsplit(local.base_url).netloc]
 
             # job_browser_concurrency=1: the browser sessions ran one after another, while the
             # tool_use session (no browser) did not wait for them.
-            spans = sorted((s.started_at, s.ended_at) for key in BROWSER_KEYS for s in by_task[key].sessions)
+            spans = sorted((s.started_at, s.ended_at) for key in browser_keys for s in by_task[key].sessions)
             assert all(start is not None and end is not None for start, end in spans)
             for (_, earlier_end), (later_start, _) in itertools.pairwise(spans):
                 assert earlier_end is not None and later_start is not None
@@ -119,7 +138,6 @@ async def test_a_job_plays_browser_tasks_on_real_chromium_and_scores_them(tmp_pa
             # with screenshots stored on the local S3 endpoint.
             (session,) = by_task["orderdesk-browser-refund-order"].sessions
             transcript = await fleet.api.sessions.get_session_transcript(session.session_id)
-            tasks = (await fleet.api.control_plane.list_tasks(env_key="orderdesk")).tasks
             (task,) = [t for t in tasks if t.task_key == "orderdesk-browser-refund-order"]
             solution = (task.metadata or {})["reference_solution"]
             messages = transcript.transcript
