@@ -42,6 +42,7 @@ def _serve(args: argparse.Namespace) -> int:
         verifier_timeout=args.verifier_timeout,
         verifier_memory_mb=args.verifier_memory_mb,
         job_concurrency=args.job_concurrency,
+        job_browser_concurrency=args.job_browser_concurrency,
         model_base_url=args.model_base_url,
         model_api_key=os.environ.get("FLEET_LOCAL_MODEL_API_KEY") or None,
         instance_ttl_seconds=args.instance_ttl_seconds,
@@ -116,6 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--verifier-timeout", type=float, default=30.0, help="seconds per verifier run")
     serve.add_argument("--verifier-memory-mb", type=int, default=512, help="memory limit per verifier run")
     serve.add_argument("--job-concurrency", type=int, default=8, help="sessions a job runs at once")
+    serve.add_argument(
+        "--job-browser-concurrency",
+        type=int,
+        default=2,
+        help="browser leases (a Chromium each, 250-400 MiB) a job holds at once",
+    )
     serve.add_argument("--model-base-url", default=None, help="OpenAI-compatible URL for model policies")
     serve.add_argument("--instance-ttl-seconds", type=int, default=3600, help="default instance TTL")
     serve.add_argument("--reaper-interval", type=float, default=5.0, help="seconds between TTL reaper passes")

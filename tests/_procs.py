@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Proc", "descendants", "processes"]
+__all__ = ["Proc", "alive_in", "chromium_groups", "descendants", "processes"]
 
 
 @dataclass(frozen=True)
@@ -65,3 +65,14 @@ def descendants(pid: int) -> set[int]:
                 found.add(child)
                 todo.append(child)
     return found
+
+
+def chromium_groups(data_dir: Path) -> set[int]:
+    """Process groups of the lease browsers a local server started (their profiles live in its data dir)."""
+    profile = b"--user-data-dir=" + str(data_dir).encode()  # not the server's own --data-dir
+    return {p.pgrp for p in processes() if b"chromium" in (c := p.cmdline()) and profile in c}
+
+
+def alive_in(groups: set[int]) -> list[int]:
+    """Live processes of the given process groups."""
+    return [p.pid for p in processes() if p.alive and p.pgrp in groups]

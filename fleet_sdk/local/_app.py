@@ -58,8 +58,10 @@ def bearer_auth(state: LocalState) -> Any:
     return Depends(check)
 
 
-# Feature modules with a ``lifespan(state)`` async context manager, started in this order.
-_LIFESPANS = (_s3, _control, _mcp, _episodes, _browser, _lease_endpoints)
+# Feature modules with a ``lifespan(state)`` async context manager, started in this order (and
+# stopped in reverse): jobs stop first, so their sessions end their browser leases themselves
+# before the browser pool is closed.
+_LIFESPANS = (_s3, _control, _mcp, _browser, _lease_endpoints, _episodes)
 
 
 def create_app(state: LocalState) -> FastAPI:

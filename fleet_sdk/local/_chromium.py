@@ -49,6 +49,7 @@ __all__ = [
     "browser_unavailable",
     "chromium_executable",
     "host_allowed",
+    "missing_chromium",
 ]
 
 logger = logging.getLogger(__name__)
@@ -99,8 +100,16 @@ def browser_unavailable() -> str | None:
     if importlib.util.find_spec("playwright") is None:
         return "Playwright is not installed (pip install 'fleet-sdk[browser]')"
     if chromium_executable() is None:
-        return "no Chromium found (install the 'chromium' package or set FLEET_CHROMIUM)"
+        return missing_chromium()
     return None
+
+
+def missing_chromium() -> str:
+    """Why no Chromium can be run, naming ``FLEET_CHROMIUM`` when it points at no executable."""
+    override = os.environ.get("FLEET_CHROMIUM")
+    if override:
+        return f"FLEET_CHROMIUM={override!r} is not an executable Chromium (fix the path or unset it)"
+    return "no Chromium found (install the 'chromium' package or set FLEET_CHROMIUM)"
 
 
 def host_allowed(url: str, allowed_hosts: Sequence[str]) -> bool:
@@ -308,9 +317,7 @@ class BrowserPool:
                 raise BrowserStartError(f"browser lease {lease_id!r} has ended")
             executable = chromium_executable()
             if executable is None:
-                raise BrowserStartError(
-                    "no Chromium found: install the 'chromium' package or set FLEET_CHROMIUM"
-                )
+                raise BrowserStartError(missing_chromium())
             playwright = await self._driver_instance()
             if self._refusing is None:
                 self._refusing = _refusing_socket()

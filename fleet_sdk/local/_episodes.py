@@ -3,19 +3,24 @@
 Each session:
 
 1. creates an instance of the task's environment;
-2. lets the model's policy (:mod:`._policies`) act for up to ``max_steps`` turns within
-   ``max_duration_minutes``, every tool call going through :func:`._mcp.execute_tool`, and records
-   the transcript in OpenAI chat shape (system and user prompt, assistant messages with
-   ``tool_calls``, ``tool`` messages with ``tool_call_id``);
-3. runs the task's verifier (the final answer comes from ``submit_final_answer``), also when the
-   time limit cut the episode short (docs/wire.md#episodes: an abandoned
-   episode is still graded);
-4. stores the outcome and deletes the instance.
+2. for a ``browser_use`` or ``computer_use`` task, leases a browser on the instance's web UI
+   (:mod:`._job_browser`; a real Chromium per session, at most ``settings.job_browser_concurrency``
+   of them per job at once);
+3. lets the model's policy (:mod:`._policies`) act for up to ``max_steps`` turns within
+   ``max_duration_minutes``, every tool call going through :func:`._mcp.execute_tool` (or, on a
+   browser task, the lease's ``computer`` tool), and records the transcript in OpenAI chat shape
+   (system and user prompt, assistant messages with ``tool_calls``, ``tool`` messages with
+   ``tool_call_id``; a browser task's screenshots are image blocks);
+4. ends the browser lease, then runs the task's verifier (the final answer comes from
+   ``submit_final_answer``), also when the time limit cut the episode short
+   (docs/wire.md#episodes: an abandoned episode is still graded);
+5. stores the outcome and deletes the instance (and the lease, whatever way the session ended).
 
 Session statuses: ``completed`` (the episode ran to its end and was graded; it may still have
 scored 0), ``timed_out`` (``max_duration_minutes`` ran out; graded anyway), ``failed`` (the
 verifier itself failed to run), ``errored`` (infrastructure or policy failure, e.g. no model
-endpoint; no verifier execution, so the session is an error and never a 0).
+endpoint, or a browser task on a server that cannot start Chromium; no verifier execution, so the
+session is an error and never a 0).
 
 Job statuses: ``pending`` → ``running`` → ``completed`` (every session terminal), or ``errored``
 when every session errored or the server shut down mid-job; ``failed`` when the job could not run.
@@ -28,7 +33,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -36,8 +41,9 @@ import anyio
 from .._generated.env_instance import models
 from .._protocol import SUBMIT_TOOL, session_score
 from ..tools import Tool
-from . import _instances, _verifier_exec
+from . import _instances, _job_browser, _verifier_exec
 from ._errors import LocalAPIError
+from ._job_browser import MULTIMODAL, JobBrowser, JobBrowserError
 from ._mcp import InstanceUnavailableError, execute_tool
 from ._policies import (
     SUBMIT_FINAL_ANSWER,
@@ -84,6 +90,11 @@ async def _append(state: LocalState, session_id: str, *messages: dict[str, Any])
     await anyio.to_thread.run_sync(state.store.append_messages, session_id, list(messages))
 
 
+def _modality(job: Mapping[str, Any], task: Mapping[str, Any]) -> str:
+    """How a session's agent acts: the job's ``mode`` when set, else the task's own modality."""
+    return str(job.get("mode") or task.get("task_modality") or "tool_use")
+
+
 def _default_system_prompt(env_name: str, offer_submit: bool) -> str:
     prompt = (
         f"You are an agent operating the {env_name} application through its tools. "
@@ -104,22 +115,38 @@ def _final_answer(arguments: Mapping[str, Any] | None) -> Any:
     return dict(arguments)
 
 
+ToolCaller = Callable[[str, dict[str, Any]], Awaitable[tuple[Any, Any]]]
+"""Runs one tool call; returns the ``tool`` message content the policy sees and the one stored."""
+
+
+def _instance_tools(state: LocalState, instance_id: str) -> ToolCaller:
+    """Tool calls on the instance's own tools (tool_use tasks): the path MCP clients use."""
+
+    async def call(name: str, arguments: dict[str, Any]) -> tuple[Any, Any]:
+        outcome = await execute_tool(state, instance_id, name, arguments)
+        text = json.dumps({"error": outcome.error}) if outcome.is_error else outcome.text()
+        return text, text
+
+    return call
+
+
 class _Episode:
     """The agent loop of one session; messages and steps are persisted as they happen."""
 
-    def __init__(self, state: LocalState, session_id: str, instance_id: str, max_steps: int) -> None:
+    def __init__(self, state: LocalState, session_id: str, call: ToolCaller, max_steps: int) -> None:
         self.state = state
         self.session_id = session_id
-        self.instance_id = instance_id
+        self.call = call
         self.max_steps = max_steps
         self.messages: list[dict[str, Any]] = []
         self.steps = 0
         self.final_answer: Any = None
         self.submitted = False
 
-    async def record(self, *messages: dict[str, Any]) -> None:
+    async def record(self, *messages: dict[str, Any], stored: list[dict[str, Any]] | None = None) -> None:
+        """Add messages to the history; ``stored`` (when given) is what the transcript keeps instead."""
         self.messages.extend(messages)
-        await _append(self.state, self.session_id, *messages)
+        await _append(self.state, self.session_id, *(messages if stored is None else stored))
 
     async def play(self, policy: Policy) -> None:
         while self.steps < self.max_steps and not self.submitted:
@@ -137,18 +164,19 @@ class _Episode:
             )
             self.steps += 1
             for call in turn.tool_calls:
+                shown: Any
                 if call.name == SUBMIT_FINAL_ANSWER:
                     self.final_answer = _final_answer(call.arguments)
                     self.submitted = True
-                    text = "Final answer submitted."
+                    shown = kept = "Final answer submitted."
                 elif call.arguments is None:
-                    text = json.dumps({"error": f"Invalid arguments for {call.name}: not a JSON object"})
+                    shown = kept = json.dumps(
+                        {"error": f"Invalid arguments for {call.name}: not a JSON object"}
+                    )
                 else:
-                    outcome = await execute_tool(self.state, self.instance_id, call.name, call.arguments)
-                    text = json.dumps({"error": outcome.error}) if outcome.is_error else outcome.text()
-                await self.record(
-                    {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": text}
-                )
+                    shown, kept = await self.call(call.name, call.arguments)
+                message = {"role": "tool", "tool_call_id": call.id, "name": call.name}
+                await self.record({**message, "content": shown}, stored=[{**message, "content": kept}])
             await _store(self.state, SESSION_KIND, self.session_id, step_count=self.steps)
 
 
@@ -181,10 +209,15 @@ async def _run_session(state: LocalState, job: Mapping[str, Any], session: Mappi
     task: dict[str, Any] = dict(session["task"])
     changes: dict[str, Any] = {"status": "errored"}
     instance_id: str | None = None
+    browser: JobBrowser | None = None
     await _store(state, SESSION_KIND, session_id, status="running", started_at=iso())
     try:
-        if task.get("task_modality", "tool_use") != "tool_use":
-            raise PolicyError(f"task modality {task.get('task_modality')!r} is not supported by local jobs")
+        modality = _modality(job, task)
+        if modality != "tool_use" and modality not in MULTIMODAL:
+            raise PolicyError(f"task modality {modality!r} is not supported by local jobs")
+        no_browser = _job_browser.unavailable(modality) if modality in MULTIMODAL else None
+        if no_browser is not None:  # before an instance is made for nothing
+            raise JobBrowserError(no_browser)
         request = models.InstanceRequest(
             env_key=str(task["env_key"]),
             env_version=task.get("env_version"),
@@ -205,12 +238,32 @@ async def _run_session(state: LocalState, job: Mapping[str, Any], session: Mappi
         )
         env = state.environments[instance.env_key]
         prompt = str(task.get("prompt") or "")
-        offer_submit = SUBMIT_FINAL_ANSWER in prompt
-        # The same tool shapes the SDK gives trainers (fleet_sdk.tools / TaskEnv).
-        openai_tools = [
-            Tool(name=t.name, description=t.description, input_schema=dict(t.input_schema)).to_openai()
-            for t in env.tools
-        ]
+        minutes = float(job.get("max_duration_minutes") or DEFAULT_MAX_DURATION_MINUTES)
+        # As TaskEnv offers them: submit_final_answer on tool_use tasks that ask for an answer.
+        offer_submit = modality == "tool_use" and SUBMIT_FINAL_ANSWER in prompt
+        first_screen: tuple[Any, Any] | None = None
+        call: ToolCaller
+        if modality in MULTIMODAL:
+            if instance.urls is None or not instance.urls.app:
+                raise JobBrowserError(f"instance {instance_id} has no web UI for the browser to open")
+            browser, first_screen = await JobBrowser.open(
+                state, session_id, instance.urls.app[0], ttl_seconds=int(minutes * 60) + 120
+            )
+            await _store(state, SESSION_KIND, session_id, lease_id=browser.lease_id)
+            tools = [_job_browser.computer_tool()]
+            mcp_tools = [
+                {"name": t.name, "description": t.description, "inputSchema": t.input_schema} for t in tools
+            ]
+            call = browser.call
+        else:
+            # The same tool shapes the SDK gives trainers (fleet_sdk.tools / TaskEnv).
+            tools = [
+                Tool(name=t.name, description=t.description, input_schema=dict(t.input_schema))
+                for t in env.tools
+            ]
+            mcp_tools = [t.to_mcp() for t in env.tools]
+            call = _instance_tools(state, instance_id)
+        openai_tools = [t.to_openai() for t in tools]
         if offer_submit:
             openai_tools.append(SUBMIT_TOOL.to_openai())
         max_steps = int(job.get("max_steps") or DEFAULT_MAX_STEPS)
@@ -218,13 +271,13 @@ async def _run_session(state: LocalState, job: Mapping[str, Any], session: Mappi
             session_id=session_id,
             model_id=str(session["model_id"]),
             task=task,
-            tools=[t.to_mcp() for t in env.tools],
+            tools=mcp_tools,
             offer_submit=offer_submit,
             max_steps=max_steps,
             openai_tools=openai_tools,
         )
         policy = make_policy(state.settings, context)
-        episode = _Episode(state, session_id, instance_id, max_steps)
+        episode = _Episode(state, session_id, call, max_steps)
         per_model = job.get("model_prompts") or {}
         system_prompt = (
             per_model.get(str(session["model_id"]))
@@ -234,7 +287,11 @@ async def _run_session(state: LocalState, job: Mapping[str, Any], session: Mappi
         await episode.record(
             {"role": "system", "content": system_prompt}, {"role": "user", "content": prompt}
         )
-        minutes = float(job.get("max_duration_minutes") or DEFAULT_MAX_DURATION_MINUTES)
+        if first_screen is not None:  # what the browser shows at the start, as TaskEnv observes it
+            shown, kept = first_screen
+            await episode.record(
+                {"role": "user", "content": shown}, stored=[{"role": "user", "content": kept}]
+            )
         status = "completed"
         try:
             async with asyncio.timeout(minutes * 60) as budget:
@@ -245,6 +302,8 @@ async def _run_session(state: LocalState, job: Mapping[str, Any], session: Mappi
             status = "timed_out"
         finally:
             await policy.aclose()
+            if browser is not None:  # the verifier reads only the instance
+                browser.release()
         raw = await _verifier_exec.execute_for_session(state, task, instance_id, episode.final_answer)
         verifier = _verifier_record(raw)
         if not verifier["success"] and status == "completed":
@@ -260,12 +319,14 @@ async def _run_session(state: LocalState, job: Mapping[str, Any], session: Mappi
     except asyncio.CancelledError:
         changes = {"status": "errored", "error": "interrupted: the server shut down"}
         raise
-    except (PolicyError, LocalAPIError, InstanceUnavailableError) as exc:
+    except (PolicyError, LocalAPIError, InstanceUnavailableError, JobBrowserError) as exc:
         changes = {"status": "errored", "error": str(exc)}
     except Exception as exc:
         logger.exception("session %s crashed", session_id)
         changes = {"status": "errored", "error": f"{type(exc).__name__}: {exc}"}
     finally:
+        if browser is not None:  # idempotent: a no-op when the episode already ended it
+            browser.release()
         if instance_id is not None:
             await _delete_instance_quietly(state, instance_id)
         changes["ended_at"] = iso()
@@ -294,10 +355,14 @@ async def _run_job(state: LocalState, job_id: str) -> None:
         per_model_limit = min(limit, int(job.get("max_concurrent_per_model") or limit))
         job_slots = asyncio.Semaphore(limit)
         model_slots = {model: asyncio.Semaphore(per_model_limit) for model in job.get("models") or []}
+        # Each browser session holds a Chromium (250-400 MiB): a bound of its own, taken first so
+        # a session waiting for a browser holds no job or model slot a tool_use session could use.
+        browser_slots = asyncio.Semaphore(min(limit, max(1, int(state.settings.job_browser_concurrency))))
 
         async def guarded(session: dict[str, Any]) -> str:
             slots = model_slots.setdefault(str(session["model_id"]), asyncio.Semaphore(per_model_limit))
-            async with slots, job_slots:
+            multimodal = _modality(job, session.get("task") or {}) in MULTIMODAL
+            async with browser_slots if multimodal else contextlib.nullcontext(), slots, job_slots:
                 return await _run_session(state, job, session)
 
         async with asyncio.TaskGroup() as group:
@@ -337,6 +402,9 @@ def _interrupt_unfinished(state: LocalState, reason: str) -> None:
                 state.store.update(
                     SESSION_KIND, str(session["session_id"]), status="errored", error=reason, ended_at=now
                 )
+                lease_id = session.get("lease_id")
+                if isinstance(lease_id, str):  # end its browser now rather than at the lease's TTL
+                    _job_browser.release_lease(state, lease_id)
                 instance_id = session.get("instance_id")
                 if isinstance(instance_id, str):  # release it now rather than at its TTL
                     with contextlib.suppress(LocalAPIError):

@@ -76,13 +76,6 @@ def _select_tasks(state: LocalState, req: models.JobCreateRequest) -> list[dict[
 
 def _create_job(state: LocalState, req: models.JobCreateRequest) -> models.JobCreateResponse:
     """Store the job and its pending sessions (blocking); the runner is started by the route."""
-    if req.mode is not None and req.mode != "tool_use":
-        raise LocalAPIError(
-            400,
-            f"mode {req.mode!r} is not supported by the local server: its environments are tool_use only",
-            code="bad_request",
-            retryable=False,
-        )
     tasks = _select_tasks(state, req)
     job_id = new_id("job")
     now = iso()

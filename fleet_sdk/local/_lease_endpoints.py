@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -40,7 +41,7 @@ from ._state import LocalState
 if TYPE_CHECKING:
     from ._chromium import LeaseBrowser
 
-__all__ = ["lease_browser", "lifespan", "mount"]
+__all__ = ["ComputerOutcome", "computer_call", "lease_browser", "lifespan", "mount"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +60,45 @@ async def lease_browser(state: LocalState, lease_id: str) -> LeaseBrowser:
 
     lease = live_lease(state, lease_id)
     return await book(state).browsers.get(lease_id, lease["allowed_hosts"])
+
+
+@dataclass(frozen=True)
+class ComputerOutcome:
+    """One ``computer`` call: the PNG taken after the action, or the agent-facing error.
+
+    Attributes:
+        png: The screenshot (None on error).
+        error: Why the call failed, or None.
+    """
+
+    png: bytes | None = None
+    error: str | None = None
+
+
+async def computer_call(
+    state: LocalState, lease_id: str, arguments: dict[str, Any] | None
+) -> ComputerOutcome:
+    """Run one ``computer`` action on a lease's browser: the single path of the lease's MCP endpoint
+    and of job episodes (``_job_browser``).
+
+    Every failure (ended lease, browser that cannot start, bad argument, dead browser) comes back
+    as an error outcome, never raised, so an agent sees it as an observation.
+
+    Args:
+        state: Server state.
+        lease_id: The lease.
+        arguments: The tool arguments (``action`` and its parameters).
+    """
+    try:
+        browser = await lease_browser(state, lease_id)
+        return ComputerOutcome(png=await run_action(browser, dict(arguments or {})))
+    except LocalAPIError as exc:
+        return ComputerOutcome(error=exc.detail)
+    except (BrowserStartError, ComputerError) as exc:
+        return ComputerOutcome(error=str(exc))
+    except Exception as exc:  # a browser that died mid-call; the agent sees why
+        logger.warning("computer action on lease %s failed: %s", lease_id, type(exc).__name__)
+        return ComputerOutcome(error=f"computer failed: {type(exc).__name__}: {exc}")
 
 
 def _error(text: str) -> types.CallToolResult:
@@ -88,18 +128,10 @@ def _build_server(state: LocalState) -> Any:
     async def call_tool(request: Any, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
         if name != COMPUTER_TOOL["name"]:
             return _error(f"Unknown tool: {name}")
-        lease_id = _lease_of(request)
-        try:
-            browser = await lease_browser(state, lease_id)
-            png = await run_action(browser, dict(arguments or {}))
-        except LocalAPIError as exc:
-            return _error(exc.detail)
-        except (BrowserStartError, ComputerError) as exc:
-            return _error(str(exc))
-        except Exception as exc:  # a browser that died mid-call; the agent sees why
-            logger.warning("computer action on lease %s failed: %s", lease_id, type(exc).__name__)
-            return _error(f"computer failed: {type(exc).__name__}: {exc}")
-        image = {"type": "image", "data": png_base64(png), "mimeType": "image/png"}
+        outcome = await computer_call(state, _lease_of(request), arguments)
+        if outcome.png is None:
+            return _error(outcome.error or "computer failed")
+        image = {"type": "image", "data": png_base64(outcome.png), "mimeType": "image/png"}
         return types.CallToolResult.model_validate({"content": [image], "isError": False})
 
     async def list_tools(request: Any) -> list[types.Tool]:

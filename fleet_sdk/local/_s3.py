@@ -80,6 +80,30 @@ def public_object_url(state: LocalState, key: str) -> str:
     return f"{state.s3_url}/{BUCKET}/{key.lstrip('/')}"
 
 
+def put_public_object(state: LocalState, key: str, data: bytes, content_type: str) -> str:
+    """Store an object in the screenshot bucket from inside the server and return its public URL
+    (blocking: run it in a worker thread).
+
+    Writes are atomic file replaces, so this is safe next to the endpoint's own writes.
+
+    Args:
+        state: The server state (its S3 endpoint must be running).
+        key: Object key.
+        data: The bytes.
+        content_type: Served back as ``Content-Type``.
+
+    Raises:
+        RuntimeError: The S3 endpoint is not running (server started without S3).
+    """
+    url = public_object_url(state, key)
+    ObjectStore(_bucket_dir(state.settings.data_dir)).put(key, data, content_type)
+    return url
+
+
+def _bucket_dir(data_dir: Path) -> Path:
+    return data_dir / "s3" / BUCKET
+
+
 # ---------------------------------------------------------------- SigV4
 
 
@@ -532,6 +556,7 @@ class S3Endpoint:
 
     def __init__(self, host: str, data_dir: Path, secret: str | None) -> None:
         self._host = host
+        self._data_dir = data_dir
         self._root = data_dir / "s3"
         self._secret = secret
         self._server: _S3Server | None = None
@@ -546,7 +571,7 @@ class S3Endpoint:
 
     def start(self) -> str:
         """Bind, start serving in a thread and return the endpoint URL (blocking)."""
-        objects = ObjectStore(self._root / BUCKET)
+        objects = ObjectStore(_bucket_dir(self._data_dir))
         wanted = self._remembered_port()
         try:
             server = _S3Server((self._host, wanted), objects, self._secret)

@@ -50,6 +50,8 @@ class LocalSettings:
         verifier_timeout: Default wall-clock seconds for a verifier run.
         verifier_memory_mb: Address-space limit of a verifier process.
         job_concurrency: Sessions a job runs at once.
+        job_browser_concurrency: Browser leases (one headless Chromium each, 250-400 MiB) a job
+            holds at once for its browser_use / computer_use sessions; within ``job_concurrency``.
         model_base_url: OpenAI-compatible chat-completions URL for non-local policies.
         model_api_key: Key for ``model_base_url``.
         instance_ttl_seconds: Default TTL of an instance.
@@ -72,6 +74,7 @@ class LocalSettings:
     verifier_timeout: float = 30.0
     verifier_memory_mb: int = 512
     job_concurrency: int = 8
+    job_browser_concurrency: int = 2
     model_base_url: str | None = None
     model_api_key: str | None = field(default=None, repr=False)
     instance_ttl_seconds: int = 3600

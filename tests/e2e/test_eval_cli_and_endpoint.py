@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 from _cli import run_cli
+from _fake_model import ModelHandler, serve_model
 
 from fleet_sdk import AsyncFleet
 from fleet_sdk.evaluation import ModelEndpoint, RunDir, run_evaluation
@@ -34,39 +33,17 @@ def test_eval_jobs_path_writes_a_run_directory(tmp_path: Path, bundled_tasks: li
     assert envelope.run_id == "jobs-1" and envelope.report.models[0].pass_at_k == 1.0
 
 
-class _ChatCompletions(BaseHTTPRequestHandler):
+class _ChatCompletions(ModelHandler):
     """A chat-completions endpoint that answers every request with a plain text turn."""
 
-    seen: list[dict[str, Any]] = []
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).seen.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
-        answer = json.dumps(
-            {"choices": [{"message": {"role": "assistant", "content": "I give up."}}]}
-        ).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
-
-    def log_message(self, *args: Any) -> None:
-        return
+    def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        return 200, {"choices": [{"message": {"role": "assistant", "content": "I give up."}}]}
 
 
 @pytest.fixture
 def chat_endpoint() -> Iterator[str]:
-    _ChatCompletions.seen = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _ChatCompletions)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with serve_model(_ChatCompletions) as url:
+        yield url
 
 
 async def test_runner_asks_an_openai_compatible_endpoint(
@@ -81,7 +58,7 @@ async def test_runner_asks_an_openai_compatible_endpoint(
         k=1,
         model_endpoint=ModelEndpoint(chat_endpoint, api_key="sk-test-secret"),
     )
-    (request,) = _ChatCompletions.seen
+    (request,) = _ChatCompletions.requests
     assert request["path"] == "/v1/chat/completions" and request["auth"] == "Bearer sk-test-secret"
     assert request["body"]["model"] == "my-model"
     assert any(t["function"]["name"] for t in request["body"]["tools"])

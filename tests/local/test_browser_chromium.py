@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from _procs import processes
+from _procs import alive_in, chromium_groups
 from fleet_api.browser_lease import models as bm
 
 from fleet_sdk.browser import is_blank_png
@@ -36,16 +36,6 @@ from fleet_sdk.tasks import Task
 def server() -> Iterator[LocalFleet]:
     with LocalFleet(verifier_timeout=5) as local:
         yield local
-
-
-def _chromium_groups(data_dir: Path) -> set[int]:
-    """Process groups of the browsers this server started (their profiles live in its data dir)."""
-    mine = str(data_dir).encode()
-    return {p.pgrp for p in processes() if b"chromium" in (c := p.cmdline()) and mine in c}
-
-
-def _processes_in(groups: set[int]) -> list[int]:
-    return [p.pid for p in processes() if p.alive and p.pgrp in groups]
 
 
 def _png(value: object) -> bytes:
@@ -139,7 +129,7 @@ async def test_twenty_leases_leave_no_chromium_behind(server: LocalFleet) -> Non
                     *(c.call_tool("computer", {"action": "screenshot"}) for c in clients)
                 )
                 assert all(_png(s).startswith(b"\x89PNG") for s in shots)
-                batch = _chromium_groups(server.data_dir) - groups
+                batch = chromium_groups(server.data_dir) - groups
                 groups |= batch
                 for client in clients:
                     await client.aclose()
@@ -151,9 +141,9 @@ async def test_twenty_leases_leave_no_chromium_behind(server: LocalFleet) -> Non
                     # until their browsers are gone, waited for well past the reaper interval.
                     expires = max(lease.expires_timestamp_ms for lease in leases) / 1000
                     deadline = expires + REAPER_INTERVAL + 30.0
-                    while _processes_in(batch) and time.time() < deadline:
+                    while alive_in(batch) and time.time() < deadline:
                         await asyncio.sleep(0.25)
-                    assert _processes_in(batch) == [], "the reaper ended the expired leases' browsers"
+                    assert alive_in(batch) == [], "the reaper ended the expired leases' browsers"
                     for lease in leases:
                         assert (await fleet.api.browser.get_browser_lease(lease.lease_id)).status == "expired"
         listed = (await fleet.api.control_plane.list_tasks(env_key="orderdesk")).tasks
@@ -166,11 +156,11 @@ async def test_twenty_leases_leave_no_chromium_behind(server: LocalFleet) -> Non
             with pytest.raises(RuntimeError):
                 async with TaskEnv(task, fleet=fleet) as env:
                     await env.reset_async()
-                    groups |= _chromium_groups(server.data_dir)
+                    groups |= chromium_groups(server.data_dir)
                     raise RuntimeError("episode failed")
         assert len(groups) >= 20, "every lease had its own browser"
         await asyncio.sleep(0.5)
-        assert _processes_in(groups) == []
+        assert alive_in(groups) == []
         assert not list((server.data_dir / "browsers").iterdir())  # profiles removed
     finally:
         await fleet.close()
@@ -188,10 +178,10 @@ def test_server_stop_kills_live_browsers() -> None:
                 await client.aclose()
 
         asyncio.run(shoot())
-        groups = _chromium_groups(local.data_dir)
-        assert groups and _processes_in(groups)
+        groups = chromium_groups(local.data_dir)
+        assert groups and alive_in(groups)
         local.stop()
-        assert _processes_in(groups) == []
+        assert alive_in(groups) == []
 
 
 async def test_a_lease_created_pending_gets_the_mcp_url_it_has_once_running(
@@ -261,7 +251,7 @@ async def test_ending_a_lease_reaps_its_browser_off_the_loop(
         assert reaped_in and loop_thread not in reaped_in
         assert browser.process.returncode is not None  # reaped
         assert not browser.profile_dir.exists()
-        assert _processes_in({browser.process.pid}) == []
+        assert alive_in({browser.process.pid}) == []
     finally:
         await pool.aclose()
 
@@ -294,7 +284,7 @@ async def test_a_browser_start_cancelled_midway_leaves_no_chromium(
         await _until(lambda: bool(launched))
         process, profile, _ = launched[0]
         await _until(lambda: process.returncode is not None and not profile.exists())
-        assert _processes_in({process.pid}) == []
+        assert alive_in({process.pid}) == []
         assert pool.live == {}
     finally:
         go_on.set()

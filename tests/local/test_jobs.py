@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from _fake_model import ModelHandler, serve_model, tool_call_reply
 from _jobs_wait import wait_for_job_async
 from fleet_api.env_instance import models
 from fleet_api.sessions_ingest import models as smodels
@@ -38,7 +37,7 @@ def env_task_keys(local: LocalFleet) -> list[str]:
     """Keys of the environment's bundled tasks (other tests may import tasks into it too)."""
     with local.fleet() as fleet:
         tasks = fleet.api.control_plane.list_tasks(env_key=ENV_KEY).tasks
-    # browser_use tasks need a browser lease, which local jobs do not drive
+    # browser_use tasks each hold a Chromium: their jobs are tests/local/test_jobs_browser.py's
     return [
         t.task_key
         for t in tasks
@@ -48,7 +47,7 @@ def env_task_keys(local: LocalFleet) -> list[str]:
 
 def other_task_keys(local: LocalFleet) -> list[str]:
     """Keys of the environment's tasks ``env_task_keys`` leaves out: imported by other tests (no
-    reference solution) or browser_use (local jobs play tool-use tasks only)."""
+    reference solution) or browser_use (played in tests/local/test_jobs_browser.py)."""
     keep = set(env_task_keys(local))
     with local.fleet() as fleet:
         tasks = fleet.api.control_plane.list_tasks(env_key=ENV_KEY).tasks
@@ -177,10 +176,6 @@ async def test_job_requests_are_validated(local: LocalFleet) -> None:
             await jobs.create_job(
                 models.JobCreateRequest(models=["local/scripted"], env_key=ENV_KEY, excluded_task_keys=keys)
             )
-        with pytest.raises(BadRequestError, match="not supported"):
-            await jobs.create_job(
-                models.JobCreateRequest(models=["local/scripted"], env_key=ENV_KEY, mode="computer_use")
-            )
         with pytest.raises(NotFoundError):
             await jobs.get_job("job_missing")
 
@@ -198,51 +193,25 @@ async def test_job_requests_are_validated(local: LocalFleet) -> None:
 # ---------------------------------------------------------------- a chat-completions model
 
 
-class _FakeModel(BaseHTTPRequestHandler):
-    """An OpenAI-compatible ``/chat/completions`` that lists pending orders, then answers."""
+class _FakeModel(ModelHandler):
+    """Lists pending orders, then answers with their count."""
 
-    requests: list[dict[str, Any]] = []
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).requests.append(
-            {"path": self.path, "auth": self.headers.get("Authorization"), "body": body}
-        )
+    def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         tool_results = [m for m in body["messages"] if m["role"] == "tool"]
         if not tool_results:
-            call = {"name": "list_orders", "arguments": json.dumps({"status": "pending"})}
-        else:
-            pending = json.loads(tool_results[-1]["content"])
-            count = len(pending["orders"]) if isinstance(pending, dict) and "orders" in pending else 0
-            call = {"name": "submit_final_answer", "arguments": json.dumps({"answer": str(count)})}
-        message = {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [{"id": f"call_{len(tool_results)}", "type": "function", "function": call}],
-        }
-        payload = json.dumps({"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]})
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload.encode())
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+            return 200, tool_call_reply("call_0", "list_orders", {"status": "pending"})
+        pending = json.loads(tool_results[-1]["content"])
+        count = len(pending["orders"]) if isinstance(pending, dict) and "orders" in pending else 0
+        return 200, tool_call_reply(
+            f"call_{len(tool_results)}", "submit_final_answer", {"answer": str(count)}
+        )
 
 
 @pytest.fixture
 def fake_model() -> Iterator[str]:
     """Base URL of a fake OpenAI-compatible model endpoint on loopback."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeModel)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    _FakeModel.requests = []
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_model(_FakeModel) as url:
+        yield url
 
 
 async def test_chat_completions_policy_drives_the_tools(fake_model: str) -> None:
@@ -271,3 +240,23 @@ async def test_chat_completions_policy_drives_the_tools(fake_model: str) -> None
     assert tools["list_orders"]["function"]["parameters"]["type"] == "object"
     assert "submit_final_answer" in tools  # the prompt mentions it
     assert [m["role"] for m in first["body"]["messages"]] == ["system", "user"]
+
+
+async def test_a_job_mode_overrides_each_task_modality(local: LocalFleet) -> None:
+    # mode=tool_use plays a browser_use task with the instance's tools and no browser: its
+    # reference solution's computer actions are unknown tools there, so it is graded 0.
+    key = "orderdesk-browser-ship-order"
+    async with local.async_fleet() as fleet:
+        (task,) = (await fleet.api.control_plane.list_tasks(task_keys=[key])).tasks
+        created = await fleet.api.control_plane.create_job(
+            models.JobCreateRequest(models=["local/scripted"], task_keys=[key], mode="tool_use")
+        )
+        job = await wait_for_job_async(fleet, created.job_id)
+        assert job.status == "completed" and job.mode == "tool_use"
+        (group,) = (await fleet.api.sessions.get_job_sessions(created.job_id)).tasks
+        (session,) = group.sessions
+        assert session.status == "completed" and score(session) == 0.0
+        assert session.step_count == len((task.metadata or {})["reference_solution"])
+        transcript = await fleet.api.sessions.get_session_transcript(session.session_id)
+        answers = [m.content for m in transcript.transcript if m.role == "tool"]
+        assert answers and all("Unknown tool: computer" in str(a) for a in answers)
