@@ -43,7 +43,6 @@ from fleet_sdk.verifiers import (
     normalized_string_comparison,
     run_local,
     run_local_async,
-    run_sandboxed,
     score_from_result,
 )
 
@@ -695,14 +694,3 @@ def test_the_read_only_uri_is_pathlibs(tmp_path: Path, name: str) -> None:
     assert database.path == path
     assert database.query("SELECT id FROM users").rows == [[7]]
     database.close()
-
-
-def test_verifier_code_runs_without_the_runners_future_imports() -> None:
-    """Regression: compile() inherited ``from __future__ import annotations`` from the module
-    calling it, so a verifier's annotations were strings, unlike the same code run by Python."""
-    code = (
-        "def verify(env, final_answer=None) -> int:\n"
-        "    return {'score': 1.0, 'annotation': repr(verify.__annotations__['return'])}\n"
-    )
-    assert run_local(code, env=None).result == {"score": 1.0, "annotation": "<class 'int'>"}
-    assert run_sandboxed(code, databases={}).result == {"score": 1.0, "annotation": "<class 'int'>"}

@@ -170,9 +170,7 @@ def load_verifier(
     name = find_entry_point(tree, function_name)
     globals_ = build_namespace() if namespace is None else namespace
     with registered_as_module(globals_):  # e.g. @dataclass looks its class's module up
-        # dont_inherit: this module's own `from __future__ import annotations` must not turn
-        # the verifier's annotations into strings; it runs as plain Python would run it.
-        exec(compile(tree, VERIFIER_FILENAME, "exec", dont_inherit=True), globals_)
+        exec(compile(tree, VERIFIER_FILENAME, "exec"), globals_)
     entry = globals_.get(name)
     if not callable(entry):
         raise VerifierCodeError("no_entry_point", f"{name!r} is not callable after running the module")
