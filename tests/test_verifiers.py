@@ -43,6 +43,7 @@ from fleet_sdk.verifiers import (
     normalized_string_comparison,
     run_local,
     run_local_async,
+    run_sandboxed,
     score_from_result,
 )
 
@@ -694,3 +695,14 @@ def test_the_read_only_uri_is_pathlibs(tmp_path: Path, name: str) -> None:
     assert database.path == path
     assert database.query("SELECT id FROM users").rows == [[7]]
     database.close()
+
+
+def test_verifier_annotations_are_not_evaluated() -> None:
+    """Verifiers written for the public SDK annotate with names they never import (``env: Any``);
+    their annotations stay unevaluated, in process and in the sandbox alike."""
+    code = (
+        "def verify(env: Any, final_answer: Optional[str] = None) -> float:\n"
+        "    return {'score': 1.0, 'annotation': verify.__annotations__['env']}\n"
+    )
+    assert run_local(code, env=None).result == {"score": 1.0, "annotation": "Any"}
+    assert run_sandboxed(code, databases={}).result == {"score": 1.0, "annotation": "Any"}

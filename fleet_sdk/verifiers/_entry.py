@@ -170,6 +170,9 @@ def load_verifier(
     name = find_entry_point(tree, function_name)
     globals_ = build_namespace() if namespace is None else namespace
     with registered_as_module(globals_):  # e.g. @dataclass looks its class's module up
+        # compile() inherits this module's `from __future__ import annotations` on purpose:
+        # annotations stay unevaluated, as where the public SDK runs verifiers, whose code
+        # often says `env: Any` without importing Any (contracts/test_public_sdk.py).
         exec(compile(tree, VERIFIER_FILENAME, "exec"), globals_)
     entry = globals_.get(name)
     if not callable(entry):
