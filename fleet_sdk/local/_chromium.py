@@ -9,7 +9,10 @@ profile directory and ``--remote-debugging-port=0``; the port Chromium picked is
 Chromium runs in a process group of its own (``start_new_session``), so ending a lease kills the
 browser and every renderer/utility child it forked with one ``killpg``: no orphan processes, even
 when the Playwright connection is wedged. Reaping it and removing the profile directory follow in
-a worker thread.
+a worker thread. The group is also registered with ``fleet_sdk._group_guard`` from its start
+until it is reaped, so it dies with the server even when the server is SIGKILLed and runs no
+shutdown. (The Playwright driver needs no guard: it exits when its stdin pipe from the server
+closes, ``tests/local/test_browser_chromium.py``.)
 
 ``allowed_hosts`` is enforced on three levels: ``navigate`` refuses a URL outside them before the
 browser sees it, a route on the default context aborts every request (links, forms, redirects,
@@ -37,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
+
+from .._group_guard import guard_group, release_group
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, Page, Playwright, Route
@@ -195,6 +200,7 @@ def _reap(process: subprocess.Popen[bytes], profile: Path) -> None:
     """Wait for a killed Chromium and remove its profile (blocking: disk and a process wait)."""
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=10)
+        release_group(process.pid)  # reaped: the id may be reused (else the guard keeps it)
     shutil.rmtree(profile, ignore_errors=True)
 
 
@@ -239,6 +245,7 @@ def _launch(
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+    guard_group(process.pid)
     port_file = profile / "DevToolsActivePort"
     deadline = time.monotonic() + START_DEADLINE
     try:
@@ -255,6 +262,7 @@ def _launch(
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=10)
+        release_group(process.pid)
         shutil.rmtree(profile, ignore_errors=True)
         raise
 

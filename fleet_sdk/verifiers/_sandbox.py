@@ -12,6 +12,9 @@ The job goes in on stdin as JSON; the result comes back in a file outside the sc
 directory, so the verifier's prints (stdout) stay its own. stdout and stderr are read
 continuously and capped, the whole process group is killed at the deadline (and after the
 run, should anything of it be left), and every fault comes back as ``VerifierOutcome.error``.
+From its start until it is reaped, the group is registered with ``fleet_sdk._group_guard``, so
+it is killed even when this process is SIGKILLed mid-run (for a jailed run bwrap's
+``--die-with-parent`` does it too; an unjailed one has nothing else).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .._exceptions import FleetError
+from .._group_guard import guard_group, release_group
 from .._twin import sync_function
 from ._jail import INNER_CODE_DIR, INNER_OUT_DIR, jail_argv, jail_status
 from ._outcome import ErrorType, SandboxLayers, VerifierError, VerifierOutcome
@@ -368,6 +372,7 @@ async def _run_job_async(job: _Job) -> VerifierOutcome:
             )
         except OSError as exc:
             raise SandboxError(f"could not start the sandbox interpreter {sys.executable!r}: {exc}") from exc
+        guard_group(process.pid)
         assert process.stdin is not None and process.stdout is not None and process.stderr is not None
         readers = [
             asyncio.ensure_future(_read_capped(process.stdout, OUTPUT_LIMIT_BYTES)),
@@ -392,9 +397,11 @@ async def _run_job_async(job: _Job) -> VerifierOutcome:
             if process.returncode is None:
                 _kill_group(process.pid)
                 await asyncio.shield(process.wait())
+            release_group(process.pid)
             for task in (*readers, feeder):
                 task.cancel()
             raise
+        release_group(process.pid)  # reaped, and its group killed
         elapsed_ms = (time.perf_counter() - start) * 1000.0
         await asyncio.wait([*readers, feeder], timeout=_DRAIN_GRACE)
         for task in (*readers, feeder):
