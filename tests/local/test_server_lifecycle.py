@@ -3,6 +3,7 @@ and the ``fleet-sdk serve`` ready line. (Start-up speed: ``benchmarks/bench_star
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import json
@@ -18,10 +19,11 @@ from pathlib import Path
 import httpx
 import pytest
 from _http import bearer
-from _procs import descendants, processes
+from _procs import Proc, descendants, processes
 from fleet_api.browser_lease import models as browser
 
 from fleet_sdk.local import LocalFleet
+from fleet_sdk.mcp import MCPClient
 from fleet_sdk.verifiers import bundle_sha256, bundle_verifier
 
 
@@ -73,42 +75,129 @@ def verify(env, final_answer=None):
 """
 
 
+def _start_slow_verifier(server: LocalFleet) -> set[int]:
+    """Run :data:`SLOW_VERIFIER` on ``server`` in a thread; the pids of its sandbox once it runs."""
+    headers = bearer(server)
+    envs = httpx.get(f"{server.base_url}/v1/env/", headers=headers).json()
+    instance = httpx.post(
+        f"{server.base_url}/v1/env/instances",
+        json={"env_key": envs[0]["env_key"]},
+        headers=headers,
+        timeout=30,
+    ).json()
+    body = {
+        "key": "slow-verifier",
+        "sha256": bundle_sha256(SLOW_VERIFIER),
+        "args": {"instance_id": instance["instance_id"]},
+        "function_name": "verify",
+        "timeout": 60,
+        "bundle": base64.b64encode(bundle_verifier(SLOW_VERIFIER)).decode(),
+    }
+
+    def run() -> None:
+        with contextlib.suppress(httpx.HTTPError):
+            httpx.post(f"{server.base_url}/v1/verifiers/execute", json=body, headers=headers, timeout=90)
+
+    before = descendants(server.pid or 0)
+    threading.Thread(target=run, daemon=True).start()
+    deadline = time.monotonic() + 15
+    while not (sandbox := {p.pid for p in _procs_of(server) if b"_child.py" in p.cmdline()}):
+        assert time.monotonic() < deadline, "the verifier sandbox never started"
+        time.sleep(0.05)
+    return (descendants(server.pid or 0) - before) | sandbox
+
+
+def _procs_of(server: LocalFleet) -> list[Proc]:
+    mine = descendants(server.pid or 0)
+    return [p for p in processes() if p.pid in mine]
+
+
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 def test_stop_ends_running_verifier_sandboxes() -> None:
     """A verifier sandbox (its own session, so out of reach of killpg) still ends with the server."""
     server = LocalFleet().start()
     try:
-        headers = bearer(server)
-        envs = httpx.get(f"{server.base_url}/v1/env/", headers=headers).json()
-        instance = httpx.post(
-            f"{server.base_url}/v1/env/instances",
-            json={"env_key": envs[0]["env_key"]},
-            headers=headers,
-            timeout=30,
-        ).json()
-        body = {
-            "key": "slow-verifier",
-            "sha256": bundle_sha256(SLOW_VERIFIER),
-            "args": {"instance_id": instance["instance_id"]},
-            "function_name": "verify",
-            "timeout": 60,
-            "bundle": base64.b64encode(bundle_verifier(SLOW_VERIFIER)).decode(),
-        }
-
-        def run() -> None:
-            with contextlib.suppress(httpx.HTTPError):
-                httpx.post(f"{server.base_url}/v1/verifiers/execute", json=body, headers=headers, timeout=90)
-
-        threading.Thread(target=run, daemon=True).start()
-        assert server.pid is not None
-        pid = server.pid
-        deadline = time.monotonic() + 15
-        while not (children := descendants(pid)):
-            assert time.monotonic() < deadline, "the verifier sandbox never started"
-            time.sleep(0.05)
+        children = _start_slow_verifier(server)
     finally:
         server.stop()
     assert not [child for child in children if _alive(child)], "verifier sandboxes survived stop()"
+
+
+async def _screenshot(mcp_url: str) -> None:
+    """Use a lease's ``computer`` tool once, which starts its Chromium."""
+    client = MCPClient([mcp_url], call_deadline=60)
+    try:
+        await client.call_tool("computer", {"action": "screenshot"})
+    finally:
+        await client.aclose()
+
+
+def _sigkill_leaves_nothing(server: LocalFleet, procs: list[Proc]) -> None:
+    """SIGKILL the server; every process in ``procs`` and in their groups must then end.
+
+    Polled against a deadline: the watchdog of ``fleet_sdk._group_guard`` and the Playwright
+    driver notice the server's death through a closed pipe, which takes a moment.
+    """
+    assert server.pid is not None
+    pids, groups = {p.pid for p in procs}, {p.pgrp for p in procs}
+
+    def left() -> list[Proc]:
+        return [p for p in processes() if p.alive and (p.pid in pids or p.pgrp in groups)]
+
+    os.kill(server.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    try:
+        while remaining := left():
+            assert time.monotonic() < deadline, f"outlived the SIGKILLed server: {remaining}"
+            time.sleep(0.05)
+    finally:
+        for proc in left():  # only after a failure: leave this machine clean anyway
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_a_sigkilled_server_leaves_no_browser_driver_or_verifier_behind() -> None:
+    """No shutdown code runs on SIGKILL: the lease browsers (each in a process group of its own),
+    the Playwright driver and a jailed verifier run must all end by themselves."""
+    server = LocalFleet().start()
+    try:
+        with server.fleet() as fleet:
+            leases = [
+                fleet.api.browser.create_browser_lease(browser.BrowserLeaseRequest(ttl_seconds=600))
+                for _ in range(2)
+            ]
+        for lease in leases:
+            asyncio.run(_screenshot(lease.mcp_url or ""))
+        _start_slow_verifier(server)
+        procs = _procs_of(server)
+        chromium_groups = {p.pgrp for p in procs if b"/chromium" in p.cmdline()}
+        assert len(chromium_groups) == 2, "each lease has a Chromium in a group of its own"
+        started = {
+            kind
+            for p in procs
+            for kind in ("playwright", "bwrap", "_child.py", "_group_watchdog")
+            if kind.encode() in p.cmdline()
+        }
+        assert started == {"playwright", "bwrap", "_child.py", "_group_watchdog"}
+        _sigkill_leaves_nothing(server, procs)
+    finally:
+        server.stop()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_a_sigkilled_server_leaves_no_unjailed_verifier_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without bubblewrap (none on the server's PATH) nothing like ``--die-with-parent`` ends a
+    verifier run: the guard alone must."""
+    monkeypatch.setenv("PATH", "/nonexistent")
+    server = LocalFleet(allow_unjailed_verifiers=True).start()
+    try:
+        sandbox = _start_slow_verifier(server)
+        procs = [p for p in _procs_of(server) if p.pid in sandbox]
+        assert procs and not [p for p in procs if b"bwrap" in p.cmdline()], "the run is unjailed"
+        _sigkill_leaves_nothing(server, procs)
+    finally:
+        server.stop()
 
 
 def test_state_survives_restart(tmp_path: Path) -> None:

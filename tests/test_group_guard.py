@@ -1,0 +1,131 @@
+"""``fleet_sdk._group_guard``: process groups registered by a process die when it is SIGKILLed.
+
+A holder process (a real interpreter importing the guard) starts process groups of its own
+(``sh`` with two ``sleep`` children, each in its own session), registers them and is then
+SIGKILLed; the groups must be gone within a deadline. The server-level version, with Chromium
+and verifier sandboxes, is in ``tests/local/test_server_lifecycle.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+from _procs import processes
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+
+DEADLINE = 30.0
+
+HOLDER = """
+import subprocess, sys
+from fleet_sdk import _group_guard
+
+for line in sys.stdin:
+    command, *args = line.split()
+    if command == "start":
+        child = subprocess.Popen(
+            ["sh", "-c", "sleep 600 & sleep 600 & wait"], start_new_session=True
+        )
+        _group_guard.guard_group(child.pid)
+        print(child.pid, flush=True)
+    elif command == "release":
+        _group_guard.release_group(int(args[0]))
+        print("released", flush=True)
+    elif command == "watchdog":
+        watchdog = _group_guard._GUARD._watchdog
+        print(watchdog.pid if watchdog is not None else 0, flush=True)
+"""
+
+
+class Holder:
+    """The holder process, driven one command (and one answer line) at a time."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", HOLDER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        self.groups: set[int] = set()
+
+    def ask(self, command: str) -> str:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(command + "\n")
+        self.process.stdin.flush()
+        return self.process.stdout.readline().strip()
+
+    def start_group(self) -> int:
+        pgid = int(self.ask("start"))
+        self.groups.add(pgid)
+        _until(lambda: len(_members({pgid})) == 3, "the group's sh and both sleeps started")
+        return pgid
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait(10)
+
+
+@pytest.fixture
+def holder() -> Iterator[Holder]:
+    held = Holder()
+    try:
+        yield held
+    finally:
+        held.kill()
+        for pid in _members(held.groups):  # whatever a test left (a failed one, or on purpose)
+            os.kill(pid, signal.SIGKILL)
+
+
+def _members(groups: set[int]) -> list[int]:
+    return [p.pid for p in processes() if p.alive and p.pgrp in groups]
+
+
+def _alive(pid: int) -> bool:
+    return any(p.pid == pid and p.alive for p in processes())
+
+
+def _until(condition: object, what: str) -> None:
+    assert callable(condition)
+    deadline = time.monotonic() + DEADLINE
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {DEADLINE}s: {what}"
+        time.sleep(0.05)
+
+
+def test_registered_groups_die_when_their_process_is_sigkilled(holder: Holder) -> None:
+    groups = {holder.start_group(), holder.start_group()}
+    watchdog = int(holder.ask("watchdog"))
+    assert watchdog and _alive(watchdog)
+    holder.kill()
+    _until(lambda: not _members(groups), "every member of the registered groups is gone")
+    _until(lambda: not _alive(watchdog), "the watchdog exited after killing them")
+
+
+def test_a_released_group_is_left_alone(holder: Holder) -> None:
+    kept, released = holder.start_group(), holder.start_group()
+    assert holder.ask(f"release {released}") == "released"
+    watchdog = int(holder.ask("watchdog"))
+    holder.kill()
+    _until(lambda: not _members({kept}), "the registered group is gone")
+    _until(lambda: not _alive(watchdog), "the watchdog exited")
+    assert len(_members({released})) == 3, "a released group (its id may be reused) was killed"
+
+
+def test_a_killed_watchdog_is_replaced_and_told_every_group(holder: Holder) -> None:
+    first = holder.start_group()
+    watchdog = int(holder.ask("watchdog"))
+    os.kill(watchdog, signal.SIGKILL)
+    _until(lambda: not _alive(watchdog), "the first watchdog died")
+    second = holder.start_group()
+    replacement = int(holder.ask("watchdog"))
+    assert replacement not in (0, watchdog)
+    holder.kill()
+    _until(lambda: not _members({first, second}), "both groups are gone, the first one included")
