@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from .._exceptions import ConfigurationError, FleetError
+from .._group_guard import guard_group, release_group
 from ._state import LocalSettings, LocalState
 
 if TYPE_CHECKING:
@@ -214,6 +215,9 @@ class LocalFleet:
         self._process = subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
         )
+        # Should this process die without stop() (SIGKILL, a crash), the server dies with it, and
+        # its own guard then ends its browsers and verifier runs.
+        guard_group(self._process.pid)
         threading.Thread(target=self._drain_stderr, daemon=True).start()
         ready = self._wait_ready()
         self.base_url, self.s3_url = ready["url"], ready.get("s3_url")
@@ -260,10 +264,12 @@ class LocalFleet:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout)
         if process is not None:
-            # Whatever the server started (verifier sandboxes) is in its session: end them all.
+            # Whatever the server left in its own group (the Playwright driver) ends here; its
+            # browsers and verifier runs, in groups of their own, were ended by the server.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout)
+            release_group(process.pid)
         if self._temp_dir is not None:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
 
