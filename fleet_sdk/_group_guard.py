@@ -60,6 +60,9 @@ class _Guard:
 
     def _restart(self) -> None:
         """Start a watchdog (the first, or after the last was killed) and give it every group."""
+        if self._watchdog is not None and self._watchdog.stdin is not None:
+            with contextlib.suppress(OSError):
+                self._watchdog.stdin.close()  # the pipe of the one that is gone
         try:
             self._watchdog = subprocess.Popen(
                 [sys.executable, "-I", "-S", str(_WATCHDOG)],

@@ -71,6 +71,9 @@ class Holder:
     def kill(self) -> None:
         self.process.kill()
         self.process.wait(10)
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                pipe.close()
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ when the Playwright connection is wedged. Reaping it and removing the profile di
 a worker thread. The group is also registered with ``fleet_sdk._group_guard`` from its start
 until it is reaped, so it dies with the server even when the server is SIGKILLed and runs no
 shutdown. (The Playwright driver needs no guard: it exits when its stdin pipe from the server
-closes, ``tests/local/test_browser_chromium.py``.)
+closes, ``tests/local/test_server_lifecycle.py``.)
 
 ``allowed_hosts`` is enforced on three levels: ``navigate`` refuses a URL outside them before the
 browser sees it, a route on the default context aborts every request (links, forms, redirects,

@@ -214,28 +214,27 @@ sys.stdin.read()
 def test_a_server_dies_with_the_sigkilled_process_that_started_it(tmp_path: Path) -> None:
     """A test run or trainer killed before ``LocalFleet.stop()``: its server goes too (and the
     server's own guard then ends what it started, as the tests above show)."""
-    starter = subprocess.Popen(
+    server_pid = 0
+    with subprocess.Popen(
         [sys.executable, "-c", STARTS_A_SERVER, str(tmp_path)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
-    )
-    assert starter.stdout is not None
-    server_pid = 0
-    try:
-        server_pid = int(starter.stdout.readline())
-        assert _alive(server_pid)
-        starter.kill()
-        starter.wait(10)
-        deadline = time.monotonic() + 30
-        while _alive(server_pid):
-            assert time.monotonic() < deadline, "the server outlived the process that started it"
-            time.sleep(0.05)
-    finally:
-        starter.kill()
-        starter.wait(10)
-        if server_pid and _alive(server_pid):
-            os.kill(server_pid, signal.SIGKILL)
+    ) as starter:
+        assert starter.stdout is not None
+        try:
+            server_pid = int(starter.stdout.readline())
+            assert _alive(server_pid)
+            starter.kill()
+            starter.wait(10)
+            deadline = time.monotonic() + 30
+            while _alive(server_pid):
+                assert time.monotonic() < deadline, "the server outlived the process that started it"
+                time.sleep(0.05)
+        finally:
+            starter.kill()
+            if server_pid and _alive(server_pid):
+                os.kill(server_pid, signal.SIGKILL)
 
 
 def test_state_survives_restart(tmp_path: Path) -> None:
