@@ -14,9 +14,13 @@ Why a pipe and not ``PR_SET_PDEATHSIG``: the death signal is tied to the *thread
 process rather than its group, and it is Linux only. The pipe needs nothing but POSIX, so the
 guard works the same on macOS; where there is no ``killpg`` (Windows) it does nothing.
 
-Left to chance: a group created and not yet registered (between ``fork`` and the call to
-:func:`guard_group`, microseconds) and the watchdog itself being SIGKILLed (it is restarted
-on the next registration, with every live group).
+A group is registered only once its leader exists. After a synchronous ``subprocess.Popen``
+that leaves microseconds unguarded. After ``asyncio.create_subprocess_exec`` it leaves a few
+turns of the event loop, long enough under load for the child to start its own children:
+:func:`gated` closes that window by holding the child in ``/bin/sh`` until its parent sends a
+line on its stdin (after registering it); a parent that dies first closes the pipe, and the
+child exits without starting anything. Left to chance: the watchdog itself being SIGKILLed
+(it is restarted on the next registration, with every live group).
 """
 
 from __future__ import annotations
@@ -28,9 +32,28 @@ import sys
 import threading
 from pathlib import Path
 
-__all__ = ["guard_group", "release_group"]
+__all__ = ["GATE_OPEN", "gated", "guard_group", "release_group"]
 
 _WATCHDOG = Path(__file__).with_name("_group_watchdog.py")
+
+# ``read`` consumes stdin a byte at a time up to the newline, so what follows the line is left
+# for the program ``exec`` starts (``tests/test_group_guard.py``).
+_GATE = ("/bin/sh", "-c", 'read -r _ || exit 125; exec "$@"', "fleet-gate")
+
+GATE_OPEN = b"\n"
+"""What to write first on a :func:`gated` child's stdin, once it is registered, to let it start."""
+
+
+def gated(argv: list[str]) -> list[str]:
+    """``argv`` held back until its parent writes :data:`GATE_OPEN` on its stdin.
+
+    Until then the child is a shell waiting on that pipe; if the pipe closes first (the parent
+    died before registering it) it exits with status 125 and ``argv`` never runs.
+
+    Args:
+        argv: The command line to start once the gate opens.
+    """
+    return [*_GATE, *argv]
 
 
 class _Guard:

@@ -2,7 +2,8 @@
 
 A holder process (a real interpreter importing the guard) starts process groups of its own
 (``sh`` with two ``sleep`` children, each in its own session), registers them and is then
-SIGKILLed; the groups must be gone within a deadline. The server-level version, with Chromium
+SIGKILLed; the groups must be gone within a deadline. The gate holds a child back until it is
+registered. The server-level version, with Chromium
 and verifier sandboxes, is in ``tests/local/test_server_lifecycle.py``.
 """
 
@@ -14,9 +15,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from _procs import processes
+
+from fleet_sdk._group_guard import GATE_OPEN, gated
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 
@@ -132,3 +136,23 @@ def test_a_killed_watchdog_is_replaced_and_told_every_group(holder: Holder) -> N
     assert replacement not in (0, watchdog)
     holder.kill()
     _until(lambda: not _members({first, second}), "both groups are gone, the first one included")
+
+
+def test_a_gated_child_whose_parent_goes_first_never_runs(tmp_path: Path) -> None:
+    """The parent's end of the pipe closing (as it does when the parent dies) before the gate
+    opened: the command never starts."""
+    marker = tmp_path / "ran"
+    with subprocess.Popen(gated(["sh", "-c", f"touch {marker}"]), stdin=subprocess.PIPE) as child:
+        assert child.stdin is not None
+        child.stdin.close()
+        assert child.wait(DEADLINE) == 125
+    assert not marker.exists()
+
+
+def test_a_gated_child_gets_its_stdin_after_the_gate_line() -> None:
+    echo = [sys.executable, "-c", "import sys; sys.stdout.buffer.write(sys.stdin.buffer.read())"]
+    payload = b'{"job": 1}\nsecond line\n'
+    done = subprocess.run(
+        gated(echo), input=GATE_OPEN + payload, capture_output=True, timeout=DEADLINE, check=True
+    )
+    assert done.stdout == payload

@@ -12,9 +12,10 @@ The job goes in on stdin as JSON; the result comes back in a file outside the sc
 directory, so the verifier's prints (stdout) stay its own. stdout and stderr are read
 continuously and capped, the whole process group is killed at the deadline (and after the
 run, should anything of it be left), and every fault comes back as ``VerifierOutcome.error``.
-From its start until it is reaped, the group is registered with ``fleet_sdk._group_guard``, so
-it is killed even when this process is SIGKILLed mid-run (for a jailed run bwrap's
-``--die-with-parent`` does it too; an unjailed one has nothing else).
+From its start until it is reaped, the group is registered with ``fleet_sdk._group_guard`` (and
+held at its gate until then), so it is killed even when this process is SIGKILLed mid-run (for a
+jailed run bwrap's ``--die-with-parent`` does it too, once bwrap has armed it; an unjailed run
+has nothing else).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .._exceptions import FleetError
-from .._group_guard import guard_group, release_group
+from .._group_guard import GATE_OPEN, gated, guard_group, release_group
 from .._twin import sync_function
 from ._jail import INNER_CODE_DIR, INNER_OUT_DIR, jail_argv, jail_status
 from ._outcome import ErrorType, SandboxLayers, VerifierError, VerifierOutcome
@@ -362,7 +363,7 @@ async def _run_job_async(job: _Job) -> VerifierOutcome:
         start = time.perf_counter()
         try:
             process = await asyncio.create_subprocess_exec(
-                *job.argv,
+                *gated(job.argv),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
@@ -378,7 +379,7 @@ async def _run_job_async(job: _Job) -> VerifierOutcome:
             asyncio.ensure_future(_read_capped(process.stdout, OUTPUT_LIMIT_BYTES)),
             asyncio.ensure_future(_read_capped(process.stderr, OUTPUT_LIMIT_BYTES)),
         ]
-        feeder = asyncio.ensure_future(_feed_async(process.stdin, job.payload))
+        feeder = asyncio.ensure_future(_feed_async(process.stdin, GATE_OPEN + job.payload))
         timed_out = False
         try:
             try:

@@ -132,6 +132,11 @@ async def _screenshot(mcp_url: str) -> None:
         await client.aclose()
 
 
+def _described(procs: list[Proc]) -> list[str]:
+    """Each process with its group and the start of its command line, for a failure message."""
+    return [f"{p.pid} (group {p.pgrp}): {p.cmdline()[:160]!r}" for p in procs]
+
+
 def _sigkill_leaves_nothing(server: LocalFleet, procs: list[Proc]) -> None:
     """SIGKILL the server; every process in ``procs`` and in their groups must then end.
 
@@ -148,7 +153,7 @@ def _sigkill_leaves_nothing(server: LocalFleet, procs: list[Proc]) -> None:
     deadline = time.monotonic() + 30
     try:
         while remaining := left():
-            assert time.monotonic() < deadline, f"outlived the SIGKILLed server: {remaining}"
+            assert time.monotonic() < deadline, f"outlived the SIGKILLed server: {_described(remaining)}"
             time.sleep(0.05)
     finally:
         for proc in left():  # only after a failure: leave this machine clean anyway
