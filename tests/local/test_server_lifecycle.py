@@ -133,23 +133,47 @@ async def _screenshot(mcp_url: str) -> None:
 
 
 def _described(procs: list[Proc]) -> list[str]:
-    """Each process with its group and the start of its command line, for a failure message."""
-    return [f"{p.pid} (group {p.pgrp}): {p.cmdline()[:160]!r}" for p in procs]
+    """Each process with its state, pending signals, kernel stack and command line, for a
+    failure message."""
+    described = []
+    for p in procs:
+        status, stack = "", ""
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{p.pid}/status").read_text().splitlines()
+            status = " ".join(f for f in fields if f.split(":")[0] in ("State", "SigPnd", "ShdPnd"))
+            stack = Path(f"/proc/{p.pid}/stack").read_text().replace("\n", " | ")
+        described.append(f"{p.pid} (group {p.pgrp}) {status} [{stack}]: {p.cmdline()[:100]!r}")
+    return described
+
+
+def _started(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks since boot (None once it has gone)."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except OSError:
+        return None
 
 
 def _sigkill_leaves_nothing(server: LocalFleet, procs: list[Proc]) -> None:
     """SIGKILL the server; every process in ``procs`` and in their groups must then end.
 
     Polled against a deadline: the watchdog of ``fleet_sdk._group_guard`` and the Playwright
-    driver notice the server's death through a closed pipe, which takes a moment.
+    driver notice the server's death through a closed pipe, which takes a moment. Only
+    processes started before the kill count: on a busy machine pids wrap around within
+    minutes, and a stranger may get one of ours (or lead a group with one of our group ids).
     """
     assert server.pid is not None
     pids, groups = {p.pid for p in procs}, {p.pgrp for p in procs}
 
     def left() -> list[Proc]:
-        return [p for p in processes() if p.alive and (p.pid in pids or p.pgrp in groups)]
+        return [
+            p
+            for p in processes()
+            if p.alive and (p.pid in pids or p.pgrp in groups) and (_started(p.pid) or 0) <= killed_at
+        ]
 
     os.kill(server.pid, signal.SIGKILL)
+    killed_at = int(float(Path("/proc/uptime").read_text().split()[0]) * os.sysconf("SC_CLK_TCK")) + 1
     deadline = time.monotonic() + 30
     try:
         while remaining := left():
