@@ -9,6 +9,7 @@ and verifier sandboxes, is in ``tests/local/test_server_lifecycle.py``.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import subprocess
@@ -16,10 +17,12 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from _procs import processes
 
+from fleet_sdk import _group_guard
 from fleet_sdk._group_guard import GATE_OPEN, gated
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
@@ -156,3 +159,29 @@ def test_a_gated_child_gets_its_stdin_after_the_gate_line() -> None:
         gated(echo), input=GATE_OPEN + payload, capture_output=True, timeout=DEADLINE, check=True
     )
     assert done.stdout == payload
+
+
+def _watchdog_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "_group_watchdog", Path(_group_guard.__file__).parent / "_group_watchdog.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_watchdog_spares_a_group_id_that_now_names_another_process() -> None:
+    """Registered, then reaped without a release, then reused: the id's process has another start
+    time than the one registered, and the watchdog leaves it alone."""
+    watchdog = _watchdog_module()
+    with subprocess.Popen(["sh", "-c", "sleep 600 & sleep 600 & wait"], start_new_session=True) as group:
+        try:
+            _until(lambda: len(_members({group.pid})) == 3, "the group started")
+            watchdog.kill_groups({group.pid: b"0"})  # as if registered for an earlier process
+            assert len(_members({group.pid})) == 3
+            watchdog.kill_groups({group.pid: watchdog.started(group.pid)})
+            _until(lambda: not _members({group.pid}), "the group registered for this process is gone")
+        finally:
+            for pid in _members({group.pid}):
+                os.kill(pid, signal.SIGKILL)
