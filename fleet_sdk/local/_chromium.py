@@ -59,6 +59,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+PROFILE_PREFIX = "chromium-"
+"""Name prefix of each browser's profile directory under the pool's root."""
+
 VIEWPORT = {"width": 1280, "height": 800}
 """Size of every lease's page, in CSS pixels (screenshots have this size)."""
 
@@ -237,7 +240,7 @@ def _launch(
 ) -> tuple[subprocess.Popen[bytes], Path, int]:
     """Start Chromium and wait for its DevTools port (blocking; runs in a worker thread)."""
     root.mkdir(parents=True, exist_ok=True)
-    profile = Path(tempfile.mkdtemp(prefix="chromium-", dir=root))
+    profile = Path(tempfile.mkdtemp(prefix=PROFILE_PREFIX, dir=root))
     process = subprocess.Popen(
         [executable, *CHROMIUM_FLAGS, *flags, f"--user-data-dir={profile}", "about:blank"],
         stdin=subprocess.DEVNULL,
@@ -280,6 +283,10 @@ class BrowserPool:
 
     def __init__(self, root: Path) -> None:
         self._root = root
+        # Profiles of browsers whose server was killed before it could remove them (the browsers
+        # themselves died with it: fleet_sdk/_group_guard.py). A data dir has one server.
+        for stale in root.glob(f"{PROFILE_PREFIX}*"):
+            shutil.rmtree(stale, ignore_errors=True)
         self._browsers: dict[str, LeaseBrowser] = {}
         self._starting: dict[str, asyncio.Lock] = {}
         self._ended: set[str] = set()

@@ -186,10 +186,12 @@ def _sigkill_leaves_nothing(server: LocalFleet, procs: list[Proc]) -> None:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
-def test_a_sigkilled_server_leaves_no_browser_driver_or_verifier_behind() -> None:
+def test_a_sigkilled_server_leaves_no_browser_driver_or_verifier_behind(tmp_path: Path) -> None:
     """No shutdown code runs on SIGKILL: the lease browsers (each in a process group of its own),
-    the Playwright driver and a jailed verifier run must all end by themselves."""
-    server = LocalFleet().start()
+    the Playwright driver and a jailed verifier run must all end by themselves. The browsers'
+    profiles stay on disk until the next server on that data dir removes them."""
+    data_dir = tmp_path / "data"
+    server = LocalFleet(data_dir, s3=False).start()
     try:
         with server.fleet() as fleet:
             leases = [
@@ -212,6 +214,10 @@ def test_a_sigkilled_server_leaves_no_browser_driver_or_verifier_behind() -> Non
         _sigkill_leaves_nothing(server, procs)
     finally:
         server.stop()
+    profiles = data_dir / "browsers"
+    assert len(list(profiles.glob("chromium-*"))) == 2
+    with LocalFleet(data_dir, s3=False):
+        assert list(profiles.glob("chromium-*")) == []
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
