@@ -15,11 +15,10 @@ import statistics
 import time
 from pathlib import Path
 
-from fleet_api.browser_lease import models as bm
-
 from fleet_sdk import AsyncFleet
 from fleet_sdk.local import LocalFleet
 from fleet_sdk.mcp import MCPClient
+from fleet_sdk.types import browser_lease as bm
 
 
 def pss_kib(data_dir: Path) -> tuple[int, int]:

@@ -171,7 +171,7 @@ async def rss_child(side: str, base_url: str, api_key: str, instance_id: str, n:
 
 def rss(envs: int, rounds: int) -> None:
     with LocalFleet(s3=False) as local, local.fleet() as fleet:
-        from fleet_api.env_instance import models
+        from fleet_sdk.types import env_instance as models
 
         instance = fleet.api.control_plane.create_instance(models.InstanceRequest(env_key="orderdesk"))
         growth: dict[str, list[int]] = {"sdk": [], "raw": [], "pool": []}

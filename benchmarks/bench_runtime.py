@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable
 
 import httpx
-from fleet_api.env_instance import models
 
 from fleet_sdk.local import LocalFleet
+from fleet_sdk.types import env_instance as models
 
 
 def per_request(call: Callable[[], object], n: int) -> float:

@@ -19,13 +19,13 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 import anyio
-from fleet_api.browser_lease import models as bmodels
-from fleet_api.env_instance import models
-from fleet_api.sessions_ingest import models as smodels
-from fleet_api.traces_jobs import models as tmodels
 
 from contracts.matchers import INSTANCE_HOST_RE, S3_HOST
 from fleet_sdk import AsyncFleet
+from fleet_sdk.types import browser_lease as bmodels
+from fleet_sdk.types import env_instance as models
+from fleet_sdk.types import sessions_ingest as smodels
+from fleet_sdk.types import traces_jobs as tmodels
 
 __all__ = ["EPISODE_PNG", "SCENARIOS", "SCREENSHOT_PNG", "ScenarioContext", "screenshot_key"]
 

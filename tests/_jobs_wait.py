@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from fleet_api.env_instance import models
-
 from fleet_sdk import AsyncFleet, Fleet
+from fleet_sdk.types import env_instance as models
 
 __all__ = ["TERMINAL_JOB", "wait_for_job", "wait_for_job_async"]
 

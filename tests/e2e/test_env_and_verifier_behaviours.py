@@ -8,12 +8,12 @@ import json
 
 import httpx
 import pytest
-from fleet_api.env_instance import models
 
 from fleet_sdk import AsyncFleet, EnvNotFoundError, RetryPolicy, Timeout
 from fleet_sdk.local import LocalFleet
 from fleet_sdk.task_env import TaskEnv
 from fleet_sdk.tasks import Task
+from fleet_sdk.types import env_instance as models
 from fleet_sdk.verifiers import run_remote_async
 
 FAST = RetryPolicy(max_retries=2, backoff_base=0.05, backoff_max=0.1)

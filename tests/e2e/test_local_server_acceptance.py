@@ -9,12 +9,12 @@ import json
 
 import pytest
 from _jobs_wait import wait_for_job
-from fleet_api.env_instance import models
-from fleet_api.sessions_ingest import models as smodels
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from fleet_sdk import Fleet, PermissionDeniedError
+from fleet_sdk.types import env_instance as models
+from fleet_sdk.types import sessions_ingest as smodels
 from fleet_sdk.verifiers import bundle_sha256, bundle_verifier
 
 

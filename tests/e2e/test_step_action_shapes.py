@@ -41,7 +41,7 @@ def customer_name(client: Fleet, env: TaskEnv, customer_id: int) -> str:
 
 
 def _query(sql: str, args: list[Any]) -> Any:
-    from fleet_api.env_instance import models
+    from fleet_sdk.types import env_instance as models
 
     return models.QueryRequest(query=sql, args=args)
 

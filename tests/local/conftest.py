@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from fleet_api.env_instance import models
 
 from fleet_sdk import Fleet
 from fleet_sdk.local import LocalFleet
+from fleet_sdk.types import env_instance as models
 
 
 @pytest.fixture

@@ -21,7 +21,6 @@ from pathlib import Path
 import httpx
 import pytest
 from _procs import alive_in, chromium_groups
-from fleet_api.browser_lease import models as bm
 
 from fleet_sdk.browser import is_blank_png
 from fleet_sdk.local import LocalFleet, _chromium
@@ -30,6 +29,7 @@ from fleet_sdk.local._chromium import BrowserPool
 from fleet_sdk.mcp import MCPClient
 from fleet_sdk.task_env import TaskEnv
 from fleet_sdk.tasks import Task
+from fleet_sdk.types import browser_lease as bm
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from fleet_api.env_instance import models
 
 from fleet_sdk import (
     BadRequestError,
@@ -23,6 +22,7 @@ from fleet_sdk import (
 )
 from fleet_sdk._client import Fleet
 from fleet_sdk.local import LocalFleet
+from fleet_sdk.types import env_instance as models
 from fleet_sdk.verifiers import bundle_sha256, bundle_verifier
 
 ENV = "orderdesk"

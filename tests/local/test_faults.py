@@ -8,13 +8,13 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from fleet_api.browser_lease import models as browser
-from fleet_api.traces_jobs import models as traces
 
 from fleet_sdk import _exceptions as errors
 from fleet_sdk._client import Fleet
 from fleet_sdk._runtime import RetryPolicy
 from fleet_sdk.local import LocalFleet
+from fleet_sdk.types import browser_lease as browser
+from fleet_sdk.types import traces_jobs as traces
 
 FAST_RETRY = RetryPolicy(max_retries=3, backoff_base=0.01, backoff_max=0.05)
 

@@ -25,10 +25,10 @@ from typing import Any
 import httpx
 import pytest
 from _http import bearer, raw_async_client, raw_client
-from fleet_api.env_instance import models
 
 from fleet_sdk.local import LocalFleet, _jobs
 from fleet_sdk.local._store import Store
+from fleet_sdk.types import env_instance as models
 from fleet_sdk.verifiers import DENIED_PREFIX, bundle_sha256, bundle_verifier, score_from_result
 
 QUERY_TIMEOUT = 4.0

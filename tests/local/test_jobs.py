@@ -9,8 +9,6 @@ from typing import Any
 import pytest
 from _fake_model import ModelHandler, serve_model, tool_call_reply
 from _jobs_wait import wait_for_job_async
-from fleet_api.env_instance import models
-from fleet_api.sessions_ingest import models as smodels
 
 from fleet_sdk._exceptions import (
     BadRequestError,
@@ -19,6 +17,8 @@ from fleet_sdk._exceptions import (
     NotFoundError,
 )
 from fleet_sdk.local import LocalFleet
+from fleet_sdk.types import env_instance as models
+from fleet_sdk.types import sessions_ingest as smodels
 
 ENV_KEY = "orderdesk"
 TERMINAL_SESSION = {"completed", "timed_out", "errored", "failed"}

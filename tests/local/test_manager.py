@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from fleet_api.env_instance import models
-from fleet_api.env_instance.client import InstanceManagerClient
 
 from fleet_sdk import NotFoundError, PermissionDeniedError
 from fleet_sdk._client import Fleet
+from fleet_sdk._generated.env_instance.client import InstanceManagerClient
+from fleet_sdk.types import env_instance as models
 
 ENV = "orderdesk"
 

@@ -11,11 +11,11 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
-from fleet_api.env_instance import models
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from fleet_sdk.local import LocalFleet
+from fleet_sdk.types import env_instance as models
 
 ENV_KEY = "orderdesk"
 

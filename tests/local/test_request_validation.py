@@ -15,11 +15,11 @@ import httpx
 import pytest
 from _http import raw_client
 from fastapi import APIRouter
-from fleet_api.env_instance import models
 
 from fleet_sdk.local import LocalFleet
 from fleet_sdk.local._manager import MANAGER_PREFIX
 from fleet_sdk.local._validation import find_schemas, load_body_schemas
+from fleet_sdk.types import env_instance as models
 
 TASK_KEY = "orderdesk-count-pending-orders"
 SHA = "0" * 64

@@ -20,10 +20,10 @@ import httpx
 import pytest
 from _http import bearer
 from _procs import Proc, descendants, processes
-from fleet_api.browser_lease import models as browser
 
 from fleet_sdk.local import LocalFleet
 from fleet_sdk.mcp import MCPClient
+from fleet_sdk.types import browser_lease as browser
 from fleet_sdk.verifiers import bundle_sha256, bundle_verifier
 
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from fleet_api.sessions_ingest import models as smodels
-from fleet_api.traces_jobs import models as tmodels
 
 from fleet_sdk._exceptions import NotFoundError, UnprocessableEntityError
 from fleet_sdk.local import LocalFleet
+from fleet_sdk.types import sessions_ingest as smodels
+from fleet_sdk.types import traces_jobs as tmodels
 
 TASK_KEY = "orderdesk-count-pending-orders"
 

@@ -9,12 +9,12 @@ import uuid
 import httpx
 import pytest
 from _http import bearer
-from fleet_api.browser_lease import models as browser
-from fleet_api.traces_jobs import models as traces
 
 from fleet_sdk import _exceptions as errors
 from fleet_sdk._client import Fleet
 from fleet_sdk.local import LocalFleet
+from fleet_sdk.types import browser_lease as browser
+from fleet_sdk.types import traces_jobs as traces
 
 BUCKET = "fleet-sessions-images"
 X_API_KEY_REFUSAL = "Authentication required. Provide either API key or JWT token with team ID"

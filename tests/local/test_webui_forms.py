@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from fleet_api.env_instance import models
 
 from fleet_sdk import Fleet
 from fleet_sdk.local.environments._layout import LAYOUT
+from fleet_sdk.types import env_instance as models
 
 
 def _rows(fleet: Fleet, instance: models.InstanceResponse, sql: str) -> list[list[object]]:
