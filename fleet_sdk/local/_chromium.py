@@ -199,6 +199,27 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
+def _profile_in_use(profile: Path) -> bool:
+    """Whether a live process holds ``profile``: Chromium links ``SingletonLock`` to ``host-pid``."""
+    try:
+        owner = os.readlink(profile / "SingletonLock").rpartition("-")[2]
+    except OSError:
+        return False
+    if not owner.isdigit():
+        return False
+    try:
+        os.kill(int(owner), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # alive, someone else's
+    try:  # a killed browser may linger as a zombie until init reaps it
+        with open(f"/proc/{owner}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
+
+
 def _reap(process: subprocess.Popen[bytes], profile: Path) -> None:
     """Wait for a killed Chromium and remove its profile (blocking: disk and a process wait)."""
     with contextlib.suppress(subprocess.TimeoutExpired):
@@ -284,9 +305,11 @@ class BrowserPool:
     def __init__(self, root: Path) -> None:
         self._root = root
         # Profiles of browsers whose server was killed before it could remove them (the browsers
-        # themselves died with it: fleet_sdk/_group_guard.py). A data dir has one server.
+        # themselves died with it: fleet_sdk/_group_guard.py); one still in use by a live
+        # Chromium (another server on this data dir) is left alone.
         for stale in root.glob(f"{PROFILE_PREFIX}*"):
-            shutil.rmtree(stale, ignore_errors=True)
+            if not _profile_in_use(stale):
+                shutil.rmtree(stale, ignore_errors=True)
         self._browsers: dict[str, LeaseBrowser] = {}
         self._starting: dict[str, asyncio.Lock] = {}
         self._ended: set[str] = set()

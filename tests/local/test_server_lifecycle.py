@@ -216,8 +216,12 @@ def test_a_sigkilled_server_leaves_no_browser_driver_or_verifier_behind(tmp_path
         server.stop()
     profiles = data_dir / "browsers"
     assert len(list(profiles.glob("chromium-*"))) == 2
+    # One more as another server's live browser would look: its lock names a live process.
+    in_use = profiles / "chromium-in-use"
+    in_use.mkdir()
+    (in_use / "SingletonLock").symlink_to(f"{socket.gethostname()}-{os.getpid()}")
     with LocalFleet(data_dir, s3=False):
-        assert list(profiles.glob("chromium-*")) == []
+        assert list(profiles.glob("chromium-*")) == [in_use]
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
