@@ -235,7 +235,7 @@ class AsyncEnv:
         while True:
             await anyio.sleep(period)
             try:
-                with anyio.fail_after(period):  # a slow beat must not delay the next one
+                with anyio.fail_after(2 * period):  # a slow beat must not hold up the next for long
                     await self.heartbeat()
             except NotFoundError:
                 log.warning("instance %s is gone; heartbeats stop", self.instance_id)
