@@ -20,6 +20,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from importlib.metadata import version
 from typing import Any
 
 import anyio
@@ -32,21 +33,21 @@ __all__ = ["PoolWriteStream", "pool_transport"]
 log = logging.getLogger(__name__)
 
 parse_message: Callable[[str | bytes], Any]
-try:  # mcp 2.x: a message is the JSON-RPC model itself
-    from mcp_types import jsonrpc_message_adapter
-
-    def parse_message(data: str | bytes) -> Any:
-        return jsonrpc_message_adapter.validate_json(data, by_name=False)
-
-    MCP_1 = False
-except ImportError:  # mcp 1.x: a RootModel around it
+# By the installed major, not by what imports: a venv downgraded to 1.x keeps 2.x's mcp_types.
+MCP_1 = version("mcp").split(".")[0] == "1"
+if MCP_1:  # a RootModel around the JSON-RPC message
     from mcp import types as _types_1
 
     def parse_message(data: str | bytes) -> Any:
         root: Any = _types_1.JSONRPCMessage
         return root.model_validate_json(data)
 
-    MCP_1 = True
+else:  # mcp 2.x: a message is the JSON-RPC model itself
+    from mcp_types import jsonrpc_message_adapter
+
+    def parse_message(data: str | bytes) -> Any:
+        return jsonrpc_message_adapter.validate_json(data, by_name=False)
+
 
 SESSION_HEADER = "mcp-session-id"
 VERSION_HEADER = "mcp-protocol-version"
