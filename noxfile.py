@@ -2,7 +2,7 @@
 
 Every session installs the project with its ``dev`` extra, which pins the tools whose
 output is committed (``datamodel-code-generator``, ``ruff``), so ``nox -s generate``
-reproduces ``fleet_sdk/_generated/`` byte for byte on any machine.
+reproduces ``generated/fleet_generated/`` byte for byte on any machine.
 """
 
 from __future__ import annotations
@@ -10,7 +10,16 @@ from __future__ import annotations
 import nox
 
 PYTHON = "3.11"
-LINT_TARGETS = ("fleet_sdk", "fleet_api", "codegen", "tests", "contracts", "benchmarks", "noxfile.py")
+LINT_TARGETS = (
+    "fleet_sdk",
+    "fleet_local",
+    "fleet_api",
+    "codegen",
+    "tests",
+    "contracts",
+    "benchmarks",
+    "noxfile.py",
+)
 PYTEST_NO_TESTS_COLLECTED = 5
 
 nox.options.default_venv_backend = "venv"
@@ -86,7 +95,7 @@ def record(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def generate(session: nox.Session) -> None:
-    """Regenerate ``fleet_sdk/_generated`` from ``schemas/`` and print the API changes since the
+    """Regenerate ``generated/fleet_generated`` from ``schemas/`` and print the API changes since the
     previous commit, breaking ones marked (``-- --check`` only diffs, ``-- --against REV``)."""
     _install(session)
     session.run("python", "-m", "codegen", *session.posargs)
@@ -107,5 +116,5 @@ def typecheck(session: nox.Session) -> None:
     """Strict ``mypy`` (pyproject config) on ``fleet_sdk``, the generated package and the codegen
     fixture surface."""
     _install(session)
-    session.run("mypy", "fleet_sdk", "fleet_api", *session.posargs)
+    session.run("mypy", *session.posargs)
     session.run("python", "-m", "codegen.typecheck_fixture")

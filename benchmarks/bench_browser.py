@@ -15,8 +15,8 @@ import statistics
 import time
 from pathlib import Path
 
+from fleet_local import LocalFleet
 from fleet_sdk import AsyncFleet
-from fleet_sdk.local import LocalFleet
 from fleet_sdk.mcp import MCPClient
 from fleet_sdk.types import browser_lease as bm
 

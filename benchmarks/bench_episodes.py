@@ -25,8 +25,8 @@ import statistics
 import time
 from dataclasses import dataclass
 
+from fleet_local import LocalFleet
 from fleet_sdk import AsyncFleet, TaskEnv
-from fleet_sdk.local import LocalFleet
 from fleet_sdk.tasks import Task
 
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import ray
 
+from fleet_local import LocalFleet
 from fleet_sdk.executors import AsyncioExecutor, EpisodeExecutor, collect, specs_for
 from fleet_sdk.integrations.ray import RayExecutor
-from fleet_sdk.local import LocalFleet
 
 
 async def measure(executor: EpisodeExecutor, tasks: list[dict[str, Any]], episodes: int, tag: str) -> float:

@@ -33,9 +33,9 @@ from _pool_transport import pool_transport
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from fleet_local import LocalFleet
 from fleet_sdk import AsyncFleet
 from fleet_sdk._runtime._pool import async_pool_client
-from fleet_sdk.local import LocalFleet
 
 TOOL, ARGS = "get_order", {"order_id": 1012}
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import httpx
 
-from fleet_sdk.local import LocalFleet
+from fleet_local import LocalFleet
 from fleet_sdk.types import env_instance as models
 
 

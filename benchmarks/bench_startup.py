@@ -10,7 +10,7 @@ import argparse
 import statistics
 import time
 
-from fleet_sdk.local import LocalFleet
+from fleet_local import LocalFleet
 
 
 def _start_stop(*, s3: bool) -> float:

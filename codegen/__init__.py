@@ -1,4 +1,4 @@
-"""Code generator: ``schemas/*.yaml`` -> ``fleet_sdk/_generated`` (run ``python -m codegen``)."""
+"""Code generator: ``schemas/*.yaml`` -> ``generated/fleet_generated`` (run ``python -m codegen``)."""
 
 from .generate import CodegenError, check, generate, render_all
 from .openapi import SpecError, load_spec

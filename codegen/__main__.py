@@ -1,7 +1,6 @@
-"""``python -m codegen [--check] [--schemas DIR] [--out DIR] [--types-out DIR] [--against REV]``.
+"""``python -m codegen [--check] [--schemas DIR] [--out DIR] [--against REV]``.
 
-Generates ``fleet_sdk/_generated`` and the public ``fleet_sdk/types`` package beside it. With
-another ``--out`` the types package is left alone unless ``--types-out`` names where it goes.
+Generates ``generated/fleet_generated``: everything codegen writes, and nothing else.
 
 Generating also prints the API changes since ``--against`` (the previous commit by default),
 breaking ones marked (``codegen/apidiff.py``).
@@ -17,13 +16,10 @@ from . import apidiff
 from .generate import (
     DEFAULT_OUT,
     DEFAULT_SCHEMAS,
-    DEFAULT_TYPES_OUT,
     PROJECT_ROOT,
     CodegenError,
     check,
-    check_types,
     generate,
-    generate_types,
 )
 from .openapi import SpecError
 
@@ -44,13 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--schemas", type=Path, default=DEFAULT_SCHEMAS, help="directory of *.yaml schemas")
     parser.add_argument(
-        "--out", type=Path, default=DEFAULT_OUT, help="the generated package dir (fleet_sdk/_generated)"
-    )
-    parser.add_argument(
-        "--types-out",
-        type=Path,
-        default=None,
-        help="the public types package dir (default: fleet_sdk/types, when --out is the default)",
+        "--out", type=Path, default=DEFAULT_OUT, help="the generated package dir (generated/fleet_generated)"
     )
     parser.add_argument(
         "--against",
@@ -58,44 +48,28 @@ def main(argv: list[str] | None = None) -> int:
         help="git revision whose schemas the API changes are reported against (default: HEAD)",
     )
     args = parser.parse_args(argv)
-    # A generated tree elsewhere (tests, the fixture type check) must not rewrite the real types.
-    types_out: Path | None = args.types_out
-    if types_out is None and args.out.resolve() == DEFAULT_OUT:
-        types_out = DEFAULT_TYPES_OUT
     try:
         if args.check:
             diff = check(args.schemas, args.out)
-            if types_out is not None:
-                diff += check_types(args.schemas, types_out)
             if diff:
                 sys.stdout.write(diff)
                 print(
-                    f"\n{_trees(args.out, types_out)} out of date with {_display(args.schemas)}; "
+                    f"\n{_display(args.out)} is out of date with {_display(args.schemas)}; "
                     "run `nox -s generate` (python -m codegen).",
                     file=sys.stderr,
                 )
                 return 1
-            print(f"{_trees(args.out, types_out)} up to date with {_display(args.schemas)}.")
+            print(f"{_display(args.out)} is up to date with {_display(args.schemas)}.")
             return 0
         changed = [args.out / rel for rel in generate(args.schemas, args.out)]
-        if types_out is not None:
-            changed += [types_out / rel for rel in generate_types(args.schemas, types_out)]
     except (SpecError, CodegenError) as exc:
         print(f"codegen: error: {exc}", file=sys.stderr)
         return 2
     for path in changed:
         print(f"updated {_display(path)}")
-    print(f"{_trees(args.out, types_out, verb=False)}: {len(changed)} file(s) changed.")
+    print(f"{_display(args.out)}: {len(changed)} file(s) changed.")
     _report_api_changes(args.schemas, args.against)
     return 0
-
-
-def _trees(out: Path, types_out: Path | None, *, verb: bool = True) -> str:
-    """``"<out> is"`` or ``"<out> and <types_out> are"`` (without the verb: just the names)."""
-    if types_out is None:
-        return f"{_display(out)} is" if verb else _display(out)
-    names = f"{_display(out)} and {_display(types_out)}"
-    return f"{names} are" if verb else names
 
 
 def _report_api_changes(schemas: Path, against: str) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from fleet_sdk.local import LocalFleet
+from fleet_local import LocalFleet
 from fleet_sdk.reports import Outcome, Source, build_report
 
 Ids = dict[str, list[str]]

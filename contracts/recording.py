@@ -63,8 +63,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from vcr.request import Request
 
 from contracts.matchers import MATCH_ON, MATCHERS, ORCHESTRATOR_HOST, PLATFORM_HOST, S3_HOST
+from fleet_local._state import LocalSettings, LocalState
 from fleet_sdk._runtime import RetryPolicy
-from fleet_sdk.local._state import LocalSettings, LocalState
 
 __all__ = [
     "CASSETTES",
@@ -368,10 +368,10 @@ def no_retries() -> RetryPolicy:
 
 @contextlib.asynccontextmanager
 async def _local_app(data_dir: Path, api_key: str) -> AsyncIterator[tuple[ProductionLikeState, ASGIApp]]:
-    from fleet_sdk.local._app import create_app
-    from fleet_sdk.local._faults import FaultInjector
-    from fleet_sdk.local._store import Store
-    from fleet_sdk.local.environments import registry
+    from fleet_local._app import create_app
+    from fleet_local._faults import FaultInjector
+    from fleet_local._store import Store
+    from fleet_local.environments import registry
 
     settings = LocalSettings(data_dir=data_dir, api_key=api_key, s3=True, reaper_interval=3600.0)
     state = ProductionLikeState(

@@ -27,7 +27,7 @@ import httpx
 import pytest
 from fleet.tasks import Task as PublicTask
 
-from fleet_sdk.local import LocalFleet
+from fleet_local import LocalFleet
 
 T = TypeVar("T")
 

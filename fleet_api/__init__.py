@@ -1,7 +1,7 @@
-"""Deprecated alias of ``fleet_sdk._generated``, kept so existing imports keep working.
+"""Deprecated alias of ``fleet_generated``, kept so existing imports keep working.
 
 ``from fleet_api.env_instance import models`` gives the very same module objects as
-``from fleet_sdk._generated.env_instance import models`` (so ``isinstance`` checks and model
+``from fleet_generated.env_instance import models`` (so ``isinstance`` checks and model
 identity hold across both names). New code should import models from ``fleet_sdk.types``
 (``from fleet_sdk.types import env_instance``); nothing inside ``fleet_sdk`` imports this package.
 """
@@ -12,10 +12,10 @@ import importlib
 import pkgutil
 import sys
 
-from fleet_sdk import _generated
-from fleet_sdk._generated import SURFACES, Operation
+import fleet_generated
+from fleet_generated import SURFACES, Operation
 
-_TARGET = _generated.__name__
+_TARGET = fleet_generated.__name__
 
 
 def _alias(package: str, name: str) -> None:
@@ -29,7 +29,7 @@ def _alias(package: str, name: str) -> None:
 
 # Registering every generated module under this name makes ``import fleet_api.<surface>.models``
 # (or ``fleet_api._resource``) resolve to the generated module itself rather than a copy.
-for _info in pkgutil.iter_modules(_generated.__path__):
+for _info in pkgutil.iter_modules(fleet_generated.__path__):
     _alias(_TARGET, _info.name)
     globals()[_info.name] = sys.modules[f"{__name__}.{_info.name}"]  # fleet_api.<name> as attribute
 

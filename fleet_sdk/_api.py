@@ -11,17 +11,17 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 import httpx
-
-from ._generated.browser_lease.client import AsyncBrowserLeaseClient, BrowserLeaseClient
-from ._generated.env_instance.client import (
+from fleet_generated.browser_lease.client import AsyncBrowserLeaseClient, BrowserLeaseClient
+from fleet_generated.env_instance.client import (
     AsyncControlPlaneClient,
     AsyncInstanceManagerClient,
     ControlPlaneClient,
     InstanceManagerClient,
 )
-from ._generated.evaluation_reports.client import AsyncEvaluationReportsClient, EvaluationReportsClient
-from ._generated.sessions_ingest.client import AsyncSessionsClient, SessionsClient
-from ._generated.traces_jobs.client import AsyncTracesJobsClient, TracesJobsClient
+from fleet_generated.evaluation_reports.client import AsyncEvaluationReportsClient, EvaluationReportsClient
+from fleet_generated.sessions_ingest.client import AsyncSessionsClient, SessionsClient
+from fleet_generated.traces_jobs.client import AsyncTracesJobsClient, TracesJobsClient
+
 from ._runtime import AsyncHTTPClient, FleetConfig, HTTPClient, Surface, Timeout
 
 __all__ = ["AsyncAPIOwner", "AsyncFleetAPI", "FleetAPI", "SyncAPIOwner"]

@@ -198,7 +198,7 @@ async def _eval(args: argparse.Namespace, out: TextIO) -> int:
         if args.remote:
             async with AsyncFleet() as fleet:
                 return await _eval_with(fleet, args, out)
-        from .local import LocalFleet
+        from fleet_local import LocalFleet
 
         server_data = Path(args.out_dir) / "server-data"
         out.write("Starting the embedded local Fleet server...\n")

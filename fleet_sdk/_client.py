@@ -13,10 +13,10 @@ from typing import Any, Literal, Self
 
 import anyio
 import httpx
+from fleet_generated.env_instance import models
 
 from ._api import AsyncFleetAPI, FleetAPI
 from ._exceptions import FleetError
-from ._generated.env_instance import models
 from ._provisioning import PROVISIONING_RETRY, create_instance, is_transient_provisioning_error
 from ._refs import parse_ref
 from ._runtime import (

@@ -71,6 +71,7 @@ __all__ = [
     "MCPError",
     "NotFoundError",
     "PermissionDeniedError",
+    "PolicyError",
     "RateLimitError",
     "TaskConfigError",
     "ToolNotFoundError",
@@ -369,6 +370,11 @@ class DatabaseError(FleetError):
 
 class TaskConfigError(FleetError, ValueError):
     """A task file or task config is malformed; the message names the task index and field."""
+
+
+class PolicyError(FleetError):
+    """A policy (``fleet_sdk.policies``) could not produce a turn: no endpoint for its model, a task
+    it cannot play, a model endpoint that failed."""
 
 
 class EvaluationError(FleetError):

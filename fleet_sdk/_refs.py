@@ -2,14 +2,14 @@
 
 Callers name an environment or a data snapshot as one ``"key:version"`` string (passing
 the two parts as separate arguments broke callers); on the wire a data reference becomes
-``data_key`` and ``data_version``. Versions follow ``fleet_sdk._protocol.normalize_version``.
+``data_key`` and ``data_version``. Versions follow ``fleet_sdk.protocol.normalize_version``.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from ._protocol import normalize_version
+from .protocol import normalize_version
 
 __all__ = ["EnvRef", "normalize_version", "parse_ref"]
 

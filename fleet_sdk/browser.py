@@ -27,9 +27,9 @@ from urllib.parse import urlsplit
 import anyio
 
 from ._exceptions import APIStatusError, FleetError, MCPError, ToolNotFoundError
-from ._png import is_blank_png
 from ._runtime import Deadline
 from .mcp import MCPClient
+from .png import is_blank_png
 from .tools import Tool
 
 if TYPE_CHECKING:
@@ -145,7 +145,7 @@ class BrowserSession:
             BrowserStartError: The lease ended, did not start in time, lacks the ``computer``
                 tool, or its first screenshot was blank or failed. The lease is deleted first.
         """
-        from ._generated.browser_lease import models
+        from fleet_generated.browser_lease import models
 
         urls = env.instance.urls
         if urls is None:

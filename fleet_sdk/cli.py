@@ -14,7 +14,7 @@ from ._version import __version__
 
 def _api_key(args: argparse.Namespace) -> tuple[str | None, bool]:
     """The key ``serve`` requires and whether it was generated (None: any key, ``--allow-any-key``)."""
-    from .local import API_KEY_ENV
+    from fleet_local import API_KEY_ENV
 
     if args.allow_any_key:
         return None, False
@@ -25,8 +25,9 @@ def _api_key(args: argparse.Namespace) -> tuple[str | None, bool]:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from fleet_local import LocalSettings, serve
+
     from ._exceptions import ConfigurationError
-    from .local import LocalSettings, serve
 
     if args.allow_any_key and args.api_key:
         print("fleet-sdk serve: error: --api-key and --allow-any-key exclude each other", file=sys.stderr)
@@ -71,7 +72,7 @@ def _serve(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     import asyncio
 
-    from .demo import run_demo
+    from fleet_local import run_demo
 
     return asyncio.run(
         run_demo(

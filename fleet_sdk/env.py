@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
+from fleet_generated.env_instance import models
 
 from ._exceptions import DatabaseError, FleetError, NotFoundError, ToolNotFoundError
-from ._generated.env_instance import models
 from ._twin import sync_method, sync_view
 from .mcp import MCPClient
 from .tools import Tool

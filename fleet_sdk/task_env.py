@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 import anyio
 
 from ._exceptions import ContextToolError, EpisodeError, FleetError, MCPError
-from ._protocol import SUBMIT_FINAL_ANSWER, SUBMIT_TOOL
 from ._twin import sync_method
 from .actions import Action, ToolCall, parse_action
 from .context import CONTEXT_TOOL_NAMES, CONTEXT_TOOLS, ContextManager
 from .env import AsyncEnv, filter_tools
 from .messages import to_anthropic, to_openai
+from .protocol import SUBMIT_FINAL_ANSWER, SUBMIT_TOOL
 from .tasks import Task, as_task
 from .tools import Tool
 

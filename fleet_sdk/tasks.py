@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from ._exceptions import TaskConfigError
-from ._protocol import normalize_version
+from .protocol import normalize_version
 
 __all__ = ["Task", "TaskModality", "as_task", "load_tasks", "parse_tasks"]
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from fleet_sdk.local import LocalFleet
+from fleet_local import LocalFleet
 
 __all__ = ["bearer", "raw_async_client", "raw_client"]
 

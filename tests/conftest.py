@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from _dbs import make_db
 
+from fleet_local import LocalFleet
 from fleet_sdk import AsyncFleet, Fleet
-from fleet_sdk.local import LocalFleet
 
 
 @pytest.fixture(autouse=True)

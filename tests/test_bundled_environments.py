@@ -17,7 +17,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from fleet_sdk.local.environments import (
+from fleet_local.environments import (
     EnvironmentDefinition,
     TaskDefinition,
     ToolDefinition,
@@ -347,7 +347,7 @@ def test_reference_params_validate_against_schemas(env: EnvironmentDefinition, t
 
 @pytest.mark.parametrize(("env", "task"), BROWSER_TASKS, ids=[t["task_key"] for _, t in BROWSER_TASKS])
 def test_browser_solutions_are_computer_actions(env: EnvironmentDefinition, task: TaskDefinition) -> None:
-    from fleet_sdk.local._computer import COMPUTER_TOOL
+    from fleet_local._computer import COMPUTER_TOOL
 
     validator = jsonschema.Draft202012Validator(COMPUTER_TOOL["input_schema"])
     steps = _solution(task)

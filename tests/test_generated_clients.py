@@ -315,7 +315,7 @@ class Prepared:
 
 
 def _prepare(case: Case) -> Prepared:
-    module = importlib.import_module(f"fleet_sdk._generated.{case.surface}")
+    module = importlib.import_module(f"fleet_generated.{case.surface}")
     doc = _doc(case.schema)
     spec = _spec(case.schema)
     op = next(o for o in spec.operations if o.operation_id == case.operation)
@@ -479,7 +479,7 @@ def _method_and_path(doc: dict[str, Any], operation_id: str) -> tuple[str, str]:
 def test_every_operation_round_trips(schema: str, operation_id: str) -> None:
     spec = _spec(schema)
     doc = _doc(schema)
-    module = importlib.import_module(f"fleet_sdk._generated.{spec.surface}")
+    module = importlib.import_module(f"fleet_generated.{spec.surface}")
     op = next(o for o in spec.operations if o.operation_id == operation_id)
     tag = next(t for t in spec.tags if t.name == op.tag)
 
@@ -543,7 +543,7 @@ def test_deprecated_operation_warns_once_per_call() -> None:
 def test_server_url_constants_match_schemas() -> None:
     for path in SCHEMAS.glob("*.yaml"):
         spec = _spec(path.name)
-        module = importlib.import_module(f"fleet_sdk._generated.{spec.surface}")
+        module = importlib.import_module(f"fleet_generated.{spec.surface}")
         assert spec.server_url == module.SERVER_URL
         assert set(module.OPERATIONS) == {op.operation_id for op in spec.operations}
 
@@ -622,7 +622,7 @@ def test_fixture_operations_and_servers(demo: ModuleType) -> None:
 
 
 def test_body_keywords_send_only_what_was_passed() -> None:
-    from fleet_sdk._generated.env_instance import ControlPlaneClient, models
+    from fleet_generated.env_instance import ControlPlaneClient, models
 
     recorder = Recorder(payload=_annotation_sample(_doc("env-instance.yaml"), "models.InstanceResponse"))
     client = ControlPlaneClient(sync_http(recorder))
@@ -634,7 +634,7 @@ def test_body_keywords_send_only_what_was_passed() -> None:
 
 
 async def test_body_keywords_async_and_raw() -> None:
-    from fleet_sdk._generated.env_instance import AsyncControlPlaneClient
+    from fleet_generated.env_instance import AsyncControlPlaneClient
 
     recorder = Recorder(payload=_annotation_sample(_doc("env-instance.yaml"), "models.InstanceResponse"))
     client = AsyncControlPlaneClient(async_http(recorder))
@@ -645,7 +645,7 @@ async def test_body_keywords_async_and_raw() -> None:
 
 
 def test_body_keywords_and_model_together_are_refused() -> None:
-    from fleet_sdk._generated.env_instance import ControlPlaneClient, models
+    from fleet_generated.env_instance import ControlPlaneClient, models
 
     recorder = Recorder()
     client = ControlPlaneClient(sync_http(recorder))
@@ -655,7 +655,7 @@ def test_body_keywords_and_model_together_are_refused() -> None:
 
 
 def test_body_keywords_name_the_missing_field() -> None:
-    from fleet_sdk._generated.env_instance import ControlPlaneClient
+    from fleet_generated.env_instance import ControlPlaneClient
 
     recorder = Recorder()
     with pytest.raises(pydantic.ValidationError, match="env_key"):
@@ -666,7 +666,7 @@ def test_body_keywords_name_the_missing_field() -> None:
 def test_raw_view_wraps_the_client_methods_with_their_signatures() -> None:
     import inspect
 
-    from fleet_sdk._generated.env_instance import AsyncControlPlaneClient, ControlPlaneClient
+    from fleet_generated.env_instance import AsyncControlPlaneClient, ControlPlaneClient
 
     for cls in (ControlPlaneClient, AsyncControlPlaneClient):
         client = cls(sync_http(Recorder()) if cls is ControlPlaneClient else async_http(Recorder()))  # type: ignore[arg-type]
@@ -681,7 +681,7 @@ def test_blocking_clients_are_their_async_twins(schema: str) -> None:
     import inspect
 
     module = importlib.import_module(
-        f"fleet_sdk._generated.{schema.removesuffix('.yaml').replace('-', '_')}.client"
+        f"fleet_generated.{schema.removesuffix('.yaml').replace('-', '_')}.client"
     )
     pairs = [
         (getattr(module, name), getattr(module, f"Async{name}"))
@@ -703,7 +703,7 @@ def test_blocking_clients_are_their_async_twins(schema: str) -> None:
 def test_a_blocking_method_that_would_suspend_is_refused() -> None:
     import asyncio
 
-    from fleet_sdk._generated._resource import blocking
+    from fleet_generated._resource import blocking
 
     class Sleeper:
         async def nap(self) -> int:

@@ -1,4 +1,4 @@
-"""``fleet_sdk._group_guard``: process groups registered by a process die when it is SIGKILLed.
+"""``fleet_sdk.process_groups``: process groups registered by a process die when it is SIGKILLed.
 
 A holder process (a real interpreter importing the guard) starts process groups of its own
 (``sh`` with two ``sleep`` children, each in its own session), registers them and is then
@@ -22,8 +22,8 @@ from types import ModuleType
 import pytest
 from _procs import processes
 
-from fleet_sdk import _group_guard
-from fleet_sdk._group_guard import GATE_OPEN, gated
+from fleet_sdk import process_groups as _group_guard
+from fleet_sdk.process_groups import GATE_OPEN, gated
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 
@@ -31,7 +31,7 @@ DEADLINE = 30.0
 
 HOLDER = """
 import subprocess, sys
-from fleet_sdk import _group_guard
+from fleet_sdk import process_groups as _group_guard
 
 for line in sys.stdin:
     command, *args = line.split()

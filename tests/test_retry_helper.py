@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from fleet_sdk._retry import Deadline, RetryPolicy, retry_async
-from fleet_sdk.local._policies import ChatCompletionsPolicy, PolicyContext, PolicyError
+from fleet_sdk.policies import ChatCompletionsPolicy, PolicyContext, PolicyError
 
 NO_WAIT = RetryPolicy(max_retries=3, backoff_base=0.0, backoff_max=0.0)
 log = logging.getLogger("fleet_sdk.test")
@@ -94,7 +94,7 @@ ANSWER: dict[str, Any] = {"choices": [{"message": {"role": "assistant", "content
 
 
 async def test_model_policy_retries_a_server_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("fleet_sdk.local._policies._MODEL_RETRY", NO_WAIT)
+    monkeypatch.setattr("fleet_sdk.policies._MODEL_RETRY", NO_WAIT)
     seen: list[httpx.Request] = []
     policy = _model_policy(
         [httpx.Response(500, text="upstream hiccup"), httpx.Response(200, json=ANSWER)], seen
@@ -105,7 +105,7 @@ async def test_model_policy_retries_a_server_error(monkeypatch: pytest.MonkeyPat
 
 
 async def test_model_policy_does_not_retry_a_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("fleet_sdk.local._policies._MODEL_RETRY", NO_WAIT)
+    monkeypatch.setattr("fleet_sdk.policies._MODEL_RETRY", NO_WAIT)
     seen: list[httpx.Request] = []
     refusal = httpx.Response(400, json={"error": {"message": "bad tool schema"}})
     policy = _model_policy([refusal, httpx.Response(200, json=ANSWER)], seen)

@@ -8,9 +8,9 @@ import subprocess
 import sys
 
 import pytest
+from fleet_generated import SURFACES
 
 import fleet_sdk.types
-from fleet_sdk._generated import SURFACES
 
 
 def test_every_surface_has_a_types_module() -> None:
@@ -22,7 +22,7 @@ def test_every_surface_has_a_types_module() -> None:
 @pytest.mark.parametrize("surface", SURFACES)
 def test_a_types_module_exposes_exactly_the_generated_models(surface: str) -> None:
     public = importlib.import_module(f"fleet_sdk.types.{surface}")
-    models = importlib.import_module(f"fleet_sdk._generated.{surface}.models")
+    models = importlib.import_module(f"fleet_generated.{surface}.models")
     defined = sorted(
         name
         for name, value in vars(models).items()
@@ -38,7 +38,8 @@ def test_a_types_module_exposes_exactly_the_generated_models(surface: str) -> No
 
 
 def test_the_classes_are_the_ones_the_clients_use() -> None:
-    from fleet_sdk._generated.env_instance import models
+    from fleet_generated.env_instance import models
+
     from fleet_sdk.types import env_instance
     from fleet_sdk.types.env_instance import QueryRequest
 
@@ -63,5 +64,5 @@ def test_importing_fleet_sdk_types_loads_no_models() -> None:
 
 def test_a_types_module_loads_only_its_own_surface() -> None:
     loaded = _loaded_after("from fleet_sdk.types import traces_jobs")
-    surfaces = {name.split(".")[2] for name in loaded if name.startswith("fleet_sdk._generated.")}
-    assert surfaces - {"_operation", "_resource"} == {"traces_jobs"}
+    surfaces = {name.split(".")[1] for name in loaded if name.startswith("fleet_generated.")}
+    assert surfaces - {"_operation", "_resource", "_transport"} == {"traces_jobs"}

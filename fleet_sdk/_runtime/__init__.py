@@ -1,15 +1,17 @@
 """The one HTTP policy of ``fleet_sdk``: URLs, auth, timeouts, deadlines, retries,
-errors and redaction. Generated clients (``fleet_sdk._generated``) call ``HTTPClient`` /
-``AsyncHTTPClient``; nothing above this package knows about retries or auth."""
+errors and redaction. ``HTTPClient`` / ``AsyncHTTPClient`` are the transports handed to the
+generated clients (``fleet_generated``, whose ``_transport`` protocols they satisfy); nothing
+above this package knows about retries or auth."""
+
+from fleet_generated._transport import QueryValue, RequestOptions
 
 from ._async import AsyncHTTPClient
-from ._base import REQUEST_ID_HEADER, BaseHTTPClient, QueryValue
+from ._base import REQUEST_ID_HEADER, BaseHTTPClient
 from ._config import ORCHESTRATOR_URL, PLATFORM_URL, FleetConfig, Surface
 from ._policy import (
     IDEMPOTENCY_HEADER,
     TRANSIENT_MESSAGES,
     Deadline,
-    RequestOptions,
     RetryPolicy,
     Timeout,
     is_transient,

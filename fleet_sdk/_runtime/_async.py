@@ -9,10 +9,11 @@ from typing import Any, TypeVar
 
 import anyio
 import httpx
+from fleet_generated._transport import QueryValue, RequestOptions
 
 from .._exceptions import ConfigurationError
-from ._base import BaseHTTPClient, QueryValue
-from ._policy import RequestOptions, RetryPolicy, Timeout
+from ._base import BaseHTTPClient
+from ._policy import RetryPolicy, Timeout
 from ._response import APIResponse
 
 T = TypeVar("T")

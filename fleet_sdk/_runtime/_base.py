@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 import httpx
 import pydantic
+from fleet_generated._transport import QueryValue, RequestOptions
 
 from .._exceptions import (
     APIConnectionError,
@@ -26,7 +27,6 @@ from .._exceptions import (
 from ._policy import (
     IDEMPOTENCY_HEADER,
     Deadline,
-    RequestOptions,
     RetryPolicy,
     Timeout,
     is_safe_to_retry,
@@ -45,7 +45,6 @@ DEFAULT_DEADLINE = 180.0
 
 log = logging.getLogger("fleet_sdk.http")
 
-QueryValue = str | int | float | bool | None | list[str] | list[int]
 # Yields None ("send now") or seconds to sleep; receives the attempt's outcome.
 RetryLoop = Generator[
     float | None, "httpx.Response | httpx.TransportError | None", tuple[httpx.Response, int]

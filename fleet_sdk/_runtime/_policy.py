@@ -14,9 +14,10 @@ import json
 import random
 import time
 from dataclasses import dataclass, replace
-from typing import Any, TypedDict
+from typing import Any
 
 import httpx
+from fleet_generated._transport import RequestOptions, TimeoutLike
 
 from .._exceptions import APIConnectionError, APIStatusError, read_error_body
 
@@ -127,24 +128,6 @@ class RetryPolicy:
         return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
-class RequestOptions(TypedDict, total=False):
-    """Per-call overrides accepted by every generated client method.
-
-    Keys:
-        timeout: Per-attempt timeout (seconds, or a ``Timeout``).
-        deadline: Overall seconds for the call, retries and waits included.
-        max_retries: Override of the client's ``RetryPolicy.max_retries``.
-        idempotency_key: Sent as ``Idempotency-Key``; makes a POST safe to retry.
-        extra_headers: Additional headers for this call.
-    """
-
-    timeout: float | Timeout
-    deadline: float
-    max_retries: int
-    idempotency_key: str
-    extra_headers: dict[str, str]
-
-
 class Deadline:
     """A point in monotonic time after which no more work starts."""
 
@@ -197,10 +180,12 @@ def parse_retry_after(response: httpx.Response) -> float | None:
     return max(0.0, parsed.timestamp() - time.time())
 
 
-def resolve_timeout(value: float | Timeout | None, default: Timeout) -> Timeout:
+def resolve_timeout(value: float | TimeoutLike | None, default: Timeout) -> Timeout:
     """Normalise a timeout option: a bare number replaces the total, keeping connect."""
     if value is None:
         return default
     if isinstance(value, Timeout):
         return value
+    if not isinstance(value, int | float):
+        return Timeout(total=value.total, connect=value.connect)
     return replace(default, total=float(value), connect=min(default.connect, float(value)))

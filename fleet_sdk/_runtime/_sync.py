@@ -7,9 +7,10 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import httpx
+from fleet_generated._transport import QueryValue, RequestOptions
 
-from ._base import BaseHTTPClient, QueryValue
-from ._policy import RequestOptions, RetryPolicy, Timeout
+from ._base import BaseHTTPClient
+from ._policy import RetryPolicy, Timeout
 from ._response import APIResponse
 
 T = TypeVar("T")

@@ -21,8 +21,8 @@ import anyio
 
 from .._client import AsyncFleet
 from .._exceptions import EvaluationError, EvaluationTimeoutError
-from .._protocol import session_score
 from .._runtime import Deadline
+from ..protocol import bare_model, session_score
 from ..reports import Outcome, ReportEnvelope, Source, Status, build_report, classify
 from ..tasks import Task, as_task
 from ._runner import Progress
@@ -31,11 +31,6 @@ __all__ = ["TERMINAL_JOB_STATUSES", "bare_model", "evaluate_job", "job_report", 
 
 TERMINAL_JOB_STATUSES = frozenset({"completed", "errored", "failed", "cancelled"})
 _LIVE_SESSION = frozenset({"pending", "running"})
-
-
-def bare_model(model_id: str) -> str:
-    """The name a session reports for ``model_id``: ``anthropic/claude-x`` -> ``claude-x``."""
-    return model_id.rsplit("/", 1)[-1]
 
 
 def _duration_ms(session: Mapping[str, Any]) -> int | None:
@@ -148,7 +143,7 @@ async def evaluate_job(
         EvaluationError: No models, or no task selector.
         EvaluationTimeoutError: The job was not terminal by the deadline.
     """
-    from .._generated.env_instance import models as api_models
+    from fleet_generated.env_instance import models as api_models
 
     if not models:
         raise EvaluationError("models: give at least one provider/model id")

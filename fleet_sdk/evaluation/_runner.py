@@ -23,6 +23,7 @@ import anyio
 
 from .._client import AsyncFleet
 from .._exceptions import EvaluationError
+from ..policies import RANDOM_MODEL, SCRIPTED_MODEL, ModelEndpoint, PolicyContext, make_policy
 from ..reports import Outcome, ReportEnvelope, classify
 from ..task_env import SUBMIT_FINAL_ANSWER, TaskEnv
 from ..tasks import Task, as_task
@@ -33,25 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["RANDOM_MODEL", "SCRIPTED_MODEL", "ModelEndpoint", "Progress", "run_evaluation"]
 
-SCRIPTED_MODEL = "local/scripted"
-RANDOM_MODEL = "local/random"
 _ERROR_LIMIT = 500
-
-
-@dataclass(frozen=True)
-class ModelEndpoint:
-    """An OpenAI-compatible chat-completions endpoint for models other than the bundled policies.
-
-    Attributes:
-        base_url: e.g. ``http://127.0.0.1:8000/v1`` (``/chat/completions`` is appended).
-        api_key: Bearer key, never written to the run directory or the report.
-    """
-
-    base_url: str
-    api_key: str | None = None
-
-    def __repr__(self) -> str:
-        return f"ModelEndpoint(base_url={self.base_url!r}, api_key={'***' if self.api_key else None})"
 
 
 @dataclass(frozen=True)
@@ -83,8 +66,6 @@ class Progress:
 def _policy(
     model: str, task: Task, observation: Mapping[str, Any], endpoint: ModelEndpoint | None, seed: str
 ) -> Any:
-    from ..local import ChatCompletionsPolicy, PolicyContext, RandomPolicy, ScriptedPolicy
-
     openai_tools = list(observation.get("tools") or [])
     mcp_tools = [
         {
@@ -104,16 +85,12 @@ def _policy(
         max_steps=int(observation.get("max_steps") or 30),
         openai_tools=openai_tools,
     )
-    if model == SCRIPTED_MODEL:
-        return ScriptedPolicy(context)
-    if model == RANDOM_MODEL:
-        return RandomPolicy(context)
-    if endpoint is None:
+    if model not in (SCRIPTED_MODEL, RANDOM_MODEL) and endpoint is None:
         raise EvaluationError(
             f"model {model!r} needs a chat-completions endpoint (model_endpoint=...), "
             f"or use {SCRIPTED_MODEL!r} / {RANDOM_MODEL!r}"
         )
-    return ChatCompletionsPolicy(context, endpoint.base_url, endpoint.api_key)
+    return make_policy(context, endpoint)
 
 
 async def _play(

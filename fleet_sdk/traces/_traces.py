@@ -143,7 +143,7 @@ class AsyncTraces(_StoreSlot):
         Raises:
             FleetError: The job could not be created (HTTP or validation error).
         """
-        from .._generated.traces_jobs import models
+        from fleet_generated.traces_jobs import models
 
         job = await self._fleet.api.traces.create_trace_job(models.TraceJobRequest(name=name))
         return job.job_id
@@ -209,7 +209,7 @@ class AsyncTraces(_StoreSlot):
             The session id, or None when anything failed (the reason is logged).
         """
         try:
-            from .._generated.sessions_ingest import models
+            from fleet_generated.sessions_ingest import models
 
             messages = await self.prepare_messages(chat_history, screenshot_store=screenshot_store)
             body: dict[str, Any] = {

@@ -50,7 +50,7 @@ from ._sandbox import (
     run_sandboxed,
     run_sandboxed_async,
 )
-from ._sqlite import QueryResult, SQLiteDatabase, SQLiteEnvironment, UnknownDatabaseError
+from ._sqlite import QueryResult, SQLiteDatabase, SQLiteEnvironment, UnknownDatabaseError, harden_connection
 
 _REMOTE = frozenset({"RemoteVerifierOutcome", "run_remote", "run_remote_async"})
 
@@ -97,6 +97,7 @@ __all__ = [
     "contains_number",
     "extract_numbers",
     "find_entry_point",
+    "harden_connection",
     "jail_status",
     "load_verifier",
     "normalized_contains",

@@ -119,7 +119,7 @@ async def run_remote_async(
         The outcome; ``transient=True`` with ``score=None`` when every attempt failed for a
         reason a retry might have fixed.
     """
-    from .._generated.env_instance import models
+    from fleet_generated.env_instance import models
 
     policy = retry or RetryPolicy(max_retries=3, backoff_base=3.0, backoff_max=12.0)
     function_name, sha256, bundle = _prepared(code)

@@ -12,7 +12,7 @@ The job goes in on stdin as JSON; the result comes back in a file outside the sc
 directory, so the verifier's prints (stdout) stay its own. stdout and stderr are read
 continuously and capped, the whole process group is killed at the deadline (and after the
 run, should anything of it be left), and every fault comes back as ``VerifierOutcome.error``.
-From its start until it is reaped, the group is registered with ``fleet_sdk._group_guard`` (and
+From its start until it is reaped, the group is registered with ``fleet_sdk.process_groups`` (and
 held at its gate until then), so it is killed even when this process is SIGKILLed mid-run (for a
 jailed run bwrap's ``--die-with-parent`` does it too, once bwrap has armed it; an unjailed run
 has nothing else).
@@ -38,8 +38,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from .._exceptions import FleetError
-from .._group_guard import GATE_OPEN, gated, guard_group, release_group
 from .._twin import sync_function
+from ..process_groups import GATE_OPEN, gated, guard_group, release_group
 from ._jail import INNER_CODE_DIR, INNER_OUT_DIR, jail_argv, jail_status
 from ._outcome import ErrorType, SandboxLayers, VerifierError, VerifierOutcome
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleet_sdk.local import LocalFleet
+from fleet_local import LocalFleet
 from fleet_sdk.tasks import Task
 
 

@@ -14,6 +14,9 @@ import anyio
 import httpx
 import pytest
 
+from fleet_local import LocalFleet
+from fleet_local.demo import run_episode
+from fleet_local.environments._computer_steps import click
 from fleet_sdk import AsyncFleet, Fleet
 from fleet_sdk.browser import (
     MULTIMODAL_TTL_SECONDS,
@@ -23,9 +26,6 @@ from fleet_sdk.browser import (
     is_blank_png,
     multimodal_ttl,
 )
-from fleet_sdk.demo import run_episode
-from fleet_sdk.local import LocalFleet
-from fleet_sdk.local.environments._computer_steps import click
 from fleet_sdk.task_env import TaskEnv
 from fleet_sdk.tasks import Task
 

@@ -16,8 +16,8 @@ import pytest
 from mcp import ClientSession
 
 from benchmarks._pool_transport import pool_transport
+from fleet_local import LocalFleet
 from fleet_sdk._runtime._pool import async_pool_client
-from fleet_sdk.local import LocalFleet
 
 
 class Wire:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from _cli import run_cli
 
-from fleet_sdk.local import LocalFleet
+from fleet_local import LocalFleet
 
 
 def test_fleet_sdk_demo_runs_scripted_and_random_episodes(tmp_path: Path) -> None:

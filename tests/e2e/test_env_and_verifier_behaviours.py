@@ -9,8 +9,8 @@ import json
 import httpx
 import pytest
 
+from fleet_local import LocalFleet
 from fleet_sdk import AsyncFleet, EnvNotFoundError, RetryPolicy, Timeout
-from fleet_sdk.local import LocalFleet
 from fleet_sdk.task_env import TaskEnv
 from fleet_sdk.tasks import Task
 from fleet_sdk.types import env_instance as models

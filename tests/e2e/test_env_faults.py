@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
+from fleet_local import LocalFleet
 from fleet_sdk import AsyncFleet, EnvNotFoundError, Fleet, MCPError, RetryPolicy, ToolsUnavailableError
-from fleet_sdk.local import LocalFleet
 from fleet_sdk.mcp import MCPClient
 
 FAST = RetryPolicy(max_retries=3, backoff_base=0.05, backoff_max=0.2)

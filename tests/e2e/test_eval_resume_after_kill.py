@@ -20,8 +20,8 @@ from pathlib import Path
 from _cli import run_cli
 from _procs import processes
 
+from fleet_local import LocalFleet
 from fleet_sdk.evaluation import RunDir, session_score
-from fleet_sdk.local import LocalFleet
 from fleet_sdk.reports import ReportEnvelope
 from fleet_sdk.tasks import Task
 

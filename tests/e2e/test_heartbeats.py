@@ -16,8 +16,8 @@ from collections.abc import Iterator
 import anyio
 import pytest
 
+from fleet_local import LocalFleet
 from fleet_sdk import AsyncFleet, FleetError
-from fleet_sdk.local import LocalFleet
 
 ENV = "orderdesk"
 INTERVAL = 1  # seconds; reclaimed after 3 without a heartbeat

@@ -12,9 +12,9 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from fleet_local.environments import get_environment
 from fleet_sdk import AsyncFleet
 from fleet_sdk.context import message_text
-from fleet_sdk.local.environments import get_environment
 from fleet_sdk.task_env import TaskEnv
 
 MAX_OUTPUT_CHARS = 8000

@@ -14,8 +14,8 @@ import anyio
 import httpx
 import pytest
 
+from fleet_local import LocalFleet
 from fleet_sdk import AsyncFleet
-from fleet_sdk.local import LocalFleet
 
 
 class MCPTraffic:

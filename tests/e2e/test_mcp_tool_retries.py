@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
+from fleet_local import LocalFleet
 from fleet_sdk import AsyncFleet, MCPError, RetryPolicy
 from fleet_sdk.env import AsyncEnv
-from fleet_sdk.local import LocalFleet
 from fleet_sdk.mcp import MCPClient, MCPTransportError, may_retry_tool_call
 
 FAST = RetryPolicy(max_retries=3, backoff_base=0.05, backoff_max=0.2)

@@ -24,8 +24,8 @@ from typing import Any
 import httpx
 import pytest
 
-from fleet_sdk.demo import run_demo
-from fleet_sdk.local import LocalFleet
+from fleet_local import LocalFleet
+from fleet_local.demo import run_demo
 from fleet_sdk.task_env import TaskEnv
 from fleet_sdk.tasks import Task
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from fleet_local import LocalFleet
 from fleet_sdk import (
     APIStatusError,
     AsyncFleet,
@@ -25,7 +26,6 @@ from fleet_sdk import (
     InternalServerError,
     RetryPolicy,
 )
-from fleet_sdk.local import LocalFleet
 from fleet_sdk.task_env import TaskEnv
 from fleet_sdk.tasks import Task
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from fleet_local import LocalFleet
 from fleet_sdk import ActionError, EpisodeError, Fleet
-from fleet_sdk.local import LocalFleet
 from fleet_sdk.task_env import TaskEnv
 
 TASK_KEY = "orderdesk-count-pending-orders"  # offers submit_final_answer

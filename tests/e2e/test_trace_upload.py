@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
+from fleet_local import LocalFleet
 from fleet_sdk import AsyncFleet, Fleet
-from fleet_sdk.local import LocalFleet
 from fleet_sdk.task_env import TaskEnv
 from fleet_sdk.tasks import Task
 from fleet_sdk.traces import ScreenshotStore

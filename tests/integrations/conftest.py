@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from fleet_sdk.local import LocalFleet
+from fleet_local import LocalFleet
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from fleet_local import LocalFleet
 from fleet_sdk.executors import (
     AsyncioExecutor,
     EpisodeResult,
@@ -18,7 +19,6 @@ from fleet_sdk.executors import (
     collect,
     specs_for,
 )
-from fleet_sdk.local import LocalFleet
 from fleet_sdk.task_env import Observation, TaskEnv
 
 

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 import uvicorn
 
+from fleet_local import LocalFleet
 from fleet_sdk.integrations.openenv import (
     FleetAction,
     FleetEnvClient,
     FleetTaskEnvironment,
     create_fleet_app,
 )
-from fleet_sdk.local import LocalFleet
 
 TASK = "orderdesk-cancel-pending-order"
 

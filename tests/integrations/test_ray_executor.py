@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import ray
 
+from fleet_local import LocalFleet
 from fleet_sdk.executors import JsonlResultSink, specs_for
 from fleet_sdk.integrations.ray import RayExecutor
-from fleet_sdk.local import LocalFleet
 
 TASKS = ["orderdesk-cancel-pending-order", "orderdesk-count-pending-orders", "calendar-cancel-vendor-prep"]
 

@@ -12,8 +12,8 @@ import pytest
 import skyrl_gym
 
 import fleet_sdk.integrations.skyrl as fleet_skyrl
+from fleet_local import LocalFleet
 from fleet_sdk import ConfigurationError, Fleet
-from fleet_sdk.local import LocalFleet
 
 
 @pytest.fixture

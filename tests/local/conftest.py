@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from fleet_local import LocalFleet
 from fleet_sdk import Fleet
-from fleet_sdk.local import LocalFleet
 from fleet_sdk.types import env_instance as models
 
 

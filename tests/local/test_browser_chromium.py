@@ -22,10 +22,10 @@ import httpx
 import pytest
 from _procs import alive_in, chromium_groups
 
+from fleet_local import LocalFleet, _chromium
+from fleet_local._chromium import BrowserPool
+from fleet_local._lease_book import REAPER_INTERVAL
 from fleet_sdk.browser import is_blank_png
-from fleet_sdk.local import LocalFleet, _chromium
-from fleet_sdk.local._browser import REAPER_INTERVAL
-from fleet_sdk.local._chromium import BrowserPool
 from fleet_sdk.mcp import MCPClient
 from fleet_sdk.task_env import TaskEnv
 from fleet_sdk.tasks import Task

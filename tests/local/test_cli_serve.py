@@ -21,8 +21,8 @@ from typing import IO, Any
 import httpx
 import pytest
 
+from fleet_local._auth import X_API_KEY_REFUSAL, auth_refusal
 from fleet_sdk import __version__
-from fleet_sdk.local._auth import X_API_KEY_REFUSAL, auth_refusal
 
 CLI = [sys.executable, "-m", "fleet_sdk.cli"]
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from fleet_local import LocalFleet
 from fleet_sdk import (
     BadRequestError,
     ConflictError,
@@ -21,7 +22,6 @@ from fleet_sdk import (
     VersionNotFoundError,
 )
 from fleet_sdk._client import Fleet
-from fleet_sdk.local import LocalFleet
 from fleet_sdk.types import env_instance as models
 from fleet_sdk.verifiers import bundle_sha256, bundle_verifier
 

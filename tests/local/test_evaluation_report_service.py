@@ -12,9 +12,9 @@ import httpx
 import pytest
 from _http import raw_client
 
+from fleet_local import LocalFleet
+from fleet_local._reports import DB_FILE, LOCK_SECONDS_ENV, MAX_BODY_BYTES, RATE_LIMIT
 from fleet_sdk import ConflictError, NotFoundError
-from fleet_sdk.local import LocalFleet
-from fleet_sdk.local._reports import DB_FILE, LOCK_SECONDS_ENV, MAX_BODY_BYTES, RATE_LIMIT
 from fleet_sdk.reports import Outcome, ReportEnvelope, Source, build_report, digest, to_html, to_markdown
 
 

@@ -10,8 +10,8 @@ import httpx
 import pytest
 from _http import bearer, raw_client
 
+from fleet_local import LocalFleet
 from fleet_sdk import FleetError
-from fleet_sdk.local import LocalFleet
 
 ADMIN = "/_admin/faults"
 PROBE = "/v1/env/"

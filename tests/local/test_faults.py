@@ -9,10 +9,10 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from fleet_local import LocalFleet
 from fleet_sdk import _exceptions as errors
 from fleet_sdk._client import Fleet
 from fleet_sdk._runtime import RetryPolicy
-from fleet_sdk.local import LocalFleet
 from fleet_sdk.types import browser_lease as browser
 from fleet_sdk.types import traces_jobs as traces
 

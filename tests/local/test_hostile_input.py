@@ -26,8 +26,8 @@ import httpx
 import pytest
 from _http import bearer, raw_async_client, raw_client
 
-from fleet_sdk.local import LocalFleet, _jobs
-from fleet_sdk.local._store import Store
+from fleet_local import LocalFleet, _jobs
+from fleet_local._store import Store
 from fleet_sdk.types import env_instance as models
 from fleet_sdk.verifiers import DENIED_PREFIX, bundle_sha256, bundle_verifier, score_from_result
 

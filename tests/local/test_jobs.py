@@ -10,13 +10,13 @@ import pytest
 from _fake_model import ModelHandler, serve_model, tool_call_reply
 from _jobs_wait import wait_for_job_async
 
+from fleet_local import LocalFleet
 from fleet_sdk._exceptions import (
     BadRequestError,
     ConflictError,
     EnvNotFoundError,
     NotFoundError,
 )
-from fleet_sdk.local import LocalFleet
 from fleet_sdk.types import env_instance as models
 from fleet_sdk.types import sessions_ingest as smodels
 

@@ -24,10 +24,10 @@ from _fake_model import ModelHandler, serve_model, tool_call_reply
 from _jobs_wait import TERMINAL_JOB
 from _procs import alive_in, chromium_groups
 
+from fleet_local import LocalFleet
+from fleet_local._job_browser import session_lease_id
 from fleet_sdk import AsyncFleet
 from fleet_sdk.browser import is_blank_png
-from fleet_sdk.local import LocalFleet
-from fleet_sdk.local._job_browser import session_lease_id
 from fleet_sdk.types import env_instance as models
 from fleet_sdk.types import sessions_ingest as smodels
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from fleet_generated.env_instance.client import InstanceManagerClient
 
 from fleet_sdk import NotFoundError, PermissionDeniedError
 from fleet_sdk._client import Fleet
-from fleet_sdk._generated.env_instance.client import InstanceManagerClient
 from fleet_sdk.types import env_instance as models
 
 ENV = "orderdesk"

@@ -14,7 +14,7 @@ import httpx
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from fleet_sdk.local import LocalFleet
+from fleet_local import LocalFleet
 from fleet_sdk.types import env_instance as models
 
 ENV_KEY = "orderdesk"

@@ -1,4 +1,4 @@
-"""Request bodies are judged by the schemas themselves (``fleet_sdk.local._validation``).
+"""Request bodies are judged by the schemas themselves (``fleet_local._validation``).
 
 Raw HTTP, so the bodies can be what no typed client would send: ``null`` where the schema's
 type has no ``null``, ``false`` for an integer, timestamps without a zone, undecodable bytes.
@@ -16,9 +16,9 @@ import pytest
 from _http import raw_client
 from fastapi import APIRouter
 
-from fleet_sdk.local import LocalFleet
-from fleet_sdk.local._manager import MANAGER_PREFIX
-from fleet_sdk.local._validation import find_schemas, load_body_schemas
+from fleet_local import LocalFleet
+from fleet_local._manager import MANAGER_PREFIX
+from fleet_local._validation import find_schemas, load_body_schemas
 from fleet_sdk.types import env_instance as models
 
 TASK_KEY = "orderdesk-count-pending-orders"

@@ -19,9 +19,9 @@ import httpx
 import pytest
 from botocore.exceptions import ClientError
 
+from fleet_local import LocalFleet
+from fleet_local._s3 import ObjectStore, body_refusal, sigv4_refusal
 from fleet_sdk import ConfigurationError
-from fleet_sdk.local import LocalFleet
-from fleet_sdk.local._s3 import ObjectStore, body_refusal, sigv4_refusal
 
 BUCKET = "fleet-sessions-images"
 

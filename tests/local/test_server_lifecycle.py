@@ -21,7 +21,7 @@ import pytest
 from _http import bearer
 from _procs import Proc, descendants, processes
 
-from fleet_sdk.local import LocalFleet
+from fleet_local import LocalFleet
 from fleet_sdk.mcp import MCPClient
 from fleet_sdk.types import browser_lease as browser
 from fleet_sdk.verifiers import bundle_sha256, bundle_verifier
@@ -157,7 +157,7 @@ def _started(pid: int) -> int | None:
 def _sigkill_leaves_nothing(server: LocalFleet, procs: list[Proc]) -> None:
     """SIGKILL the server; every process in ``procs`` and in their groups must then end.
 
-    Polled against a deadline: the watchdog of ``fleet_sdk._group_guard`` and the Playwright
+    Polled against a deadline: the watchdog of ``fleet_sdk.process_groups`` and the Playwright
     driver notice the server's death through a closed pipe, which takes a moment. Only
     processes started before the kill count: on a busy machine pids wrap around within
     minutes, and a stranger may get one of ours (or lead a group with one of our group ids).
@@ -241,7 +241,7 @@ def test_a_sigkilled_server_leaves_no_unjailed_verifier_behind(monkeypatch: pyte
 
 STARTS_A_SERVER = """
 import sys
-from fleet_sdk.local import LocalFleet
+from fleet_local import LocalFleet
 
 server = LocalFleet(sys.argv[1]).start()
 print(server.pid, flush=True)

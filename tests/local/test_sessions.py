@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from fleet_local import LocalFleet
 from fleet_sdk._exceptions import NotFoundError, UnprocessableEntityError
-from fleet_sdk.local import LocalFleet
 from fleet_sdk.types import sessions_ingest as smodels
 from fleet_sdk.types import traces_jobs as tmodels
 

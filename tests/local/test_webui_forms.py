@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from fleet_local.environments._layout import LAYOUT
 from fleet_sdk import Fleet
-from fleet_sdk.local.environments._layout import LAYOUT
 from fleet_sdk.types import env_instance as models
 
 

@@ -1,0 +1,571 @@
+"""The lifecycle of local environment instances.
+
+An instance is a folder ``<data_dir>/instances/<id>/`` holding two SQLite files,
+``seed.db`` (the data it started from, read-only) and ``current.db`` (the live
+data), plus one ``"instance"`` document in the store. The document is the
+``InstanceResponse`` the API answers with, plus a few private keys (prefixed
+``_``) for the TTL bookkeeping; pydantic ignores them when the response is built.
+
+Everything here is synchronous (file and SQLite work): routes are declared
+``def`` so FastAPI runs them in its thread pool, and async callers (the job
+harness) use ``anyio.to_thread.run_sync``. The one coroutine is :func:`reap_forever`,
+the TTL reaper the control plane's lifespan runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import shutil
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+
+from fleet_sdk.protocol import normalize_version
+from fleet_sdk.types import env_instance as models
+
+from ._errors import LocalAPIError, not_found
+from ._state import LocalState, iso, new_id, utcnow
+from .environments import EnvironmentDefinition
+
+__all__ = [
+    "DATABASES",
+    "REGIONS",
+    "account",
+    "create_instance",
+    "database_path",
+    "delete_instance",
+    "delete_instances_batch",
+    "ensure_seed",
+    "env_info",
+    "environment",
+    "get_instance",
+    "heartbeat",
+    "list_instances",
+    "list_runs",
+    "normalize_version",
+    "open_db",
+    "reap_expired",
+    "reap_forever",
+    "require_live",
+    "reset_instance",
+    "restore_instance",
+    "snapshot_instance",
+]
+
+_log = logging.getLogger(__name__)
+
+KIND = "instance"
+DATABASES: tuple[str, ...] = ("seed", "current")
+"""The SQLite resources of every instance: ``seed`` (read-only) and ``current`` (read-write)."""
+
+DatabaseName = Literal["seed", "current"]
+InstanceStatus = Literal["pending", "running", "stopped", "terminated", "error"]
+
+TEAM_ID = "local"
+DEFAULT_REGION = "local"
+REGIONS: tuple[str, ...] = (DEFAULT_REGION,)
+"""The regions the local server offers (instances run on this machine)."""
+# The local server does not cap instances; the account reports a large, fixed limit.
+INSTANCE_LIMIT = 1000
+# Without an explicit TTL, an instance created with ``heartbeat_interval`` is reclaimed after this
+# many intervals without a heartbeat.
+MISSED_HEARTBEATS = 3
+
+_seed_locks: dict[tuple[str, str], threading.Lock] = {}
+_seed_locks_guard = threading.Lock()
+_instance_locks: dict[str, threading.Lock] = {}
+_instance_locks_guard = threading.Lock()
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def environment(state: LocalState, env_key: str) -> EnvironmentDefinition:
+    """A bundled environment by key.
+
+    Raises:
+        LocalAPIError: 404 ``env_not_found`` naming the environments there are.
+    """
+    spec = state.environments.get(env_key)
+    if spec is None:
+        available = ", ".join(sorted(state.environments)) or "none"
+        raise LocalAPIError(
+            404,
+            f"env_key not found: {env_key!r} (available: {available})",
+            code="env_not_found",
+            retryable=False,
+        )
+    return spec
+
+
+def env_info(state: LocalState, env_key: str) -> models.Environment:
+    """The ``Environment`` of a bundled environment.
+
+    Raises:
+        LocalAPIError: 404 ``env_not_found`` naming the environments there are.
+    """
+    spec = environment(state, env_key)
+    return models.Environment(
+        env_key=spec.env_key,
+        name=spec.name,
+        description=spec.description,
+        default_version=spec.default_version,
+        versions={version: f"{spec.name} {version}" for version in spec.versions},
+    )
+
+
+def _lock_for(registry: dict[Any, threading.Lock], guard: threading.Lock, key: Any) -> threading.Lock:
+    with guard:
+        lock = registry.get(key)
+        if lock is None:
+            lock = registry[key] = threading.Lock()
+        return lock
+
+
+def ensure_seed(state: LocalState, env_key: str, version: str) -> Path:
+    """Build the seed database of an environment version once and return its path.
+
+    Thread-safe: concurrent callers for the same version wait for one build. A seed built from
+    different SQL (the bundled environment changed since) is rebuilt.
+    """
+    spec = state.environments[env_key]
+    path = state.seed_path(env_key, version)
+    digest = hashlib.sha256(spec.seed_sql.encode()).hexdigest()
+    marker = path.with_name(path.name + ".sha256")
+    with _lock_for(_seed_locks, _seed_locks_guard, (env_key, version)):
+        fresh = path.is_file() and marker.is_file() and marker.read_text().strip() == digest
+        if not fresh:
+            spec.build_seed(path)
+            marker.write_text(digest + "\n")
+    return path
+
+
+def _to_model(state: LocalState, doc: dict[str, Any]) -> models.InstanceResponse:
+    # URLs are rebuilt from the current public URL: a restarted server may listen elsewhere.
+    return models.InstanceResponse.model_validate({**doc, "urls": _urls(state, str(doc["instance_id"]))})
+
+
+def _urls(state: LocalState, instance_id: str) -> dict[str, Any]:
+    root = state.instance_root(instance_id)
+    manager = root + "api/v1/env"
+    return {
+        "root": root,
+        "app": [root],
+        "api": manager,
+        "health": manager + "/health",
+        "api_docs": manager + "/docs",
+        "manager": {
+            "api": manager,
+            "docs": manager + "/docs",
+            "reset": manager + "/reset",
+            "diff": manager + "/diff/structured",
+            "snapshot": manager + "/snapshot",
+            "execute_verifier_function": manager + "/execute_verifier_function",
+            "execute_verifier_function_with_upload": manager + "/execute_verifier_function_with_upload",
+        },
+    }
+
+
+def _window(ttl_seconds: int, heartbeat_interval: int | None, explicit_ttl: bool) -> int:
+    """Seconds an instance lives after its last heartbeat (or creation)."""
+    if heartbeat_interval is None:
+        return ttl_seconds
+    by_heartbeat = heartbeat_interval * MISSED_HEARTBEATS
+    return min(ttl_seconds, by_heartbeat) if explicit_ttl else by_heartbeat
+
+
+def _load(state: LocalState, instance_id: str) -> dict[str, Any]:
+    doc = state.store.get(KIND, instance_id)
+    if doc is None:
+        raise not_found("instance", instance_id, code="instance_not_found")
+    return doc
+
+
+def require_live(state: LocalState, instance_id: str) -> dict[str, Any]:
+    """The stored document of a running instance.
+
+    Raises:
+        LocalAPIError: 404 ``instance_not_found`` when unknown or terminated.
+    """
+    doc = _load(state, instance_id)
+    if doc.get("status") == "terminated":
+        raise LocalAPIError(
+            404, f"instance {instance_id!r} is terminated", code="instance_not_found", retryable=False
+        )
+    return doc
+
+
+def database_path(state: LocalState, instance_id: str, name: str) -> Path:
+    """Path of an instance's ``seed`` or ``current`` database (the instance must be live).
+
+    Raises:
+        LocalAPIError: 404 ``instance_not_found``, or 404 ``not_found`` for another name.
+    """
+    require_live(state, instance_id)
+    if name not in DATABASES:
+        raise LocalAPIError(
+            404,
+            f"no SQLite resource named {name!r}; resources: {', '.join(DATABASES)}",
+            code="not_found",
+            retryable=False,
+        )
+    path = state.instance_dir(instance_id) / f"{name}.db"
+    if not path.is_file():
+        raise LocalAPIError(
+            404,
+            f"instance {instance_id!r} has no {name} database",
+            code="instance_not_found",
+            retryable=False,
+        )
+    return path
+
+
+# ---------------------------------------------------------------- lifecycle
+
+
+def create_instance(state: LocalState, req: models.InstanceRequest) -> models.InstanceResponse:
+    """Create a running instance: resolve the version, copy the seed, store the document.
+
+    Args:
+        state: Server state.
+        req: The request; ``env_version`` and ``data_version`` get the ``v`` rule.
+
+    Raises:
+        LocalAPIError: 404 ``env_not_found`` / ``version_not_found``.
+    """
+    info = env_info(state, req.env_key)
+    spec = environment(state, req.env_key)
+    version = normalize_version(req.env_version) or spec.default_version
+    if version not in spec.versions:
+        raise LocalAPIError(
+            404,
+            f"version not found: {req.env_key}:{version} (available: {', '.join(spec.versions)})",
+            code="version_not_found",
+            retryable=False,
+        )
+    seed = ensure_seed(state, req.env_key, version)
+    instance_id = new_id("inst")
+    folder = state.instance_dir(instance_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(seed, folder / "current.db")
+    shutil.copyfile(seed, folder / "seed.db")
+    (folder / "seed.db").chmod(0o444)
+
+    explicit_ttl = req.ttl_seconds is not None
+    ttl = req.ttl_seconds if req.ttl_seconds is not None else state.settings.instance_ttl_seconds
+    window = _window(ttl, req.heartbeat_interval, explicit_ttl)
+    now = utcnow()
+    doc: dict[str, Any] = {
+        "instance_id": instance_id,
+        "env_key": info.env_key,
+        "version": version,
+        "status": "running",
+        "subdomain": instance_id,
+        "created_at": iso(now),
+        "updated_at": iso(now),
+        "terminated_at": None,
+        "team_id": TEAM_ID,
+        "region": req.region or DEFAULT_REGION,
+        "env_variables": {**spec.env_variables, **(req.env_variables or {})},
+        "data_key": req.data_key,
+        "data_version": normalize_version(req.data_version),
+        "urls": _urls(state, instance_id),
+        "health": True,
+        "run_id": req.run_id,
+        "profile_id": None,
+        "heartbeat_interval": req.heartbeat_interval,
+        "heartbeat_region": req.region or DEFAULT_REGION,
+        # Private bookkeeping (not part of InstanceResponse).
+        "_window_seconds": window,
+        "_deadline": time.time() + window,
+        "_last_heartbeat": None,
+        "_image_type": req.image_type,
+        "_created_from": req.created_from,
+    }
+    state.store.put(KIND, instance_id, doc)
+    return _to_model(state, doc)
+
+
+def get_instance(state: LocalState, instance_id: str) -> models.InstanceResponse:
+    """One instance, whatever its status.
+
+    Raises:
+        LocalAPIError: 404 ``instance_not_found``.
+    """
+    return _to_model(state, _load(state, instance_id))
+
+
+def list_instances(
+    state: LocalState,
+    status: str | None = None,
+    region: str | None = None,
+    run_id: str | None = None,
+    profile_id: str | None = None,
+) -> list[models.InstanceResponse]:
+    """Instances matching every given filter, oldest first."""
+    wanted = {"status": status, "region": region, "run_id": run_id, "profile_id": profile_id}
+    docs = state.store.list(KIND)
+    return [
+        _to_model(state, doc)
+        for doc in docs
+        if all(value is None or doc.get(field) == value for field, value in wanted.items())
+    ]
+
+
+def delete_instance(state: LocalState, instance_id: str) -> models.InstanceResponse:
+    """Terminate an instance and remove its files; deleting a terminated instance is a no-op.
+
+    Raises:
+        LocalAPIError: 404 ``instance_not_found`` for an unknown id.
+    """
+    with _lock_for(_instance_locks, _instance_locks_guard, instance_id):
+        doc = _load(state, instance_id)
+        if doc.get("status") != "terminated":
+            now = iso()
+            doc = (
+                state.store.update(
+                    KIND, instance_id, status="terminated", terminated_at=now, updated_at=now, health=False
+                )
+                or doc
+            )
+        shutil.rmtree(state.instance_dir(instance_id), ignore_errors=True)
+    return _to_model(state, doc)
+
+
+def delete_instances_batch(
+    state: LocalState, run_id: str | None, profile_id: str | None
+) -> list[models.InstanceResponse]:
+    """Terminate every live instance matching all given filters; returns them after termination.
+
+    Raises:
+        LocalAPIError: 400 ``bad_request`` when no filter is given (it would delete everything).
+    """
+    if not run_id and not profile_id:
+        raise LocalAPIError(
+            400, "give run_id and/or profile_id to choose the instances", code="bad_request", retryable=False
+        )
+    wanted = {"run_id": run_id, "profile_id": profile_id}
+    return [
+        delete_instance(state, str(doc["instance_id"]))
+        for doc in state.store.list(KIND)
+        if doc.get("status") != "terminated"
+        and all(value is None or doc.get(field) == value for field, value in wanted.items())
+    ]
+
+
+def list_runs(state: LocalState, profile_id: str | None, active: str | None) -> list[models.Run]:
+    """Instances grouped by ``run_id``; ``active`` is ``active`` (default), ``inactive`` or ``all``."""
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for doc in state.store.list(KIND):
+        if doc.get("run_id") and (profile_id is None or doc.get("profile_id") == profile_id):
+            runs.setdefault(str(doc["run_id"]), []).append(doc)
+    out: list[models.Run] = []
+    for run_id, docs in runs.items():
+        running = sum(1 for doc in docs if doc.get("status") == "running")
+        if ((active or "active") == "active" and not running) or (active == "inactive" and running):
+            continue
+        created = sorted(str(doc["created_at"]) for doc in docs)
+        out.append(
+            models.Run(
+                run_id=run_id,
+                running_count=running,
+                total_count=len(docs),
+                first_created_at=created[0],
+                last_created_at=created[-1],
+                profile_id=docs[0].get("profile_id"),
+            )
+        )
+    return out
+
+
+def account(state: LocalState) -> models.AccountResponse:
+    """The local team: no instance limit beyond the configured one, and the live instance count."""
+    live = sum(1 for doc in state.store.list(KIND) if doc.get("status") != "terminated")
+    return models.AccountResponse(
+        team_id=TEAM_ID,
+        team_name="Local team",
+        instance_limit=INSTANCE_LIMIT,
+        instance_count=live,
+        profile_id=None,
+        profile_name=None,
+    )
+
+
+def heartbeat(state: LocalState, instance_id: str) -> models.HeartbeatResponse:
+    """Record a heartbeat: push the instance's deadline back by its window.
+
+    Raises:
+        LocalAPIError: 404 ``instance_not_found`` when unknown or terminated.
+    """
+    with _lock_for(_instance_locks, _instance_locks_guard, instance_id):
+        doc = require_live(state, instance_id)
+        window = int(doc.get("_window_seconds") or state.settings.instance_ttl_seconds)
+        now = utcnow()
+        deadline = now.timestamp() + window
+        state.store.update(
+            KIND, instance_id, _deadline=deadline, _last_heartbeat=iso(now), updated_at=iso(now)
+        )
+    interval = doc.get("heartbeat_interval") or max(1, window // MISSED_HEARTBEATS)
+    return models.HeartbeatResponse(
+        success=True,
+        instance_id=instance_id,
+        last_heartbeat=now,
+        deadline_timestamp=deadline,
+        interval_seconds=int(interval),
+    )
+
+
+def open_db(state: LocalState, instance_id: str, name: str, read_only: bool) -> sqlite3.Connection:
+    """Open one of an instance's databases.
+
+    ``seed`` is always opened read-only. A read-only connection uses the ``mode=ro`` URI plus
+    ``PRAGMA query_only``, so no statement can change the file. Read-write connections are in
+    autocommit mode (``isolation_level=None``): a statement is committed when it finishes unless
+    the caller opens a transaction (``BEGIN``/``SAVEPOINT``). Connections may be used from
+    another thread than the one that opened them (never from two at once); the caller closes it.
+
+    Args:
+        state: Server state.
+        instance_id: The instance.
+        name: ``"seed"`` or ``"current"``.
+        read_only: Open ``current`` read-only.
+
+    Raises:
+        LocalAPIError: 404 ``instance_not_found`` (unknown or terminated), 404 ``not_found`` (name).
+    """
+    path = database_path(state, instance_id, name)
+    if read_only or name == "seed":
+        conn = sqlite3.connect(
+            f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False, isolation_level=None
+        )
+        conn.execute("PRAGMA query_only = ON")
+        return conn
+    return sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=10.0)
+
+
+def reset_instance(state: LocalState, instance_id: str, seed: int | None = None) -> models.ResetResponse:
+    """Restore ``current`` from ``seed`` in place (SQLite backup, safe with open connections).
+
+    Args:
+        state: Server state.
+        instance_id: The instance.
+        seed: Random seed to record (the bundled environments are deterministic).
+
+    Raises:
+        LocalAPIError: 404 ``instance_not_found``.
+    """
+    # Under the instance's lock: a DELETE in between would remove the files mid-backup (a 500).
+    with (
+        _lock_for(_instance_locks, _instance_locks_guard, instance_id),
+        contextlib.closing(open_db(state, instance_id, "seed", read_only=True)) as source,
+        contextlib.closing(open_db(state, instance_id, "current", read_only=False)) as target,
+    ):
+        source.backup(target)
+        state.store.update(KIND, instance_id, updated_at=iso(), _reset_seed=seed)
+    return models.ResetResponse(success=True, message=f"instance {instance_id} reset to its seed data")
+
+
+# ---------------------------------------------------------------- backups
+
+BACKUP_KIND = "backup"
+
+
+def snapshot_instance(state: LocalState, instance_id: str) -> models.SnapshotResponse:
+    """Store a consistent copy of the instance's ``current`` database as a backup.
+
+    Raises:
+        LocalAPIError: 404 ``instance_not_found``.
+    """
+    backup_id = new_id("bkp")
+    key = f"backups/{backup_id}.db"
+    path = state.settings.data_dir / key
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Under the instance's lock, as reset: a DELETE in between would remove the files mid-backup.
+    with (
+        _lock_for(_instance_locks, _instance_locks_guard, instance_id),
+        contextlib.closing(open_db(state, instance_id, "current", read_only=True)) as source,
+        contextlib.closing(sqlite3.connect(path)) as target,
+    ):
+        source.backup(target)
+        doc = {"backup_id": backup_id, "instance_id": instance_id, "s3_key": key, "created_at": iso()}
+        env_key = _load(state, instance_id)["env_key"]
+        state.store.put(BACKUP_KIND, backup_id, {**doc, "env_key": env_key}, parent=instance_id)
+    return models.SnapshotResponse(success=True, **doc)
+
+
+def restore_instance(state: LocalState, instance_id: str, backup_id: str | None) -> models.RestoreResponse:
+    """Replace the instance's ``current`` database with a backup (its latest when ``backup_id`` is None).
+
+    Raises:
+        LocalAPIError: 404 ``instance_not_found``, 404 ``not_found`` (no such backup, or none yet),
+            400 ``bad_request`` (a backup of another environment).
+    """
+    # Under the instance's lock, as reset: a DELETE in between would leave a new current.db
+    # behind a terminated instance, or remove the files mid-backup.
+    with _lock_for(_instance_locks, _instance_locks_guard, instance_id):
+        target_env = require_live(state, instance_id)["env_key"]
+        if backup_id is None:
+            own = state.store.list(BACKUP_KIND, parent=instance_id)
+            backup = max(own, key=lambda doc: str(doc["created_at"])) if own else None
+        else:
+            backup = state.store.get(BACKUP_KIND, backup_id)
+        if backup is None:
+            raise not_found("backup", backup_id or f"of instance {instance_id}")
+        if backup.get("env_key") != target_env:
+            raise LocalAPIError(
+                400,
+                f"backup {backup['backup_id']!r} is of {backup.get('env_key')!r}, not {target_env!r}",
+                code="bad_request",
+                retryable=False,
+            )
+        path = state.settings.data_dir / str(backup["s3_key"])
+        with (
+            contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as source,
+            contextlib.closing(open_db(state, instance_id, "current", read_only=False)) as target,
+        ):
+            source.backup(target)
+        state.store.update(KIND, instance_id, updated_at=iso())
+    return models.RestoreResponse(
+        success=True,
+        backup_id=str(backup["backup_id"]),
+        source_instance_id=str(backup["instance_id"]),
+        target_instance_id=instance_id,
+        restored_at=iso(),
+    )
+
+
+# ---------------------------------------------------------------- TTL reaper
+
+
+def reap_expired(state: LocalState, now: float | None = None) -> list[str]:
+    """Terminate every live instance whose deadline has passed; returns their ids."""
+    moment = time.time() if now is None else now
+    reaped: list[str] = []
+    for doc in state.store.list(KIND):
+        if doc.get("status") == "terminated":
+            continue
+        deadline = doc.get("_deadline")
+        if isinstance(deadline, int | float) and deadline <= moment:
+            with contextlib.suppress(LocalAPIError):
+                delete_instance(state, str(doc["instance_id"]))
+                reaped.append(str(doc["instance_id"]))
+    return reaped
+
+
+async def reap_forever(state: LocalState, interval: float) -> None:
+    """Run :func:`reap_expired` every ``interval`` seconds until cancelled."""
+    while True:
+        try:
+            reaped = await anyio.to_thread.run_sync(reap_expired, state)
+            if reaped:
+                _log.info("reaped expired instances: %s", ", ".join(reaped))
+        except Exception:  # the reaper must outlive one bad pass
+            _log.exception("instance reaper pass failed")
+        await asyncio.sleep(interval)

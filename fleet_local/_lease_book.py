@@ -1,0 +1,177 @@
+"""Browser lease records: created, read with their TTL applied, ended, reaped.
+
+The records live in the server's store; each live lease's Chromium is in the ``BrowserPool``
+(``_chromium``). The HTTP routes over them are in ``_browser``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from fleet_sdk.types import browser_lease as models
+
+from ._chromium import BrowserPool
+from ._errors import LocalAPIError, not_found
+from ._idempotency import body_digest, conflict
+from ._ids import new_id
+from ._store import Store
+
+__all__ = [
+    "CLUSTER_NAME",
+    "ENDED_STATUSES",
+    "IDEMPOTENCY_KIND",
+    "LEASE_BROWSERS_DIR",
+    "LEASE_KIND",
+    "LIVE_STATUSES",
+    "LeaseBook",
+    "now_ms",
+]
+
+LEASE_KIND = "browser_lease"
+IDEMPOTENCY_KIND = "browser_lease_idempotency"
+LIVE_STATUSES = frozenset({"pending", "starting", "running"})
+ENDED_STATUSES = frozenset({"expired", "terminated", "error"})
+CLUSTER_NAME = "local"
+REAPER_INTERVAL = 0.5
+"""Seconds between two sweeps of the TTL reaper."""
+
+LEASE_BROWSERS_DIR = "browsers"
+"""Subdirectory of the data dir holding the leases' Chromium profiles."""
+
+
+def now_ms() -> int:
+    """Unix epoch milliseconds."""
+    return int(time.time() * 1000)
+
+
+class LeaseBook:
+    """Lease records in the store, with expiry applied on every read.
+
+    Keeps the ids and deadlines of live leases in memory so the reaper does not
+    scan every lease ever created.
+
+    Args:
+        store: The server's store, where lease records live.
+        data_dir: The server's data directory (the leases' browser profiles go under it).
+        public_url: The base URL clients reach the server at (known once it is bound).
+    """
+
+    def __init__(self, store: Store, data_dir: Path, public_url: Callable[[], str]) -> None:
+        self._store = store
+        self._public_url = public_url
+        self._lock = threading.Lock()
+        self.browsers = BrowserPool(data_dir / LEASE_BROWSERS_DIR)
+        self._live: dict[str, int] = {}
+        for doc in store.list(LEASE_KIND):
+            if doc.get("status") in LIVE_STATUSES:
+                self._live[doc["lease_id"]] = int(doc["expires_timestamp_ms"])
+
+    def create(self, body: models.BrowserLeaseRequest, idempotency_key: str | None) -> dict[str, Any]:
+        """Create a running lease, or return the one first created with the same idempotency key.
+
+        Raises:
+            LocalAPIError: 409 ``idempotency_conflict`` when the key was used with another body;
+                409 ``conflict`` when ``lease_id`` names a live lease.
+        """
+        store = self._store
+        digest = body_digest(body.model_dump(mode="json", exclude_none=True))
+        with self._lock:
+            if idempotency_key is not None:
+                seen = store.get(IDEMPOTENCY_KIND, idempotency_key)
+                if seen is not None:
+                    if seen.get("digest", digest) != digest:
+                        raise conflict(idempotency_key)
+                    earlier = self._read(seen["lease_id"])
+                    if earlier is not None:
+                        return earlier
+            lease_id = body.lease_id or new_id("lease")
+            existing = self._read(lease_id)
+            if existing is not None and existing["status"] in LIVE_STATUSES:
+                raise LocalAPIError(
+                    409,
+                    f"browser lease {lease_id!r} is already {existing['status']}; "
+                    "use Idempotency-Key to retry a create safely",
+                    code="conflict",
+                    retryable=False,
+                )
+            lease = self._new_lease(lease_id, body)
+            self.browsers.reopen(lease_id)
+            store.put(LEASE_KIND, lease_id, lease)
+            self._live[lease_id] = lease["expires_timestamp_ms"]
+            if idempotency_key is not None:
+                store.put(IDEMPOTENCY_KIND, idempotency_key, {"lease_id": lease_id, "digest": digest})
+            return lease
+
+    def _new_lease(self, lease_id: str, body: models.BrowserLeaseRequest) -> dict[str, Any]:
+        public_url = self._public_url()
+        base = f"{public_url}/browser/{lease_id}"
+        host_domain = urlsplit(public_url).netloc or "127.0.0.1"
+        created = now_ms()
+        lease = models.BrowserLease(
+            id=lease_id,
+            lease_id=lease_id,
+            browser_id=new_id("browser"),
+            host_domain=host_domain,
+            mcp_url=f"{base}/mcp",
+            cdp_url=f"{base}/cdp",
+            stream_url=f"{base}/stream",
+            status="running",
+            stream_ready=False,
+            # Default policy: the host of this server, where every local instance's web UI lives.
+            allowed_hosts=list(body.allowed_hosts) if body.allowed_hosts is not None else [host_domain],
+            created_timestamp_ms=created,
+            expires_timestamp_ms=created + body.ttl_seconds * 1000,
+            cluster_name=CLUSTER_NAME,
+        )
+        return lease.model_dump(mode="json")
+
+    def get(self, lease_id: str) -> dict[str, Any] | None:
+        """The lease with its TTL applied, or None when unknown."""
+        with self._lock:
+            return self._read(lease_id)
+
+    def _read(self, lease_id: str) -> dict[str, Any] | None:
+        lease = self._store.get(LEASE_KIND, lease_id)
+        if lease is None:
+            return None
+        if lease["status"] in LIVE_STATUSES and now_ms() >= lease["expires_timestamp_ms"]:
+            lease = self._end(lease_id, "expired") or lease
+        return lease
+
+    def _end(self, lease_id: str, status: str) -> dict[str, Any] | None:
+        self._live.pop(lease_id, None)
+        self.browsers.end(lease_id)  # kills its Chromium process group before the lease reads as ended
+        changes: dict[str, Any] = {"status": status, "stream_ready": False}
+        return self._store.update(LEASE_KIND, lease_id, **changes)
+
+    def terminate(self, lease_id: str) -> dict[str, Any]:
+        """End a live lease; 404 when unknown, 410 when it already ended."""
+        with self._lock:
+            lease = self._read(lease_id)
+            if lease is None:
+                raise not_found("browser lease", lease_id)
+            if lease["status"] in ENDED_STATUSES:
+                raise LocalAPIError(
+                    410,
+                    f"browser lease {lease_id!r} is already {lease['status']}",
+                    code="gone",
+                    retryable=False,
+                )
+            ended = self._end(lease_id, "terminated")
+            assert ended is not None
+            return ended
+
+    def reap(self) -> list[str]:
+        """Expire every live lease past its TTL; returns their ids."""
+        deadline = now_ms()
+        with self._lock:
+            due = [lease_id for lease_id, expires in self._live.items() if expires <= deadline]
+            for lease_id in due:
+                self._read(lease_id)
+                self._live.pop(lease_id, None)
+        return due

@@ -1,0 +1,360 @@
+"""The report service (``schemas/evaluation-reports.yaml``): import, export and render evaluation reports.
+
+Reports live in their own SQLite file, ``<data dir>/evaluation_reports.sqlite3``, whose
+``user_version`` names its layout: a file with another layout is not migrated and every call
+answers 501. An import takes the file's write lock (``BEGIN IMMEDIATE``) and waits for it at
+most ``FLEET_LOCAL_REPORT_LOCK_SECONDS`` (default 5); past that it answers 503 with
+``Retry-After``. Reports are scoped to the hash of the bearer key that imported them.
+
+The checks run in the order a client can act on: 401 (the router's auth), 415 (content type),
+413 (size, before the body is parsed), 422 (the envelope, naming the field), then 409/200/201 by
+digest, with 429 (30 new reports per key per rolling minute) only for a report that would be new.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import datetime as dt
+import hashlib
+import json
+import math
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from pydantic import ValidationError
+
+from fleet_sdk.reports import ReportEnvelope, digest, filename, to_html, to_json, to_markdown
+
+from ._episodes import SESSION_KIND
+from ._errors import LocalAPIError, payload_too_large
+from ._state import LocalState
+from ._validation import BodySchemas
+
+__all__ = ["DB_FILE", "LAYOUT_VERSION", "MAX_BODY_BYTES", "RATE_LIMIT", "router"]
+
+DB_FILE = "evaluation_reports.sqlite3"
+LAYOUT_VERSION = 1
+MAX_BODY_BYTES = 5 * 1024 * 1024
+
+RATE_LIMIT = 30
+RATE_WINDOW = 60.0
+LOCK_SECONDS_ENV = "FLEET_LOCAL_REPORT_LOCK_SECONDS"
+_MAX_BUCKETS = 10_000
+_MEDIA = {
+    "json": "application/json",
+    "md": "text/markdown; charset=utf-8",
+    "html": "text/html; charset=utf-8",
+}
+
+
+# Spellings of a boolean query parameter, as FastAPI parses a ``bool`` one.
+_TRUE = frozenset({"1", "true", "t", "yes", "y", "on"})
+_FALSE = frozenset({"0", "false", "f", "no", "n", "off"})
+
+
+def _query_flag(request: Request, name: str) -> bool:
+    """A boolean query parameter (the schema's ``type: boolean``); anything else is a 422."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return False
+    if raw.lower() in _TRUE:
+        return True
+    if raw.lower() in _FALSE:
+        return False
+    raise RequestValidationError(
+        [{"loc": ("query", name), "msg": f"{name} is a boolean (true or false)", "type": "bool_parsing"}]
+    )
+
+
+def _key_hash(request: Request) -> str:
+    token = request.headers.get("authorization", "").partition(" ")[2].strip()
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class _ReportStore:
+    """The report file; one short-lived connection per call, so a held lock is a real lock."""
+
+    def __init__(self, state: LocalState) -> None:
+        self.path = state.data_dir / DB_FILE
+        self.lock_seconds = float(os.environ.get(LOCK_SECONDS_ENV) or 5.0)
+        self.recent: dict[str, collections.deque[float]] = collections.defaultdict(collections.deque)
+
+    def busy(self) -> LocalAPIError:
+        return LocalAPIError(
+            503,
+            f"another import held the report store's lock for over {self.lock_seconds:g}s",
+            code="busy",
+            retryable=True,
+            headers={"Retry-After": "1"},
+        )
+
+    @contextlib.contextmanager
+    def connect(self) -> Iterator[sqlite3.Connection]:
+        db = sqlite3.connect(self.path, timeout=self.lock_seconds, isolation_level=None)
+        try:
+            version = int(db.execute("PRAGMA user_version").fetchone()[0])
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if version == 0 and not tables:
+                db.execute(
+                    "CREATE TABLE IF NOT EXISTS reports (key_hash TEXT NOT NULL, run_id TEXT NOT NULL, "
+                    "digest TEXT NOT NULL, envelope TEXT NOT NULL, created REAL NOT NULL, "
+                    "PRIMARY KEY (key_hash, run_id))"
+                )
+                db.execute(f"PRAGMA user_version = {LAYOUT_VERSION}")
+            elif version != LAYOUT_VERSION or "reports" not in tables:
+                raise LocalAPIError(
+                    501,
+                    f"the report store {DB_FILE} has layout {version}, this server knows {LAYOUT_VERSION}: "
+                    "it is not migrated",
+                    code="not_implemented",
+                    retryable=False,
+                )
+            yield db
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                raise self.busy() from exc
+            raise
+        finally:
+            db.close()
+
+    def find(self, key_hash: str, run_id: str) -> tuple[str, str] | None:
+        with self.connect() as db:
+            row = db.execute(
+                "SELECT digest, envelope FROM reports WHERE key_hash = ? AND run_id = ?", (key_hash, run_id)
+            ).fetchone()
+        return (str(row[0]), str(row[1])) if row else None
+
+    def _rate_check(self, key_hash: str) -> None:
+        now = time.monotonic()
+        window = self.recent[key_hash]
+        while window and now - window[0] >= RATE_WINDOW:
+            window.popleft()
+        if len(window) >= RATE_LIMIT:
+            wait = max(1, math.ceil(RATE_WINDOW - (now - window[0])))
+            raise LocalAPIError(
+                429,
+                f"more than {RATE_LIMIT} new reports in a minute for this key",
+                code="rate_limited",
+                retryable=True,
+                headers={"Retry-After": str(wait)},
+            )
+
+    def put(self, key_hash: str, envelope: ReportEnvelope) -> tuple[str, bool]:
+        """Store the envelope; returns (digest, duplicate). Blocking: run in a worker thread."""
+        text = json.dumps(envelope.to_dict(), sort_keys=True)
+        value = digest(envelope)
+        with self.connect() as db:
+            db.execute("BEGIN IMMEDIATE")  # waits lock_seconds for the write lock, then 503
+            try:
+                row = db.execute(
+                    "SELECT digest FROM reports WHERE key_hash = ? AND run_id = ?",
+                    (key_hash, envelope.run_id),
+                ).fetchone()
+                if row is not None:
+                    if row[0] != value:
+                        raise LocalAPIError(
+                            409,
+                            f"run_id {envelope.run_id!r} is stored with another digest ({row[0]})",
+                            code="conflict",
+                            retryable=False,
+                        )
+                    return value, True
+                self._rate_check(key_hash)
+                db.execute(
+                    "INSERT INTO reports (key_hash, run_id, digest, envelope, created) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (key_hash, envelope.run_id, value, text, time.time()),
+                )
+                self.recent[key_hash].append(time.monotonic())
+            finally:
+                db.execute("COMMIT")
+        return value, False
+
+
+def _validation_error(exc: ValidationError) -> RequestValidationError:
+    return RequestValidationError(
+        [
+            {"loc": ("body", *error["loc"]), "msg": error["msg"], "type": error["type"]}
+            for error in exc.errors(include_url=False)
+        ]
+    )
+
+
+def _parse_time(name: str, value: str | None) -> dt.datetime:
+    try:
+        moment = dt.datetime.fromisoformat(str(value))
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise RequestValidationError(
+            [
+                {
+                    "loc": ("query", name),
+                    "msg": "must be an RFC 3339 date-time with a zone",
+                    "type": "value_error",
+                }
+            ]
+        )
+    return moment
+
+
+def _query_int(request: Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = low - 1
+    if not low <= value <= high:
+        raise RequestValidationError(
+            [
+                {
+                    "loc": ("query", name),
+                    "msg": f"must be an integer from {low} to {high}",
+                    "type": "value_error",
+                }
+            ]
+        )
+    return value
+
+
+def trace_window(state: LocalState, request: Request) -> dict[str, Any]:
+    """The trace window report of ``GET /v1/evaluation_trace_window`` (blocking)."""
+    raw_end = request.query_params.get("end")
+    end = dt.datetime.now(dt.UTC) if raw_end is None else _parse_time("end", raw_end)
+    raw_start = request.query_params.get("start")
+    start = end - dt.timedelta(hours=1) if raw_start is None else _parse_time("start", raw_start)
+    bucket = _query_int(request, "bucket_seconds", 60, 1, 86400)
+    limit = _query_int(request, "limit", 100, 1, 1000)
+    # An empty or reversed window has no buckets; a window too long for its buckets gets wider
+    # ones (the answer's bucket_seconds says which), so any valid request is answered.
+    span = max(0.0, (end - start).total_seconds())
+    bucket = max(bucket, math.ceil(span / _MAX_BUCKETS))
+    count = math.ceil(span / bucket)
+    job_id = request.query_params.get("job_id")
+    rows = []
+    for doc in state.store.list(SESSION_KIND, parent=job_id) if job_id else state.store.list(SESSION_KIND):
+        created = dt.datetime.fromisoformat(str(doc.get("created_at")))
+        if start <= created < end:
+            rows.append((created, doc))
+    rows.sort(key=lambda r: (r[0], str(r[1].get("session_id"))), reverse=True)
+    counts = [0] * count
+    errored = [0] * count
+    for created, doc in rows:
+        slot = int((created - start).total_seconds() // bucket)
+        counts[slot] += 1
+        errored[slot] += doc.get("status") == "errored"
+    buckets = [
+        {
+            "start": (start + dt.timedelta(seconds=i * bucket)).isoformat(),
+            "count": counts[i],
+            "errored": errored[i],
+        }
+        for i in range(count)
+    ]
+    listed = [
+        {
+            "session_id": str(doc.get("session_id")),
+            "job_id": doc.get("job_id"),
+            "model": doc.get("model"),
+            "status": str(doc.get("status")),
+            "created_at": created.isoformat(),
+        }
+        for created, doc in rows[:limit]
+    ]
+    return {
+        "start": start.isoformat(),
+        "end": end.isoformat(),
+        "bucket_seconds": bucket,
+        "total_count": len(rows),
+        "returned_count": len(listed),
+        "truncated": len(rows) > len(listed),
+        "buckets": buckets,
+        "sessions": listed,
+    }
+
+
+def router(state: LocalState, bodies: BodySchemas) -> APIRouter:
+    """The report service's routes; register them with bearer auth only (they check their own bodies)."""
+    api = APIRouter()
+    store = _ReportStore(state)
+    envelope_schema = bodies.lookup("POST", "/v1/evaluation_reports")
+
+    @api.post("/v1/evaluation_reports", status_code=201)
+    async def import_evaluation_report(request: Request) -> JSONResponse:
+        media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media != "application/json" and not media.endswith("+json"):
+            raise LocalAPIError(415, "Content-Type must be application/json", code="unsupported_media_type")
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+            raise payload_too_large(MAX_BODY_BYTES)
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_BODY_BYTES:
+                raise payload_too_large(MAX_BODY_BYTES)
+        try:
+            data = json.loads(body)
+        except ValueError as exc:
+            raise RequestValidationError(
+                [{"loc": ("body",), "msg": f"not JSON: {exc}", "type": "json_invalid"}]
+            ) from None
+        # The schema decides (strictly: no defaults filled in, no coercion), then the model parses.
+        issues = envelope_schema.issues(data) if envelope_schema is not None else []
+        if issues:
+            raise RequestValidationError(issues)
+        try:
+            envelope = ReportEnvelope.model_validate(data)
+        except ValidationError as exc:
+            raise _validation_error(exc) from None
+        value, duplicate = await asyncio.to_thread(store.put, _key_hash(request), envelope)
+        result = {
+            "run_id": envelope.run_id,
+            "digest": value,
+            "duplicate": duplicate,
+            "url": f"/v1/evaluation_reports/{envelope.run_id}",
+        }
+        return JSONResponse(result, status_code=200 if duplicate else 201)
+
+    @api.get("/v1/evaluation_reports/{run_id}")
+    async def get_evaluation_report(run_id: str, request: Request) -> Response:
+        fmt = request.query_params.get("format") or "json"
+        download = _query_flag(request, "download")
+        found = await asyncio.to_thread(store.find, _key_hash(request), run_id)
+        if found is None:
+            raise LocalAPIError(404, f"no evaluation report with run_id {run_id!r}", code="not_found")
+        if fmt not in _MEDIA:
+            raise RequestValidationError(
+                [{"loc": ("query", "format"), "msg": "format is one of json, md, html", "type": "enum"}]
+            )
+        envelope = ReportEnvelope.model_validate_json(found[1])
+        if not envelope.report.complete:
+            raise RequestValidationError(
+                [
+                    {
+                        "loc": ("path", "run_id"),
+                        "msg": "the report is not complete (pending results)",
+                        "type": "value_error",
+                    }
+                ]
+            )
+        text = {"json": to_json, "md": to_markdown, "html": to_html}[fmt](envelope)
+        headers = {}
+        if download:
+            headers["Content-Disposition"] = f'attachment; filename="{filename(envelope.run_id, fmt)}"'  # type: ignore[arg-type]
+        return Response(text, media_type=_MEDIA[fmt], headers=headers)
+
+    @api.get("/v1/evaluation_trace_window")
+    async def get_trace_window_report(request: Request) -> JSONResponse:
+        return JSONResponse(await asyncio.to_thread(trace_window, state, request))
+
+    return api

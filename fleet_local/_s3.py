@@ -1,0 +1,625 @@
+"""The local S3-compatible endpoint for screenshots: durable, signed writes, public reads.
+
+When ``settings.s3`` is on, the server's lifespan starts a small S3 server (the stdlib's
+threading HTTP server) on a loopback port and sets ``state.s3_url``. It speaks the part of
+the S3 REST protocol the screenshot uploader and the viewer use, path-style, for one bucket
+(``fleet-sessions-images``):
+
+* ``PUT /<bucket>/<key>`` (PutObject), ``GET /<bucket>?list-type=2`` (ListObjectsV2) and
+  ``HEAD /<bucket>`` need a SigV4 signature made with the server's API key as the secret
+  access key (any access key id); unsigned or wrongly signed requests get ``403``.
+  A server started with ``--allow-any-key`` accepts any well-formed signature.
+* ``GET`` / ``HEAD /<bucket>/<key>`` are public, as the production bucket's objects are.
+* Nothing else is served (no bucket creation or deletion, no reset route).
+
+Objects live under ``<data_dir>/s3/`` and the endpoint rebinds the port it used last time, so
+the URLs stored in sessions fetch the same bytes after a restart on the same data dir
+(``tests/local/test_s3.py``).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime as dt
+import email.utils
+import hashlib
+import hmac
+import json
+import logging
+import os
+import re
+import socket
+import tempfile
+import threading
+import uuid
+import zlib
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
+from xml.sax.saxutils import escape
+
+import anyio
+from fastapi import APIRouter
+
+from ._state import LocalState
+
+BUCKET = "fleet-sessions-images"
+REGION = "us-east-1"
+MAX_OBJECT_BYTES = 64 * 1024 * 1024
+"""Largest object a PUT may carry (a screenshot is far smaller)."""
+MAX_LIST_KEYS = 1000
+CLOCK_SKEW = dt.timedelta(minutes=15)
+"""How far a signed request's ``X-Amz-Date`` may be from now (S3's own limit)."""
+
+log = logging.getLogger("fleet_local.s3")
+
+_SIGNING_HINT = (
+    "sign the request with AWS SigV4 using the server's API key as the secret access key "
+    "(LocalFleet.screenshot_store() and the clients LocalFleet hands out do)"
+)
+_AUTH_FIELDS = re.compile(r"(\w+)=([^,\s]+)")
+_XMLNS = "http://s3.amazonaws.com/doc/2006-03-01/"
+
+
+def public_object_url(state: LocalState, key: str) -> str:
+    """The anonymous URL of an object of the screenshot bucket.
+
+    Args:
+        state: The server state (its S3 endpoint must be running).
+        key: Object key, e.g. ``harness/screenshot/<sha>.png``.
+
+    Raises:
+        RuntimeError: The S3 endpoint is not running (server started without S3).
+    """
+    if state.s3_url is None:
+        raise RuntimeError("the local S3 endpoint is not running (server started with --no-s3)")
+    return f"{state.s3_url}/{BUCKET}/{key.lstrip('/')}"
+
+
+def put_public_object(state: LocalState, key: str, data: bytes, content_type: str) -> str:
+    """Store an object in the screenshot bucket from inside the server and return its public URL
+    (blocking: run it in a worker thread).
+
+    Writes are atomic file replaces, so this is safe next to the endpoint's own writes.
+
+    Args:
+        state: The server state (its S3 endpoint must be running).
+        key: Object key.
+        data: The bytes.
+        content_type: Served back as ``Content-Type``.
+
+    Raises:
+        RuntimeError: The S3 endpoint is not running (server started without S3).
+    """
+    url = public_object_url(state, key)
+    ObjectStore(_bucket_dir(state.settings.data_dir)).put(key, data, content_type)
+    return url
+
+
+def _bucket_dir(data_dir: Path) -> Path:
+    return data_dir / "s3" / BUCKET
+
+
+# ---------------------------------------------------------------- SigV4
+
+
+@dataclass(frozen=True)
+class S3Refusal:
+    """Why a request is refused, as S3 says it: HTTP status, error code, message."""
+
+    status: int
+    code: str
+    message: str
+
+
+def _canonical_query(raw_query: str) -> str:
+    pairs = parse_qsl(raw_query, keep_blank_values=True)
+    encoded = sorted((quote(k, safe="-_.~"), quote(v, safe="-_.~")) for k, v in pairs)
+    return "&".join(f"{k}={v}" for k, v in encoded)
+
+
+def _hmac(key: bytes, message: str) -> bytes:
+    return hmac.new(key, message.encode(), hashlib.sha256).digest()
+
+
+def sigv4_refusal(
+    method: str,
+    raw_path: str,
+    raw_query: str,
+    headers: Mapping[str, str],
+    *,
+    secret: str | None,
+    now: dt.datetime | None = None,
+) -> S3Refusal | None:
+    """Check a request's AWS SigV4 ``Authorization`` header (S3 flavour, header auth only).
+
+    The payload hash is taken from ``x-amz-content-sha256`` as signed; the caller checks
+    that the body really has it.
+
+    Args:
+        method: HTTP method.
+        raw_path: The path as sent (still percent-encoded).
+        raw_query: The query string as sent.
+        headers: Request headers, names lowercased.
+        secret: The secret access key requests must be signed with; None accepts any
+            well-formed signature (``--allow-any-key``).
+        now: The current time (tests).
+
+    Returns:
+        None when the signature holds, else the refusal to answer.
+    """
+    authorization = headers.get("authorization", "")
+    if not authorization:
+        return S3Refusal(403, "AccessDenied", f"anonymous requests may only read objects: {_SIGNING_HINT}")
+    algorithm, _, rest = authorization.partition(" ")
+    fields = dict(_AUTH_FIELDS.findall(rest))
+    credential = fields.get("Credential", "").split("/")
+    if (
+        algorithm != "AWS4-HMAC-SHA256"
+        or len(credential) != 5
+        or not {"SignedHeaders", "Signature"} <= set(fields)
+    ):
+        return S3Refusal(
+            400, "AuthorizationHeaderMalformed", f"expected an AWS4-HMAC-SHA256 header: {_SIGNING_HINT}"
+        )
+    _access_key, day, region, service, terminal = credential
+    amz_date = headers.get("x-amz-date", "")
+    try:
+        moment = dt.datetime.strptime(amz_date, "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC)
+    except ValueError:
+        return S3Refusal(403, "AccessDenied", "x-amz-date is missing or not YYYYMMDDTHHMMSSZ")
+    if abs((now or dt.datetime.now(dt.UTC)) - moment) > CLOCK_SKEW:
+        return S3Refusal(
+            403, "RequestTimeTooSkewed", "x-amz-date is more than 15 minutes from the server's time"
+        )
+    signed = fields["SignedHeaders"].split(";")
+    if day != amz_date[:8] or service != "s3" or terminal != "aws4_request" or "host" not in signed:
+        return S3Refusal(
+            400, "AuthorizationHeaderMalformed", "the credential scope does not match the request"
+        )
+    payload_hash = headers.get("x-amz-content-sha256", "")
+    if not payload_hash:
+        return S3Refusal(400, "InvalidRequest", "x-amz-content-sha256 is required")
+    if secret is None:
+        return None
+    canonical_headers = "".join(f"{name}:{' '.join(headers.get(name, '').split())}\n" for name in signed)
+    canonical = "\n".join(
+        [
+            method,
+            raw_path or "/",
+            _canonical_query(raw_query),
+            canonical_headers,
+            ";".join(signed),
+            payload_hash,
+        ]
+    )
+    scope = f"{day}/{region}/{service}/{terminal}"
+    to_sign = f"AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
+    key = _hmac(_hmac(_hmac(_hmac(f"AWS4{secret}".encode(), day), region), service), terminal)
+    expected = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(expected, fields["Signature"]):
+        return S3Refusal(
+            403, "SignatureDoesNotMatch", f"the signature does not match (wrong secret?): {_SIGNING_HINT}"
+        )
+    return None
+
+
+def body_refusal(body: bytes, headers: Mapping[str, str]) -> S3Refusal | None:
+    """Check the body against the digests the request declared (sha256, Content-MD5, CRC32).
+
+    Args:
+        body: The request body.
+        headers: Request headers, names lowercased.
+    """
+    declared = headers.get("x-amz-content-sha256", "")
+    if declared.startswith("STREAMING-"):
+        return S3Refusal(501, "NotImplemented", "aws-chunked uploads are not supported; send a plain body")
+    if declared != "UNSIGNED-PAYLOAD" and declared != hashlib.sha256(body).hexdigest():
+        return S3Refusal(400, "XAmzContentSHA256Mismatch", "the body does not match x-amz-content-sha256")
+    md5 = headers.get("content-md5")
+    if md5 and md5 != base64.b64encode(hashlib.md5(body).digest()).decode():
+        return S3Refusal(400, "BadDigest", "the body does not match Content-MD5")
+    crc32 = headers.get("x-amz-checksum-crc32")
+    if crc32 and crc32 != base64.b64encode(zlib.crc32(body).to_bytes(4, "big")).decode():
+        return S3Refusal(400, "BadDigest", "the body does not match x-amz-checksum-crc32")
+    return None
+
+
+# ---------------------------------------------------------------- objects on disk
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    """One object's metadata (its bytes are read separately)."""
+
+    key: str
+    size: int
+    etag: str
+    content_type: str
+    last_modified: dt.datetime
+
+
+class ObjectStore:
+    """Objects of one bucket as files: ``objects/<sha256(key)>`` plus ``meta/<sha256(key)>.json``.
+
+    Hashed names keep any key (``/``, ``..``, 1 KiB long) inside the directory. The meta
+    file is written last, so an object exists once its meta file does.
+
+    Args:
+        root: The bucket's directory.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._objects = root / "objects"
+        self._meta = root / "meta"
+        self._objects.mkdir(parents=True, exist_ok=True)
+        self._meta.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _name(key: str) -> str:
+        return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+    @staticmethod
+    def _write(path: Path, data: bytes) -> None:
+        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as file:
+                file.write(data)
+            os.replace(temp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
+
+    def put(self, key: str, data: bytes, content_type: str) -> StoredObject:
+        """Store ``data`` at ``key`` (replacing any object there).
+
+        Args:
+            key: Object key.
+            data: The bytes.
+            content_type: Served back as ``Content-Type``.
+        """
+        name = self._name(key)
+        stored = StoredObject(
+            key=key,
+            size=len(data),
+            etag=hashlib.md5(data).hexdigest(),
+            content_type=content_type,
+            last_modified=dt.datetime.now(dt.UTC).replace(microsecond=0),
+        )
+        meta = {**stored.__dict__, "last_modified": stored.last_modified.isoformat()}
+        with self._lock:
+            self._write(self._objects / name, data)
+            self._write(self._meta / f"{name}.json", json.dumps(meta).encode())
+        return stored
+
+    def head(self, key: str) -> StoredObject | None:
+        """The object's metadata, or None when there is no such object.
+
+        Args:
+            key: Object key.
+        """
+        return self._load(self._meta / f"{self._name(key)}.json")
+
+    def read(self, key: str) -> bytes:
+        """The object's bytes (call ``head`` first).
+
+        Args:
+            key: Object key.
+        """
+        return (self._objects / self._name(key)).read_bytes()
+
+    @staticmethod
+    def _load(path: Path) -> StoredObject | None:
+        try:
+            meta = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        return StoredObject(**{**meta, "last_modified": dt.datetime.fromisoformat(meta["last_modified"])})
+
+    def list(self, prefix: str, start_after: str, limit: int) -> tuple[list[StoredObject], bool]:
+        """Objects whose key starts with ``prefix`` and sorts after ``start_after``, in key order.
+
+        Args:
+            prefix: Key prefix.
+            start_after: Only keys greater than this.
+            limit: At most this many.
+
+        Returns:
+            The objects and whether more remain.
+        """
+        found = [obj for path in self._meta.glob("*.json") if (obj := self._load(path)) is not None]
+        chosen = sorted(
+            (o for o in found if o.key.startswith(prefix) and o.key > start_after), key=lambda o: o.key
+        )
+        return chosen[:limit], len(chosen) > limit
+
+
+# ---------------------------------------------------------------- HTTP
+
+
+def _error_xml(refusal: S3Refusal, resource: str) -> bytes:
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f"<Error><Code>{refusal.code}</Code><Message>{escape(refusal.message)}</Message>"
+        f"<Resource>{escape(resource)}</Resource><RequestId>{uuid.uuid4().hex}</RequestId></Error>"
+    ).encode()
+
+
+def _http_date(moment: dt.datetime) -> str:
+    return email.utils.format_datetime(moment.astimezone(dt.UTC), usegmt=True)
+
+
+def _iso(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+class _S3Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], objects: ObjectStore, secret: str | None) -> None:
+        self.objects = objects
+        self.secret = secret
+        super().__init__(address, _S3Handler)
+
+
+class _S3Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _S3Server
+    server_version = "fleet-sdk-local-s3"
+    # Seconds a connection may sit idle mid-request or between keep-alive requests: a client that
+    # stops sending must not hold its thread forever.
+    timeout = 60
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the local server logs nothing per request."""
+
+    # -- plumbing
+
+    def _headers(self) -> dict[str, str]:
+        return {name.lower(): value for name, value in self.headers.items()}
+
+    def _target(self) -> tuple[str, str, str, str]:
+        """Raw path, raw query, bucket, key (decoded)."""
+        parts = urlsplit(self.path)
+        bucket, _, key = parts.path.lstrip("/").partition("/")
+        return parts.path, parts.query, unquote(bucket), unquote(key)
+
+    def _send(self, status: int, body: bytes = b"", headers: Mapping[str, str] | None = None) -> None:
+        self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("x-amz-request-id", uuid.uuid4().hex[:16].upper())
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _refuse(self, refusal: S3Refusal, *, body_unread: bool = False) -> None:
+        if body_unread:
+            # The body was never read: it would be taken for the next request on this connection.
+            self.close_connection = True
+        self._send(
+            refusal.status, _error_xml(refusal, self._target()[0]), {"Content-Type": "application/xml"}
+        )
+
+    def handle_expect_100(self) -> bool:
+        """Let only a PUT that passes the signature check send its body (boto3 waits for 100)."""
+        if self.command == "PUT" and not self._authorize():
+            return False
+        return super().handle_expect_100()
+
+    def _authorize(self) -> bool:
+        raw_path, raw_query, _, _ = self._target()
+        refusal = sigv4_refusal(self.command, raw_path, raw_query, self._headers(), secret=self.server.secret)
+        if refusal is not None:
+            self._refuse(refusal, body_unread=self.command == "PUT")
+            return False
+        return True
+
+    def _known_bucket(self, bucket: str) -> bool:
+        if bucket == BUCKET:
+            return True
+        self._refuse(
+            S3Refusal(404, "NoSuchBucket", f"this endpoint serves only the bucket {BUCKET!r}"),
+            body_unread=self.command in ("PUT", "POST"),
+        )
+        return False
+
+    # -- methods
+
+    def do_GET(self) -> None:
+        """GetObject (public), ListObjectsV2 or GetBucketLocation (signed)."""
+        _, raw_query, bucket, key = self._target()
+        if not self._known_bucket(bucket):
+            return
+        if key:
+            self._get_object(key)
+        elif self._authorize():
+            self._list(dict(parse_qsl(raw_query, keep_blank_values=True)))
+
+    def do_HEAD(self) -> None:
+        """HeadObject (public) or HeadBucket (signed)."""
+        _, _, bucket, key = self._target()
+        if not self._known_bucket(bucket):
+            return
+        if key:
+            self._get_object(key)
+        elif self._authorize():
+            self._send(200, headers={"x-amz-bucket-region": REGION})
+
+    def do_PUT(self) -> None:
+        """PutObject (signed)."""
+        _, _, bucket, key = self._target()
+        if not self._known_bucket(bucket) or not self._authorize():
+            return
+        if not key:
+            self._refuse(S3Refusal(409, "BucketAlreadyOwnedByYou", f"{BUCKET} exists"), body_unread=True)
+            return
+        headers = self._headers()
+        length = headers.get("content-length", "")
+        if not length.isdigit() or "chunked" in headers.get("transfer-encoding", ""):
+            self._refuse(S3Refusal(411, "MissingContentLength", "send Content-Length"), body_unread=True)
+            return
+        if int(length) > MAX_OBJECT_BYTES:
+            message = f"objects are limited to {MAX_OBJECT_BYTES} bytes"
+            self._refuse(S3Refusal(400, "EntityTooLarge", message), body_unread=True)
+            return
+        body = self.rfile.read(int(length))
+        refusal = body_refusal(body, headers)
+        if refusal is not None:
+            self._refuse(refusal)
+            return
+        stored = self.server.objects.put(key, body, headers.get("content-type") or "binary/octet-stream")
+        self._send(200, headers={"ETag": f'"{stored.etag}"'})
+
+    def _refuse_method(self) -> None:
+        message = "this endpoint serves GET, HEAD and PUT of the screenshot bucket only"
+        self._refuse(S3Refusal(405, "MethodNotAllowed", message), body_unread=True)
+
+    do_POST = do_DELETE = do_PATCH = _refuse_method
+
+    def _get_object(self, key: str) -> None:
+        stored = self.server.objects.head(key)
+        if stored is None:
+            self._refuse(S3Refusal(404, "NoSuchKey", "The specified key does not exist."))
+            return
+        body = self.server.objects.read(key) if self.command == "GET" else b""
+        headers = {
+            "Content-Type": stored.content_type,
+            "ETag": f'"{stored.etag}"',
+            "Last-Modified": _http_date(stored.last_modified),
+            "Access-Control-Allow-Origin": "*",
+        }
+        if self.command == "HEAD":
+            # HEAD announces the object's length without sending it.
+            self.send_response(200)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(stored.size))
+            self.end_headers()
+            return
+        self._send(200, body, headers)
+
+    def _list(self, query: Mapping[str, str]) -> None:
+        if "location" in query:  # GetBucketLocation: us-east-1 is the empty constraint
+            xml = f'<?xml version="1.0" encoding="UTF-8"?>\n<LocationConstraint xmlns="{_XMLNS}"/>'
+            self._send(200, xml.encode(), {"Content-Type": "application/xml"})
+            return
+        if query.get("list-type") != "2":
+            message = "only ListObjectsV2 (list-type=2) and GetBucketLocation are served"
+            self._refuse(S3Refusal(501, "NotImplemented", message))
+            return
+        prefix = query.get("prefix", "")
+        token = query.get("continuation-token", "")
+        start_after = unquote(token) if token else query.get("start-after", "")
+        max_keys = query.get("max-keys", str(MAX_LIST_KEYS))
+        limit = min(int(max_keys), MAX_LIST_KEYS) if max_keys.isdigit() else MAX_LIST_KEYS
+        objects, truncated = self.server.objects.list(prefix, start_after, limit)
+        contents = "".join(
+            f"<Contents><Key>{escape(o.key)}</Key><LastModified>{_iso(o.last_modified)}</LastModified>"
+            f'<ETag>"{o.etag}"</ETag><Size>{o.size}</Size><StorageClass>STANDARD</StorageClass></Contents>'
+            for o in objects
+        )
+        more = f"<NextContinuationToken>{quote(objects[-1].key)}</NextContinuationToken>" if truncated else ""
+        echoed = f"<ContinuationToken>{escape(token)}</ContinuationToken>" if token else ""
+        xml = (
+            f'<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="{_XMLNS}">'
+            f"<Name>{BUCKET}</Name><Prefix>{escape(prefix)}</Prefix><KeyCount>{len(objects)}</KeyCount>"
+            f"<MaxKeys>{limit}</MaxKeys><IsTruncated>{'true' if truncated else 'false'}</IsTruncated>"
+            f"{echoed}{contents}{more}</ListBucketResult>"
+        )
+        self._send(200, xml.encode(), {"Content-Type": "application/xml"})
+
+
+class S3Endpoint:
+    """The S3 server on a loopback port, serving ``<data_dir>/s3/<bucket>``.
+
+    The port is remembered in ``<data_dir>/s3/endpoint.json`` and bound again on the next
+    start, so stored object URLs keep working; when it is taken, another is chosen (and
+    the URLs stored before stop resolving, which is logged).
+
+    Args:
+        host: Interface to bind.
+        data_dir: The server's data directory.
+        secret: The secret access key writes must be signed with (None: any signature).
+    """
+
+    def __init__(self, host: str, data_dir: Path, secret: str | None) -> None:
+        self._host = host
+        self._data_dir = data_dir
+        self._root = data_dir / "s3"
+        self._secret = secret
+        self._server: _S3Server | None = None
+        self._thread: threading.Thread | None = None
+        self.url = ""
+
+    def _remembered_port(self) -> int:
+        with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+            port = int(json.loads((self._root / "endpoint.json").read_text())["port"])
+            return port if 0 < port < 65536 else 0
+        return 0
+
+    def start(self) -> str:
+        """Bind, start serving in a thread and return the endpoint URL (blocking)."""
+        objects = ObjectStore(_bucket_dir(self._data_dir))
+        wanted = self._remembered_port()
+        try:
+            server = _S3Server((self._host, wanted), objects, self._secret)
+        except OSError:
+            if not wanted:
+                raise
+            log.warning("S3 port %d is taken: object URLs stored before this start will not resolve", wanted)
+            server = _S3Server((self._host, 0), objects, self._secret)
+        server.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        port = int(server.server_address[1])
+        (self._root / "endpoint.json").write_text(json.dumps({"port": port}))
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, name="local-s3", daemon=True)
+        self._thread.start()
+        self.url = f"http://{self._host}:{port}"
+        return self.url
+
+    def stop(self) -> None:
+        """Stop serving and close the listening socket (blocking)."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+
+@contextlib.asynccontextmanager
+async def lifespan(state: LocalState) -> AsyncIterator[None]:
+    """Run the S3 endpoint for the server's lifetime when ``settings.s3`` is on.
+
+    Sets ``state.s3_url`` once it listens and clears it on shutdown.
+    """
+    if not state.settings.s3:
+        yield
+        return
+    settings = state.settings
+    host = settings.host if settings.host != "0.0.0.0" else "127.0.0.1"
+    endpoint = S3Endpoint(host, settings.data_dir, settings.api_key)
+    state.s3_url = await anyio.to_thread.run_sync(endpoint.start)
+    try:
+        yield
+    finally:
+        state.s3_url = None
+        await anyio.to_thread.run_sync(endpoint.stop)
+
+
+def router(state: LocalState) -> APIRouter:
+    """No HTTP routes: the S3 endpoint is its own server at ``state.s3_url``."""
+    return APIRouter()

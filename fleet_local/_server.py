@@ -1,0 +1,426 @@
+"""Running the local server: in this process (``serve``, used by the CLI) or as
+a child process managed by ``LocalFleet`` (tests, scripts, the demo)."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from fleet_sdk import ConfigurationError, FleetError
+from fleet_sdk.process_groups import guard_group, release_group
+
+from ._state import LocalSettings, LocalState
+
+if TYPE_CHECKING:
+    from fleet_sdk import AsyncFleet, Fleet
+    from fleet_sdk.traces import ScreenshotSink
+
+API_KEY_ENV = "FLEET_LOCAL_API_KEY"
+S3_ACCESS_KEY_ID = "fleet-local"
+"""Access key id of the local S3 endpoint's credentials (any works; the secret is the API key)."""
+READY_EVENT = "ready"
+
+
+def build_state(settings: LocalSettings) -> LocalState:
+    """Create the server state for ``settings``: store, environments, fault injector, services."""
+    from . import _lease_endpoints
+    from ._faults import FaultInjector
+    from ._lease_book import LeaseBook
+    from ._mcp import session_manager
+    from ._store import Store
+    from .environments import registry
+
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    state = LocalState(
+        settings=settings,
+        store=Store(settings.data_dir / "fleet.db"),
+        environments=registry(),
+        faults=FaultInjector(enabled=settings.faults_enabled),
+    )
+    state.browser_leases = LeaseBook(state.store, state.data_dir, lambda: state.public_url)
+    state.mcp_sessions = session_manager(state)
+    state.lease_mcp_sessions = _lease_endpoints.session_manager(state)
+    return state
+
+
+def _announce_jail(settings: LocalSettings) -> None:
+    """Say on stderr, at startup, whether verifiers run in the OS jail (and if not, whether at all)."""
+    from fleet_sdk.verifiers import jail_status
+
+    status = jail_status()
+    if status.available:
+        return
+    if settings.allow_unjailed_verifiers:
+        outcome = "verifiers run under the audit hook alone (--allow-unjailed-verifiers)"
+    else:
+        outcome = "verifier runs are refused (503); start with --allow-unjailed-verifiers to accept that"
+    warning = f"WARNING: the verifier OS jail is unavailable: {status.reason}; {outcome}"
+    sys.stderr.write(f"fleet-sdk local server: {warning}\n")
+    sys.stderr.flush()
+
+
+def serve(
+    settings: LocalSettings, *, announce: bool = True, ready_fields: Mapping[str, Any] | None = None
+) -> None:
+    """Serve until SIGINT/SIGTERM, printing one JSON ``ready`` line once started.
+
+    Args:
+        settings: Server configuration.
+        announce: Print ``{"event": "ready", "url": ..., "s3_url": ...}`` to stdout when ready.
+        ready_fields: More fields for the ready line (a generated ``api_key``).
+
+    Raises:
+        ConfigurationError: The address cannot be bound (port in use, no such interface).
+    """
+    import uvicorn
+
+    from ._app import create_app
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Accepted sockets inherit this: without it small responses wait ~40 ms on delayed ACKs.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind((settings.host, settings.port))
+    except OSError as exc:
+        sock.close()
+        reason = "the port is already in use" if exc.errno == errno.EADDRINUSE else exc.strerror or str(exc)
+        raise ConfigurationError(f"cannot listen on {settings.host}:{settings.port}: {reason}") from None
+    # Listen now: the ready line is printed from the lifespan, before uvicorn starts accepting,
+    # and a bound socket that is not listening refuses the connections of a fast client.
+    sock.listen(2048)
+    host, port = sock.getsockname()[:2]
+    state = build_state(settings)
+    state.public_url = f"http://{host}:{port}"
+
+    def ready() -> None:
+        if announce:
+            line = {"event": READY_EVENT, "url": state.public_url, "s3_url": state.s3_url, "pid": os.getpid()}
+            line.update(ready_fields or {})
+            sys.stdout.write(json.dumps(line) + "\n")
+            sys.stdout.flush()
+        # The probe starts a jailed interpreter (~0.1-1 s): once ready, not in startup's way.
+        threading.Thread(target=_announce_jail, args=(settings,), name="fleet-jail", daemon=True).start()
+
+    state.on_ready = ready
+    config = uvicorn.Config(
+        create_app(state),
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=5,
+        access_log=False,
+        # Longer than clients keep idle pooled connections, so the server never closes one
+        # under a request a client is just sending (a load balancer's idle timeout is similar).
+        timeout_keep_alive=75,
+    )
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        state.store.close()
+        sock.close()
+
+
+class LocalFleet:
+    """A local Fleet server in a child process, for tests, scripts and the demo.
+
+    ``with LocalFleet() as local:`` starts the server on a free loopback port and
+    stops it (and everything it started) on exit. The clients it hands out
+    (``fleet()``, ``async_fleet()``) send every surface to it, screenshots included
+    (``screenshot_store()``), never to production.
+
+    Args:
+        data_dir: State directory; a temporary one (deleted on stop) when None.
+        api_key: The bearer key the server requires (also the secret of its S3
+            endpoint); random when None.
+        faults: Enable the fault-injection admin API.
+        s3: Start the S3-compatible screenshot endpoint.
+        startup_timeout: Seconds to wait for the server to be ready.
+        settings: Further ``LocalSettings`` fields (``verifier_timeout``, ``job_concurrency``...).
+
+    Attributes:
+        base_url: Where every surface is served, e.g. ``http://127.0.0.1:43121``.
+        s3_url: The S3-compatible endpoint, or None.
+        api_key: The bearer key to use.
+    """
+
+    def __init__(
+        self,
+        data_dir: str | Path | None = None,
+        *,
+        api_key: str | None = None,
+        faults: bool = False,
+        s3: bool = True,
+        startup_timeout: float = 30.0,
+        **settings: Any,
+    ) -> None:
+        self._temp_dir = None if data_dir is not None else tempfile.mkdtemp(prefix="fleet-local-")
+        self.data_dir = Path(data_dir if data_dir is not None else self._temp_dir or "")
+        self.api_key = api_key or f"local-{secrets.token_urlsafe(24)}"
+        self._faults = faults
+        self._s3 = s3
+        self._startup_timeout = startup_timeout
+        self._settings = settings
+        self._process: subprocess.Popen[str] | None = None
+        self._stderr: list[str] = []
+        self.base_url = ""
+        self.s3_url: str | None = None
+
+    def __repr__(self) -> str:
+        return f"LocalFleet(base_url={self.base_url!r}, data_dir={str(self.data_dir)!r})"
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process id while running."""
+        return self._process.pid if self._process is not None else None
+
+    def start(self) -> LocalFleet:
+        """Start the server and wait until it is ready; returns self."""
+        if self._process is not None:
+            return self
+        argv = [
+            sys.executable,
+            "-m",
+            "fleet_sdk.cli",
+            "serve",
+            "--data-dir",
+            str(self.data_dir),
+            "--port",
+            "0",
+        ]
+        if self._faults:
+            argv.append("--enable-faults")
+        if not self._s3:
+            argv.append("--no-s3")
+        for name, value in self._settings.items():
+            flag = f"--{name.replace('_', '-')}"
+            if isinstance(value, bool):  # store_true flags take no value
+                argv += [flag] if value else []
+            else:
+                argv += [flag, str(value)]
+        env = {**os.environ, API_KEY_ENV: self.api_key, "PYTHONUNBUFFERED": "1"}
+        self._process = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+        )
+        # Should this process die without stop() (SIGKILL, a crash), the server dies with it, and
+        # its own guard then ends its browsers and verifier runs.
+        guard_group(self._process.pid)
+        threading.Thread(target=self._drain_stderr, daemon=True).start()
+        ready = self._wait_ready()
+        self.base_url, self.s3_url = ready["url"], ready.get("s3_url")
+        return self
+
+    def _drain_stderr(self) -> None:
+        assert self._process is not None and self._process.stderr is not None
+        for line in self._process.stderr:
+            self._stderr.append(line)
+            del self._stderr[:-200]
+
+    def _wait_ready(self) -> dict[str, Any]:
+        assert self._process is not None and self._process.stdout is not None
+        result: dict[str, Any] = {}
+        stdout = self._process.stdout
+
+        def read() -> None:
+            for line in stdout:
+                with contextlib.suppress(ValueError):
+                    event = json.loads(line)
+                    if isinstance(event, dict) and event.get("event") == READY_EVENT:
+                        result.update(event)
+                        return
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(self._startup_timeout)
+        if not result:
+            code = self._process.poll()
+            self.stop()
+            tail = "".join(self._stderr[-30:])
+            state = f"exited with {code}" if code is not None else f"not ready after {self._startup_timeout}s"
+            raise FleetError(f"local server {state}:\n{tail}")
+        # Keep draining stdout so a chatty server never blocks on a full pipe.
+        threading.Thread(target=lambda: [None for _ in stdout], daemon=True).start()
+        return result
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the server and every process it started; remove a temporary data dir."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout)
+        if process is not None:
+            # Whatever the server left in its own group (the Playwright driver) ends here; its
+            # browsers and verifier runs, in groups of their own, were ended by the server.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout)
+            release_group(process.pid)
+        if self._temp_dir is not None:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+
+    def __enter__(self) -> LocalFleet:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> LocalFleet:
+        import anyio
+
+        return await anyio.to_thread.run_sync(self.start)
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        import anyio
+
+        await anyio.to_thread.run_sync(self.stop)
+
+    def _require_running(self) -> None:
+        if not self.base_url:
+            raise ConfigurationError("LocalFleet is not started: use `with LocalFleet() as local:`")
+
+    def fleet(self, **kwargs: Any) -> Fleet:
+        """A ``Fleet`` client whose every surface points at this server.
+
+        Args:
+            **kwargs: Passed to ``Fleet`` (``timeout``, ``retry``...).
+        """
+        from fleet_sdk import Fleet
+
+        return Fleet(**{**self._client_settings(), **kwargs})
+
+    def async_fleet(self, **kwargs: Any) -> AsyncFleet:
+        """An ``AsyncFleet`` client whose every surface points at this server.
+
+        Args:
+            **kwargs: Passed to ``AsyncFleet``.
+        """
+        from fleet_sdk import AsyncFleet
+
+        return AsyncFleet(**{**self._client_settings(), **kwargs})
+
+    def _client_settings(self) -> dict[str, Any]:
+        """Every surface of a client on this server: one process serves all URLs and screenshots.
+
+        ``environ={}``: no ``FLEET_*`` variable of the caller's may move a surface elsewhere.
+        """
+        self._require_running()
+        return {
+            "api_key": self.api_key,
+            "base_url": self.base_url,
+            "platform_url": self.base_url,
+            "browser_url": self.base_url,
+            "browser_api_key": self.api_key,
+            "screenshot_store": self.screenshot_store(),
+            "environ": {},
+        }
+
+    def screenshot_store(self) -> ScreenshotSink:
+        """A screenshot store on this server's S3 endpoint, signed with its key.
+
+        Objects are read back at ``<s3_url>/fleet-sessions-images/<key>``. A server started
+        with ``s3=False`` gets a store that refuses every upload (screenshots keep their
+        data URLs), never the production bucket.
+        """
+        from fleet_sdk.traces import ScreenshotStore
+
+        self._require_running()
+        if self.s3_url is None:
+            return _NoScreenshotStore()
+        return ScreenshotStore.for_endpoint(
+            self.s3_url, aws_access_key_id=S3_ACCESS_KEY_ID, aws_secret_access_key=self.api_key
+        )
+
+    def inject_fault(
+        self,
+        path: str,
+        *,
+        mode: str = "status",
+        status: int = 503,
+        count: int = 1,
+        method: str = "*",
+        delay: float = 30.0,
+        body: Mapping[str, Any] | None = None,
+        when: str = "before",
+    ) -> None:
+        """Make the next ``count`` requests to ``path`` fail (server started with ``faults=True``).
+
+        Args:
+            path: Exact path or glob, e.g. ``/v1/env/instances`` or ``/instances/*/mcp*``.
+            mode: ``status`` (answer ``status``), ``hang`` (wait ``delay`` then 504), ``drop`` (close).
+            status: HTTP status for ``status`` mode (400-599).
+            count: Number of requests to fail.
+            method: HTTP method to match, or ``*``.
+            delay: Seconds to hang.
+            body: The JSON error body to answer in ``status`` mode, in any shape a real server
+                sends (default: ``{"detail": ..., "code": "injected_fault", "retryable": true}``).
+            when: ``before`` the request is handled, or ``after`` it was handled for real and
+                its answer thrown away (a lost response).
+
+        Raises:
+            FleetError: The server refused the rule (faults off, or a bad field, named).
+        """
+        self._require_running()
+        rule: dict[str, Any] = {
+            "path": path,
+            "mode": mode,
+            "status": status,
+            "count": count,
+            "method": method,
+            "delay": delay,
+            "when": when,
+        }
+        if body is not None:
+            rule["body"] = dict(body)
+        self._admin("POST", json=rule)
+
+    def fired_faults(self) -> list[tuple[str, str, str]]:
+        """Every fault fired so far, oldest first, as ``(method, path, mode)``."""
+        self._require_running()
+        return [(m, p, mode) for m, p, mode in self._admin("GET")["fired"]]
+
+    def clear_faults(self) -> None:
+        """Disarm all faults."""
+        self._require_running()
+        self._admin("DELETE")
+
+    def _admin(self, method: str, **kwargs: Any) -> Any:
+        """One call to the fault admin API, with the server's key."""
+        headers = {"Authorization": f"Bearer {self.api_key}"}
+        url = f"{self.base_url}/_admin/faults"
+        response = httpx.request(method, url, headers=headers, timeout=10, **kwargs)
+        if response.status_code != 200:
+            raise FleetError(f"fault admin API refused {method} ({response.status_code}): {response.text}")
+        return response.json()
+
+
+class _NoScreenshotStore:
+    """The screenshot store of a local server without S3: every upload fails, nothing leaves."""
+
+    def __repr__(self) -> str:
+        return "_NoScreenshotStore()"
+
+    def upload(self, key: str, data: bytes, mime: str) -> str:
+        """Refuse (the server was started with ``s3=False``).
+
+        Args:
+            key: Object key.
+            data: The image bytes.
+            mime: The image MIME type.
+        """
+        raise ConfigurationError("the local server runs without its S3 endpoint (s3=False)")

@@ -1,0 +1,291 @@
+"""Sessions (``schemas/sessions-ingest.yaml``): ingest, transcript read-back, a job's sessions.
+
+Harness sessions (written by :mod:`._episodes`) and ingested sessions share one document kind,
+``session``, whose parent is the job id, and one message table (``Store.append_messages``). So
+``GET /v1/sessions/job/{job_id}`` works for evaluation jobs and for trace jobs alike.
+
+Design choices where the schema leaves room:
+
+* ``message_count`` of an ingest is the session's total after the call (so an append shows it grow);
+* a new ingested session without ``status`` is ``completed``; an append without it keeps the old one;
+* ``metadata`` of an append is merged into the stored metadata (``score`` replaced when sent);
+* an ingested session has a verifier execution only when it carries ``verifier_execution_id``
+  (docs/wire.md#traces: only those count for the pass rate): the stored execution of that id when this
+  server ran it, else one made from ``metadata.score``;
+* models are reported bare (``anthropic/claude-x`` → ``claude-x``), ingested ones included.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+from fastapi import APIRouter
+from pydantic import ValidationError
+
+from fleet_sdk.protocol import bare_model
+from fleet_sdk.types import sessions_ingest as smodels
+
+from ._episodes import JOB_KIND, SESSION_KIND, session_score
+from ._errors import not_found
+from ._idempotency import IdempotencyKey, idempotent
+from ._state import LocalState, iso, new_id
+
+__all__ = ["router"]
+
+_TASK_KIND = "task"
+_INSTANCE_KIND = "instance"
+_EXECUTION_KIND = "verifier_execution"
+_TRACE_JOB_KIND = "trace_job"
+_EXECUTION_FIELDS = ("success", "score", "stdout", "execution_time_ms", "result", "execution_id")
+
+_ingest_lock = threading.Lock()
+
+
+def _iso_or_none(value: Any) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def _ingest(state: LocalState, body: smodels.SessionIngestRequest) -> smodels.SessionIngestResponse:
+    """Create or append to a session (blocking; run in a worker thread)."""
+    messages = [{"content": None, **m.model_dump(mode="json", exclude_none=True)} for m in body.messages]
+    steps = sum(1 for m in messages if m.get("role") == "assistant")
+    metadata = body.metadata.model_dump(mode="json") if body.metadata is not None else {}
+    with _ingest_lock:
+        existing = state.store.get(SESSION_KIND, body.session_id) if body.session_id else None
+        if existing is not None:
+            session_id = str(existing["session_id"])
+            changes: dict[str, Any] = {
+                "metadata": {**(existing.get("metadata") or {}), **metadata},
+                "step_count": int(existing.get("step_count") or 0) + steps,
+                "updated_at": iso(),
+            }
+            if body.status is not None:
+                changes["status"] = body.status
+            if body.ended_at is not None:
+                changes["ended_at"] = body.ended_at.isoformat()
+            if body.verifier_execution_id is not None:
+                changes["verifier_execution_id"] = body.verifier_execution_id
+            if body.instance_id is not None and not existing.get("instance_id"):
+                changes["instance_id"] = body.instance_id
+            state.store.update(SESSION_KIND, session_id, **changes)
+            created = False
+        else:
+            session_id = body.session_id or new_id("sess")
+            now = iso()
+            doc = {
+                "session_id": session_id,
+                "source": "ingest",
+                "job_id": body.job_id,
+                "task_key": body.task_key,
+                "task": None,
+                "model": bare_model(body.model or "unknown"),
+                "model_id": body.model,
+                "status": body.status or "completed",
+                "created_at": now,
+                "updated_at": now,
+                "started_at": _iso_or_none(body.started_at),
+                "ended_at": _iso_or_none(body.ended_at),
+                "step_count": steps,
+                "instance_id": body.instance_id,
+                "instance": None,
+                "verifier_execution": None,
+                "verifier_execution_id": body.verifier_execution_id,
+                "metadata": metadata,
+                "error": None,
+            }
+            state.store.put(SESSION_KIND, session_id, doc, parent=body.job_id)
+            created = True
+        total = state.store.append_messages(session_id, messages)
+    return smodels.SessionIngestResponse(
+        success=True, session_id=session_id, message_count=total, created_new_session=created
+    )
+
+
+def _verifier_execution(state: LocalState, doc: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The session's verifier execution (see the module docstring for ingested sessions)."""
+    stored = doc.get("verifier_execution")
+    if isinstance(stored, dict):
+        return {name: stored.get(name) for name in _EXECUTION_FIELDS}
+    execution_id = doc.get("verifier_execution_id")
+    if not execution_id:
+        return None
+    metadata = doc.get("metadata") or {}
+    score = metadata.get("score") if isinstance(metadata, Mapping) else None
+    record = state.store.get(_EXECUTION_KIND, str(execution_id))
+    if record is not None:
+        execution = {name: record.get(name) for name in _EXECUTION_FIELDS}
+        if isinstance(score, int | float) and not isinstance(score, bool):
+            execution["score"] = float(score)  # the uploader's reward wins (it may be a partial reward)
+    else:
+        execution = {
+            "success": score is not None,
+            "score": score,
+            "stdout": None,
+            "execution_time_ms": None,
+            "result": None,
+            "execution_id": str(execution_id),
+        }
+    elapsed = execution.get("execution_time_ms")
+    # Required by the schema: an execution this server did not time reports 0 ms.
+    execution["execution_time_ms"] = int(elapsed) if isinstance(elapsed, int | float) else 0
+    execution["success"] = bool(execution.get("success"))
+    return execution
+
+
+def _public(record: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in record.items() if not key.startswith("_")}
+
+
+def _instance(state: LocalState, doc: Mapping[str, Any]) -> smodels.Instance | None:
+    """The session's instance record; None when this server has no full record of it."""
+    instance_id = doc.get("instance_id")
+    record = state.store.get(_INSTANCE_KIND, str(instance_id)) if instance_id else None
+    if record is None and isinstance(doc.get("instance"), dict):
+        record = doc["instance"]
+    if record is None:
+        return None
+    try:
+        return smodels.Instance.model_validate(_public(record))
+    except ValidationError:
+        return None  # e.g. an id ingested for an instance this server never ran
+
+
+def _task(state: LocalState, doc: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The session's task as ``TaskInfo``: our names and the orchestrator's, side by side."""
+    task = doc.get("task")
+    if not isinstance(task, dict):
+        key = doc.get("task_key")
+        task = state.store.get(_TASK_KIND, str(key)) if key else None
+    if task is None:
+        return None
+    key = task.get("task_key") or task.get("key")
+    env = task.get("env_key") or task.get("env_id")
+    if not key or not env:
+        return None
+    return {
+        **task,
+        "key": key,
+        "task_key": key,
+        "env_id": env,
+        "env_key": env,
+        "prompt": task.get("prompt") or "",
+        "version": task.get("env_version") or task.get("version"),
+        "verifier_func": task.get("verifier_code") or task.get("verifier_func"),
+    }
+
+
+def _transcript(state: LocalState, session_id: str) -> smodels.SessionTranscriptResponse:
+    doc = state.store.get(SESSION_KIND, session_id)
+    if doc is None:
+        raise not_found("session", session_id)
+    task = _task(state, doc)
+    execution = _verifier_execution(state, doc)
+    return smodels.SessionTranscriptResponse(
+        task=None if task is None else smodels.TaskInfo.model_validate(task),
+        instance=_instance(state, doc),
+        verifier_execution=None
+        if execution is None
+        else smodels.VerifierExecutionResult.model_validate(execution),
+        transcript=[
+            smodels.TranscriptMessage.model_validate({"content": None, **m})
+            for m in state.store.messages(session_id)
+        ],
+    )
+
+
+def _summary(state: LocalState, doc: Mapping[str, Any]) -> tuple[smodels.SessionInfo, float | None]:
+    execution = _verifier_execution(state, doc)
+    summary = smodels.SessionInfo.model_validate(
+        {
+            "session_id": doc["session_id"],
+            "instance": _instance(state, doc),
+            "model": doc.get("model") or "",
+            "status": doc.get("status") or "completed",
+            "created_at": doc["created_at"],
+            "started_at": doc.get("started_at"),
+            "ended_at": doc.get("ended_at"),
+            "step_count": int(doc.get("step_count") or 0),
+            "verifier_execution": execution,
+            "error": doc.get("error"),
+        }
+    )
+    return summary, session_score(execution)
+
+
+def _job_sessions(state: LocalState, job_id: str) -> smodels.JobSessionsResponse:
+    docs = state.store.list(SESSION_KIND, parent=job_id)
+    if (
+        not docs
+        and state.store.get(JOB_KIND, job_id) is None
+        and state.store.get(_TRACE_JOB_KIND, job_id) is None
+    ):
+        raise not_found("job", job_id)
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for doc in docs:
+        groups.setdefault(str(doc.get("task_key") or ""), []).append(doc)
+    tasks: list[smodels.TaskSessionGroup] = []
+    for task_key, members in groups.items():
+        summaries: list[smodels.SessionInfo] = []
+        scores: list[float] = []
+        for doc in members:
+            summary, score = _summary(state, doc)
+            summaries.append(summary)
+            if score is not None:
+                scores.append(score)
+        passed = sum(1 for score in scores if score >= 1.0)
+        tasks.append(
+            smodels.TaskSessionGroup(
+                task_id=task_key,
+                task=_task(state, members[0]),
+                total_sessions=len(members),
+                passed_sessions=passed,
+                pass_rate=passed / len(members),
+                average_score=sum(scores) / len(scores) if scores else None,
+                sessions=summaries,
+            )
+        )
+    return smodels.JobSessionsResponse(job_id=job_id, total_sessions=len(docs), tasks=tasks)
+
+
+def router(state: LocalState) -> APIRouter:
+    """Routes of the sessions surface."""
+    api = APIRouter(tags=["sessions"])
+
+    @api.post("/v1/sessions/ingest", response_model=smodels.SessionIngestResponse)
+    async def ingest_session(
+        body: smodels.SessionIngestRequest, idempotency_key: IdempotencyKey = None
+    ) -> smodels.SessionIngestResponse:
+        """Create a session, or append messages to an existing one (once per ``Idempotency-Key``)."""
+
+        def ingest_once() -> smodels.SessionIngestResponse:
+            return idempotent(
+                state.store,
+                scope="ingest_session",
+                key=idempotency_key,
+                payload=body.model_dump(mode="json"),
+                model=smodels.SessionIngestResponse,
+                create=lambda: _ingest(state, body),
+            )
+
+        return await anyio.to_thread.run_sync(ingest_once)
+
+    @api.get("/v1/sessions/job/{job_id}", response_model=smodels.JobSessionsResponse)
+    async def get_job_sessions(job_id: str) -> smodels.JobSessionsResponse:
+        """A job's sessions grouped by task, with pass counts and average scores."""
+        return await anyio.to_thread.run_sync(_job_sessions, state, job_id)
+
+    # Unset fields stay out: a stored message has only the keys it was sent with, and an optional
+    # field such as an image's ``detail`` is not nullable in the schema.
+    @api.get(
+        "/v1/sessions/{session_id}/transcript",
+        response_model=smodels.SessionTranscriptResponse,
+        response_model_exclude_unset=True,
+    )
+    async def get_session_transcript(session_id: str) -> smodels.SessionTranscriptResponse:
+        """A session's task, instance, verifier execution and messages."""
+        return await anyio.to_thread.run_sync(_transcript, state, session_id)
+
+    return api

@@ -1,0 +1,126 @@
+"""Everything one local server process shares between its routes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ._ids import iso, new_id, utcnow
+from ._store import Store
+
+__all__ = ["LocalSettings", "LocalState", "iso", "new_id", "utcnow"]
+
+if TYPE_CHECKING:
+    import asyncio
+    from collections.abc import Callable
+
+    import anyio
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+    from ._faults import FaultInjector
+    from ._lease_book import LeaseBook
+    from .environments import EnvironmentDefinition
+
+
+@dataclass
+class LocalSettings:
+    """How a local server is configured.
+
+    Attributes:
+        data_dir: Where state, seed and instance databases live.
+        api_key: The bearer key clients must send; None accepts any bearer key.
+        host: Interface to bind (loopback by default).
+        port: Port to bind (0 picks a free one).
+        s3: Start the S3-compatible endpoint for screenshots.
+        verifier_timeout: Default wall-clock seconds for a verifier run.
+        verifier_memory_mb: Address-space limit of a verifier process.
+        job_concurrency: Sessions a job runs at once.
+        job_browser_concurrency: Browser leases (one headless Chromium each, 250-400 MiB) a job
+            holds at once for its browser_use / computer_use sessions; within ``job_concurrency``.
+        model_base_url: OpenAI-compatible chat-completions URL for non-local policies.
+        model_api_key: Key for ``model_base_url``.
+        instance_ttl_seconds: Default TTL of an instance.
+        reaper_interval: Seconds between two passes of the TTL reaper.
+        faults_enabled: Serve the fault-injection admin API (tests only; off by default).
+        mcp_session_idle_timeout: Seconds of inactivity after which an instance's MCP session is
+            ended (its id then answers 404 and the client opens a new session).
+        query_timeout: Seconds one SQL request may take (waiting included) before it is stopped.
+        query_concurrency: SQL statements run at once; more wait, within their deadline.
+        max_body_bytes: The largest request body accepted (413 beyond).
+        allow_unjailed_verifiers: Run verifiers under the audit hook alone when the OS jail
+            (bubblewrap) cannot start; by default such runs are refused with 503.
+    """
+
+    data_dir: Path
+    api_key: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 0
+    s3: bool = True
+    verifier_timeout: float = 30.0
+    verifier_memory_mb: int = 512
+    job_concurrency: int = 8
+    job_browser_concurrency: int = 2
+    model_base_url: str | None = None
+    model_api_key: str | None = field(default=None, repr=False)
+    instance_ttl_seconds: int = 3600
+    reaper_interval: float = 5.0
+    faults_enabled: bool = False
+    mcp_session_idle_timeout: float = 1800.0
+    allow_unjailed_verifiers: bool = False
+    query_timeout: float = 30.0
+    query_concurrency: int = 64
+    max_body_bytes: int = 32 * 1024 * 1024
+
+
+@dataclass
+class LocalState:
+    """Shared state of one running local server.
+
+    Attributes:
+        settings: Its configuration.
+        store: The SQLite document store.
+        environments: Bundled environments by ``env_key``.
+        public_url: The base URL clients reach this server at (set once bound).
+        s3_url: The S3-compatible endpoint URL, once started.
+        faults: The fault injector (inactive unless a test arms it).
+        browser_leases: The browser leases and their TTL reaper.
+        mcp_sessions: The MCP session manager every instance endpoint is served by.
+        lease_mcp_sessions: The MCP session manager of the browser leases' endpoints.
+        jobs: The running job tasks by job id (cancelled on shutdown).
+        on_ready: Called once every lifespan has started (the ready line).
+        sql_limiters: The gate SQL requests wait at and the threads' own limiter
+            (``_sql_work``; made on first use, inside the loop).
+
+    ``build_state`` (``fleet_local._server``) creates one with every service in place.
+    """
+
+    settings: LocalSettings
+    store: Store
+    environments: dict[str, EnvironmentDefinition]
+    faults: FaultInjector
+    public_url: str = ""
+    s3_url: str | None = None
+    browser_leases: LeaseBook = field(init=False)
+    mcp_sessions: StreamableHTTPSessionManager = field(init=False)
+    lease_mcp_sessions: StreamableHTTPSessionManager = field(init=False)
+    jobs: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    on_ready: Callable[[], None] | None = None
+    sql_limiters: tuple[anyio.CapacityLimiter, anyio.CapacityLimiter] | None = None
+
+    @property
+    def data_dir(self) -> Path:
+        """The data directory."""
+        return self.settings.data_dir
+
+    def instance_dir(self, instance_id: str) -> Path:
+        """Folder holding an instance's ``seed.db`` and ``current.db``."""
+        return self.data_dir / "instances" / instance_id
+
+    def seed_path(self, env_key: str, version: str) -> Path:
+        """Built seed database of an environment version."""
+        return self.data_dir / "seeds" / f"{env_key}-{version}.db"
+
+    def instance_root(self, instance_id: str) -> str:
+        """``urls.root`` of an instance (ends with a slash)."""
+        return f"{self.public_url}/instances/{instance_id}/"

@@ -1,0 +1,392 @@
+"""Every JSON request body is checked against its operation's schema in ``schemas/*.yaml``.
+
+FastAPI validates bodies with the generated pydantic models in lax mode, which lets through
+what the schemas forbid: ``false`` for an integer, ``"1"`` for a number, ``null`` for a field
+whose type does not include ``null`` (the generated models type every optional field
+``X | None``), ``0`` for a ``date-time``. So the schemas themselves decide: at startup each
+operation's ``requestBody`` schema becomes one JSON Schema 2020-12 validator (OpenAPI 3.1
+schemas are JSON Schema), and a dependency that runs after authentication checks the decoded
+body against it before the route sees it. Anything refused is answered as FastAPI's 422,
+``detail: [{loc: ["body", ...path to the bad field], msg, type}]``, so the response names the
+field. A body the schema accepts still goes through the route's pydantic model as before.
+
+The schemas are looked up in ``$FLEET_LOCAL_SCHEMAS``, then next to this module
+(``fleet_local/schemas``, for a packaged server), then in the source tree's ``schemas/``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+from fastapi import Depends, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
+from jsonschema import Draft202012Validator, FormatChecker  # type: ignore[import-untyped]
+from jsonschema.exceptions import ValidationError  # type: ignore[import-untyped]
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+__all__ = ["SCHEMAS_ENV", "BodySchemas", "body_check", "find_schemas", "load_body_schemas"]
+
+SCHEMAS_ENV = "FLEET_LOCAL_SCHEMAS"
+"""Directory of the ``*.yaml`` schemas, when not the packaged or source-tree one."""
+
+_HERE = Path(__file__).resolve().parent
+_CANDIDATES = (_HERE / "schemas", _HERE.parent / "schemas")
+_BASE_URI = "https://fleet-sdk.local/schemas/"
+_METHODS = ("get", "put", "post", "delete", "patch")
+_JSON_CONTENT = "application/json"
+_MAX_MSG = 200
+
+# RFC 3339 ``date-time`` (what OpenAPI's ``format: date-time`` means): a zone is required.
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+
+_FORMATS = FormatChecker(formats=())
+
+
+def _is_date_time(value: object) -> bool:
+    if not isinstance(value, str):
+        return True  # ``type`` rules on non-strings
+    if _RFC3339.fullmatch(value) is None:
+        return False
+    try:
+        datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return True
+
+
+_FORMATS.checks("date-time")(_is_date_time)
+
+# pydantic's names for the failures the schemas can report (the ``type`` of a ValidationIssue).
+_TYPE_NAMES = {
+    "integer": "int_type",
+    "number": "float_type",
+    "string": "string_type",
+    "boolean": "bool_type",
+    "object": "dict_type",
+    "array": "list_type",
+    "null": "none_required",
+}
+_KEYWORD_TYPES = {
+    "required": "missing",
+    "additionalProperties": "extra_forbidden",
+    "enum": "enum",
+    "const": "literal_error",
+    "minimum": "greater_than_equal",
+    "exclusiveMinimum": "greater_than",
+    "maximum": "less_than_equal",
+    "exclusiveMaximum": "less_than",
+    "minLength": "string_too_short",
+    "maxLength": "string_too_long",
+    "pattern": "string_pattern_mismatch",
+    "minItems": "too_short",
+    "maxItems": "too_long",
+    "format": "format",
+    "anyOf": "union",
+    "oneOf": "union",
+}
+
+
+def find_schemas() -> Path:
+    """The directory holding the four ``*.yaml`` schemas.
+
+    Raises:
+        RuntimeError: when none of the places it may be in has them.
+    """
+    override = os.environ.get(SCHEMAS_ENV)
+    candidates = (Path(override),) if override else _CANDIDATES
+    for candidate in candidates:
+        if (candidate / "env-instance.yaml").is_file():
+            return candidate
+    tried = ", ".join(str(c) for c in candidates)
+    raise RuntimeError(
+        f"the local server validates request bodies against schemas/*.yaml, but found none in {tried}; "
+        f"set {SCHEMAS_ENV} to the directory of the schemas"
+    )
+
+
+def _pointer(*parts: str) -> str:
+    return "".join("/" + part.replace("~", "~0").replace("/", "~1") for part in parts)
+
+
+@dataclass(frozen=True)
+class BodySchema:
+    """The request body of one operation.
+
+    Attributes:
+        operation: ``operationId (file)``, for messages.
+        required: Whether the schema requires a body.
+        validator: The compiled validator of the body's schema.
+    """
+
+    operation: str
+    required: bool
+    validator: Any
+
+    def issues(self, body: Any) -> list[dict[str, Any]]:
+        """The ValidationIssues of ``body`` (empty when it is valid), ``loc`` starting at ``"body"``."""
+        seen: set[tuple[tuple[str | int, ...], str]] = set()
+        issues: list[dict[str, Any]] = []
+        for error in self.validator.iter_errors(body):
+            for issue in (issue for cause in _causes(error) for issue in _issues(cause)):
+                key = (tuple(issue["loc"]), issue["type"])
+                if key not in seen:
+                    seen.add(key)
+                    issues.append(issue)
+        return issues
+
+
+def _type_name(expected: Any) -> str:
+    names = [expected] if isinstance(expected, str) else [t for t in expected if t != "null"] or ["null"]
+    return _TYPE_NAMES.get(names[0], "type_error")
+
+
+def _truncate(text: str) -> str:
+    return text if len(text) <= _MAX_MSG else text[: _MAX_MSG - 3] + "..."
+
+
+def _causes(error: ValidationError) -> list[ValidationError]:
+    """The errors to report for ``error``: for an ``anyOf``/``oneOf``, those of the one branch meant.
+
+    A branch is not the one meant when the value is not of its type, or when a ``const`` of its
+    properties (a discriminator such as a content block's ``type``) does not match. When exactly
+    one branch is left, its errors are reported (they name deeper fields); else the union's own.
+    """
+    if error.validator not in ("anyOf", "oneOf") or not error.context:
+        return [error]
+    branches: dict[Any, list[ValidationError]] = {}
+    for sub in error.context:
+        branches.setdefault(sub.relative_schema_path[0], []).append(sub)
+    depth = len(error.absolute_path)
+
+    def meant(errors: list[ValidationError]) -> bool:
+        return not any(
+            (e.validator == "type" and len(e.absolute_path) == depth)
+            or (e.validator == "const" and len(e.absolute_path) == depth + 1)
+            for e in errors
+        )
+
+    candidates = [errors for errors in branches.values() if meant(errors)]
+    if len(candidates) != 1:
+        return [error]
+    return [cause for sub in candidates[0] for cause in _causes(sub)]
+
+
+def _union_types(error: ValidationError) -> list[str] | None:
+    """The types an ``anyOf``/``oneOf`` allows, when every branch failed on the value's type."""
+    depth = len(error.absolute_path)
+    types: list[str] = []
+    for sub in error.context:
+        if sub.validator != "type" or len(sub.absolute_path) != depth:
+            continue
+        expected = sub.validator_value
+        types += [expected] if isinstance(expected, str) else list(expected)
+    branches = {sub.relative_schema_path[0] for sub in error.context}
+    typed = {sub.relative_schema_path[0] for sub in error.context if sub.validator == "type"}
+    return list(dict.fromkeys(types)) if types and typed == branches else None
+
+
+def _issues(error: ValidationError) -> list[dict[str, Any]]:
+    """One or more ValidationIssues for a JSON Schema error; each names the field it is about."""
+    loc: list[str | int] = ["body", *error.absolute_path]
+    keyword = str(error.validator)
+    instance = error.instance
+    if keyword == "required" and isinstance(instance, dict):
+        missing = [name for name in error.validator_value if name not in instance]
+        return [{"loc": [*loc, name], "msg": "Field required", "type": "missing"} for name in missing]
+    if keyword == "additionalProperties" and isinstance(instance, dict):
+        known = error.schema.get("properties", {})
+        patterns = error.schema.get("patternProperties", {})
+        extra = [
+            name
+            for name in instance
+            if name not in known and not any(re.search(pattern, name) for pattern in patterns)
+        ]
+        return [
+            {"loc": [*loc, name], "msg": "Extra inputs are not permitted", "type": "extra_forbidden"}
+            for name in extra
+        ]
+    if keyword == "type":
+        expected = error.validator_value
+        allowed = " or ".join([expected] if isinstance(expected, str) else expected)
+        return [{"loc": loc, "msg": f"Input should be of type {allowed}", "type": _type_name(expected)}]
+    if keyword in ("anyOf", "oneOf") and (types := _union_types(error)):
+        return [
+            {"loc": loc, "msg": f"Input should be of type {' or '.join(types)}", "type": _type_name(types)}
+        ]
+    if keyword == "format":
+        msg = f"Input should be a valid {error.validator_value}"
+        if error.validator_value == "date-time":
+            msg += " (RFC 3339, with a time zone, e.g. 2024-01-31T12:00:00Z)"
+        return [{"loc": loc, "msg": msg, "type": f"{str(error.validator_value).replace('-', '_')}_format"}]
+    return [{"loc": loc, "msg": _truncate(error.message), "type": _KEYWORD_TYPES.get(keyword, keyword)}]
+
+
+class BodySchemas:
+    """The request-body validators of every schema operation, by method and local path template.
+
+    Args:
+        schemas: Directory of the ``*.yaml`` schemas.
+        prefixes: Where the local server mounts the operations of a tag (the instance manager's
+            paths are relative to each instance's manager base), by tag.
+    """
+
+    def __init__(self, schemas: Path, prefixes: Mapping[str, str]) -> None:
+        documents: dict[str, Any] = {}
+        for path in sorted(schemas.glob("*.yaml")):
+            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+            documents[path.name] = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
+        registry: Registry[Any] = Registry().with_resources(
+            (_BASE_URI + name, Resource.from_contents(doc, default_specification=DRAFT202012))
+            for name, doc in documents.items()
+        )
+        self._bodies: dict[tuple[str, str], BodySchema] = {}
+        for name, doc in documents.items():
+            for route, item in doc.get("paths", {}).items():
+                for method in _METHODS:
+                    op = item.get(method)
+                    if not isinstance(op, dict) or "requestBody" not in op:
+                        continue
+                    body = op["requestBody"]
+                    if _JSON_CONTENT not in body.get("content", {}):
+                        continue
+                    pointer = _pointer(
+                        "paths", route, method, "requestBody", "content", _JSON_CONTENT, "schema"
+                    )
+                    validator = Draft202012Validator(
+                        {"$ref": f"{_BASE_URI}{name}#{pointer}"}, registry=registry, format_checker=_FORMATS
+                    )
+                    prefix = next((prefixes[tag] for tag in op.get("tags", ()) if tag in prefixes), "")
+                    self._bodies[(method.upper(), prefix + route)] = BodySchema(
+                        operation=f"{op.get('operationId')} ({name})",
+                        required=bool(body.get("required", False)),
+                        validator=validator,
+                    )
+        # Resolve every $ref now, so a broken schema fails at startup and not on a request.
+        for body_schema in self._bodies.values():
+            body_schema.validator.is_valid(None)
+
+    def lookup(self, method: str, path: str) -> BodySchema | None:
+        """The body schema of the operation served at ``method path`` (a route's path template)."""
+        return self._bodies.get((method.upper(), path))
+
+    def check_routes(self, routes: Iterable[Any]) -> None:
+        """Every route taking a body is a schema operation with a body, and the other way round.
+
+        Raises:
+            RuntimeError: naming the routes and operations left without a match.
+        """
+        served: set[tuple[str, str]] = set()
+        unchecked: list[str] = []
+        for route in routes:
+            if not isinstance(route, APIRoute):
+                continue
+            for method in route.methods or ():
+                served.add((method, route.path_format))
+                if route.body_field is not None and (method, route.path_format) not in self._bodies:
+                    unchecked.append(f"{method} {route.path_format}")
+        unserved = [f"{m} {p} ({b.operation})" for (m, p), b in self._bodies.items() if (m, p) not in served]
+        if unchecked or unserved:
+            raise RuntimeError(
+                "request-body validation does not line up with the routes: "
+                f"routes with a body but no schema operation: {unchecked or 'none'}; "
+                f"schema operations with a body but no route: {unserved or 'none'}"
+            )
+
+
+@functools.cache
+def _load_cached(schemas: Path, prefixes: tuple[tuple[str, str], ...]) -> BodySchemas:
+    return BodySchemas(schemas, dict(prefixes))
+
+
+def load_body_schemas(prefixes: Mapping[str, str], schemas: Path | None = None) -> BodySchemas:
+    """The validators for ``schemas`` (default: :func:`find_schemas`), built once per process."""
+    return _load_cached((schemas or find_schemas()).resolve(), tuple(sorted(prefixes.items())))
+
+
+def _is_json(request: Request) -> bool:
+    content_type = request.headers.get("content-type", "")
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == _JSON_CONTENT or (media.startswith("application/") and media.endswith("+json"))
+
+
+_SURROGATE_MSG = "Input should be valid Unicode (no lone surrogates)"
+
+
+def unstorable_values(value: Any, loc: tuple[str | int, ...] = ("body",)) -> list[dict[str, Any]]:
+    """Issues for values JSON decoding lets through but no schema type means and the store
+    cannot keep: lone surrogates (in strings and keys) and ``NaN``/``Infinity``.
+
+    Python's ``json`` accepts both; JSON Schema has no way to say "no lone surrogate" or
+    "finite", so they are refused here, naming the field, instead of failing later as a 500.
+    (Integers past 64 bits are fine in free-form JSON; typed integer fields carry schema
+    bounds, and SQL arguments are checked where they are bound.)
+    """
+    issues: list[dict[str, Any]] = []
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, loc)]
+    while stack and len(issues) < 10:
+        item, where = stack.pop()
+        if isinstance(item, dict):
+            for key, child in item.items():
+                shown = key if _valid_unicode(key) else key.encode("utf-8", "backslashreplace").decode()
+                if shown is not key:
+                    issues.append(_issue((*where, shown), _SURROGATE_MSG, "string_unicode"))
+                stack.append((child, (*where, shown)))
+        elif isinstance(item, list):
+            stack.extend((child, (*where, index)) for index, child in enumerate(item))
+        elif isinstance(item, str) and not _valid_unicode(item):
+            issues.append(_issue(where, _SURROGATE_MSG, "string_unicode"))
+        elif isinstance(item, float) and not math.isfinite(item):
+            issues.append(_issue(where, "Input should be a finite number", "finite_number"))
+    return issues
+
+
+def _valid_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _issue(loc: tuple[str | int, ...], msg: str, kind: str) -> dict[str, Any]:
+    return {"loc": loc, "msg": msg, "type": kind}
+
+
+def body_check(bodies: BodySchemas) -> Any:
+    """A dependency validating the request body against its operation's schema.
+
+    Add it after the auth dependency of a router (``include_router(..., dependencies=[auth,
+    check])``) so a request without credentials is answered 401 before its body is judged.
+    Routes that are not schema operations, and bodies that are not JSON (FastAPI refuses
+    those itself), are left alone.
+    """
+
+    async def check(request: Request) -> None:
+        route = request.scope.get("route")
+        path = getattr(route, "path_format", None)
+        body_schema = bodies.lookup(request.method, path) if isinstance(path, str) else None
+        if body_schema is None:
+            return
+        if not await request.body():
+            if body_schema.required:
+                raise RequestValidationError([{"type": "missing", "loc": ("body",), "msg": "Field required"}])
+            return
+        if not _is_json(request):
+            return
+        body = await request.json()  # decoded (and cached) by FastAPI already
+        issues = body_schema.issues(body) or unstorable_values(body)
+        if issues:
+            raise RequestValidationError(issues)
+
+    return Depends(check)

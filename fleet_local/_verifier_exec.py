@@ -1,0 +1,466 @@
+"""Running verifiers for ``POST /v1/verifiers/execute``, the manager's
+``/execute_verifier_function`` and the job harness.
+
+Code is found, in order: in the request's ``bundle`` (a base64 zip made by
+``fleet_sdk.verifiers.bundle_verifier``), among the bundles stored before under
+``(key, sha256)``, or in the task whose ``task_key`` is ``key`` when its code
+has that sha256. Unknown code answers 404 ``not_found`` so the client resends
+with ``bundle``. The verifier runs in the sandbox (``run_sandboxed_async``)
+against the instance's ``seed`` and ``current`` databases; every fault of the
+verifier comes back as ``success: false`` with a structured ``error`` (HTTP
+200). Each run is stored as a ``"verifier_execution"`` document.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import io
+import json
+import logging
+import math
+import shutil
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import anyio
+from fastapi.exceptions import RequestValidationError
+
+from fleet_sdk.types import env_instance as models
+from fleet_sdk.verifiers import (
+    BUNDLE_ENTRY_NAME,
+    JailUnavailableError,
+    VerifierOutcome,
+    bundle_sha256,
+    run_sandboxed_async,
+)
+
+from . import _instances
+from ._errors import LocalAPIError, not_found
+from ._state import LocalState, iso, new_id
+
+__all__ = [
+    "BUNDLE_KIND",
+    "EXECUTION_KIND",
+    "check_bundle",
+    "decode_bundle",
+    "execute_for_session",
+    "execute_verifier",
+    "get_verifier",
+    "run_code",
+    "verifier_id_of",
+]
+
+_log = logging.getLogger(__name__)
+
+BUNDLE_KIND = "verifier_bundle"
+EXECUTION_KIND = "verifier_execution"
+TASK_KIND = "task"
+JAIL_UNAVAILABLE = "verifier_jail_unavailable"
+# Both the zip and its uncompressed contents: a small zip can hold a gigabyte of zeros.
+_MAX_BUNDLE_BYTES = 5 * 1024 * 1024
+_MAX_BUNDLE_FILES = 64
+
+
+def scratch_root(state: LocalState) -> Path:
+    """Where this server's verifier runs make their temporary directories (in its data dir, so
+    a restart can remove what a killed process left without touching another server's runs).
+
+    :func:`clear_scratch` creates it once at startup, so a run does not touch the disk here."""
+    return state.settings.data_dir / "verifier-scratch"
+
+
+def clear_scratch(state: LocalState) -> None:
+    """Remove the temporary directories of verifier runs a previous process left behind, and
+    create the (empty) scratch root."""
+    root = scratch_root(state)
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True, exist_ok=True)
+
+
+def _verifier_id(sha256: str) -> str:
+    return f"ver_{sha256[:16]}"
+
+
+def verifier_id_of(code: str) -> str:
+    """The ``verifier_id`` the bundle of this verifier source gets."""
+    return _verifier_id(bundle_sha256(code))
+
+
+def _bundle_error(message: str) -> LocalAPIError:
+    return LocalAPIError(400, f"bad bundle: {message}", code="bad_bundle", retryable=False)
+
+
+def _check_bundle_size(archive: zipfile.ZipFile) -> None:
+    """Refuse a zip bomb from its directory, before inflating anything."""
+    entries = archive.infolist()
+    if len(entries) > _MAX_BUNDLE_FILES:
+        raise _bundle_error(f"{len(entries)} files; at most {_MAX_BUNDLE_FILES} are accepted")
+    total = sum(info.file_size for info in entries)
+    if total > _MAX_BUNDLE_BYTES:
+        raise _bundle_error(f"{total} bytes uncompressed; at most {_MAX_BUNDLE_BYTES} are accepted")
+
+
+def decode_bundle(bundle_b64: str, sha256: str | None = None) -> str:
+    """The verifier source inside a base64 bundle.
+
+    Args:
+        bundle_b64: The ``bundle`` field.
+        sha256: When given, the zip's sha256 must equal it.
+
+    Raises:
+        LocalAPIError: 400 when the bundle is not base64, not a zip, has no ``verifier.py``,
+            does not match ``sha256``, holds more than 64 files or more than 5 MiB uncompressed.
+    """
+    try:
+        raw = base64.b64decode(bundle_b64, validate=True)
+    except (binascii.Error, ValueError):
+        raise LocalAPIError(400, "bundle is not valid base64", code="bad_bundle", retryable=False) from None
+    if len(raw) > _MAX_BUNDLE_BYTES:
+        raise LocalAPIError(400, "bundle is larger than 5 MiB", code="bad_bundle", retryable=False)
+    if sha256 is not None:
+        actual = hashlib.sha256(raw).hexdigest()
+        if actual != sha256:
+            raise LocalAPIError(
+                400, f"bundle sha256 is {actual}, not the {sha256} sent", code="bad_bundle", retryable=False
+            )
+    try:
+        with zipfile.ZipFile(io.BytesIO(raw)) as archive:
+            _check_bundle_size(archive)
+            names = archive.namelist()
+            entry = BUNDLE_ENTRY_NAME if BUNDLE_ENTRY_NAME in names else None
+            if entry is None:
+                python = [n for n in names if n.endswith(".py")]
+                entry = python[0] if len(python) == 1 else None
+            if entry is None:
+                raise LocalAPIError(
+                    400,
+                    f"bundle has no {BUNDLE_ENTRY_NAME} (entries: {', '.join(names) or 'none'})",
+                    code="bad_bundle",
+                    retryable=False,
+                )
+            with archive.open(entry) as member:  # never more than the limit, whatever the header says
+                data = member.read(_MAX_BUNDLE_BYTES + 1)
+            if len(data) > _MAX_BUNDLE_BYTES:
+                raise _bundle_error(f"{entry} is larger than {_MAX_BUNDLE_BYTES} bytes uncompressed")
+            return data.decode("utf-8")
+    except (zipfile.BadZipFile, UnicodeDecodeError, KeyError, EOFError, NotImplementedError) as exc:
+        raise LocalAPIError(
+            400, f"bundle is not a readable zip: {exc}", code="bad_bundle", retryable=False
+        ) from None
+
+
+def _stored_bundle(state: LocalState, field: str, value: str) -> dict[str, Any] | None:
+    return next((doc for doc in state.store.list(BUNDLE_KIND) if doc.get(field) == value), None)
+
+
+def check_bundle(state: LocalState, sha256: str) -> models.VerifiersCheckResponse:
+    """Whether a bundle with this sha256 is stored (``success`` false when not)."""
+    doc = _stored_bundle(state, "sha256", sha256)
+    if doc is None:
+        return models.VerifiersCheckResponse(success=False)
+    return models.VerifiersCheckResponse(
+        success=True, key=doc["key"], version=1, display_src=doc["code"], created_at=doc.get("created_at")
+    )
+
+
+def get_verifier(state: LocalState, verifier_id: str) -> models.VerifierData:
+    """A stored bundle by its ``verifier_id``.
+
+    Raises:
+        LocalAPIError: 404 ``not_found``.
+    """
+    doc = _stored_bundle(state, "verifier_id", verifier_id)
+    if doc is None:
+        raise not_found("verifier", verifier_id)
+    return models.VerifierData(
+        verifier_id=verifier_id,
+        key=doc["key"],
+        version=1,
+        sha256=doc["sha256"],
+        code=doc["code"],
+        created_at=doc.get("created_at") or iso(),
+    )
+
+
+def _task_code(task: dict[str, Any]) -> str | None:
+    code = task.get("verifier_code") or task.get("verifier_func")
+    return code if isinstance(code, str) and code.strip() else None
+
+
+def _resolve_code(state: LocalState, req: models.VerifiersExecuteRequest) -> str:
+    """The code a request names (and store a new bundle by ``(key, sha256)``)."""
+    record_id = f"{req.key}:{req.sha256}"
+    if req.bundle is not None:
+        bundled = decode_bundle(req.bundle, req.sha256)
+        if state.store.get(BUNDLE_KIND, record_id) is None:
+            state.store.put(
+                BUNDLE_KIND,
+                record_id,
+                {
+                    "key": req.key,
+                    "sha256": req.sha256,
+                    "verifier_id": _verifier_id(req.sha256),
+                    "code": bundled,
+                    "created_at": iso(),
+                },
+            )
+        return bundled
+    # Same bytes, same code: a bundle stored under another key serves this one too, as
+    # ``check_bundle`` (by sha256 alone) told the client.
+    stored = state.store.get(BUNDLE_KIND, record_id) or _stored_bundle(state, "sha256", req.sha256)
+    if stored is not None:
+        return str(stored["code"])
+    task = state.store.get(TASK_KIND, req.key)
+    if task is not None:
+        code = _task_code(task)
+        if code is not None and bundle_sha256(code) == req.sha256:
+            return code
+    raise LocalAPIError(
+        404,
+        f"verifier bundle not found for key {req.key!r} with sha256 {req.sha256}; resend with 'bundle'",
+        code="not_found",
+        retryable=False,
+    )
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return repr(value)
+    return value
+
+
+def _error(kind: str, message: str) -> dict[str, Any]:
+    return {"type": kind, "message": message, "traceback": None}
+
+
+async def run_code(
+    state: LocalState,
+    code: str,
+    instance_id: str,
+    *,
+    final_answer: Any = None,
+    function_name: str | None = None,
+    timeout_seconds: float | None = None,
+    key: str | None = None,
+    sha256: str | None = None,
+) -> dict[str, Any]:
+    """Run verifier ``code`` against a live instance and store the execution record.
+
+    Verifier faults never raise: they come back with ``success: False`` and ``error``.
+
+    Returns:
+        The record: ``VerifiersExecuteResponse`` fields plus ``score``, ``key``, ``sha256``,
+        ``instance_id`` and ``created_at``.
+
+    Raises:
+        LocalAPIError: 404 ``instance_not_found`` when the instance is unknown or terminated;
+            503 ``verifier_jail_unavailable`` when the OS jail cannot start and the server was
+            not started with ``--allow-unjailed-verifiers``.
+    """
+    seed = await anyio.to_thread.run_sync(_instances.database_path, state, instance_id, "seed")
+    current = seed.with_name("current.db")
+    limit = float(state.settings.verifier_timeout)
+    run_timeout = min(float(timeout_seconds), limit) if timeout_seconds is not None else limit
+    digest = sha256 or bundle_sha256(code)
+    entry = function_name if function_name and function_name != "verify" else None
+    try:
+        outcome: VerifierOutcome = await run_sandboxed_async(
+            code,
+            databases={"seed": seed, "current": current},
+            final_answer=final_answer,
+            function_name=entry,
+            timeout=run_timeout,
+            memory_mb=state.settings.verifier_memory_mb,
+            allow_unjailed=state.settings.allow_unjailed_verifiers,
+            scratch_root=scratch_root(state),
+        )
+        error = outcome.error.model_dump() if outcome.error is not None else None
+        success, score, result = outcome.success, outcome.score, _jsonable(outcome.result)
+        stdout, elapsed = outcome.stdout, outcome.execution_time_ms
+    except JailUnavailableError as exc:
+        raise LocalAPIError(503, str(exc), code=JAIL_UNAVAILABLE, retryable=False) from None
+    except Exception as exc:  # the runner itself failed (e.g. a final_answer that is not JSON)
+        _log.warning("verifier runner failed: %s", exc)
+        error = _error("exception", f"the verifier could not be run: {type(exc).__name__}: {exc}")
+        success, score, result, stdout, elapsed = False, None, None, "", 0.0
+    if score is not None and not math.isfinite(score):
+        score = None
+    return await _save_execution(
+        state,
+        instance_id,
+        key=key,
+        sha256=digest,
+        verifier_id=_verifier_id(digest),
+        success=success,
+        result=result,
+        error=error,
+        execution_time_ms=max(0.0, float(elapsed)),
+        stdout=stdout,
+        score=score,
+    )
+
+
+async def _save_execution(
+    state: LocalState,
+    instance_id: str,
+    *,
+    key: str | None,
+    sha256: str | None,
+    verifier_id: str | None,
+    success: bool,
+    result: Any,
+    error: dict[str, Any] | None,
+    execution_time_ms: float,
+    stdout: str,
+    score: float | None,
+) -> dict[str, Any]:
+    """Store one execution record under a new ``execution_id`` and return it."""
+    record: dict[str, Any] = {
+        "success": success,
+        "result": result,
+        "verifier_id": verifier_id,
+        "execution_id": new_id("vexec"),
+        "error": error,
+        "execution_time_ms": execution_time_ms,
+        "stdout": stdout,
+        "score": score,
+        "key": key,
+        "sha256": sha256,
+        "instance_id": instance_id,
+        "created_at": iso(),
+    }
+    await anyio.to_thread.run_sync(
+        lambda: state.store.put(EXECUTION_KIND, record["execution_id"], record, parent=instance_id)
+    )
+    return record
+
+
+def _invocation(req: models.VerifiersExecuteRequest) -> tuple[str | None, Any]:
+    """(instance id, second positional argument) of a request, in either argument form.
+
+    ``args`` as ``VerifierArgs`` names both. Otherwise ``args_array`` carries the positional
+    arguments after ``env`` followed by ``{"env": <instance_id>}`` (the public SDK's form; its
+    pickled ``args`` string is never unpickled here).
+
+    Raises:
+        LocalAPIError: 400 ``bad_request`` for more than one argument besides ``env``.
+    """
+    if isinstance(req.args, models.VerifierArgs):
+        return req.args.instance_id, req.args.final_answer
+    values = list(req.args_array or [])
+    instance_id: str | None = None
+    if values and isinstance(values[-1], dict) and isinstance(values[-1].get("env"), str):
+        instance_id = values.pop()["env"]
+    if len(values) > 1:
+        raise LocalAPIError(
+            400,
+            f"args_array has {len(values)} arguments besides env; the local server passes at most one",
+            code="bad_request",
+            retryable=False,
+        )
+    return instance_id, values[0] if values else None
+
+
+async def execute_verifier(
+    state: LocalState, req: models.VerifiersExecuteRequest, instance_id: str | None
+) -> models.VerifiersExecuteResponse:
+    """Run the verifier a request names against an instance.
+
+    Args:
+        state: Server state.
+        req: The request; ``args.instance_id`` (or the ``{"env": ...}`` entry of ``args_array``)
+            names the instance unless ``instance_id`` is given.
+        instance_id: The instance the route is bound to (the manager's endpoint), or None.
+
+    Raises:
+        RequestValidationError: ``VerifierArgs`` without an instance (422 naming ``args.instance_id``).
+        LocalAPIError: 400 when no instance is named at all or with a bad bundle, 404 for unknown
+            code (``not_found``) or instance (``instance_not_found``).
+    """
+    named, argument = _invocation(req)
+    target = instance_id if instance_id is not None else named
+    if target is None and isinstance(req.args, models.VerifierArgs):
+        # The control plane's schema requires it, so the body check normally answers this first.
+        raise RequestValidationError(
+            [{"type": "missing", "loc": ("body", "args", "instance_id"), "msg": "Field required"}]
+        )
+    if target is None:
+        raise LocalAPIError(
+            400,
+            'name the instance: args.instance_id, or {"env": <instance_id>} as the last args_array entry',
+            code="bad_request",
+            retryable=False,
+        )
+    cache_hit = req.bundle is None
+    code = await anyio.to_thread.run_sync(_resolve_code, state, req)
+    record = await run_code(
+        state,
+        code,
+        target,
+        final_answer=argument,
+        function_name=req.function_name,
+        timeout_seconds=float(req.timeout),
+        key=req.key,
+        sha256=req.sha256,
+    )
+    return models.VerifiersExecuteResponse.model_validate(
+        {
+            **record,
+            "execution_time_ms": round(float(record.get("execution_time_ms") or 0.0)),
+            "version": 1,
+            "bundle_cache_hit": cache_hit,
+        }
+    )
+
+
+async def execute_for_session(
+    state: LocalState, task: dict[str, Any], instance_id: str, final_answer: Any
+) -> dict[str, Any]:
+    """Run a task's verifier against an instance, for the job harness.
+
+    Args:
+        state: Server state.
+        task: The task document (``verifier_code`` or ``verifier_func``, ``task_key``).
+        instance_id: The session's instance (must still be live).
+        final_answer: The agent's final answer, or None.
+
+    Returns:
+        The stored execution record: ``success``, ``score`` (None after a fault; 1.0 for a
+        verifier that returned None), ``result``, ``stdout``, ``error``, ``execution_time_ms``,
+        ``execution_id``, ``verifier_id``. A task without verifier code gives ``success: False``
+        with error type ``no_entry_point``.
+
+    Raises:
+        LocalAPIError: 404 ``instance_not_found`` when the instance is gone.
+    """
+    code = _task_code(task)
+    key = str(task.get("task_key") or task.get("key") or "")
+
+    async def not_run(error: dict[str, Any]) -> dict[str, Any]:
+        return await _save_execution(
+            state,
+            instance_id,
+            key=key,
+            sha256=None,
+            verifier_id=None,
+            success=False,
+            result=None,
+            error=error,
+            execution_time_ms=0.0,
+            stdout="",
+            score=None,
+        )
+
+    if code is None:
+        return await not_run(_error("no_entry_point", f"task {key!r} has no verifier_code"))
+    try:
+        return await run_code(state, code, instance_id, final_answer=final_answer, key=key)
+    except LocalAPIError as exc:
+        if exc.code != JAIL_UNAVAILABLE:
+            raise
+        return await not_run(_error("exception", exc.detail))

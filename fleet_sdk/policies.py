@@ -1,0 +1,373 @@
+"""Policies: what picks an episode's next turn. A scripted one, a random one, and any
+chat-completions model.
+
+Models are named by ``provider/model`` ids (docs/wire.md#instances). ``make_policy`` knows:
+
+* ``local/scripted`` - plays the task's ``metadata.reference_solution`` step by step; a
+  ``submit_final_answer`` step carries the final answer. It should pass every bundled task.
+* ``local/random`` - a few random tool calls whose arguments are generated from each tool's
+  ``input_schema`` (valid by the schema, usually wrong for the task), seeded by the episode's
+  seed so an episode replays identically. It exercises the pipeline and scores low.
+* anything else - an OpenAI-compatible chat-completions model at a ``ModelEndpoint``
+  (``POST {base_url}/chat/completions`` with the tools in OpenAI format). Without an endpoint the
+  policy cannot be built: ``PolicyError`` says so.
+
+A policy only decides; whoever plays the episode executes its tool calls and records the
+transcript.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import string
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import httpx
+
+from ._exceptions import PolicyError
+from ._retry import Deadline, RetryPolicy, is_transient, is_transient_reply, retry_async
+from .protocol import SUBMIT_FINAL_ANSWER
+
+__all__ = [
+    "LOCAL_MODELS",
+    "RANDOM_MODEL",
+    "SCRIPTED_MODEL",
+    "SUBMIT_FINAL_ANSWER",
+    "ChatCompletionsPolicy",
+    "ModelEndpoint",
+    "Policy",
+    "PolicyContext",
+    "PolicyError",
+    "PolicyTurn",
+    "RandomPolicy",
+    "ScriptedPolicy",
+    "ToolCallRequest",
+    "make_policy",
+    "random_value",
+]
+
+log = logging.getLogger("fleet_local.policies")
+
+SCRIPTED_MODEL = "local/scripted"
+RANDOM_MODEL = "local/random"
+LOCAL_MODELS = (SCRIPTED_MODEL, RANDOM_MODEL)
+"""The models ``make_policy`` plays without an endpoint."""
+
+_MODEL_RETRY = RetryPolicy(max_retries=2, backoff_base=1.0, backoff_max=4.0)
+"""Retries of one model request on transient failures (``fleet_sdk._retry``)."""
+
+
+class _ModelReplyError(Exception):
+    """An error reply of the model endpoint, for the retry loop to classify."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(f"HTTP {response.status_code}: {response.text[:300]}")
+        self.response = response
+        self.status_code = response.status_code
+        try:
+            self.body: Any = response.json()
+        except ValueError:
+            self.body = response.text
+
+
+@dataclass(frozen=True)
+class ModelEndpoint:
+    """An OpenAI-compatible chat-completions endpoint for models other than the bundled policies.
+
+    Attributes:
+        base_url: e.g. ``http://127.0.0.1:8000/v1`` (``/chat/completions`` is appended).
+        api_key: Bearer key; never shown by ``repr``, never written to a run directory or report.
+    """
+
+    base_url: str
+    api_key: str | None = None
+
+    def __repr__(self) -> str:
+        return f"ModelEndpoint(base_url={self.base_url!r}, api_key={'***' if self.api_key else None})"
+
+
+@dataclass(frozen=True)
+class ToolCallRequest:
+    """One tool call a policy wants made.
+
+    Attributes:
+        id: Tool call id; the answering ``tool`` message carries it as ``tool_call_id``.
+        name: Tool name (an environment tool or ``submit_final_answer``).
+        arguments: Parsed arguments, or None when the model sent arguments that are not a JSON object.
+        arguments_json: Arguments as the JSON string recorded in the transcript.
+    """
+
+    id: str
+    name: str
+    arguments: dict[str, Any] | None
+    arguments_json: str
+
+    @classmethod
+    def create(cls, name: str, arguments: Mapping[str, Any], call_id: str | None = None) -> ToolCallRequest:
+        """A call with fresh id (unless given) and its arguments serialised."""
+        return cls(
+            id=call_id or f"call_{uuid.uuid4().hex[:24]}",
+            name=name,
+            arguments=dict(arguments),
+            arguments_json=json.dumps(dict(arguments)),
+        )
+
+    def openai(self) -> dict[str, Any]:
+        """The call in OpenAI ``tool_calls`` shape."""
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments_json},
+        }
+
+
+@dataclass(frozen=True)
+class PolicyTurn:
+    """One assistant turn: optional text and the tool calls to make (none ends the episode)."""
+
+    content: str | None = None
+    tool_calls: tuple[ToolCallRequest, ...] = ()
+
+
+@dataclass(frozen=True)
+class PolicyContext:
+    """What a policy knows about its episode.
+
+    Attributes:
+        session_id: The episode's id; seeds the random policy, so an episode replays identically.
+        model_id: The job's model id, e.g. ``local/scripted`` or ``openai/gpt-4o``.
+        task: The task config (keys as in docs/wire.md#episodes).
+        tools: The environment's tools as MCP lists them (``name``, ``description``, ``inputSchema``).
+        offer_submit: Whether ``submit_final_answer`` is offered (the prompt mentions it).
+        max_steps: The step budget.
+        openai_tools: The tools in OpenAI format, ``submit_final_answer`` included when offered.
+    """
+
+    session_id: str
+    model_id: str
+    task: Mapping[str, Any]
+    tools: Sequence[Mapping[str, Any]]
+    offer_submit: bool
+    max_steps: int
+    openai_tools: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Policy(Protocol):
+    """Decides the next assistant turn from the chat history so far."""
+
+    async def next_turn(self, messages: Sequence[Mapping[str, Any]]) -> PolicyTurn:
+        """The next turn; a turn without tool calls ends the episode."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release resources (HTTP clients)."""
+        ...
+
+
+class ScriptedPolicy:
+    """Plays the task's reference solution, one step per turn, then stops."""
+
+    def __init__(self, context: PolicyContext) -> None:
+        metadata = context.task.get("metadata") or {}
+        steps = metadata.get("reference_solution") if isinstance(metadata, Mapping) else None
+        if not isinstance(steps, list) or not steps:
+            raise PolicyError(
+                f"task {context.task.get('task_key')!r} has no metadata.reference_solution to script"
+            )
+        self._steps: list[Mapping[str, Any]] = [s for s in steps if isinstance(s, Mapping)]
+        self._next = 0
+
+    async def next_turn(self, messages: Sequence[Mapping[str, Any]]) -> PolicyTurn:
+        """The next reference step as one tool call; an empty turn once the script is done."""
+        if self._next >= len(self._steps):
+            return PolicyTurn(content="Done.")
+        step = self._steps[self._next]
+        self._next += 1
+        params = step.get("params") or {}
+        return PolicyTurn(tool_calls=(ToolCallRequest.create(str(step.get("tool")), dict(params)),))
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+class RandomPolicy:
+    """A few random, schema-valid tool calls, seeded by the session id; never submits an answer."""
+
+    def __init__(self, context: PolicyContext) -> None:
+        if not context.tools:
+            raise PolicyError("the environment has no tools to call")
+        self._rng = random.Random(f"local/random:{context.session_id}")
+        self._tools = list(context.tools)
+        self._remaining = min(self._rng.randint(2, 4), context.max_steps)
+
+    async def next_turn(self, messages: Sequence[Mapping[str, Any]]) -> PolicyTurn:
+        """One random tool call, or an empty turn once its few steps are spent."""
+        if self._remaining <= 0:
+            return PolicyTurn(content="I am done exploring.")
+        self._remaining -= 1
+        tool = self._rng.choice(self._tools)
+        arguments = random_value(self._rng, tool.get("inputSchema") or {"type": "object"})
+        if not isinstance(arguments, dict):
+            arguments = {}
+        return PolicyTurn(tool_calls=(ToolCallRequest.create(str(tool["name"]), arguments),))
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+def random_value(rng: random.Random, schema: Mapping[str, Any], depth: int = 0) -> Any:
+    """A random value valid for the subset of JSON Schema the bundled tools use."""
+    if schema.get("enum"):
+        return rng.choice(list(schema["enum"]))
+    declared = schema.get("type", "string")
+    kind = (
+        rng.choice([t for t in declared if t != "null"] or ["null"])
+        if isinstance(declared, list)
+        else declared
+    )
+    if kind == "object":
+        properties: Mapping[str, Any] = schema.get("properties") or {}
+        required = set(schema.get("required") or [])
+        return {
+            name: random_value(rng, sub, depth + 1)
+            for name, sub in properties.items()
+            if name in required or (depth < 2 and rng.random() < 0.4)
+        }
+    if kind == "array":
+        low = int(schema.get("minItems", 0))
+        high = max(low, min(int(schema.get("maxItems", low + 2)), low + 2))
+        items = schema.get("items") or {"type": "string"}
+        return [random_value(rng, items, depth + 1) for _ in range(rng.randint(low, high))]
+    if kind in ("integer", "number"):
+        low_num = int(schema.get("minimum", 0))
+        high_num = int(schema.get("maximum", low_num + 50))
+        value = rng.randint(low_num, max(low_num, high_num))
+        return value if kind == "integer" else float(value)
+    if kind == "boolean":
+        return rng.random() < 0.5
+    if kind == "null":
+        return None
+    low_len = max(1, int(schema.get("minLength", 1)))
+    high_len = max(low_len, min(int(schema.get("maxLength", 12)), 12))
+    return "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(low_len, high_len)))
+
+
+class ChatCompletionsPolicy:
+    """A model behind an OpenAI-compatible ``/chat/completions`` endpoint, with tools.
+
+    Args:
+        context: The episode.
+        base_url: The endpoint (``/chat/completions`` is appended unless present).
+        api_key: Bearer key for the endpoint, if any.
+        timeout: Seconds per HTTP attempt.
+    """
+
+    def __init__(
+        self, context: PolicyContext, base_url: str, api_key: str | None, timeout: float = 120.0
+    ) -> None:
+        base = base_url.rstrip("/")
+        self._url = base if base.endswith("/chat/completions") else f"{base}/chat/completions"
+        self._model = context.model_id
+        self._tools = context.openai_tools
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._timeout = timeout
+        self._client = httpx.AsyncClient(timeout=timeout, headers=headers)
+
+    async def next_turn(self, messages: Sequence[Mapping[str, Any]]) -> PolicyTurn:
+        """Ask the model; transient HTTP failures are retried a couple of times with backoff."""
+        payload: dict[str, Any] = {"model": self._model, "messages": [dict(m) for m in messages]}
+        if self._tools:
+            payload["tools"] = self._tools
+            payload["tool_choice"] = "auto"
+        data = await self._post(payload)
+        try:
+            message = data["choices"][0]["message"]
+        except (KeyError, IndexError, TypeError) as exc:
+            raise PolicyError(
+                f"model endpoint answered without choices[0].message: {str(data)[:300]}"
+            ) from exc
+        calls: list[ToolCallRequest] = []
+        for raw in message.get("tool_calls") or []:
+            function = raw.get("function") or {}
+            arguments_json = function.get("arguments")
+            if not isinstance(arguments_json, str):
+                arguments_json = json.dumps(arguments_json or {})
+            try:
+                parsed = json.loads(arguments_json or "{}")
+            except json.JSONDecodeError:
+                parsed = None
+            calls.append(
+                ToolCallRequest(
+                    id=str(raw.get("id") or f"call_{uuid.uuid4().hex[:24]}"),
+                    name=str(function.get("name") or ""),
+                    arguments=parsed if isinstance(parsed, dict) else None,
+                    arguments_json=arguments_json,
+                )
+            )
+        content = message.get("content")
+        return PolicyTurn(content=content if isinstance(content, str) else None, tool_calls=tuple(calls))
+
+    async def _post(self, payload: dict[str, Any]) -> Any:
+        async def attempt() -> httpx.Response:
+            response = await self._client.post(self._url, json=payload)
+            if response.status_code >= 400:
+                raise _ModelReplyError(response)
+            return response
+
+        def transient(exc: BaseException) -> bool:
+            # A chat completion does nothing twice, so every 5xx is worth another try too.
+            if isinstance(exc, _ModelReplyError):
+                return is_transient_reply(exc.status_code, exc.body, server_errors=True)
+            return is_transient(exc)
+
+        try:
+            response = await retry_async(
+                attempt,
+                what=f"model endpoint {self._url}",
+                policy=_MODEL_RETRY,
+                deadline=Deadline(self._timeout * (_MODEL_RETRY.max_retries + 1) + 30.0),
+                log=log,
+                transient=transient,
+            )
+        except _ModelReplyError as exc:
+            raise PolicyError(
+                f"model endpoint {self._url} answered {exc.status_code}: {exc.response.text[:300]}"
+            ) from exc
+        except httpx.TransportError as exc:
+            raise PolicyError(f"model endpoint {self._url} failed: {type(exc).__name__}: {exc}") from exc
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise PolicyError(f"model endpoint {self._url} answered non-JSON: {response.text[:300]}") from exc
+
+    async def aclose(self) -> None:
+        """Close the HTTP client."""
+        await self._client.aclose()
+
+
+def make_policy(context: PolicyContext, endpoint: ModelEndpoint | None = None) -> Policy:
+    """The policy for ``context.model_id``.
+
+    Args:
+        context: The episode.
+        endpoint: Where a model other than ``local/scripted`` / ``local/random`` is asked.
+
+    Raises:
+        PolicyError: The model is not a local policy and no endpoint is given, or the task cannot
+            be played by the chosen policy (no reference solution, no tools).
+    """
+    if context.model_id == SCRIPTED_MODEL:
+        return ScriptedPolicy(context)
+    if context.model_id == RANDOM_MODEL:
+        return RandomPolicy(context)
+    if endpoint is None:
+        raise PolicyError(
+            f"model {context.model_id!r} needs a chat-completions endpoint, "
+            f"or use {SCRIPTED_MODEL!r} / {RANDOM_MODEL!r}"
+        )
+    return ChatCompletionsPolicy(context, endpoint.base_url, endpoint.api_key)

@@ -1,0 +1,93 @@
+"""Wire conventions the client and the local server share, defined once.
+
+Both sides import these names from here: the client's ``TaskEnv`` and ``make()`` on one side,
+the local server (``fleet_sdk.local``) on the other. This module imports nothing from either,
+so the server never loads the client facades to learn a constant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .rewards import reward_from_outcome
+from .tools import Tool
+
+__all__ = ["SUBMIT_FINAL_ANSWER", "SUBMIT_TOOL", "bare_model", "normalize_version", "session_score"]
+
+SUBMIT_FINAL_ANSWER = "submit_final_answer"
+"""The tool a ``tool_use`` episode ends with when the task's prompt mentions it."""
+
+SUBMIT_TOOL = Tool(
+    name=SUBMIT_FINAL_ANSWER,
+    description="Submit your final answer to the task. This ends the episode.",
+    input_schema={
+        "type": "object",
+        "properties": {"answer": {"description": "The final answer."}},
+        "required": ["answer"],
+    },
+)
+"""The submit tool as offered to a model, beside the instance's own tools."""
+
+
+def normalize_version(version: str | None) -> str | None:
+    """The version as the platform stores it: a ``v`` before a version that starts with a digit.
+
+    Environment and data versions follow the same rule; blank means "not given".
+
+    Args:
+        version: ``"1.2.3"``, ``"v1.2.3"``, ``"latest"`` or None.
+    """
+    if version is None:
+        return None
+    version = version.strip()
+    if not version:
+        return None
+    return f"v{version}" if version[0].isdigit() else version
+
+
+def bare_model(model_id: str) -> str:
+    """The bare model name sessions report: job models are ``provider/model`` ids, sessions come
+    back with the name alone, so results are matched by it (docs/wire.md#instances).
+
+    Args:
+        model_id: ``anthropic/claude-x`` (-> ``claude-x``) or a bare name (returned as is).
+    """
+    return model_id.rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class _Execution:
+    """A verifier execution (wire dict) as ``rewards.OutcomeLike``."""
+
+    success: bool
+    score: float | None
+    stdout: str | None
+    error: Any = None
+
+
+def session_score(verifier_execution: Mapping[str, Any] | None) -> float | None:
+    """A session's reward by ``rewards.reward_from_outcome``; None (errored) when ungraded.
+
+    The one rule the local server and the evaluation reports share: ``score``, else 1.0 when
+    the verifier succeeded without one (it returned none); None without a verifier execution,
+    when it failed (``success`` false) or its judge failed.
+
+    Args:
+        verifier_execution: The session's ``verifier_execution`` (a wire dict), or None.
+    """
+    if verifier_execution is None:
+        return None
+    success = verifier_execution.get("success") is True
+    score = verifier_execution.get("score")
+    if not isinstance(score, int | float) or isinstance(score, bool):
+        score = 1.0 if success else None
+    stdout = verifier_execution.get("stdout")
+    return reward_from_outcome(
+        _Execution(
+            success=success,
+            score=float(score) if score is not None else None,
+            stdout=stdout if isinstance(stdout, str) else None,
+        )
+    )
