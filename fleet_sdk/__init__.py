@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from ._runtime import (
         APIResponse,
         AsyncHTTPClient,
+        CallPolicy,
         FleetConfig,
         HTTPClient,
         RequestOptions,
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
 _ON_FIRST_USE = {
     "APIResponse": "._runtime",
     "AsyncHTTPClient": "._runtime",
+    "CallPolicy": "._runtime",
     "FleetConfig": "._runtime",
     "HTTPClient": "._runtime",
     "RequestOptions": "._runtime",
@@ -111,6 +113,7 @@ __all__ = [
     "AsyncHTTPClient",
     "AuthenticationError",
     "BadRequestError",
+    "CallPolicy",
     "ConfigurationError",
     "ConflictError",
     "ContextManager",

@@ -162,8 +162,8 @@ class BrowserSession:
             running = await session._wait_running(lease, Deadline(ready_deadline))
             session._mcp = MCPClient(
                 [running.mcp_url],
-                http_client=fleet._pool,
-                timeout=fleet._policy_kwargs.get("timeout"),
+                http_client=fleet.http_client,
+                timeout=fleet.call_policy.timeout,
                 call_deadline=call_deadline,
             )
             await session._start(call_deadline)

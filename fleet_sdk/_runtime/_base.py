@@ -26,6 +26,7 @@ from .._exceptions import (
 )
 from ._policy import (
     IDEMPOTENCY_HEADER,
+    CallPolicy,
     Deadline,
     RetryPolicy,
     Timeout,
@@ -41,7 +42,6 @@ T = TypeVar("T")
 
 REQUEST_ID_HEADER = "X-Request-ID"
 USER_AGENT = "fleet-sdk/0.1"
-DEFAULT_DEADLINE = 180.0
 
 log = logging.getLogger("fleet_sdk.http")
 
@@ -90,9 +90,7 @@ class BaseHTTPClient:
     Args:
         base_url: Root URL of the surface (``https://orchestrator.fleetai.com``).
         api_key: Sent as ``Authorization: Bearer <key>``; None sends no auth header.
-        timeout: Per-attempt timeouts.
-        retry: Retry policy for safe calls.
-        deadline: Default overall seconds per call, retries included.
+        policy: Timeouts, retries and the per-call deadline (default ``CallPolicy()``).
         default_headers: Headers added to every request (for example ``X-Runner-Token``).
     """
 
@@ -101,16 +99,14 @@ class BaseHTTPClient:
         base_url: str,
         *,
         api_key: str | None = None,
-        timeout: Timeout | None = None,
-        retry: RetryPolicy | None = None,
-        deadline: float | None = DEFAULT_DEADLINE,
+        policy: CallPolicy | None = None,
         default_headers: Mapping[str, str] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self._api_key = api_key
-        self.timeout = timeout or Timeout()
-        self.retry = retry or RetryPolicy()
-        self.deadline = deadline
+        self._policy = policy or CallPolicy()
+        self._timeout = self._policy.timeout or Timeout()
+        self._retry = self._policy.retry or RetryPolicy()
         self.default_headers = dict(default_headers or {})
         self._redact = Redactor([api_key, *self.default_headers.values()])
 
@@ -123,14 +119,25 @@ class BaseHTTPClient:
         """Whether requests carry a bearer key."""
         return bool(self._api_key)
 
-    def _option_kwargs(self) -> dict[str, Any]:
-        return {
-            "api_key": self._api_key,
-            "timeout": self.timeout,
-            "retry": self.retry,
-            "deadline": self.deadline,
-            "default_headers": self.default_headers,
-        }
+    @property
+    def policy(self) -> CallPolicy:
+        """Timeouts, retries and the per-call deadline of this client's calls."""
+        return self._policy
+
+    @property
+    def timeout(self) -> Timeout:
+        """Per-attempt timeouts (``policy.timeout``, else the default)."""
+        return self._timeout
+
+    @property
+    def retry(self) -> RetryPolicy:
+        """Retry policy for safe calls (``policy.retry``, else the default)."""
+        return self._retry
+
+    @property
+    def deadline(self) -> float | None:
+        """Default overall seconds per call (``policy.deadline``)."""
+        return self._policy.deadline
 
     # -- building ---------------------------------------------------------------------
 
