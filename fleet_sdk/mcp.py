@@ -30,6 +30,7 @@ import httpx
 
 from ._exceptions import MCPError, ToolNotFoundError, ToolsUnavailableError
 from ._mcp_results import extract_tool_result
+from ._public import publish
 from ._retry import is_transient_reply, retry_async
 from ._runtime import Deadline, RetryPolicy, Timeout
 from ._version import __version__
@@ -463,3 +464,6 @@ class MCPClient:
         if not isinstance(result, dict):
             raise MCPError(f"MCP tools/call {name!r} on {endpoint} returned no result object")
         return extract_tool_result(result)
+
+
+publish(__name__, globals(), __all__)
