@@ -27,6 +27,7 @@ IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", min_lengt
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
+
 def body_digest(payload: Any) -> str:
     """SHA-256 of a payload's canonical JSON (keys sorted)."""
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()

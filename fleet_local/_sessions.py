@@ -40,6 +40,7 @@ _EXECUTION_KIND = "verifier_execution"
 _TRACE_JOB_KIND = "trace_job"
 _EXECUTION_FIELDS = ("success", "score", "stdout", "execution_time_ms", "result", "execution_id")
 
+
 def _iso_or_none(value: Any) -> str | None:
     return None if value is None else value.isoformat()
 

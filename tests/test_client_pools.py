@@ -113,12 +113,20 @@ class FakePlatform:
                 "app": [root],
                 "manager": {
                     "api": manager,
-                    "docs": manager + "/docs",
-                    "reset": manager + "/reset",
-                    "diff": manager + "/diff/structured",
-                    "snapshot": manager + "/snapshot",
-                    "execute_verifier_function": manager + "/execute_verifier_function",
-                    "execute_verifier_function_with_upload": manager + "/execute_verifier_function_with_upload",
+                    **{
+                        name: f"{manager}/{path}"
+                        for name, path in [
+                            ("docs", "docs"),
+                            ("reset", "reset"),
+                            ("diff", "diff/structured"),
+                            ("snapshot", "snapshot"),
+                            ("execute_verifier_function", "execute_verifier_function"),
+                            (
+                                "execute_verifier_function_with_upload",
+                                "execute_verifier_function_with_upload",
+                            ),
+                        ]
+                    },
                 },
             },
         }
