@@ -13,7 +13,7 @@ from fleet_generated._transport import QueryValue, RequestOptions
 
 from .._exceptions import ConfigurationError
 from ._base import BaseHTTPClient
-from ._policy import CallPolicy, RetryPolicy, Timeout
+from ._policy import CallPolicy
 from ._response import APIResponse
 
 T = TypeVar("T")
@@ -52,6 +52,8 @@ class AsyncHTTPClient(BaseHTTPClient):
         http_client: An ``httpx.AsyncClient`` to use (for custom transports); owned by the caller.
     """
 
+    _client: httpx.AsyncClient
+
     def __init__(
         self,
         base_url: str,
@@ -69,28 +71,6 @@ class AsyncHTTPClient(BaseHTTPClient):
         )
         self._owns_client = http_client is None
         self._client = http_client or httpx.AsyncClient(follow_redirects=False)
-
-    def with_options(
-        self,
-        *,
-        timeout: Timeout | None = None,
-        retry: RetryPolicy | None = None,
-        deadline: float | None = None,
-    ) -> AsyncHTTPClient:
-        """A copy with another call policy, sharing this client's connection pool.
-
-        Args:
-            timeout: Per-attempt timeouts (default: this client's).
-            retry: Retry policy (default: this client's).
-            deadline: Overall seconds per call (default: this client's).
-        """
-        return AsyncHTTPClient(
-            self.base_url,
-            api_key=self._api_key,
-            policy=self.policy.updated(timeout=timeout, retry=retry, deadline=deadline),
-            default_headers=self.default_headers,
-            http_client=self._client,
-        )
 
     async def close(self) -> None:
         """Close the connection pool if this client created it."""

@@ -9,7 +9,7 @@ import logging
 import uuid
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -94,6 +94,8 @@ class BaseHTTPClient:
         default_headers: Headers added to every request (for example ``X-Runner-Token``).
     """
 
+    _client: httpx.Client | httpx.AsyncClient  # the subclass's pool, shared by with_options copies
+
     def __init__(
         self,
         base_url: str,
@@ -138,6 +140,30 @@ class BaseHTTPClient:
     def deadline(self) -> float | None:
         """Default overall seconds per call (``policy.deadline``)."""
         return self._policy.deadline
+
+    def with_options(
+        self,
+        *,
+        timeout: Timeout | None = None,
+        retry: RetryPolicy | None = None,
+        deadline: float | None = None,
+    ) -> Self:
+        """A copy with another call policy, sharing this client's connection pool.
+
+        Args:
+            timeout: Per-attempt timeouts (default: this client's).
+            retry: Retry policy (default: this client's).
+            deadline: Overall seconds per call (default: this client's).
+        """
+        cls: Any = type(self)  # HTTPClient or AsyncHTTPClient: the same keyword arguments
+        copy: Self = cls(
+            self.base_url,
+            api_key=self._api_key,
+            policy=self._policy.updated(timeout=timeout, retry=retry, deadline=deadline),
+            default_headers=self.default_headers,
+            http_client=self._client,
+        )
+        return copy
 
     # -- building ---------------------------------------------------------------------
 

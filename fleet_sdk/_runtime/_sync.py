@@ -10,7 +10,7 @@ import httpx
 from fleet_generated._transport import QueryValue, RequestOptions
 
 from ._base import BaseHTTPClient
-from ._policy import CallPolicy, RetryPolicy, Timeout
+from ._policy import CallPolicy
 from ._response import APIResponse
 
 T = TypeVar("T")
@@ -26,6 +26,8 @@ class HTTPClient(BaseHTTPClient):
         default_headers: Headers added to every request.
         http_client: An ``httpx.Client`` to use (for custom transports); owned by the caller.
     """
+
+    _client: httpx.Client
 
     def __init__(
         self,
@@ -44,28 +46,6 @@ class HTTPClient(BaseHTTPClient):
         )
         self._owns_client = http_client is None
         self._client = http_client or httpx.Client(follow_redirects=False)
-
-    def with_options(
-        self,
-        *,
-        timeout: Timeout | None = None,
-        retry: RetryPolicy | None = None,
-        deadline: float | None = None,
-    ) -> HTTPClient:
-        """A copy with another call policy, sharing this client's connection pool.
-
-        Args:
-            timeout: Per-attempt timeouts (default: this client's).
-            retry: Retry policy (default: this client's).
-            deadline: Overall seconds per call (default: this client's).
-        """
-        return HTTPClient(
-            self.base_url,
-            api_key=self._api_key,
-            policy=self.policy.updated(timeout=timeout, retry=retry, deadline=deadline),
-            default_headers=self.default_headers,
-            http_client=self._client,
-        )
 
     def close(self) -> None:
         """Close the connection pool if this client created it."""
