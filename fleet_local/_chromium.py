@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from fleet_sdk import BrowserStartError
 from fleet_sdk.process_groups import guard_group, release_group
 
 if TYPE_CHECKING:
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
 __all__ = [
     "VIEWPORT",
     "BrowserPool",
-    "BrowserStartError",
     "LeaseBrowser",
     "browser_unavailable",
     "chromium_executable",
@@ -83,10 +83,6 @@ CHROMIUM_FLAGS = (
     "--remote-debugging-port=0",
     f"--window-size={VIEWPORT['width']},{VIEWPORT['height']}",
 )
-
-
-class BrowserStartError(RuntimeError):
-    """Chromium (or Playwright) is missing, or the browser did not come up in time."""
 
 
 def chromium_executable() -> str | None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
@@ -27,8 +26,6 @@ IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", min_lengt
 """The optional ``Idempotency-Key`` header of a route."""
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
-
-_lock = threading.Lock()  # serialises creations that carry a key (rare, and local)
 
 
 def body_digest(payload: Any) -> str:
@@ -72,7 +69,9 @@ def idempotent(
         return create()
     record_id = f"{scope}:{key}"
     digest = body_digest(payload)
-    with _lock:
+    # One request per key at a time: a retry that arrives while the first still runs waits for
+    # its answer instead of running ``create`` a second time.
+    with store.locks.hold(IDEMPOTENCY_KIND, record_id):
         record = store.get(IDEMPOTENCY_KIND, record_id)
         if record is not None:
             if record.get("digest") != digest:

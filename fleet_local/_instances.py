@@ -20,7 +20,6 @@ import hashlib
 import logging
 import shutil
 import sqlite3
-import threading
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -78,12 +77,6 @@ INSTANCE_LIMIT = 1000
 # many intervals without a heartbeat.
 MISSED_HEARTBEATS = 3
 
-_seed_locks: dict[tuple[str, str], threading.Lock] = {}
-_seed_locks_guard = threading.Lock()
-_instance_locks: dict[str, threading.Lock] = {}
-_instance_locks_guard = threading.Lock()
-
-
 # ---------------------------------------------------------------- helpers
 
 
@@ -121,14 +114,6 @@ def env_info(state: LocalState, env_key: str) -> models.Environment:
     )
 
 
-def _lock_for(registry: dict[Any, threading.Lock], guard: threading.Lock, key: Any) -> threading.Lock:
-    with guard:
-        lock = registry.get(key)
-        if lock is None:
-            lock = registry[key] = threading.Lock()
-        return lock
-
-
 def ensure_seed(state: LocalState, env_key: str, version: str) -> Path:
     """Build the seed database of an environment version once and return its path.
 
@@ -139,7 +124,7 @@ def ensure_seed(state: LocalState, env_key: str, version: str) -> Path:
     path = state.seed_path(env_key, version)
     digest = hashlib.sha256(spec.seed_sql.encode()).hexdigest()
     marker = path.with_name(path.name + ".sha256")
-    with _lock_for(_seed_locks, _seed_locks_guard, (env_key, version)):
+    with state.store.locks.hold("seed", env_key, version):
         fresh = path.is_file() and marker.is_file() and marker.read_text().strip() == digest
         if not fresh:
             spec.build_seed(path)
@@ -325,7 +310,7 @@ def delete_instance(state: LocalState, instance_id: str) -> models.InstanceRespo
     Raises:
         LocalAPIError: 404 ``instance_not_found`` for an unknown id.
     """
-    with _lock_for(_instance_locks, _instance_locks_guard, instance_id):
+    with state.store.locks.hold(KIND, instance_id):
         doc = _load(state, instance_id)
         if doc.get("status") != "terminated":
             now = iso()
@@ -404,7 +389,7 @@ def heartbeat(state: LocalState, instance_id: str) -> models.HeartbeatResponse:
     Raises:
         LocalAPIError: 404 ``instance_not_found`` when unknown or terminated.
     """
-    with _lock_for(_instance_locks, _instance_locks_guard, instance_id):
+    with state.store.locks.hold(KIND, instance_id):
         doc = require_live(state, instance_id)
         window = int(doc.get("_window_seconds") or state.settings.instance_ttl_seconds)
         now = utcnow()
@@ -463,7 +448,7 @@ def reset_instance(state: LocalState, instance_id: str, seed: int | None = None)
     """
     # Under the instance's lock: a DELETE in between would remove the files mid-backup (a 500).
     with (
-        _lock_for(_instance_locks, _instance_locks_guard, instance_id),
+        state.store.locks.hold(KIND, instance_id),
         contextlib.closing(open_db(state, instance_id, "seed", read_only=True)) as source,
         contextlib.closing(open_db(state, instance_id, "current", read_only=False)) as target,
     ):
@@ -489,7 +474,7 @@ def snapshot_instance(state: LocalState, instance_id: str) -> models.SnapshotRes
     path.parent.mkdir(parents=True, exist_ok=True)
     # Under the instance's lock, as reset: a DELETE in between would remove the files mid-backup.
     with (
-        _lock_for(_instance_locks, _instance_locks_guard, instance_id),
+        state.store.locks.hold(KIND, instance_id),
         contextlib.closing(open_db(state, instance_id, "current", read_only=True)) as source,
         contextlib.closing(sqlite3.connect(path)) as target,
     ):
@@ -509,7 +494,7 @@ def restore_instance(state: LocalState, instance_id: str, backup_id: str | None)
     """
     # Under the instance's lock, as reset: a DELETE in between would leave a new current.db
     # behind a terminated instance, or remove the files mid-backup.
-    with _lock_for(_instance_locks, _instance_locks_guard, instance_id):
+    with state.store.locks.hold(KIND, instance_id):
         target_env = require_live(state, instance_id)["env_key"]
         if backup_id is None:
             own = state.store.list(BACKUP_KIND, parent=instance_id)

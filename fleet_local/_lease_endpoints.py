@@ -31,8 +31,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from fleet_sdk import BrowserStartError
+
 from ._browser import book, live_lease
-from ._chromium import BrowserStartError
 from ._computer import COMPUTER_TOOL, ComputerError, png_base64, run_action
 from ._errors import LocalAPIError
 from ._mcp import low_level_server

@@ -17,7 +17,6 @@ Design choices where the schema leaves room:
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,8 +40,6 @@ _EXECUTION_KIND = "verifier_execution"
 _TRACE_JOB_KIND = "trace_job"
 _EXECUTION_FIELDS = ("success", "score", "stdout", "execution_time_ms", "result", "execution_id")
 
-_ingest_lock = threading.Lock()
-
 
 def _iso_or_none(value: Any) -> str | None:
     return None if value is None else value.isoformat()
@@ -53,10 +50,11 @@ def _ingest(state: LocalState, body: smodels.SessionIngestRequest) -> smodels.Se
     messages = [{"content": None, **m.model_dump(mode="json", exclude_none=True)} for m in body.messages]
     steps = sum(1 for m in messages if m.get("role") == "assistant")
     metadata = body.metadata.model_dump(mode="json") if body.metadata is not None else {}
-    with _ingest_lock:
-        existing = state.store.get(SESSION_KIND, body.session_id) if body.session_id else None
+    session_id = body.session_id or new_id("sess")
+    # One ingest per session at a time: appends to one session keep their order and count.
+    with state.store.locks.hold(SESSION_KIND, session_id):
+        existing = state.store.get(SESSION_KIND, session_id) if body.session_id else None
         if existing is not None:
-            session_id = str(existing["session_id"])
             changes: dict[str, Any] = {
                 "metadata": {**(existing.get("metadata") or {}), **metadata},
                 "step_count": int(existing.get("step_count") or 0) + steps,
@@ -73,7 +71,6 @@ def _ingest(state: LocalState, body: smodels.SessionIngestRequest) -> smodels.Se
             state.store.update(SESSION_KIND, session_id, **changes)
             created = False
         else:
-            session_id = body.session_id or new_id("sess")
             now = iso()
             doc = {
                 "session_id": session_id,

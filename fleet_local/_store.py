@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ._locks import NamedLocks
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS docs (
     kind TEXT NOT NULL,
@@ -39,12 +41,19 @@ CREATE TABLE IF NOT EXISTS messages (
 class Store:
     """Thread-safe JSON document store over SQLite (WAL mode).
 
+    Each call is atomic; work that spans several (read a document, then write it or files beside
+    it) holds a named lock of ``locks`` meanwhile.
+
     Args:
         path: The database file; created with its tables when missing.
+
+    Attributes:
+        locks: This store's named locks (``locks.hold(kind, id)``).
     """
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.locks = NamedLocks()
         self._lock = threading.RLock()
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")

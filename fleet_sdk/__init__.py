@@ -16,6 +16,7 @@ from ._exceptions import (
     APITimeoutError,
     AuthenticationError,
     BadRequestError,
+    BrowserStartError,
     ConfigurationError,
     ConflictError,
     ContextToolError,
@@ -37,6 +38,7 @@ from ._exceptions import (
     UnprocessableEntityError,
     VersionNotFoundError,
 )
+from ._public import publish
 from ._version import __version__
 
 if TYPE_CHECKING:
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     from ._runtime import (
         APIResponse,
         AsyncHTTPClient,
+        CallPolicy,
         FleetConfig,
         HTTPClient,
         RequestOptions,
@@ -64,6 +67,7 @@ if TYPE_CHECKING:
 _ON_FIRST_USE = {
     "APIResponse": "._runtime",
     "AsyncHTTPClient": "._runtime",
+    "CallPolicy": "._runtime",
     "FleetConfig": "._runtime",
     "HTTPClient": "._runtime",
     "RequestOptions": "._runtime",
@@ -88,9 +92,13 @@ def __getattr__(name: str) -> Any:
     module = _ON_FIRST_USE.get(name)
     if module is None:
         raise AttributeError(f"module 'fleet_sdk' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+    loaded = importlib.import_module(module, __name__)
+    # Every name of that module at once: a published class's annotations name its neighbours
+    # (``CallPolicy`` names ``Timeout``), and get_type_hints reads them from this namespace.
+    names = [other for other, home in _ON_FIRST_USE.items() if home == module]
+    globals().update({other: getattr(loaded, other) for other in names})
+    publish(__name__, globals(), names)
+    return globals()[name]
 
 
 def __dir__() -> list[str]:
@@ -111,6 +119,8 @@ __all__ = [
     "AsyncHTTPClient",
     "AuthenticationError",
     "BadRequestError",
+    "BrowserStartError",
+    "CallPolicy",
     "ConfigurationError",
     "ConflictError",
     "ContextManager",
@@ -147,3 +157,5 @@ __all__ = [
     "__version__",
     "load_tasks",
 ]
+
+publish(__name__, globals(), __all__)

@@ -8,7 +8,7 @@ with it rather than with ``AsyncFleet``, so ``_client`` (which builds them) is i
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 import httpx
 from fleet_generated.browser_lease.client import AsyncBrowserLeaseClient, BrowserLeaseClient
@@ -22,7 +22,7 @@ from fleet_generated.evaluation_reports.client import AsyncEvaluationReportsClie
 from fleet_generated.sessions_ingest.client import AsyncSessionsClient, SessionsClient
 from fleet_generated.traces_jobs.client import AsyncTracesJobsClient, TracesJobsClient
 
-from ._runtime import AsyncHTTPClient, FleetConfig, HTTPClient, Surface, Timeout
+from ._runtime import AsyncHTTPClient, CallPolicy, FleetConfig, HTTPClient, Surface
 
 __all__ = ["AsyncAPIOwner", "AsyncFleetAPI", "FleetAPI", "SyncAPIOwner"]
 
@@ -38,13 +38,13 @@ class FleetAPI:
         evaluation_reports: Evaluation report import/export (platform host).
     """
 
-    def __init__(self, config: FleetConfig, pool: httpx.Client, **policy: Any) -> None:
+    def __init__(self, config: FleetConfig, pool: httpx.Client, policy: CallPolicy) -> None:
         self._pool = pool
         self._policy = policy
 
         def http(surface: Surface) -> HTTPClient:
             return HTTPClient(
-                config.url_for(surface), api_key=config.key_for(surface), http_client=pool, **policy
+                config.url_for(surface), api_key=config.key_for(surface), policy=policy, http_client=pool
             )
 
         self.control_plane = ControlPlaneClient(http(Surface.CONTROL_PLANE))
@@ -52,6 +52,16 @@ class FleetAPI:
         self.traces = TracesJobsClient(http(Surface.TRACES))
         self.browser = BrowserLeaseClient(http(Surface.BROWSER))
         self.evaluation_reports = EvaluationReportsClient(http(Surface.TRACES))
+
+    @property
+    def http_client(self) -> httpx.Client:
+        """The connection pool every surface shares."""
+        return self._pool
+
+    @property
+    def call_policy(self) -> CallPolicy:
+        """Timeouts, retries and the per-call deadline of every surface's calls."""
+        return self._policy
 
     def manager(self, manager_url: str, *, runner_token: str | None = None) -> InstanceManagerClient:
         """The instance manager API of one instance.
@@ -63,7 +73,11 @@ class FleetAPI:
         headers = {"X-Runner-Token": runner_token} if runner_token else None
         return InstanceManagerClient(
             HTTPClient(
-                manager_url, api_key=None, default_headers=headers, http_client=self._pool, **self._policy
+                manager_url,
+                api_key=None,
+                policy=self._policy,
+                default_headers=headers,
+                http_client=self._pool,
             )
         )
 
@@ -71,13 +85,13 @@ class FleetAPI:
 class AsyncFleetAPI:
     """The generated typed clients of every surface, sharing one pool (async)."""
 
-    def __init__(self, config: FleetConfig, pool: httpx.AsyncClient, **policy: Any) -> None:
+    def __init__(self, config: FleetConfig, pool: httpx.AsyncClient, policy: CallPolicy) -> None:
         self._pool = pool
         self._policy = policy
 
         def http(surface: Surface) -> AsyncHTTPClient:
             return AsyncHTTPClient(
-                config.url_for(surface), api_key=config.key_for(surface), http_client=pool, **policy
+                config.url_for(surface), api_key=config.key_for(surface), policy=policy, http_client=pool
             )
 
         self.control_plane = AsyncControlPlaneClient(http(Surface.CONTROL_PLANE))
@@ -92,10 +106,9 @@ class AsyncFleetAPI:
         return self._pool
 
     @property
-    def timeout(self) -> Timeout | None:
-        """The per-attempt timeouts of this client's calls (None: the runtime's default)."""
-        timeout: Timeout | None = self._policy.get("timeout")
-        return timeout
+    def call_policy(self) -> CallPolicy:
+        """Timeouts, retries and the per-call deadline of every surface's calls."""
+        return self._policy
 
     def manager(self, manager_url: str, *, runner_token: str | None = None) -> AsyncInstanceManagerClient:
         """The instance manager API of one instance.
@@ -107,7 +120,11 @@ class AsyncFleetAPI:
         headers = {"X-Runner-Token": runner_token} if runner_token else None
         return AsyncInstanceManagerClient(
             AsyncHTTPClient(
-                manager_url, api_key=None, default_headers=headers, http_client=self._pool, **self._policy
+                manager_url,
+                api_key=None,
+                policy=self._policy,
+                default_headers=headers,
+                http_client=self._pool,
             )
         )
 

@@ -20,6 +20,7 @@ from ._exceptions import FleetError
 from ._provisioning import PROVISIONING_RETRY, create_instance, is_transient_provisioning_error
 from ._refs import parse_ref
 from ._runtime import (
+    CallPolicy,
     Deadline,
     FleetConfig,
     RetryPolicy,
@@ -29,6 +30,7 @@ from ._runtime import (
 )
 from ._runtime._bridge import run_sync
 from ._runtime._pool import async_pool_client, pool_client
+from ._runtime._threaded import async_client_over
 from ._tasks_resource import AsyncTasks, Tasks
 from ._twin import sync_method
 from .env import AsyncEnv, Env
@@ -46,19 +48,17 @@ __all__ = [
 InstanceStatus = Literal["pending", "running", "stopped", "terminated", "error"]
 
 
-def _policy(timeout: Timeout | None, retry: RetryPolicy | None, deadline: float | None) -> dict[str, Any]:
-    policy: dict[str, Any] = {"timeout": timeout, "retry": retry}
-    if deadline is not None:
-        policy["deadline"] = deadline
-    return policy
-
-
 class _FleetBase:
     """What ``Fleet`` and ``AsyncFleet`` share: settings resolution and the call policy."""
 
     config: FleetConfig
-    _pool: Any  # httpx.Client or httpx.AsyncClient, shared by with_options() copies
     traces: Traces | AsyncTraces
+    _policy: CallPolicy
+
+    @property
+    def call_policy(self) -> CallPolicy:
+        """Timeouts, retries and the per-call deadline every call of this client carries."""
+        return self._policy
 
     @property
     def screenshot_store(self) -> ScreenshotSink | None:
@@ -77,8 +77,8 @@ class _FleetBase:
         retry: RetryPolicy | None,
         deadline: float | None,
         environ: Mapping[str, str] | None,
-    ) -> dict[str, Any]:
-        """Resolve settings (arguments, environment, production) and return the call policy."""
+    ) -> None:
+        """Resolve settings (arguments, environment, production) and the call policy."""
         self.config = FleetConfig.resolve(
             api_key=api_key,
             base_url=base_url,
@@ -88,11 +88,11 @@ class _FleetBase:
             environ=environ,
         )
         self.config.require_key(Surface.CONTROL_PLANE)
-        self._policy_kwargs: dict[str, Any] = {"timeout": timeout, "retry": retry, "deadline": deadline}
-        return _policy(timeout, retry, deadline)
+        self._policy = CallPolicy().updated(timeout=timeout, retry=retry, deadline=deadline)
 
-    def _settings(self) -> dict[str, Any]:
-        """Constructor arguments that rebuild this client's configuration."""
+    def _settings(self, policy: CallPolicy | None = None) -> dict[str, Any]:
+        """Constructor arguments that rebuild this client's configuration (with ``policy``)."""
+        policy = policy or self._policy
         return {
             "api_key": self.config.api_key,
             "base_url": self.config.base_url,
@@ -100,8 +100,14 @@ class _FleetBase:
             "browser_url": self.config.browser_url,
             "browser_api_key": self.config.browser_api_key,
             "screenshot_store": self.screenshot_store,
-            **self._policy_kwargs,
+            "timeout": policy.timeout,
+            "retry": policy.retry,
+            "deadline": policy.deadline,
         }
+
+    def _shared_clients(self) -> dict[str, Any]:
+        """The ``http_client`` arguments that make a copy share this client's pools."""
+        raise NotImplementedError
 
     def with_options(
         self,
@@ -110,7 +116,7 @@ class _FleetBase:
         retry: RetryPolicy | None = None,
         deadline: float | None = None,
     ) -> Self:
-        """A client with another call policy, sharing this one's settings and connection pool.
+        """A client with another call policy, sharing this one's settings and connection pools.
 
         ``fleet.with_options(retry=RetryPolicy(max_retries=0)).api.control_plane.get_job(job_id)``
 
@@ -119,11 +125,9 @@ class _FleetBase:
             retry: Retry policy (default: this client's).
             deadline: Overall seconds per call (default: this client's).
         """
-        settings = self._settings()
-        overrides = {"timeout": timeout, "retry": retry, "deadline": deadline}
-        settings.update({k: v for k, v in overrides.items() if v is not None})
+        policy = self._policy.updated(timeout=timeout, retry=retry, deadline=deadline)
         cls: Any = type(self)  # Fleet or AsyncFleet: the same keyword arguments
-        copy: Self = cls(**settings, http_client=self._pool)
+        copy: Self = cls(**self._settings(policy), **self._shared_clients())
         return copy
 
     def __repr__(self) -> str:
@@ -143,7 +147,9 @@ class AsyncFleet(_FleetBase):
         timeout: Per-attempt timeouts (default 60 s, connect 10 s).
         retry: Retry policy for safe calls.
         deadline: Overall seconds per call, retries included (default 180 s).
-        http_client: An ``httpx.AsyncClient`` to use; owned by the caller.
+        http_client: An ``httpx.AsyncClient`` every call goes through (custom transport,
+            proxies, limits), MCP tool calls included; owned by the caller. Default: the SDK's
+            own pool, closed by ``close``.
         environ: Environment to resolve settings from (default ``os.environ``).
         screenshot_store: Where ``traces`` uploads screenshots (default: the production bucket
             with the AWS credential chain); ``LocalFleet`` passes its own S3 endpoint.
@@ -166,7 +172,7 @@ class AsyncFleet(_FleetBase):
         environ: Mapping[str, str] | None = None,
         screenshot_store: ScreenshotSink | None = None,
     ) -> None:
-        policy = self._configure(
+        self._configure(
             api_key=api_key,
             base_url=base_url,
             platform_url=platform_url,
@@ -179,11 +185,19 @@ class AsyncFleet(_FleetBase):
         )
         self._owns_pool = http_client is None
         self._pool = http_client or async_pool_client()
-        self.api = AsyncFleetAPI(self.config, self._pool, **policy)
+        self.api = AsyncFleetAPI(self.config, self._pool, self._policy)
         self.traces = AsyncTraces(self, screenshot_store)
         """Trace jobs and session uploads with screenshots (``fleet_sdk.traces``)."""
         self.tasks = AsyncTasks(self)
         """Task configs as ``fleet_sdk.Task``: ``list``, ``get``, ``load``."""
+
+    @property
+    def http_client(self) -> httpx.AsyncClient:
+        """The connection pool every call goes through (``with_options`` copies share it)."""
+        return self._pool
+
+    def _shared_clients(self) -> dict[str, Any]:
+        return {"http_client": self._pool}
 
     async def list_envs(self) -> list[models.Environment]:
         """Every environment the key can use."""
@@ -324,6 +338,13 @@ class AsyncFleet(_FleetBase):
 class Fleet(_FleetBase):
     """Synchronous Fleet client.
 
+    Its typed clients (``fleet.api``) send through ``http_client``. Its other methods (``make``,
+    ``list_envs``, an env's tool calls, ``traces``, ``tasks``) run their async twins on the SDK's
+    own event loop thread, so they send through an async client: ``async_http_client`` when
+    given; else, when ``http_client`` is given, one that hands every request to ``http_client``
+    in a worker thread (its transport, proxies, auth and event hooks apply to everything); else
+    the SDK's own pool. Nothing bypasses a client you pass.
+
     Args:
         api_key: Fleet API key; else ``FLEET_API_KEY``.
         base_url: Orchestrator URL; else ``FLEET_BASE_URL``, else production.
@@ -333,7 +354,11 @@ class Fleet(_FleetBase):
         timeout: Per-attempt timeouts (default 60 s, connect 10 s).
         retry: Retry policy for safe calls.
         deadline: Overall seconds per call, retries included (default 180 s).
-        http_client: An ``httpx.Client`` to use (custom transport, proxies); owned by the caller.
+        http_client: An ``httpx.Client`` every call goes through (custom transport, proxies);
+            owned by the caller. Default: the SDK's own pool, closed by ``close``.
+        async_http_client: An ``httpx.AsyncClient`` for the async traffic (the methods above
+            and MCP tool calls), used on the SDK's event loop thread only; owned by the caller.
+            Default: through ``http_client`` when given, else the SDK's own async pool.
         environ: Environment to resolve settings from (default ``os.environ``).
         screenshot_store: Where ``traces`` uploads screenshots (default: the production bucket
             with the AWS credential chain); ``LocalFleet`` passes its own S3 endpoint.
@@ -353,10 +378,11 @@ class Fleet(_FleetBase):
         retry: RetryPolicy | None = None,
         deadline: float | None = None,
         http_client: httpx.Client | None = None,
+        async_http_client: httpx.AsyncClient | None = None,
         environ: Mapping[str, str] | None = None,
         screenshot_store: ScreenshotSink | None = None,
     ) -> None:
-        policy = self._configure(
+        self._configure(
             api_key=api_key,
             base_url=base_url,
             platform_url=platform_url,
@@ -369,44 +395,38 @@ class Fleet(_FleetBase):
         )
         self._owns_pool = http_client is None
         self._pool = http_client or pool_client()
+        self._async_pool = async_http_client
+        self._derived_pool: httpx.AsyncClient | None = None  # through ``http_client``; this client's
         self._async: AsyncFleet | None = None
-        self.api = FleetAPI(self.config, self._pool, **policy)
+        self.api = FleetAPI(self.config, self._pool, self._policy)
         self.traces = Traces(self, screenshot_store)
         """Trace jobs and session uploads with screenshots (``fleet_sdk.traces``)."""
         self.tasks = Tasks(self)
         """Task configs as ``fleet_sdk.Task``: ``list``, ``get``, ``load``."""
 
     @property
+    def http_client(self) -> httpx.Client:
+        """The connection pool ``fleet.api`` sends through (``with_options`` copies share it)."""
+        return self._pool
+
+    @property
     def async_fleet(self) -> AsyncFleet:
         """The async client the facade methods run on (created on first use)."""
         if self._async is None:
-            self._async = AsyncFleet(**self._settings())
+            pool = self._async_pool
+            if pool is None and not self._owns_pool:
+                # The caller's sync client carries the async traffic too: never the network around it.
+                pool = self._derived_pool = async_client_over(self._pool)
+            self._async = AsyncFleet(**self._settings(), http_client=pool)
         return self._async
 
     @property
     def _inner(self) -> AsyncFleet:
         return self.async_fleet
 
-    def with_options(
-        self,
-        *,
-        timeout: Timeout | None = None,
-        retry: RetryPolicy | None = None,
-        deadline: float | None = None,
-    ) -> Self:
-        """A client with another call policy, sharing this one's settings and both connection pools.
-
-        ``fleet.with_options(retry=RetryPolicy(max_retries=0)).api.control_plane.get_job(job_id)``
-
-        Args:
-            timeout: Per-attempt timeouts (default: this client's).
-            retry: Retry policy (default: this client's).
-            deadline: Overall seconds per call (default: this client's).
-        """
-        copy = super().with_options(timeout=timeout, retry=retry, deadline=deadline)
-        # The copy's facades run on a copy of this client's async client: the same async pool.
-        copy._async = self.async_fleet.with_options(timeout=timeout, retry=retry, deadline=deadline)
-        return copy
+    def _shared_clients(self) -> dict[str, Any]:
+        # The copy's facades run on the same async pool as this client's.
+        return {"http_client": self._pool, "async_http_client": self.async_fleet.http_client}
 
     list_envs = sync_method(AsyncFleet.list_envs)
     make = sync_method(AsyncFleet.make, wrap=Env)
@@ -420,6 +440,9 @@ class Fleet(_FleetBase):
         if self._async is not None:
             run_sync(self._async.close())
             self._async = None
+        if self._derived_pool is not None:
+            run_sync(self._derived_pool.aclose())
+            self._derived_pool = None
 
     def __enter__(self) -> Fleet:
         return self

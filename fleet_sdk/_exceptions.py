@@ -26,12 +26,35 @@ looks in all three places (see ``ErrorBodyFields``)::
     │       └── InternalServerError         5xx
     ├── MCPError                        an instance's MCP endpoints failed
     │   ├── ToolsUnavailableError       no endpoint listed any tool
-    │   └── ToolNotFoundError           the tool does not exist (never retried)
+    │   ├── ToolNotFoundError           the tool does not exist (never retried)
+    │   ├── MCPTransportError           [mcp] an MCP request failed over HTTP (``sent``: may it have run)
+    │   └── MCPSessionExpiredError      [mcp] the server ended the session (opened again once, then raised)
     ├── EpisodeError                    a task-environment episode was misused (step after done)
     │   └── ActionError                 an action ``step`` cannot read (names what was wrong; no step used)
     ├── ContextToolError                a context tool got bad arguments (bad pattern, unknown output)
     ├── DatabaseError                   an instance database refused a statement (carries its message)
-    └── TaskConfigError                 a task file or task config is malformed (names index and field)
+    ├── TaskConfigError                 a task file or task config is malformed (names index and field)
+    ├── PolicyError                     a policy could not produce a turn (no model endpoint, a failed model)
+    ├── EvaluationError                 an evaluation could not run (bad run directory, a job with no results)
+    │   └── EvaluationTimeoutError      an evaluation job was not terminal by its deadline
+    ├── BrowserStartError               a browser lease could not be made ready (deleted first)
+    ├── UnknownPartError                [reports] a report part, model or scenario the report does not have
+    ├── SandboxError                    [verifiers] the verifier sandbox could not run at all
+    │   └── JailUnavailableError        [verifiers] no OS jail here, and running without one was not allowed
+    ├── VerifierCodeError               [verifiers] the verifier's code does not parse or has no entry point
+    ├── InvalidResultError              [verifiers] a verifier returned something that is not a score
+    └── UnknownDatabaseError            [verifiers] ``env.db(name)`` names no database of the environment
+
+Each is exported from ``fleet_sdk``, except those marked ``[module]``: exported from
+``fleet_sdk.<module>`` (``fleet_sdk.mcp.MCPTransportError``). ``MCPTransportError`` and
+``MCPSessionExpiredError`` are defined in ``fleet_sdk/mcp.py`` (``transient`` reads the runtime's
+retry rule, which this module, standard library only, cannot import), ``UnknownPartError`` in
+``fleet_sdk/reports/_render.py``, and the last three in the standard-library-only verifier
+modules the sandbox child loads without ``fleet_sdk`` (there they derive from ``Exception``;
+see ``fleet_sdk/verifiers/_compat.py``); ``UnknownPartError``, ``ContextToolError`` and
+``TaskConfigError`` are ``ValueError``s too, ``InvalidResultError`` a ``TypeError`` and
+``UnknownDatabaseError`` a ``LookupError``. ``tests/test_exception_tree.py`` checks this drawing
+against the classes. Every error pickles (Ray ships them between processes).
 
 Every ``APIError`` carries the ``request_id`` sent as ``X-Request-ID`` (the same
 across the retries of one call), the method and URL, and, for status errors,
@@ -59,6 +82,7 @@ __all__ = [
     "ActionError",
     "AuthenticationError",
     "BadRequestError",
+    "BrowserStartError",
     "ConfigurationError",
     "ConflictError",
     "ContextToolError",
@@ -66,13 +90,17 @@ __all__ = [
     "EnvNotFoundError",
     "EpisodeError",
     "ErrorBodyFields",
+    "EvaluationError",
+    "EvaluationTimeoutError",
     "FleetError",
     "InternalServerError",
+    "JailUnavailableError",
     "MCPError",
     "NotFoundError",
     "PermissionDeniedError",
     "PolicyError",
     "RateLimitError",
+    "SandboxError",
     "TaskConfigError",
     "ToolNotFoundError",
     "ToolsUnavailableError",
@@ -84,6 +112,18 @@ __all__ = [
 
 class FleetError(Exception):
     """Base class of every error raised by ``fleet_sdk``."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt without ``__init__``, whose keyword-only arguments ``args`` does not hold: pickle,
+        # ``copy`` and Ray (which ships errors between processes) would fail to call it.
+        return (_rebuild, (type(self), self.args), self.__dict__)
+
+
+def _rebuild(cls: type[FleetError], args: tuple[Any, ...]) -> FleetError:
+    """An error of ``cls`` with ``args``, its attributes left to pickle's state."""
+    error = cls.__new__(cls, *args)
+    error.args = args
+    return error
 
 
 class ConfigurationError(FleetError):
@@ -386,3 +426,31 @@ class EvaluationTimeoutError(EvaluationError):
 
     Not a ``TimeoutError``: the sync bridge reads that as its own wait expiring.
     """
+
+
+class BrowserStartError(FleetError):
+    """A browser could not be made ready: a lease that ended, did not start in time, lacks the
+    ``computer`` tool or failed its health check (``BrowserSession.open`` deletes it first), or,
+    on the local server, a Chromium or Playwright that is missing or did not come up."""
+
+
+class SandboxError(FleetError):
+    """The verifier sandbox could not run at all: invalid arguments or no interpreter to start.
+
+    Faults of the verifier itself never raise; they are returned in ``VerifierOutcome.error``.
+    """
+
+
+class JailUnavailableError(SandboxError):
+    """The OS jail cannot start on this machine and the caller did not allow running without it.
+
+    Attributes:
+        reason: Why the jail is unavailable (e.g. bubblewrap is not installed).
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(
+            f"the verifier OS jail is unavailable ({reason}); refusing to run untrusted code with "
+            "only the audit hook (pass allow_unjailed=True to accept that)"
+        )
+        self.reason = reason

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 import anyio
 
-from ._exceptions import APIStatusError, FleetError, MCPError, ToolNotFoundError
+from ._exceptions import APIStatusError, BrowserStartError, FleetError, MCPError, ToolNotFoundError
 from ._runtime import Deadline
 from .mcp import MCPClient
 from .png import is_blank_png
@@ -54,10 +54,6 @@ COMPUTER = "computer"
 POLL_INTERVAL = 0.5
 CLOSE_DEADLINE = 30.0
 """Seconds ``close`` may take to delete the lease, even in a cancelled task."""
-
-
-class BrowserStartError(FleetError):
-    """A browser lease could not be made ready (it was deleted before this was raised)."""
 
 
 def multimodal_ttl(modality: str, ttl_seconds: int | None) -> int | None:
@@ -162,8 +158,8 @@ class BrowserSession:
             running = await session._wait_running(lease, Deadline(ready_deadline))
             session._mcp = MCPClient(
                 [running.mcp_url],
-                http_client=fleet._pool,
-                timeout=fleet._policy_kwargs.get("timeout"),
+                http_client=fleet.http_client,
+                timeout=fleet.call_policy.timeout,
                 call_deadline=call_deadline,
             )
             await session._start(call_deadline)

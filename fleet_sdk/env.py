@@ -125,7 +125,7 @@ class AsyncEnv:
         self.mcp = MCPClient(
             mcp_endpoints or [f"{root}mcp", f"{root}api/v1/mcp"],
             http_client=fleet.api.http_client,
-            timeout=fleet.api.timeout,
+            timeout=fleet.api.call_policy.timeout,
             call_deadline=call_deadline,
         )
         self._closed = False

@@ -30,6 +30,7 @@ import httpx
 
 from ._exceptions import MCPError, ToolNotFoundError, ToolsUnavailableError
 from ._mcp_results import extract_tool_result
+from ._public import publish
 from ._retry import is_transient_reply, retry_async
 from ._runtime import Deadline, RetryPolicy, Timeout
 from ._version import __version__
@@ -110,7 +111,8 @@ class _Session:
 def may_retry_tool_call(failure: BaseException, annotations: Mapping[str, Any] | None) -> bool:
     """Whether a failed ``tools/call`` may be sent again without risking a second run.
 
-    Only transient failures count (no answer, or 408/429/502/503/504). Then: True when the
+    Only transient failures count (``MCPTransportError.transient``: no answer; else the error
+    body's ``retryable`` flag when it has one, else 408/429/502/503/504). Then: True when the
     request provably never reached the server (no connection could be made), or when the
     tool declares itself safe to repeat in its MCP annotations (``readOnlyHint`` or
     ``idempotentHint``). A request that was sent and then failed (connection reset, read
@@ -463,3 +465,6 @@ class MCPClient:
         if not isinstance(result, dict):
             raise MCPError(f"MCP tools/call {name!r} on {endpoint} returned no result object")
         return extract_tool_result(result)
+
+
+publish(__name__, globals(), __all__)

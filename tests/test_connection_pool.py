@@ -115,10 +115,10 @@ def _pool_of(client: httpx.AsyncClient | httpx.Client) -> object:
 
 
 def test_the_fleets_own_clients_get_the_linear_pass_and_a_users_client_is_left_alone() -> None:
-    assert type(_pool_of(AsyncFleet("sk-test-123456")._pool)) is _pool._AsyncPool
-    assert type(_pool_of(Fleet("sk-test-123456")._pool)) is _pool._Pool
+    assert type(_pool_of(AsyncFleet("sk-test-123456").http_client)) is _pool._AsyncPool
+    assert type(_pool_of(Fleet("sk-test-123456").http_client)) is _pool._Pool
     mine = httpx.AsyncClient()
-    assert AsyncFleet("sk-test-123456", http_client=mine)._pool is mine
+    assert AsyncFleet("sk-test-123456", http_client=mine).http_client is mine
     assert type(_pool_of(mine)) is httpcore.AsyncConnectionPool
     # HTTP/2 connections multiplex, which the pass does not model: httpcore keeps its own.
     http2 = httpx.AsyncClient()

@@ -15,6 +15,7 @@ from fleet_sdk import (
     APIStatusError,
     AuthenticationError,
     BadRequestError,
+    CallPolicy,
     EnvNotFoundError,
     HTTPClient,
     InternalServerError,
@@ -47,7 +48,7 @@ def client(replies: Replies) -> HTTPClient:
     return HTTPClient(
         "https://orchestrator.fleetai.com",
         api_key="k",
-        retry=RetryPolicy(max_retries=3, backoff_base=0.001, backoff_max=0.002),
+        policy=CallPolicy(retry=RetryPolicy(max_retries=3, backoff_base=0.001, backoff_max=0.002)),
         http_client=httpx.Client(transport=httpx.MockTransport(replies)),
     )
 

@@ -21,6 +21,7 @@ from fleet_sdk import (
     AsyncHTTPClient,
     AuthenticationError,
     BadRequestError,
+    CallPolicy,
     ConflictError,
     EnvNotFoundError,
     HTTPClient,
@@ -74,9 +75,17 @@ def fast_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return waits
 
 
-def make_client(handler: Handler, *, is_async: bool, **kwargs: Any) -> HTTPClient | AsyncHTTPClient:
+def make_client(
+    handler: Handler,
+    *,
+    is_async: bool,
+    retry: RetryPolicy | None = None,
+    timeout: Timeout | None = None,
+    **kwargs: Any,
+) -> HTTPClient | AsyncHTTPClient:
     kwargs.setdefault("api_key", SECRET)
-    kwargs.setdefault("retry", RetryPolicy(max_retries=3, backoff_base=0.01, backoff_max=0.05))
+    retry = retry or RetryPolicy(max_retries=3, backoff_base=0.01, backoff_max=0.05)
+    kwargs["policy"] = CallPolicy(timeout=timeout, retry=retry)
     transport = httpx.MockTransport(handler)
     if is_async:
         return AsyncHTTPClient(BASE, http_client=httpx.AsyncClient(transport=transport), **kwargs)

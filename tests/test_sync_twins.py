@@ -157,13 +157,13 @@ def test_with_options_shares_the_one_pool_of_each_kind(monkeypatch: pytest.Monke
     assert quick.tasks._inner is not None  # a facade's async side
 
     assert (_CountingClient.created, _CountingAsyncClient.created) == pools
-    assert quick._pool is fleet._pool
-    assert quick.async_fleet._pool is fleet.async_fleet._pool
-    assert quick.async_fleet._policy_kwargs["deadline"] == 5.0
+    assert quick.http_client is fleet.http_client
+    assert quick.async_fleet.http_client is fleet.async_fleet.http_client
+    assert quick.async_fleet.call_policy.deadline == 5.0
     quick.close()  # a copy closes nothing it shares
-    assert not fleet._pool.is_closed and not fleet.async_fleet._pool.is_closed
+    assert not fleet.http_client.is_closed and not fleet.async_fleet.http_client.is_closed
     fleet.close()
-    assert fleet._pool.is_closed
+    assert fleet.http_client.is_closed
 
 
 async def test_async_with_options_shares_the_pool(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -172,7 +172,7 @@ async def test_async_with_options_shares_the_pool(monkeypatch: pytest.MonkeyPatc
     before = _CountingAsyncClient.created
     copy = fleet.with_options(retry=None, deadline=3.0)
     assert _CountingAsyncClient.created == before
-    assert copy._pool is fleet._pool
+    assert copy.http_client is fleet.http_client
     await copy.close()
-    assert not fleet._pool.is_closed
+    assert not fleet.http_client.is_closed
     await fleet.close()

@@ -11,6 +11,7 @@ from ._config import ORCHESTRATOR_URL, PLATFORM_URL, FleetConfig, Surface
 from ._policy import (
     IDEMPOTENCY_HEADER,
     TRANSIENT_MESSAGES,
+    CallPolicy,
     Deadline,
     RetryPolicy,
     Timeout,
@@ -31,6 +32,7 @@ __all__ = [
     "APIResponse",
     "AsyncHTTPClient",
     "BaseHTTPClient",
+    "CallPolicy",
     "Deadline",
     "FleetConfig",
     "HTTPClient",

@@ -13,7 +13,7 @@ from fleet_generated._transport import QueryValue, RequestOptions
 
 from .._exceptions import ConfigurationError
 from ._base import BaseHTTPClient
-from ._policy import RetryPolicy, Timeout
+from ._policy import CallPolicy
 from ._response import APIResponse
 
 T = TypeVar("T")
@@ -47,44 +47,30 @@ class AsyncHTTPClient(BaseHTTPClient):
     Args:
         base_url: Root URL of the surface.
         api_key: Bearer key, or None for unauthenticated surfaces.
-        timeout: Per-attempt timeouts.
-        retry: Retry policy for safe calls.
-        deadline: Default overall seconds per call.
+        policy: Timeouts, retries and the per-call deadline (default ``CallPolicy()``).
         default_headers: Headers added to every request.
         http_client: An ``httpx.AsyncClient`` to use (for custom transports); owned by the caller.
     """
+
+    _client: httpx.AsyncClient
 
     def __init__(
         self,
         base_url: str,
         *,
         api_key: str | None = None,
-        timeout: Timeout | None = None,
-        retry: RetryPolicy | None = None,
-        deadline: float | None = 180.0,
+        policy: CallPolicy | None = None,
         default_headers: Mapping[str, str] | None = None,
         http_client: httpx.AsyncClient | None = None,
     ) -> None:
         super().__init__(
             base_url,
             api_key=api_key,
-            timeout=timeout,
-            retry=retry,
-            deadline=deadline,
+            policy=policy,
             default_headers=default_headers,
         )
         self._owns_client = http_client is None
         self._client = http_client or httpx.AsyncClient(follow_redirects=False)
-
-    def with_options(self, **overrides: Any) -> AsyncHTTPClient:
-        """A copy with some settings replaced, sharing this client's connection pool.
-
-        Args:
-            **overrides: Any of ``base_url``, ``api_key``, ``timeout``, ``retry``,
-                ``deadline``, ``default_headers``.
-        """
-        kwargs = {"base_url": self.base_url, **self._option_kwargs(), **overrides}
-        return AsyncHTTPClient(http_client=self._client, **kwargs)
 
     async def close(self) -> None:
         """Close the connection pool if this client created it."""

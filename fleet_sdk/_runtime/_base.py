@@ -9,7 +9,7 @@ import logging
 import uuid
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -26,6 +26,7 @@ from .._exceptions import (
 )
 from ._policy import (
     IDEMPOTENCY_HEADER,
+    CallPolicy,
     Deadline,
     RetryPolicy,
     Timeout,
@@ -41,7 +42,6 @@ T = TypeVar("T")
 
 REQUEST_ID_HEADER = "X-Request-ID"
 USER_AGENT = "fleet-sdk/0.1"
-DEFAULT_DEADLINE = 180.0
 
 log = logging.getLogger("fleet_sdk.http")
 
@@ -90,27 +90,25 @@ class BaseHTTPClient:
     Args:
         base_url: Root URL of the surface (``https://orchestrator.fleetai.com``).
         api_key: Sent as ``Authorization: Bearer <key>``; None sends no auth header.
-        timeout: Per-attempt timeouts.
-        retry: Retry policy for safe calls.
-        deadline: Default overall seconds per call, retries included.
+        policy: Timeouts, retries and the per-call deadline (default ``CallPolicy()``).
         default_headers: Headers added to every request (for example ``X-Runner-Token``).
     """
+
+    _client: httpx.Client | httpx.AsyncClient  # the subclass's pool, shared by with_options copies
 
     def __init__(
         self,
         base_url: str,
         *,
         api_key: str | None = None,
-        timeout: Timeout | None = None,
-        retry: RetryPolicy | None = None,
-        deadline: float | None = DEFAULT_DEADLINE,
+        policy: CallPolicy | None = None,
         default_headers: Mapping[str, str] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self._api_key = api_key
-        self.timeout = timeout or Timeout()
-        self.retry = retry or RetryPolicy()
-        self.deadline = deadline
+        self._policy = policy or CallPolicy()
+        self._timeout = self._policy.timeout or Timeout()
+        self._retry = self._policy.retry or RetryPolicy()
         self.default_headers = dict(default_headers or {})
         self._redact = Redactor([api_key, *self.default_headers.values()])
 
@@ -123,14 +121,49 @@ class BaseHTTPClient:
         """Whether requests carry a bearer key."""
         return bool(self._api_key)
 
-    def _option_kwargs(self) -> dict[str, Any]:
-        return {
-            "api_key": self._api_key,
-            "timeout": self.timeout,
-            "retry": self.retry,
-            "deadline": self.deadline,
-            "default_headers": self.default_headers,
-        }
+    @property
+    def policy(self) -> CallPolicy:
+        """Timeouts, retries and the per-call deadline of this client's calls."""
+        return self._policy
+
+    @property
+    def timeout(self) -> Timeout:
+        """Per-attempt timeouts (``policy.timeout``, else the default)."""
+        return self._timeout
+
+    @property
+    def retry(self) -> RetryPolicy:
+        """Retry policy for safe calls (``policy.retry``, else the default)."""
+        return self._retry
+
+    @property
+    def deadline(self) -> float | None:
+        """Default overall seconds per call (``policy.deadline``)."""
+        return self._policy.deadline
+
+    def with_options(
+        self,
+        *,
+        timeout: Timeout | None = None,
+        retry: RetryPolicy | None = None,
+        deadline: float | None = None,
+    ) -> Self:
+        """A copy with another call policy, sharing this client's connection pool.
+
+        Args:
+            timeout: Per-attempt timeouts (default: this client's).
+            retry: Retry policy (default: this client's).
+            deadline: Overall seconds per call (default: this client's).
+        """
+        cls: Any = type(self)  # HTTPClient or AsyncHTTPClient: the same keyword arguments
+        copy: Self = cls(
+            self.base_url,
+            api_key=self._api_key,
+            policy=self._policy.updated(timeout=timeout, retry=retry, deadline=deadline),
+            default_headers=self.default_headers,
+            http_client=self._client,
+        )
+        return copy
 
     # -- building ---------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from .._exceptions import APIConnectionError, APIStatusError, read_error_body
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 RETRYABLE_STATUS = frozenset({408, 429, 502, 503, 504})
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+DEFAULT_DEADLINE = 180.0
 
 # The last resort of ``is_transient`` for instance provisioning (``server_errors=True``):
 # production error messages known to be transient that arrive with no ``retryable`` flag,
@@ -126,6 +127,43 @@ class RetryPolicy:
         # "Equal jitter": at least half the ceiling, so waits still grow, but
         # hundreds of rollouts retrying together spread out.
         return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+@dataclass(frozen=True)
+class CallPolicy:
+    """How every call of a client is bounded and retried: the one options object a ``Fleet``
+    hands its typed clients and each of their ``HTTPClient``s (``fleet.call_policy``).
+
+    Attributes:
+        timeout: Per-attempt timeouts; None for the default (``Timeout()``: 60 s, connect 10 s;
+            an env's MCP requests then keep their own 30 s, see ``MCPClient``).
+        retry: Retry policy for safe calls; None for the default (``RetryPolicy()``).
+        deadline: Overall seconds per call, retries included; None for no overall deadline.
+    """
+
+    timeout: Timeout | None = None
+    retry: RetryPolicy | None = None
+    deadline: float | None = DEFAULT_DEADLINE
+
+    def updated(
+        self,
+        *,
+        timeout: Timeout | None = None,
+        retry: RetryPolicy | None = None,
+        deadline: float | None = None,
+    ) -> CallPolicy:
+        """A copy with the given settings replaced; one left as None keeps this policy's.
+
+        Args:
+            timeout: Per-attempt timeouts.
+            retry: Retry policy for safe calls.
+            deadline: Overall seconds per call.
+        """
+        return CallPolicy(
+            timeout=timeout or self.timeout,
+            retry=retry or self.retry,
+            deadline=self.deadline if deadline is None else deadline,
+        )
 
 
 class Deadline:

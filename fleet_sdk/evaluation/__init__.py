@@ -13,6 +13,7 @@ they take a ``Fleet`` and work in scripts, threads and inside a running event lo
 from __future__ import annotations
 
 from .._client import async_fleet_of
+from .._public import publish
 from .._twin import sync_function
 from ._platform import TERMINAL_JOB_STATUSES, bare_model, evaluate_job, job_report, session_score
 from ._rundir import RUN_FILE, RunDir, RunManifest
@@ -42,3 +43,5 @@ run_evaluation_sync = sync_function(run_evaluation, first=async_fleet_of, name="
 
 evaluate_job_sync = sync_function(evaluate_job, first=async_fleet_of, name="evaluate_job_sync")
 """Sync twin of :func:`evaluate_job`: the same arguments with a sync ``Fleet``."""
+
+publish(__name__, globals(), __all__)

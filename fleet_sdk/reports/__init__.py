@@ -5,6 +5,7 @@ render it with :func:`to_json`, :func:`to_markdown` or :func:`to_html`, name its
 :func:`filename`, and compare two runs with :func:`compare`. Nothing here touches the network.
 """
 
+from .._public import publish
 from ._compare import Change, Comparison, compare
 from ._model import (
     REPORT_VERSION,
@@ -60,3 +61,5 @@ __all__ = [
     "to_markdown",
     "wilson_interval",
 ]
+
+publish(__name__, globals(), __all__)

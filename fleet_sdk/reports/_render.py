@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Literal
 
+from .._exceptions import FleetError
 from ._model import ModelSummary, Outcome, ReportEnvelope
 
 __all__ = [
@@ -32,7 +33,7 @@ Part = Literal["verdict", "fix_items", "scenario"]
 MARKDOWN_PARTS: tuple[Part, ...] = ("verdict", "fix_items", "scenario")
 
 
-class UnknownPartError(ValueError):
+class UnknownPartError(FleetError, ValueError):
     """A Markdown part, model or scenario the report does not have."""
 
 

@@ -6,6 +6,7 @@ bucket, rewrites the chat history (``rewrite_chat_history``) and posts it to the
 orchestrator's sessions ingest, never raising (docs/wire.md#traces).
 """
 
+from .._public import publish
 from ._rewrite import (
     KEY_PREFIX,
     DataImage,
@@ -46,3 +47,5 @@ __all__ = [
     "screenshot_key",
     "upload_screenshots",
 ]
+
+publish(__name__, globals(), __all__)

@@ -15,6 +15,7 @@ Every runner returns a :class:`VerifierOutcome`; verifier faults are in ``outcom
 Importing this package loads only the standard library and pydantic.
 """
 
+from .._public import publish
 from ._audit import DENIED_PREFIX, SandboxPolicy
 from ._bundle import BUNDLE_ENTRY_NAME, bundle_sha256, bundle_verifier
 from ._entry import (
@@ -60,6 +61,7 @@ def __getattr__(name: str) -> object:
     if name in _REMOTE:
         from . import _remote
 
+        publish(__name__, vars(_remote), [name])
         return getattr(_remote, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -110,3 +112,5 @@ __all__ = [
     "run_sandboxed_async",
     "score_from_result",
 ]
+
+publish(__name__, globals(), __all__)

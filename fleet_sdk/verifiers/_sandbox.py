@@ -37,7 +37,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .._exceptions import FleetError
+from .._exceptions import JailUnavailableError, SandboxError
 from .._twin import sync_function
 from ..process_groups import GATE_OPEN, gated, guard_group, release_group
 from ._jail import INNER_CODE_DIR, INNER_OUT_DIR, jail_argv, jail_status
@@ -71,28 +71,6 @@ _READ_CHUNK = 65536
 _STDERR_TAIL = 4000
 # How long to wait for stdout/stderr to reach EOF once the child has exited or been killed.
 _DRAIN_GRACE = 2.0
-
-
-class SandboxError(FleetError):
-    """The sandbox could not run at all: invalid arguments or no interpreter to start.
-
-    Faults of the verifier itself never raise; they are returned in ``VerifierOutcome.error``.
-    """
-
-
-class JailUnavailableError(SandboxError):
-    """The OS jail cannot start on this machine and the caller did not allow running without it.
-
-    Attributes:
-        reason: Why the jail is unavailable (e.g. bubblewrap is not installed).
-    """
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(
-            f"the verifier OS jail is unavailable ({reason}); refusing to run untrusted code with "
-            "only the audit hook (pass allow_unjailed=True to accept that)"
-        )
-        self.reason = reason
 
 
 @dataclass

@@ -266,4 +266,4 @@ async def test_a_client_made_by_the_episode_is_closed_with_it(
     assert made is not None and made.config.base_url == server.base_url
     await env.close_async()
     assert env._fleet is None
-    assert made._pool.is_closed
+    assert made.http_client.is_closed

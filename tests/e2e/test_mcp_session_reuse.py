@@ -65,6 +65,24 @@ async def test_the_users_http_client_carries_mcp_traffic(user_fleet: AsyncFleet,
     assert traffic.count()["tools/list"] >= 1
 
 
+def test_a_sync_fleets_http_client_carries_its_mcp_traffic(server: LocalFleet) -> None:
+    """A sync ``Fleet`` given only an ``httpx.Client``: ``make`` and tool calls (async code on the
+    SDK's loop) go through that client, its event hooks included."""
+    sent: list[str] = []
+
+    def on_request(request: httpx.Request) -> None:
+        if "/mcp" in request.url.path and request.method == "POST":
+            sent.append(json.loads(request.content)["method"])
+        else:
+            sent.append(f"{request.method} {request.url.path}")
+
+    with httpx.Client(event_hooks={"request": [on_request]}) as http, server.fleet(http_client=http) as fleet:
+        with fleet.make("orderdesk") as env:
+            assert env.call_tool("get_order", {"order_id": 1012})["id"] == 1012
+        assert "POST /v1/env/instances" in sent
+        assert sent.count("tools/call") == 1 and "initialize" in sent
+
+
 async def test_one_initialize_per_endpoint_and_no_tools_list_per_call(
     user_fleet: AsyncFleet, traffic: MCPTraffic
 ) -> None:

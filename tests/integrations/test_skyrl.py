@@ -142,4 +142,4 @@ def test_a_client_made_for_a_row_that_fails_is_closed(monkeypatch: pytest.Monkey
     monkeypatch.setattr(client_module, "Fleet", Recorded)
     with pytest.raises(ConfigurationError, match="task_key"):
         skyrl_gym.make("fleet", env_config={"api_key": "sk-test"}, extras={})
-    assert len(made) == 1 and made[0]._pool.is_closed
+    assert len(made) == 1 and made[0].http_client.is_closed

@@ -215,7 +215,7 @@ async def test_a_lease_created_pending_gets_the_mcp_url_it_has_once_running(
             assert session is not None
             assert len(polls) == 2
             assert session.mcp.endpoints == [(await get(session.lease_id)).mcp_url]
-            assert session.mcp._http is fleet._pool
+            assert session.mcp._http is fleet.http_client
             assert session.screenshot is not None
     finally:
         await fleet.close()
