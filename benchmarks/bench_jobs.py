@@ -42,7 +42,10 @@ async def one_job(pass_k: int, job_concurrency: int) -> dict[str, float]:
         created = await fleet.api.control_plane.create_job(
             models.JobCreateRequest(models=["local/scripted"], task_keys=keys, pass_k=pass_k)
         )
+        deadline = started + 600
         while (await fleet.api.control_plane.get_job(created.job_id)).status in ("pending", "running"):
+            if time.perf_counter() > deadline:
+                raise TimeoutError(f"job {created.job_id} still running after 600 s")
             await asyncio.sleep(0.05)
         elapsed = time.perf_counter() - started
         results = await fleet.api.sessions.get_job_sessions(created.job_id)
@@ -91,13 +94,15 @@ def main() -> None:
             run = measure(checkout, args.pass_k, args.job_concurrency)
             rate = run["sessions"] / run["seconds"]
             rates[name].append(rate)
-            line.append(f"{name} {rate:5.2f} sessions/s ({int(run['sessions'])}, {int(run['failed'])} failed)")
+            sessions, failed = int(run["sessions"]), int(run["failed"])
+            line.append(f"{name} {rate:5.2f} sessions/s ({sessions}, {failed} failed)")
         print(f"round {round_ + 1}: " + "  ".join(line), flush=True)
     for name, values in rates.items():
         print(f"{name}: median {statistics.median(values):5.2f} sessions/s")
     if "baseline" in rates:
         ratios = [a / b for a, b in zip(rates["this"], rates["baseline"], strict=True)]
-        print(f"this/baseline: median {statistics.median(ratios):4.2f}x (rounds: {', '.join(f'{r:.2f}' for r in ratios)})")
+        each = ", ".join(f"{r:.2f}" for r in ratios)
+        print(f"this/baseline: median {statistics.median(ratios):4.2f}x (rounds: {each})")
 
 
 if __name__ == "__main__":

@@ -201,7 +201,14 @@ Executors in other processes pickle it (a class, a module-level function, a ``fu
 
 
 class ScriptedPolicy:
-    """Plays the task's reference solution, one step per turn, then stops."""
+    """Plays the task's reference solution, one step per turn, then stops.
+
+    Args:
+        context: The episode (its task's ``metadata.reference_solution`` is the script).
+
+    Raises:
+        PolicyError: The task has no reference solution.
+    """
 
     def __init__(self, context: PolicyContext) -> None:
         steps = context.task.metadata.get("reference_solution")
@@ -224,7 +231,14 @@ class ScriptedPolicy:
 
 
 class RandomPolicy:
-    """A few random, schema-valid tool calls, seeded by the episode id; never submits an answer."""
+    """A few random, schema-valid tool calls, seeded by the episode id; never submits an answer.
+
+    Args:
+        context: The episode (its id seeds the choices, so an id replays identically).
+
+    Raises:
+        PolicyError: The environment offers no tool to call.
+    """
 
     def __init__(self, context: PolicyContext) -> None:
         self._tools = [tool for tool in context.tools if tool.name != SUBMIT_FINAL_ANSWER]
