@@ -3,10 +3,9 @@
 Each episode is a ``TaskEnv`` episode played by ``fleet_sdk.episodes.play_episode`` with a
 policy: the bundled ``local/scripted`` (the task's reference solution) and ``local/random``
 (schema-valid random tool calls), or any other model id, asked through an OpenAI-compatible
-chat-completions endpoint. Every finished episode
-is uploaded as a session of the run's trace job and committed to the run directory at once, so
-an interrupted run resumes where it stopped and the report's numbers can be checked against the
-sessions the server stores.
+chat-completions endpoint. Every finished episode is uploaded as a session of the run's trace job
+and committed to the run directory at once, so an interrupted run resumes where it stopped and the
+report's numbers can be checked against the sessions the server stores.
 """
 
 from __future__ import annotations
@@ -96,7 +95,7 @@ async def _play(
     try:
         policy = make_policy(model, endpoint)
     except PolicyError as exc:  # no instance is made for a model that cannot be asked
-        error = f"{type(exc).__name__}: {exc} (model_endpoint=...)"
+        error = f"{type(exc).__name__}: {exc} (run_evaluation's model_endpoint)"
         return _outcome(model, sample, EpisodeResult.unplayed(episode_id, task.task_key, error))
     env = TaskEnv(task, fleet=fleet, max_steps=max_steps, trace_job_id=trace_job_id, trace_model=model)
     return _outcome(model, sample, await play_episode(env, policy, episode_id=episode_id))
