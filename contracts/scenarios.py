@@ -137,7 +137,7 @@ async def instance_reset_and_query(ctx: ScenarioContext) -> None:
 @scenario
 async def verifier_execute(ctx: ScenarioContext) -> None:
     """A remote verifier run (POST /v1/verifiers/execute) against a live instance."""
-    from fleet_sdk.verifiers._remote import run_remote_async
+    from fleet_sdk.remote_verifier import run_remote_async
 
     code = (
         "def verify(env, final_answer=None):\n"

@@ -1,53 +1,53 @@
 """The episode runner of evaluation jobs: every session of a job, played and graded.
 
-Each session:
+A session is played the way any client of this server plays an episode: with ``fleet_sdk``'s
+``TaskEnv`` and ``play_episode``, on an ``AsyncFleet`` connected to this server itself over
+loopback (:func:`job_client`, with the server's own URL and key). So each session:
 
-1. creates an instance of the task's environment;
-2. for a ``browser_use`` or ``computer_use`` task, leases a browser on the instance's web UI
-   (:mod:`._job_browser`; a real Chromium per session, at most ``settings.job_browser_concurrency``
-   of them per job at once);
+1. creates an instance of the task's environment (``run_id`` = the job's id);
+2. for a ``browser_use`` or ``computer_use`` task, leases a browser on the instance's web UI with
+   the id ``lease_<session_id>`` (:mod:`._job_browser`; a real Chromium per session, at most
+   ``settings.job_browser_concurrency`` of them per job at once);
 3. lets the model's policy (:mod:`fleet_sdk.policies`) act for up to ``max_steps`` turns within
-   ``max_duration_minutes``, every tool call going through :func:`._mcp.execute_tool` (or, on a
-   browser task, the lease's ``computer`` tool), and records the transcript in OpenAI chat shape
-   (system and user prompt, assistant messages with ``tool_calls``, ``tool`` messages with
-   ``tool_call_id``; a browser task's screenshots are image blocks);
-4. ends the browser lease, then runs the task's verifier (the final answer comes from
-   ``submit_final_answer``), also when the time limit cut the episode short
-   (docs/wire.md#episodes: an abandoned episode is still graded);
-5. stores the outcome and deletes the instance (and the lease, whatever way the session ended).
+   ``max_duration_minutes``; the transcript is stored as it grows, in OpenAI chat shape (system
+   and user prompt, assistant messages with ``tool_calls``, ``tool`` messages with
+   ``tool_call_id``; a browser task's screenshots are image blocks served by the local S3 endpoint);
+4. closes the env: the browser lease ends, the verifier grades the instance (the final answer
+   comes from ``submit_final_answer``), also when the time limit cut the episode short
+   (docs/wire.md#episodes: an abandoned episode is still graded), and the instance is deleted;
+5. stores the outcome.
 
 Session statuses: ``completed`` (the episode ran to its end and was graded; it may still have
 scored 0), ``timed_out`` (``max_duration_minutes`` ran out; graded anyway), ``failed`` (the
 verifier itself failed to run), ``errored`` (infrastructure or policy failure, e.g. no model
-endpoint, or a browser task on a server that cannot start Chromium; no verifier execution, so the
-session is an error and never a 0).
+endpoint, or a browser task on a server that cannot start Chromium; no verifier execution is
+recorded, so the session is an error and never a 0).
 
 Job statuses: ``pending`` → ``running`` → ``completed`` (every session terminal), or ``errored``
 when every session errored or the server shut down mid-job; ``failed`` when the job could not run.
-Jobs are created by the routes in :mod:`._jobs`, which call :func:`start_job`.
+Jobs are created by the routes in :mod:`._jobs`, which call :func:`start_job`; the server stops them
+with :func:`stop_jobs` while it still answers HTTP, since their sessions close through it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import anyio
 
-from fleet_sdk import PolicyError
-from fleet_sdk.policies import LOCAL_MODELS, ModelEndpoint, Policy, PolicyContext, PolicyTurn, make_policy
-from fleet_sdk.protocol import SUBMIT_FINAL_ANSWER, SUBMIT_TOOL, session_score
-from fleet_sdk.tools import Tool
-from fleet_sdk.types import env_instance as models
+from fleet_sdk import AsyncFleet, PolicyError, Task, TaskEnv
+from fleet_sdk.episodes import TIME_LIMIT, EpisodeResult, play_episode
+from fleet_sdk.policies import LOCAL_MODELS, ModelEndpoint, PolicyFactory, make_policy
+from fleet_sdk.protocol import SUBMIT_FINAL_ANSWER, session_score
+from fleet_sdk.remote_verifier import RemoteVerifierOutcome
 
-from . import _instances, _job_browser, _verifier_exec
+from . import _instances, _job_browser
 from ._errors import LocalAPIError
-from ._job_browser import MULTIMODAL, JobBrowser, JobBrowserError
-from ._mcp import InstanceUnavailableError, execute_tool
+from ._job_browser import MULTIMODAL, JobBrowserError
 from ._state import LocalState, iso
 
 __all__ = [
@@ -55,9 +55,11 @@ __all__ = [
     "DEFAULT_MAX_STEPS",
     "JOB_KIND",
     "SESSION_KIND",
+    "job_client",
     "lifespan",
     "session_score",
     "start_job",
+    "stop_jobs",
 ]
 
 logger = logging.getLogger("fleet_local.jobs")
@@ -66,6 +68,8 @@ JOB_KIND = "job"
 SESSION_KIND = "session"
 DEFAULT_MAX_STEPS = 30
 DEFAULT_MAX_DURATION_MINUTES = 10
+STOP_TIMEOUT = 10.0
+"""Seconds the running jobs' sessions get to close their envs when the server stops."""
 _TERMINAL_SESSION = frozenset({"completed", "timed_out", "errored", "failed"})
 _TERMINAL_JOB = frozenset({"completed", "errored", "failed", "cancelled"})
 
@@ -74,15 +78,29 @@ def _tracked(state: LocalState) -> dict[str, asyncio.Task[None]]:
     return state.jobs
 
 
+def job_client(state: LocalState) -> AsyncFleet:
+    """The client the jobs play their sessions through: this server, over loopback (made on first
+    use, in the server's loop; closed by :func:`lifespan`).
+
+    Args:
+        state: Server state (``public_url`` set).
+    """
+    if state.job_client is None:
+        # A server without a key takes any bearer key; ``environ={}``: no FLEET_* variable of the
+        # server's environment may send a job's traffic elsewhere.
+        key = state.settings.api_key or "fleet-local-jobs"
+        url = state.public_url
+        state.job_client = AsyncFleet(
+            api_key=key, base_url=url, platform_url=url, browser_url=url, browser_api_key=key, environ={}
+        )
+    return state.job_client
+
+
 # ---------------------------------------------------------------- running
 
 
 async def _store(state: LocalState, kind: str, id: str, **changes: Any) -> None:
     await anyio.to_thread.run_sync(lambda: state.store.update(kind, id, **changes))
-
-
-async def _append(state: LocalState, session_id: str, *messages: dict[str, Any]) -> None:
-    await anyio.to_thread.run_sync(state.store.append_messages, session_id, list(messages))
 
 
 def _modality(job: Mapping[str, Any], task: Mapping[str, Any]) -> str:
@@ -101,99 +119,102 @@ def _default_system_prompt(env_name: str, offer_submit: bool) -> str:
     return prompt
 
 
-def _final_answer(arguments: Mapping[str, Any] | None) -> Any:
-    if not arguments:
-        return None
-    for key in ("answer", "final_answer"):
-        if key in arguments:
-            return arguments[key]
-    return dict(arguments)
+def _system_prompt(state: LocalState, job: Mapping[str, Any], model_id: str, task: Task) -> str:
+    """The job's prompt for the model, else its system prompt, else one naming the environment."""
+    per_model = job.get("model_prompts") or {}
+    environment = state.environments.get(task.env_key)
+    # As TaskEnv offers it: submit_final_answer on tool_use tasks that ask for an answer.
+    offer_submit = task.task_modality == "tool_use" and SUBMIT_FINAL_ANSWER in task.prompt
+    return str(
+        per_model.get(model_id)
+        or job.get("system_prompt")
+        or _default_system_prompt(environment.name if environment else task.env_key, offer_submit)
+    )
 
 
-ToolCaller = Callable[[str, dict[str, Any]], Awaitable[tuple[Any, Any]]]
-"""Runs one tool call; returns the ``tool`` message content the policy sees and the one stored."""
+def _policy(state: LocalState, model_id: str) -> PolicyFactory:
+    """The session's policy, or a ``PolicyError`` naming what this server lacks to ask the model."""
+    settings = state.settings
+    endpoint = (
+        ModelEndpoint(settings.model_base_url, settings.model_api_key) if settings.model_base_url else None
+    )
+    if endpoint is None and model_id not in LOCAL_MODELS:
+        raise PolicyError(
+            f"model {model_id!r} needs a model endpoint: start the local server with "
+            "--model-base-url (an OpenAI-compatible chat-completions URL), "
+            f"or use one of {', '.join(LOCAL_MODELS)}"
+        )
+    return make_policy(model_id, endpoint)
 
 
-def _instance_tools(state: LocalState, instance_id: str) -> ToolCaller:
-    """Tool calls on the instance's own tools (tool_use tasks): the path MCP clients use."""
+class _Progress:
+    """Stores a session's progress as its episode plays: the instance, the transcript, the steps."""
 
-    async def call(name: str, arguments: dict[str, Any]) -> tuple[Any, Any]:
-        outcome = await execute_tool(state, instance_id, name, arguments)
-        text = json.dumps({"error": outcome.error}) if outcome.is_error else outcome.text()
-        return text, text
-
-    return call
-
-
-class _Episode:
-    """The agent loop of one session; messages and steps are persisted as they happen."""
-
-    def __init__(self, state: LocalState, session_id: str, call: ToolCaller, max_steps: int) -> None:
+    def __init__(self, state: LocalState, session_id: str) -> None:
         self.state = state
         self.session_id = session_id
-        self.call = call
-        self.max_steps = max_steps
-        self.messages: list[dict[str, Any]] = []
+        self.instance_id: str | None = None
         self.steps = 0
-        self.final_answer: Any = None
-        self.submitted = False
+        self._stored = 0  # messages of the env's history already in the transcript
 
-    async def record(self, *messages: dict[str, Any], stored: list[dict[str, Any]] | None = None) -> None:
-        """Add messages to the history; ``stored`` (when given) is what the transcript keeps instead."""
-        self.messages.extend(messages)
-        await _append(self.state, self.session_id, *(messages if stored is None else stored))
+    async def append(self, *messages: Mapping[str, Any]) -> None:
+        """Add messages to the stored transcript, screenshots as local S3 objects."""
+        stored = [
+            {**m, "content": await _job_browser.stored_content(self.state, m.get("content"))}
+            for m in messages
+        ]
+        await anyio.to_thread.run_sync(self.state.store.append_messages, self.session_id, stored)
 
-    async def play(self, policy: Policy) -> None:
-        while self.steps < self.max_steps and not self.submitted:
-            turn: PolicyTurn = await policy.next_turn(self.messages)
-            if not turn.tool_calls:
-                if turn.content:
-                    await self.record({"role": "assistant", "content": turn.content})
-                return
-            await self.record(
-                {
-                    "role": "assistant",
-                    "content": turn.content,
-                    "tool_calls": [c.openai() for c in turn.tool_calls],
-                }
-            )
-            self.steps += 1
-            for call in turn.tool_calls:
-                shown: Any
-                if call.name == SUBMIT_FINAL_ANSWER:
-                    self.final_answer = _final_answer(call.arguments)
-                    self.submitted = True
-                    shown = kept = "Final answer submitted."
-                elif call.arguments is None:
-                    shown = kept = json.dumps(
-                        {"error": f"Invalid arguments for {call.name}: not a JSON object"}
-                    )
-                else:
-                    shown, kept = await self.call(call.name, call.arguments)
-                message = {"role": "tool", "tool_call_id": call.id, "name": call.name}
-                await self.record({**message, "content": shown}, stored=[{**message, "content": kept}])
-            await _store(self.state, SESSION_KIND, self.session_id, step_count=self.steps)
+    async def update(self, env: TaskEnv) -> None:
+        """Store what the episode did since the last call (``play_episode``'s ``on_step``)."""
+        changes: dict[str, Any] = {}
+        if self.instance_id is None and env.env is not None:
+            self.instance_id = env.env.instance_id
+            changes.update(instance_id=self.instance_id, instance=env.env.instance.model_dump(mode="json"))
+        new = env.chat_history[self._stored :]
+        self._stored += len(new)
+        # A step is a turn that called tools (the one that only ends the episode is not counted).
+        self.steps += sum(1 for m in new if m.get("role") == "assistant" and m.get("tool_calls"))
+        if new:
+            await self.append(*new)
+        await _store(self.state, SESSION_KIND, self.session_id, step_count=self.steps, **changes)
 
 
-def _verifier_record(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """The session's ``verifier_execution`` from an ``execute_for_session`` result."""
-    score = raw.get("score")
-    if not isinstance(score, int | float) or isinstance(score, bool):
-        score = None
-    elapsed = raw.get("execution_time_ms")
+def _verifier_record(outcome: RemoteVerifierOutcome | None) -> dict[str, Any] | None:
+    """The session's ``verifier_execution`` from the env's verifier run (None: it could not run)."""
+    if outcome is None:
+        return None
     return {
-        "success": bool(raw.get("success")),
-        "score": None if score is None else float(score),
-        "stdout": raw.get("stdout"),
-        "execution_time_ms": int(elapsed) if isinstance(elapsed, int | float) else None,
-        "result": raw.get("result"),
-        "execution_id": raw.get("execution_id"),
-        "error": raw.get("error"),
+        "success": outcome.success,
+        "score": outcome.score,
+        "stdout": outcome.stdout,
+        "execution_time_ms": int(outcome.execution_time_ms),
+        "result": outcome.result,
+        "execution_id": outcome.execution_id,
+        "error": None if outcome.error is None else outcome.error.model_dump(mode="json"),
+    }
+
+
+def _outcome(result: EpisodeResult, env: TaskEnv, steps: int) -> dict[str, Any]:
+    """The session's terminal fields from its episode."""
+    if result.error is not None and result.reward is None:  # it failed before it was graded
+        return {"status": "errored", "error": result.error, "step_count": steps}
+    verifier = _verifier_record(env.verifier_outcome)
+    status = "timed_out" if result.done_reason == TIME_LIMIT else "completed"
+    if status == "completed" and (verifier is None or not verifier["success"]):
+        status = "failed"
+    return {
+        "status": status,
+        "step_count": steps,
+        "verifier_execution": verifier,
+        "verifier_execution_id": None if verifier is None else verifier["execution_id"],
+        "metadata": {"score": session_score(verifier), "final_answer": env.final_answer},
+        "error": result.error or result.verifier_error,
     }
 
 
 async def _delete_instance_quietly(state: LocalState, instance_id: str) -> None:
-    """Delete an instance, even while the caller is being cancelled."""
+    """Delete an instance (a no-op once the env deleted it), even while the caller is cancelled."""
     with contextlib.suppress(Exception):
         await asyncio.shield(asyncio.to_thread(_instances.delete_instance, state, instance_id))
 
@@ -201,153 +222,63 @@ async def _delete_instance_quietly(state: LocalState, instance_id: str) -> None:
 async def _run_session(state: LocalState, job: Mapping[str, Any], session: Mapping[str, Any]) -> str:
     """Run one session to a terminal status (never raises but for cancellation); returns the status."""
     session_id = str(session["session_id"])
-    task: dict[str, Any] = dict(session["task"])
+    model_id = str(session["model_id"])
     changes: dict[str, Any] = {"status": "errored"}
-    instance_id: str | None = None
-    browser: JobBrowser | None = None
+    progress = _Progress(state, session_id)
     await _store(state, SESSION_KIND, session_id, status="running", started_at=iso())
     try:
-        modality = _modality(job, task)
+        task = Task.model_validate(session["task"])
+        modality = _modality(job, session["task"])
         if modality != "tool_use" and modality not in MULTIMODAL:
             raise PolicyError(f"task modality {modality!r} is not supported by local jobs")
         no_browser = _job_browser.unavailable(modality) if modality in MULTIMODAL else None
         if no_browser is not None:  # before an instance is made for nothing
             raise JobBrowserError(no_browser)
-        request = models.InstanceRequest(
-            env_key=str(task["env_key"]),
-            env_version=task.get("env_version"),
-            data_key=task.get("data_key"),
-            data_version=task.get("data_version"),
-            env_variables=task.get("env_variables"),
-            created_from="job",
-            run_id=str(job["id"]),
-        )
-        instance = await anyio.to_thread.run_sync(_instances.create_instance, state, request)
-        instance_id = instance.instance_id
-        await _store(
-            state,
-            SESSION_KIND,
-            session_id,
-            instance_id=instance_id,
-            instance=instance.model_dump(mode="json"),
-        )
-        env = state.environments[instance.env_key]
-        prompt = str(task.get("prompt") or "")
+        policy = _policy(state, model_id)
         minutes = float(job.get("max_duration_minutes") or DEFAULT_MAX_DURATION_MINUTES)
-        # As TaskEnv offers them: submit_final_answer on tool_use tasks that ask for an answer.
-        offer_submit = modality == "tool_use" and SUBMIT_FINAL_ANSWER in prompt
-        first_screen: tuple[Any, Any] | None = None
-        call: ToolCaller
+        browser: dict[str, Any] | None = None
         if modality in MULTIMODAL:
-            if instance.urls is None or not instance.urls.app:
-                raise JobBrowserError(f"instance {instance_id} has no web UI for the browser to open")
-            browser, first_screen = await JobBrowser.open(
-                state, session_id, instance.urls.app[0], ttl_seconds=int(minutes * 60) + 120
-            )
-            await _store(state, SESSION_KIND, session_id, lease_id=browser.lease_id)
-            tools = [_job_browser.computer_tool()]
-            mcp_tools = [
-                {"name": t.name, "description": t.description, "inputSchema": t.input_schema} for t in tools
-            ]
-            call = browser.call
+            # The local server has no desktop images: computer_use is played on a lease as well.
+            task = task.model_copy(update={"task_modality": "browser_use"})
+            browser = {"lease_id": _job_browser.session_lease_id(session_id)}
+            await _store(state, SESSION_KIND, session_id, lease_id=browser["lease_id"])
         else:
-            # The same tool shapes the SDK gives trainers (fleet_sdk.tools / TaskEnv).
-            tools = [
-                Tool(name=t.name, description=t.description, input_schema=dict(t.input_schema))
-                for t in env.tools
-            ]
-            mcp_tools = [t.to_mcp() for t in env.tools]
-            call = _instance_tools(state, instance_id)
-        openai_tools = [t.to_openai() for t in tools]
-        if offer_submit:
-            openai_tools.append(SUBMIT_TOOL.to_openai())
-        max_steps = int(job.get("max_steps") or DEFAULT_MAX_STEPS)
-        context = PolicyContext(
-            session_id=session_id,
-            model_id=str(session["model_id"]),
-            task=task,
-            tools=mcp_tools,
-            offer_submit=offer_submit,
-            max_steps=max_steps,
-            openai_tools=openai_tools,
+            task = task.model_copy(update={"task_modality": "tool_use"})
+        env = TaskEnv(
+            task,
+            fleet=job_client(state),
+            max_steps=int(job.get("max_steps") or DEFAULT_MAX_STEPS),
+            ttl_seconds=_job_browser.lease_ttl(minutes) if browser is not None else None,
+            make_kwargs={"run_id": str(job["id"])},
+            browser_kwargs=browser,
         )
-        settings = state.settings
-        endpoint = (
-            ModelEndpoint(settings.model_base_url, settings.model_api_key)
-            if settings.model_base_url
-            else None
+        system_prompt = _system_prompt(state, job, model_id, task)
+        await progress.append({"role": "system", "content": system_prompt})
+        result = await play_episode(
+            env,
+            policy,
+            episode_id=session_id,
+            system_prompt=system_prompt,
+            time_limit=minutes * 60,
+            on_step=progress.update,
         )
-        if endpoint is None and context.model_id not in LOCAL_MODELS:
-            raise PolicyError(
-                f"model {context.model_id!r} needs a model endpoint: start the local server with "
-                "--model-base-url (an OpenAI-compatible chat-completions URL), "
-                f"or use one of {', '.join(LOCAL_MODELS)}"
-            )
-        policy = make_policy(context, endpoint)
-        episode = _Episode(state, session_id, call, max_steps)
-        per_model = job.get("model_prompts") or {}
-        system_prompt = (
-            per_model.get(str(session["model_id"]))
-            or job.get("system_prompt")
-            or _default_system_prompt(env.name, offer_submit)
-        )
-        await episode.record(
-            {"role": "system", "content": system_prompt}, {"role": "user", "content": prompt}
-        )
-        if first_screen is not None:  # what the browser shows at the start, as TaskEnv observes it
-            shown, kept = first_screen
-            await episode.record(
-                {"role": "user", "content": shown}, stored=[{"role": "user", "content": kept}]
-            )
-        status = "completed"
-        try:
-            async with asyncio.timeout(minutes * 60) as budget:
-                await episode.play(policy)
-        except TimeoutError:
-            if not budget.expired():
-                raise
-            status = "timed_out"
-        finally:
-            await policy.aclose()
-            if browser is not None:  # the verifier reads only the instance
-                browser.release()
-        raw = await _verifier_exec.execute_for_session(state, task, instance_id, episode.final_answer)
-        verifier = _verifier_record(raw)
-        if not verifier["success"] and status == "completed":
-            status = "failed"
-        changes = {
-            "status": status,
-            "step_count": episode.steps,
-            "verifier_execution": verifier,
-            "verifier_execution_id": verifier["execution_id"],
-            "metadata": {"score": session_score(verifier), "final_answer": episode.final_answer},
-            "error": None if verifier["success"] else _error_text(verifier.get("error")),
-        }
+        await progress.update(env)  # the model's last words, when it ended the episode with some
+        changes = _outcome(result, env, progress.steps)
     except asyncio.CancelledError:
         changes = {"status": "errored", "error": "interrupted: the server shut down"}
         raise
-    except (PolicyError, LocalAPIError, InstanceUnavailableError, JobBrowserError) as exc:
+    except (PolicyError, JobBrowserError) as exc:
         changes = {"status": "errored", "error": str(exc)}
     except Exception as exc:
         logger.exception("session %s crashed", session_id)
         changes = {"status": "errored", "error": f"{type(exc).__name__}: {exc}"}
     finally:
-        if browser is not None:  # idempotent: a no-op when the episode already ended it
-            browser.release()
-        if instance_id is not None:
-            await _delete_instance_quietly(state, instance_id)
+        if progress.instance_id is not None:  # a backstop: the env deletes it when it closes
+            await _delete_instance_quietly(state, progress.instance_id)
         changes["ended_at"] = iso()
         with contextlib.suppress(Exception):
             await asyncio.shield(asyncio.to_thread(state.store.update, SESSION_KIND, session_id, **changes))
     return str(changes["status"])
-
-
-def _error_text(error: Any) -> str | None:
-    if error is None:
-        return None
-    if isinstance(error, Mapping):
-        return f"{error.get('type') or 'Error'}: {error.get('message') or ''}".strip()
-    return str(error)
 
 
 async def _run_job(state: LocalState, job_id: str) -> None:
@@ -416,19 +347,37 @@ def _interrupt_unfinished(state: LocalState, reason: str) -> None:
                 if isinstance(instance_id, str):  # release it now rather than at its TTL
                     with contextlib.suppress(LocalAPIError):
                         _instances.delete_instance(state, instance_id)
+        # Instances a session made but had not recorded yet carry the job's id as their run_id.
+        _instances.delete_instances_batch(state, run_id=str(job["id"]), profile_id=None)
         state.store.update(JOB_KIND, str(job["id"]), status="errored", error=reason, updated_at=now)
+
+
+async def stop_jobs(state: LocalState) -> None:
+    """Cancel the running jobs and wait (bounded) while their sessions close their envs.
+
+    The sessions close through this server's own HTTP API, so the server calls this while it still
+    answers (``fleet_local._server``), before it stops listening.
+
+    Args:
+        state: Server state.
+    """
+    running = list(_tracked(state).values())
+    for task in running:
+        task.cancel()
+    if running:
+        await asyncio.wait(running, timeout=STOP_TIMEOUT)
 
 
 @contextlib.asynccontextmanager
 async def lifespan(state: LocalState) -> AsyncIterator[None]:
-    """Settle jobs a previous process left running; cancel running jobs on shutdown."""
+    """Settle jobs a previous process left running; on shutdown, stop the running ones (if the
+    server has not already) and settle what they left, then close the jobs' client."""
     await anyio.to_thread.run_sync(_interrupt_unfinished, state, "interrupted: the server restarted")
     try:
         yield
     finally:
-        running = list(_tracked(state).values())
-        for task in running:
-            task.cancel()
-        if running:
-            await asyncio.wait(running, timeout=10)
+        await stop_jobs(state)
         await anyio.to_thread.run_sync(_interrupt_unfinished, state, "interrupted: the server shut down")
+        client, state.job_client = state.job_client, None
+        if client is not None:
+            await client.close()

@@ -118,6 +118,16 @@ def serve(
         threading.Thread(target=_announce_jail, args=(settings,), name="fleet-jail", daemon=True).start()
 
     state.on_ready = ready
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            # Job sessions close their envs (browser lease, verifier, instance) through this
+            # server's own HTTP API: stop them while it still answers, then stop listening.
+            from ._episodes import stop_jobs
+
+            await stop_jobs(state)
+            await super().shutdown(sockets)
+
     config = uvicorn.Config(
         create_app(state),
         log_level="warning",
@@ -129,7 +139,7 @@ def serve(
         timeout_keep_alive=75,
     )
     try:
-        uvicorn.Server(config).run(sockets=[sock])
+        Server(config).run(sockets=[sock])
     finally:
         state.store.close()
         sock.close()

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     import anyio
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
+    from fleet_sdk import AsyncFleet
+
     from ._faults import FaultInjector
     from ._lease_book import LeaseBook
     from .environments import EnvironmentDefinition
@@ -88,6 +90,8 @@ class LocalState:
         mcp_sessions: The MCP session manager every instance endpoint is served by.
         lease_mcp_sessions: The MCP session manager of the browser leases' endpoints.
         jobs: The running job tasks by job id (cancelled on shutdown).
+        job_client: The client jobs play their sessions through: this server over loopback
+            (``_episodes.job_client``; made on first use).
         on_ready: Called once every lifespan has started (the ready line).
         sql_limiters: The gate SQL requests wait at and the threads' own limiter
             (``_sql_work``; made on first use, inside the loop).
@@ -105,6 +109,7 @@ class LocalState:
     mcp_sessions: StreamableHTTPSessionManager = field(init=False)
     lease_mcp_sessions: StreamableHTTPSessionManager = field(init=False)
     jobs: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    job_client: AsyncFleet | None = None
     on_ready: Callable[[], None] | None = None
     sql_limiters: tuple[anyio.CapacityLimiter, anyio.CapacityLimiter] | None = None
 

@@ -46,7 +46,6 @@ __all__ = [
     "EXECUTION_KIND",
     "check_bundle",
     "decode_bundle",
-    "execute_for_session",
     "execute_verifier",
     "get_verifier",
     "run_code",
@@ -416,51 +415,3 @@ async def execute_verifier(
             "bundle_cache_hit": cache_hit,
         }
     )
-
-
-async def execute_for_session(
-    state: LocalState, task: dict[str, Any], instance_id: str, final_answer: Any
-) -> dict[str, Any]:
-    """Run a task's verifier against an instance, for the job harness.
-
-    Args:
-        state: Server state.
-        task: The task document (``verifier_code`` or ``verifier_func``, ``task_key``).
-        instance_id: The session's instance (must still be live).
-        final_answer: The agent's final answer, or None.
-
-    Returns:
-        The stored execution record: ``success``, ``score`` (None after a fault; 1.0 for a
-        verifier that returned None), ``result``, ``stdout``, ``error``, ``execution_time_ms``,
-        ``execution_id``, ``verifier_id``. A task without verifier code gives ``success: False``
-        with error type ``no_entry_point``.
-
-    Raises:
-        LocalAPIError: 404 ``instance_not_found`` when the instance is gone.
-    """
-    code = _task_code(task)
-    key = str(task.get("task_key") or task.get("key") or "")
-
-    async def not_run(error: dict[str, Any]) -> dict[str, Any]:
-        return await _save_execution(
-            state,
-            instance_id,
-            key=key,
-            sha256=None,
-            verifier_id=None,
-            success=False,
-            result=None,
-            error=error,
-            execution_time_ms=0.0,
-            stdout="",
-            score=None,
-        )
-
-    if code is None:
-        return await not_run(_error("no_entry_point", f"task {key!r} has no verifier_code"))
-    try:
-        return await run_code(state, code, instance_id, final_answer=final_answer, key=key)
-    except LocalAPIError as exc:
-        if exc.code != JAIL_UNAVAILABLE:
-            raise
-        return await not_run(_error("exception", exc.detail))

@@ -2,113 +2,56 @@
 
 It plays each task's reference solution (the scripted policy, which must score
 1.0; for browser_use tasks it replays ``computer`` actions on a leased browser)
-and a few tool-use tasks with random tool calls, shows progress, prints a table of
-task, policy, reward and steps, writes each transcript as JSON, and uploads them
-to the local server's sessions API so they can be read back there too.
+and a few tool-use tasks with random tool calls, each with ``fleet_sdk.episodes.play_episode``,
+shows progress, prints a table of task, policy, reward and steps, writes each transcript as JSON,
+and uploads them to a trace job of the local server so they can be read back there too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import random
 import sys
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from fleet_sdk import AsyncFleet, Task, TaskEnv
-from fleet_sdk.policies import random_value
-from fleet_sdk.protocol import SUBMIT_FINAL_ANSWER
+from fleet_sdk.episodes import EpisodeResult, play_episode
+from fleet_sdk.policies import RANDOM_MODEL, SCRIPTED_MODEL, make_policy
 from fleet_sdk.verifiers import jail_status
 
-__all__ = ["EpisodeResult", "run_demo", "run_episode"]
+__all__ = ["run_demo"]
 
 BROWSER_CONCURRENCY = 2
 """browser_use episodes at once: each holds a headless Chromium (100-200 MB)."""
 
 
-@dataclass
-class EpisodeResult:
-    """One demo episode.
+POLICIES = {"scripted": SCRIPTED_MODEL, "random": RANDOM_MODEL}
+"""The demo's policies by the name its table shows, and their model ids."""
 
-    Attributes:
-        task_key: The task.
-        policy: ``scripted`` or ``random``.
-        reward: The final reward (None: unknown).
-        steps: Steps taken.
-        done_reason: Why the episode ended.
-        error: The verifier error, or an exception that ended the episode.
-        transcript: The OpenAI-shaped chat history.
-        verifier_execution_id: The verifier run to link.
-    """
 
-    task_key: str
+@dataclass(frozen=True)
+class _Played:
+    """One demo episode: its policy, its result and its transcript."""
+
     policy: str
-    reward: float | None = None
-    steps: int = 0
-    done_reason: str | None = None
-    error: str | None = None
-    transcript: list[dict[str, Any]] = field(default_factory=list)
-    verifier_execution_id: str | None = None
+    result: EpisodeResult
+    transcript: list[dict[str, Any]]
 
 
-def _scripted_actions(task: Task) -> list[dict[str, Any]]:
-    solution = task.metadata.get("reference_solution") or []
-    return [{"tool": step["tool"], "params": dict(step.get("params") or {})} for step in solution]
-
-
-def _random_actions(observation: Mapping[str, Any], seed: str, count: int = 3) -> list[dict[str, Any]]:
-    rng = random.Random(seed)
-    tools = [t["function"] for t in observation["tools"] if t["function"]["name"] != SUBMIT_FINAL_ANSWER]
-    actions = []
-    for _ in range(count):
-        tool = rng.choice(tools)
-        params = random_value(rng, tool["parameters"])
-        actions.append({"tool": tool["name"], "params": params if isinstance(params, dict) else {}})
-    return actions
-
-
-async def run_episode(fleet: AsyncFleet, task: Task, policy: str, *, max_steps: int = 30) -> EpisodeResult:
-    """Play one episode and record its transcript; never raises.
-
-    Args:
-        fleet: The client.
-        task: The task.
-        policy: ``scripted`` (the reference solution) or ``random``.
-        max_steps: Step budget.
-    """
-    result = EpisodeResult(task.task_key, policy)
-    env = TaskEnv(task, fleet=fleet, max_steps=max_steps)
-    try:
-        observation = await env.reset_async()
-        if policy == "scripted":
-            actions = _scripted_actions(task)
-        else:
-            actions = _random_actions(observation, seed=f"{task.task_key}:{policy}")
-        for action in actions:
-            _obs, _reward, done, _info = await env.step_async(action)
-            if done:
-                break
-        if not env.done:
-            await env.step_async({"done": True})
-        result.reward = env.final_reward
-        result.error = env.verifier_error
-        result.verifier_execution_id = env.verifier_execution_id
-    except Exception as exc:  # a demo row per episode, whatever happened
-        result.error = f"{type(exc).__name__}: {exc}"
-    finally:
-        result.transcript = list(env.chat_history)  # TaskEnv records prompt, tool calls and results
-        result.steps = env.step_count
-        result.done_reason = env.done_reason
-        try:
-            await env.close_async()
-        except Exception as exc:
-            result.error = result.error or f"close failed: {exc}"
-    return result
+async def _play(
+    fleet: AsyncFleet, task: Task, policy: str, trace_job_id: str, *, max_steps: int = 30
+) -> _Played:
+    model = POLICIES[policy]
+    env = TaskEnv(task, fleet=fleet, max_steps=max_steps, trace_job_id=trace_job_id, trace_model=model)
+    result = await play_episode(env, make_policy(model), episode_id=f"{task.task_key}:{policy}")
+    return _Played(policy, result, list(env.chat_history))
 
 
 def _progress(out: TextIO, done: int, total: int, started: float) -> None:
@@ -127,34 +70,23 @@ def _reward_text(reward: float | None) -> str:
     return "unknown" if reward is None else f"{reward:.2f}"
 
 
-def _table(results: Sequence[EpisodeResult]) -> str:
+def _table(played: Sequence[_Played]) -> str:
     headers = ("task", "policy", "reward", "steps", "ended by")
     rows = [
-        (r.task_key, r.policy, _reward_text(r.reward), str(r.steps), r.done_reason or "-") for r in results
+        (
+            p.result.task_key,
+            p.policy,
+            _reward_text(p.result.reward),
+            str(p.result.steps),
+            p.result.done_reason or "-",
+        )
+        for p in played
     ]
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
     return "\n".join(lines)
-
-
-async def _upload(fleet: AsyncFleet, results: Sequence[EpisodeResult]) -> str:
-    job_id = await fleet.traces.create_job("fleet-sdk demo")
-    for result in results:
-        if len(result.transcript) < 1:
-            continue
-        await fleet.traces.upload_session(
-            job_id=job_id,
-            task_key=result.task_key,
-            model=f"local/{result.policy}",
-            chat_history=result.transcript,
-            reward=result.reward,
-            metadata={"policy": result.policy},
-            verifier_execution_id=result.verifier_execution_id,
-            status="completed" if result.reward is not None else "errored",
-        )
-    return job_id
 
 
 async def run_demo(
@@ -212,41 +144,45 @@ async def run_demo(
                 (task, "random") for task in rng.sample(tool_tasks, min(random_episodes, len(tool_tasks)))
             ]
             print(f"Server at {local.base_url}; {len(tasks)} tasks, {len(plan)} episodes.", file=out)
+            job_id = await fleet.traces.create_job("fleet-sdk demo")  # each episode uploads itself
             gate = asyncio.Semaphore(concurrency)
             browsers = asyncio.Semaphore(BROWSER_CONCURRENCY)
             finished = 0
             started = time.monotonic()
 
-            async def play(task: Task, policy: str) -> EpisodeResult:
+            async def play(task: Task, policy: str) -> _Played:
                 nonlocal finished
                 async with (
                     gate,
                     browsers if task.task_modality == "browser_use" else contextlib.nullcontext(),
                 ):
-                    result = await run_episode(fleet, task, policy)
+                    played = await _play(fleet, task, policy, job_id)
                 finished += 1
                 _progress(out, finished, len(plan), started)
-                return result
+                return played
 
             _progress(out, 0, len(plan), started)
-            results = list(await asyncio.gather(*(play(task, policy) for task, policy in plan)))
+            episodes = list(await asyncio.gather(*(play(task, policy) for task, policy in plan)))
             out.write("\n" if out.isatty() else "")
             out.write("\n")
-            print(_table(results), file=out)
+            print(_table(episodes), file=out)
             transcripts = out_dir / "transcripts"
             transcripts.mkdir(parents=True, exist_ok=True)
-            for result in results:
-                path = transcripts / f"{result.task_key}__{result.policy}.json"
-                path.write_text(json.dumps(result.__dict__, indent=2, default=str))
-            job_id = await _upload(fleet, results)
+            for played in episodes:
+                path = transcripts / f"{played.result.task_key}__{played.policy}.json"
+                record = {"policy": played.policy, **dataclasses.asdict(played.result)}
+                path.write_text(
+                    json.dumps({**record, "transcript": played.transcript}, indent=2, default=str)
+                )
         finally:
             await fleet.close()
-        scripted = [r for r in results if r.policy == "scripted"]
+        scripted = [p.result for p in episodes if p.policy == "scripted"]
         passed = sum(1 for r in scripted if r.reward == 1.0)
         print(f"\nScripted policy: {passed}/{len(scripted)} tasks scored 1.0.", file=out)
-        for r in results:
-            if r.error:
-                print(f"  {r.task_key} ({r.policy}): {r.error}", file=out)
+        for p in episodes:
+            error = p.result.error or p.result.verifier_error
+            if error:
+                print(f"  {p.result.task_key} ({p.policy}): {error}", file=out)
         print(f"Transcripts: {transcripts.resolve()}/", file=out)
         print(
             f"Uploaded as trace job {job_id}; to read them back, run\n"

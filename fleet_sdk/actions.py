@@ -10,7 +10,8 @@
   whole chat-completions response (its first choice's message); the calls run in order;
 - an Anthropic ``tool_use`` block ``{"type": "tool_use", "id", "name", "input"}``, or an
   Anthropic assistant message whose ``content`` holds ``text`` and ``tool_use`` blocks;
-- any of these as a pydantic object of the OpenAI or Anthropic SDK (read via ``model_dump``).
+- any of these as a pydantic object of the OpenAI or Anthropic SDK (read via ``model_dump``);
+- an ``Action`` itself (what ``fleet_sdk.episodes.play_episode`` builds from a policy's turn).
 
 Anything else raises :class:`~fleet_sdk.ActionError` naming what was wrong (``field`` says
 where), before the episode uses a step.
@@ -45,11 +46,14 @@ class ToolCall:
         name: The tool.
         arguments: Its arguments.
         call_id: The model's id for the call (None: ``TaskEnv`` makes one).
+        error: Why the call is answered with this error instead of being run (a model wrote
+            arguments that are not a JSON object): the model is told, and the episode goes on.
     """
 
     name: str
     arguments: dict[str, Any]
     call_id: str | None = None
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -207,6 +211,8 @@ def parse_action(action: Any) -> Action:
     Raises:
         ActionError: The action has none of the accepted shapes, or a part of it is malformed.
     """
+    if isinstance(action, Action):
+        return action
     if not isinstance(action, Mapping) and hasattr(action, "model_dump"):
         action = action.model_dump(exclude_none=True)
     if not isinstance(action, Mapping):

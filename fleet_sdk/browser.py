@@ -127,6 +127,7 @@ class BrowserSession:
         ttl_seconds: int = MULTIMODAL_TTL_SECONDS,
         ready_deadline: float = 120.0,
         call_deadline: float = 120.0,
+        lease_id: str | None = None,
     ) -> BrowserSession:
         """Lease a browser for ``env``'s web UI, wait for it, open the UI and health-check it.
 
@@ -136,6 +137,7 @@ class BrowserSession:
             ttl_seconds: The lease's lifetime.
             ready_deadline: Seconds for the lease to become ``running``.
             call_deadline: Seconds per ``computer`` call.
+            lease_id: The lease's id (None: the platform picks one).
 
         Raises:
             BrowserStartError: The lease ended, did not start in time, lacks the ``computer``
@@ -149,7 +151,9 @@ class BrowserSession:
         start_url = urls.app[0] if urls.app else urls.root
         host = urlsplit(start_url).netloc
         lease = await fleet.api.browser.create_browser_lease(
-            models.BrowserLeaseRequest(ttl_seconds=ttl_seconds, allowed_hosts=[host])
+            models.BrowserLeaseRequest(
+                ttl_seconds=ttl_seconds, allowed_hosts=[host], **({"lease_id": lease_id} if lease_id else {})
+            )
         )
         # A pending lease has no mcp_url yet (browser-lease.yaml): the MCP client is built on the
         # running lease, on the fleet's pool and call policy like AsyncEnv's.

@@ -1,8 +1,9 @@
 """Running many ``TaskEnv`` episodes: episode specs in, results streamed out as they finish.
 
-An executor takes ``EpisodeSpec`` objects (a task, a policy that picks actions, ``TaskEnv``
-options) and yields one ``EpisodeResult`` per spec, in order of completion, writing each to a
-``ResultSink`` as it arrives. Two executors share this interface:
+An executor takes ``EpisodeSpec`` objects (a task, a policy factory, ``TaskEnv`` options) and
+yields one ``EpisodeResult`` per spec, in order of completion, writing each to a ``ResultSink`` as
+it arrives; every episode is played by ``fleet_sdk.episodes.play_episode``. Two executors share
+this interface:
 
 - ``AsyncioExecutor``: episodes as tasks on the current loop, one client, a concurrency bound;
 - ``fleet_sdk.integrations.ray.RayExecutor``: episodes on Ray actors across a cluster, a failed
@@ -20,15 +21,17 @@ import asyncio
 import json
 import os
 import threading
-import time
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio
 
-from .task_env import Observation, TaskEnv
+from .episodes import EpisodeResult, play_episode
+from .policies import PolicyFactory, ScriptedPolicy
+from .task_env import TaskEnv
 
 if TYPE_CHECKING:
     from ._client import AsyncFleet
@@ -40,8 +43,6 @@ __all__ = [
     "EpisodeSpec",
     "Job",
     "JsonlResultSink",
-    "Policy",
-    "ReferencePolicy",
     "ResultSink",
     "collect",
     "pending_specs",
@@ -56,32 +57,19 @@ R = TypeVar("R")
 Job = Callable[["AsyncFleet", T, int], Awaitable[R]]
 """One unit of work an executor runs: ``await job(fleet, item, attempt)`` (see ``run_spec``)."""
 
-Policy = Callable[[TaskEnv, Observation], Awaitable[Any]]
-"""Picks the next action: ``await policy(env, observation)``; None ends the episode.
 
-Executors that ship specs to other processes (Ray) pickle the policy with the spec, so it
-should be a module-level function or a small object, not a closure over a live client.
-"""
+def ReferencePolicy() -> PolicyFactory:
+    """Deprecated: ``fleet_sdk.policies.ScriptedPolicy`` (what ``specs_for`` uses by default).
 
-
-class ReferencePolicy:
-    """Replays the task's ``metadata["reference_solution"]`` (``[{"tool", "params"}]``), then ends.
-
-    For smoke runs, benchmarks and tests: it scores 1.0 on every bundled task.
+    ``ReferencePolicy()`` gives that factory, so ``specs_for(tasks, policy=ReferencePolicy())``
+    keeps working.
     """
-
-    async def __call__(self, env: TaskEnv, observation: Observation) -> Any:
-        """The next reference step, or None when they are all done.
-
-        Args:
-            env: The episode.
-            observation: The last observation (unused).
-        """
-        steps = env.task.metadata.get("reference_solution") or []
-        if env.step_count >= len(steps):
-            return None
-        step = steps[env.step_count]
-        return {"tool": step["tool"], "params": step.get("params") or {}}
+    warnings.warn(
+        "fleet_sdk.executors.ReferencePolicy is deprecated; use fleet_sdk.policies.ScriptedPolicy",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return ScriptedPolicy
 
 
 @dataclass(frozen=True)
@@ -91,60 +79,15 @@ class EpisodeSpec:
     Attributes:
         episode_id: Unique in the run; what "recorded exactly once" is checked against.
         task: The task config (a JSON-able mapping, so it travels to other processes).
-        policy: Picks actions (see ``Policy``).
+        policy: Makes the episode's policy (``fleet_sdk.policies.PolicyFactory``; pickled with the
+            spec by executors in other processes). Default: the scripted reference solution.
         env_options: ``TaskEnv`` arguments (``max_steps``, ``partial_reward``...).
     """
 
     episode_id: str
     task: Mapping[str, Any]
-    policy: Policy = field(default_factory=ReferencePolicy)
+    policy: PolicyFactory = ScriptedPolicy
     env_options: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class EpisodeResult:
-    """What one episode came to.
-
-    Attributes:
-        episode_id: The spec's id.
-        task_key: The task.
-        reward: The verifier's reward (None: unknown, or the episode failed).
-        done_reason: Why the episode ended (None when it failed before ending).
-        steps: Steps used.
-        tool_errors: The episode's tool errors.
-        verifier_error: Why the verifier could not grade, when it could not.
-        verifier_execution_id: The platform's id of the verifier run.
-        error: Why the episode itself failed (``"TypeName: message"``), None when it ran.
-        attempts: Workers it was started on (more than 1 after a lost worker).
-        worker: Where it ran (``pid@host``).
-        duration_s: Wall-clock seconds of the last attempt.
-    """
-
-    episode_id: str
-    task_key: str
-    reward: float | None
-    done_reason: str | None
-    steps: int
-    tool_errors: list[str]
-    verifier_error: str | None
-    verifier_execution_id: str | None
-    error: str | None = None
-    attempts: int = 1
-    worker: str | None = None
-    duration_s: float = 0.0
-
-    def to_json(self) -> str:
-        """One JSON line."""
-        return json.dumps(asdict(self), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, line: str) -> EpisodeResult:
-        """Read a line written by ``to_json``.
-
-        Args:
-            line: The JSON line.
-        """
-        return cls(**json.loads(line))
 
 
 def _worker_name() -> str:
@@ -152,40 +95,22 @@ def _worker_name() -> str:
 
 
 async def run_episode(spec: EpisodeSpec, fleet: AsyncFleet, *, attempt: int = 1) -> EpisodeResult:
-    """Run one episode to its end on ``fleet`` and return its result (never raises for the episode).
+    """Play one spec to its end on ``fleet`` (``play_episode``; never raises for the episode).
 
     Args:
         spec: The episode.
         fleet: The client (its loop is the current one).
         attempt: Which attempt this is (kept in the result).
     """
-    started = time.monotonic()
-    task_key = str(spec.task.get("task_key") or spec.task.get("key") or "?")
-    env: TaskEnv | None = None
+    worker = _worker_name()
     try:
         env = TaskEnv(spec.task, fleet=fleet, **dict(spec.env_options))
-        async with env:
-            observation = await env.reset_async()
-            while not env.done:
-                action = await spec.policy(env, observation)
-                observation, *_ = await env.step_async({"done": True} if action is None else action)
-        error = None
-    except Exception as exc:  # the episode failed on its own: a result, not a retry
+    except Exception as exc:  # a bad task or option: the episode's failure, not the run's
+        task_key = str(spec.task.get("task_key") or spec.task.get("key") or "?")
         error = f"{type(exc).__name__}: {exc}"
-    return EpisodeResult(
-        episode_id=spec.episode_id,
-        task_key=env.task.task_key if env is not None else task_key,
-        reward=env.final_reward if env is not None and error is None else None,
-        done_reason=env.done_reason if env is not None else None,
-        steps=env.step_count if env is not None else 0,
-        tool_errors=list(env.tool_errors) if env is not None else [],
-        verifier_error=env.verifier_error if env is not None else None,
-        verifier_execution_id=env.verifier_execution_id if env is not None else None,
-        error=error,
-        attempts=attempt,
-        worker=_worker_name(),
-        duration_s=round(time.monotonic() - started, 4),
-    )
+        return EpisodeResult.unplayed(spec.episode_id, task_key, error, attempts=attempt, worker=worker)
+    result = await play_episode(env, spec.policy, episode_id=spec.episode_id)
+    return replace(result, attempts=attempt, worker=worker)
 
 
 async def run_spec(fleet: AsyncFleet, spec: EpisodeSpec, attempt: int) -> EpisodeResult:
@@ -373,17 +298,21 @@ def collect(results: AsyncIterator[EpisodeResult]) -> Awaitable[list[EpisodeResu
 
 
 def specs_for(
-    tasks: Sequence[Mapping[str, Any]], *, repeats: int = 1, policy: Policy | None = None, **env_options: Any
+    tasks: Sequence[Mapping[str, Any]],
+    *,
+    repeats: int = 1,
+    policy: PolicyFactory | None = None,
+    **env_options: Any,
 ) -> list[EpisodeSpec]:
-    """One spec per task and repeat, ids ``<task_key>#<n>``.
+    """One spec per task and repeat, ids ``<task_key>#<n>`` (each id seeds its episode's policy).
 
     Args:
         tasks: Task configs.
         repeats: Episodes per task.
-        policy: The policy of every spec (default ``ReferencePolicy``).
+        policy: The policy factory of every spec (default ``ScriptedPolicy``).
         **env_options: ``TaskEnv`` arguments of every spec.
     """
-    chosen = policy or ReferencePolicy()
+    chosen = policy or ScriptedPolicy
     return [
         EpisodeSpec(f"{task.get('task_key') or task.get('key')}#{n}", task, chosen, env_options)
         for n in range(repeats)

@@ -1,37 +1,51 @@
 """Policies: what picks an episode's next turn. A scripted one, a random one, and any
 chat-completions model.
 
+A policy plays one episode: ``fleet_sdk.episodes.play_episode`` makes it from the episode's
+``PolicyContext`` once the env is reset, asks it for each turn (``next_turn(messages)``, the chat
+history so far), runs the tool calls of the turn as one ``TaskEnv`` step, and closes it
+(``aclose``). What a caller hands ``play_episode`` is therefore a ``PolicyFactory``, a callable
+from the context to the policy: a policy class is one itself (``ScriptedPolicy``), and so is
+``make_policy(model)``'s answer. Executors that play episodes in other processes (Ray) pickle the
+factory with the episode, so it is a class, a module-level function or a small object, never a
+closure over a live client.
+
 Models are named by ``provider/model`` ids (docs/wire.md#instances). ``make_policy`` knows:
 
 * ``local/scripted`` - plays the task's ``metadata.reference_solution`` step by step; a
   ``submit_final_answer`` step carries the final answer. It should pass every bundled task.
 * ``local/random`` - a few random tool calls whose arguments are generated from each tool's
   ``input_schema`` (valid by the schema, usually wrong for the task), seeded by the episode's
-  seed so an episode replays identically. It exercises the pipeline and scores low.
+  id so an episode replays identically. It exercises the pipeline and scores low.
 * anything else - an OpenAI-compatible chat-completions model at a ``ModelEndpoint``
-  (``POST {base_url}/chat/completions`` with the tools in OpenAI format). Without an endpoint the
-  policy cannot be built: ``PolicyError`` says so.
+  (``POST {base_url}/chat/completions`` with the tools in OpenAI format). Without an endpoint
+  ``make_policy`` refuses it: ``PolicyError`` says so.
 
-A policy only decides; whoever plays the episode executes its tool calls and records the
+A policy only decides; ``play_episode`` executes its tool calls and ``TaskEnv`` records the
 transcript.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import random
 import string
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
 from ._exceptions import PolicyError
 from ._retry import Deadline, RetryPolicy, is_transient, is_transient_reply, retry_async
 from .protocol import SUBMIT_FINAL_ANSWER
+from .tools import Tool
+
+if TYPE_CHECKING:
+    from .tasks import Task
 
 __all__ = [
     "LOCAL_MODELS",
@@ -43,6 +57,7 @@ __all__ = [
     "Policy",
     "PolicyContext",
     "PolicyError",
+    "PolicyFactory",
     "PolicyTurn",
     "RandomPolicy",
     "ScriptedPolicy",
@@ -51,7 +66,7 @@ __all__ = [
     "random_value",
 ]
 
-log = logging.getLogger("fleet_local.policies")
+log = logging.getLogger("fleet_sdk.policies")
 
 SCRIPTED_MODEL = "local/scripted"
 RANDOM_MODEL = "local/random"
@@ -136,32 +151,41 @@ class PolicyTurn:
 
 @dataclass(frozen=True)
 class PolicyContext:
-    """What a policy knows about its episode.
+    """What a policy knows about its episode, once the env is reset.
 
     Attributes:
-        session_id: The episode's id; seeds the random policy, so an episode replays identically.
-        model_id: The job's model id, e.g. ``local/scripted`` or ``openai/gpt-4o``.
-        task: The task config (keys as in docs/wire.md#episodes).
-        tools: The environment's tools as MCP lists them (``name``, ``description``, ``inputSchema``).
-        offer_submit: Whether ``submit_final_answer`` is offered (the prompt mentions it).
+        episode_id: The episode's id; seeds the random policy, so an episode replays identically.
+        task: The task.
+        tools: The tools ``TaskEnv`` offers, ``submit_final_answer`` and the context tools
+            included when offered.
         max_steps: The step budget.
-        openai_tools: The tools in OpenAI format, ``submit_final_answer`` included when offered.
     """
 
-    session_id: str
-    model_id: str
-    task: Mapping[str, Any]
-    tools: Sequence[Mapping[str, Any]]
-    offer_submit: bool
+    episode_id: str
+    task: Task
+    tools: tuple[Tool, ...]
     max_steps: int
-    openai_tools: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def offer_submit(self) -> bool:
+        """Whether ``submit_final_answer`` is offered (the prompt asks for an answer)."""
+        return any(tool.name == SUBMIT_FINAL_ANSWER for tool in self.tools)
+
+    @property
+    def openai_tools(self) -> list[dict[str, Any]]:
+        """The tools in OpenAI format, as a chat-completions request takes them."""
+        return [tool.to_openai() for tool in self.tools]
 
 
 class Policy(Protocol):
-    """Decides the next assistant turn from the chat history so far."""
+    """Plays one episode: decides the next assistant turn from the chat history so far."""
 
     async def next_turn(self, messages: Sequence[Mapping[str, Any]]) -> PolicyTurn:
-        """The next turn; a turn without tool calls ends the episode."""
+        """The next turn; a turn without tool calls ends the episode.
+
+        Args:
+            messages: The chat history in OpenAI shape (the system prompt first, when there is one).
+        """
         ...
 
     async def aclose(self) -> None:
@@ -169,16 +193,27 @@ class Policy(Protocol):
         ...
 
 
+PolicyFactory = Callable[[PolicyContext], Policy]
+"""Makes an episode's policy from its context: a policy class, or what ``make_policy`` returns.
+
+Executors in other processes pickle it (a class, a module-level function, a ``functools.partial``).
+"""
+
+
 class ScriptedPolicy:
-    """Plays the task's reference solution, one step per turn, then stops."""
+    """Plays the task's reference solution, one step per turn, then stops.
+
+    Args:
+        context: The episode (its task's ``metadata.reference_solution`` is the script).
+
+    Raises:
+        PolicyError: The task has no reference solution.
+    """
 
     def __init__(self, context: PolicyContext) -> None:
-        metadata = context.task.get("metadata") or {}
-        steps = metadata.get("reference_solution") if isinstance(metadata, Mapping) else None
+        steps = context.task.metadata.get("reference_solution")
         if not isinstance(steps, list) or not steps:
-            raise PolicyError(
-                f"task {context.task.get('task_key')!r} has no metadata.reference_solution to script"
-            )
+            raise PolicyError(f"task {context.task.task_key!r} has no metadata.reference_solution to script")
         self._steps: list[Mapping[str, Any]] = [s for s in steps if isinstance(s, Mapping)]
         self._next = 0
 
@@ -196,13 +231,20 @@ class ScriptedPolicy:
 
 
 class RandomPolicy:
-    """A few random, schema-valid tool calls, seeded by the session id; never submits an answer."""
+    """A few random, schema-valid tool calls, seeded by the episode id; never submits an answer.
+
+    Args:
+        context: The episode (its id seeds the choices, so an id replays identically).
+
+    Raises:
+        PolicyError: The environment offers no tool to call.
+    """
 
     def __init__(self, context: PolicyContext) -> None:
-        if not context.tools:
+        self._tools = [tool for tool in context.tools if tool.name != SUBMIT_FINAL_ANSWER]
+        if not self._tools:
             raise PolicyError("the environment has no tools to call")
-        self._rng = random.Random(f"local/random:{context.session_id}")
-        self._tools = list(context.tools)
+        self._rng = random.Random(f"local/random:{context.episode_id}")
         self._remaining = min(self._rng.randint(2, 4), context.max_steps)
 
     async def next_turn(self, messages: Sequence[Mapping[str, Any]]) -> PolicyTurn:
@@ -211,10 +253,10 @@ class RandomPolicy:
             return PolicyTurn(content="I am done exploring.")
         self._remaining -= 1
         tool = self._rng.choice(self._tools)
-        arguments = random_value(self._rng, tool.get("inputSchema") or {"type": "object"})
+        arguments = random_value(self._rng, tool.input_schema or {"type": "object"})
         if not isinstance(arguments, dict):
             arguments = {}
-        return PolicyTurn(tool_calls=(ToolCallRequest.create(str(tool["name"]), arguments),))
+        return PolicyTurn(tool_calls=(ToolCallRequest.create(tool.name, arguments),))
 
     async def aclose(self) -> None:
         """Nothing to release."""
@@ -262,19 +304,19 @@ class ChatCompletionsPolicy:
 
     Args:
         context: The episode.
-        base_url: The endpoint (``/chat/completions`` is appended unless present).
-        api_key: Bearer key for the endpoint, if any.
+        model: The model id sent as ``model`` (e.g. ``openai/gpt-4o``).
+        endpoint: The endpoint (``/chat/completions`` is appended to its URL unless present).
         timeout: Seconds per HTTP attempt.
     """
 
     def __init__(
-        self, context: PolicyContext, base_url: str, api_key: str | None, timeout: float = 120.0
+        self, context: PolicyContext, *, model: str, endpoint: ModelEndpoint, timeout: float = 120.0
     ) -> None:
-        base = base_url.rstrip("/")
+        base = endpoint.base_url.rstrip("/")
         self._url = base if base.endswith("/chat/completions") else f"{base}/chat/completions"
-        self._model = context.model_id
+        self._model = model
         self._tools = context.openai_tools
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
         self._timeout = timeout
         self._client = httpx.AsyncClient(timeout=timeout, headers=headers)
 
@@ -350,24 +392,23 @@ class ChatCompletionsPolicy:
         await self._client.aclose()
 
 
-def make_policy(context: PolicyContext, endpoint: ModelEndpoint | None = None) -> Policy:
-    """The policy for ``context.model_id``.
+def make_policy(model: str, endpoint: ModelEndpoint | None = None) -> PolicyFactory:
+    """The policy factory of a model id (picklable, so executors can ship it).
 
     Args:
-        context: The episode.
+        model: ``local/scripted``, ``local/random`` or a chat-completions model id.
         endpoint: Where a model other than ``local/scripted`` / ``local/random`` is asked.
 
     Raises:
-        PolicyError: The model is not a local policy and no endpoint is given, or the task cannot
-            be played by the chosen policy (no reference solution, no tools).
+        PolicyError: The model is not a local policy and no endpoint is given. (A task the chosen
+            policy cannot play, one without a reference solution or tools, fails its episode.)
     """
-    if context.model_id == SCRIPTED_MODEL:
-        return ScriptedPolicy(context)
-    if context.model_id == RANDOM_MODEL:
-        return RandomPolicy(context)
+    if model == SCRIPTED_MODEL:
+        return ScriptedPolicy
+    if model == RANDOM_MODEL:
+        return RandomPolicy
     if endpoint is None:
         raise PolicyError(
-            f"model {context.model_id!r} needs a chat-completions endpoint, "
-            f"or use {SCRIPTED_MODEL!r} / {RANDOM_MODEL!r}"
+            f"model {model!r} needs a chat-completions endpoint, or use {SCRIPTED_MODEL!r} / {RANDOM_MODEL!r}"
         )
-    return ChatCompletionsPolicy(context, endpoint.base_url, endpoint.api_key)
+    return functools.partial(ChatCompletionsPolicy, model=model, endpoint=endpoint)

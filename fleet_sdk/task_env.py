@@ -46,8 +46,8 @@ if TYPE_CHECKING:
 
     from ._client import AsyncFleet, Fleet
     from .browser import BrowserSession
+    from .remote_verifier import RemoteVerifierOutcome
     from .traces import ScreenshotSink
-    from .verifiers._remote import RemoteVerifierOutcome
 
 __all__ = ["SUBMIT_FINAL_ANSWER", "DoneReason", "Observation", "TaskEnv", "ToolResult"]
 
@@ -129,6 +129,8 @@ class TaskEnv:
             browser_use tasks default to ``fleet_sdk.browser.MULTIMODAL_TTL_SECONDS``.
         make_kwargs: More arguments for ``make`` (``region``, ``image_type``...); computer_use
             tasks default to ``image_type="mcp"``.
+        browser_kwargs: More arguments for ``BrowserSession.open`` on browser_use tasks
+            (``lease_id``, ``ready_deadline``).
         trace_job_id: A trace job (``fleet.traces.create_job``): every finished episode is
             uploaded to it after the verifier, with its reward and ``verifier_execution_id``
             (``trace_session_id`` holds the session id). An upload never fails the episode.
@@ -169,7 +171,7 @@ class TaskEnv:
         multimodal: Whether the task is computer- or browser-use.
         trace_session_id: The uploaded trace session (with ``trace_job_id``).
         max_steps, partial_reward, call_deadline, verifier_timeout, verifier_deadline,
-        ttl_seconds, make_kwargs, trace_job_id, trace_model, screenshot_store, context_tools,
+        ttl_seconds, make_kwargs, browser_kwargs, trace_job_id, trace_model, screenshot_store, context_tools,
         max_output_chars: The constructor's arguments.
     """
 
@@ -185,6 +187,7 @@ class TaskEnv:
         verifier_deadline: float = 300.0,
         ttl_seconds: int | None = None,
         make_kwargs: Mapping[str, Any] | None = None,
+        browser_kwargs: Mapping[str, Any] | None = None,
         trace_job_id: str | None = None,
         trace_model: str | None = None,
         screenshot_store: ScreenshotSink | None = None,
@@ -205,6 +208,7 @@ class TaskEnv:
         self.verifier_deadline = verifier_deadline
         self.ttl_seconds = ttl_seconds
         self.make_kwargs = dict(make_kwargs or {})
+        self.browser_kwargs = dict(browser_kwargs or {})
         self.trace_job_id = trace_job_id
         self.trace_model = trace_model
         self.screenshot_store = screenshot_store
@@ -413,7 +417,7 @@ class TaskEnv:
         self.step_count += 1
         # Calls the model gave no id get one that is unique in the episode and reproducible.
         calls = [
-            ToolCall(c.name, c.arguments, c.call_id or f"call_{self.step_count}_{index}")
+            ToolCall(c.name, c.arguments, c.call_id or f"call_{self.step_count}_{index}", c.error)
             for index, c in enumerate(parsed.calls)
         ]
         self._record_calls(parsed, calls)
@@ -454,6 +458,7 @@ class TaskEnv:
                 self.env,
                 ttl_seconds=ttl or MULTIMODAL_TTL_SECONDS,
                 call_deadline=self.call_deadline,
+                **self.browser_kwargs,
             )
         else:
             await self.browser.show_start_page(self.call_deadline)
@@ -467,6 +472,8 @@ class TaskEnv:
         error: str | None = None
         if self.done:  # an earlier call of this action ended the episode
             value = {"error": f"not run: the episode ended ({self.done_reason})"}
+        elif call.error is not None:
+            value = {"error": call.error}
         elif call.name not in offered:
             value = {"error": f"tool {call.name!r} not found; available: {sorted(offered)}"}
         elif call.name == SUBMIT_FINAL_ANSWER:
@@ -497,8 +504,10 @@ class TaskEnv:
         }
 
     def _record_calls(self, action: Action, calls: list[ToolCall]) -> None:
-        """Append the assistant message with the action's tool calls to the history."""
+        """Append the assistant message with the action's tool calls (or, without any, its text)."""
         if not calls:
+            if action.content:  # the model's last words when it ends the episode
+                self.context.add_message({"role": "assistant", "content": action.content})
             return
         self.context.add_message(
             {
@@ -569,8 +578,8 @@ class TaskEnv:
             self.final_reward = None
             return None
         assert self.env is not None
+        from .remote_verifier import run_remote_async
         from .rewards import reward_from_outcome
-        from .verifiers._remote import run_remote_async
 
         try:
             outcome = await run_remote_async(

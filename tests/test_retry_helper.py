@@ -9,7 +9,8 @@ import httpx
 import pytest
 
 from fleet_sdk._retry import Deadline, RetryPolicy, retry_async
-from fleet_sdk.policies import ChatCompletionsPolicy, PolicyContext, PolicyError
+from fleet_sdk.policies import ChatCompletionsPolicy, ModelEndpoint, PolicyContext, PolicyError
+from fleet_sdk.tasks import Task
 
 NO_WAIT = RetryPolicy(max_retries=3, backoff_base=0.0, backoff_max=0.0)
 log = logging.getLogger("fleet_sdk.test")
@@ -77,10 +78,10 @@ async def test_no_wait_runs_past_the_deadline() -> None:
 
 
 def _model_policy(replies: list[httpx.Response], seen: list[httpx.Request]) -> ChatCompletionsPolicy:
-    context = PolicyContext(
-        session_id="s", model_id="openai/test", task={}, tools=[], offer_submit=False, max_steps=3
-    )
-    policy = ChatCompletionsPolicy(context, "http://127.0.0.1:9/v1", api_key=None, timeout=5.0)
+    task = Task(task_key="t", prompt="p", env_key="orderdesk")
+    context = PolicyContext(episode_id="s", task=task, tools=(), max_steps=3)
+    endpoint = ModelEndpoint("http://127.0.0.1:9/v1")
+    policy = ChatCompletionsPolicy(context, model="openai/test", endpoint=endpoint, timeout=5.0)
 
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(request)

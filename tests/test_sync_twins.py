@@ -17,16 +17,11 @@ import pytest
 from fleet_sdk import AsyncDatabase, AsyncEnv, AsyncFleet, Database, Env, Fleet, TaskEnv
 from fleet_sdk._tasks_resource import AsyncTasks, Tasks
 from fleet_sdk._twin import sync_annotation
+from fleet_sdk.episodes import play_episode, play_episode_sync
 from fleet_sdk.evaluation import evaluate_job, evaluate_job_sync, run_evaluation, run_evaluation_sync
+from fleet_sdk.remote_verifier import run_remote, run_remote_async
 from fleet_sdk.traces import AsyncTraces, Traces
-from fleet_sdk.verifiers import (
-    run_local,
-    run_local_async,
-    run_remote,
-    run_remote_async,
-    run_sandboxed,
-    run_sandboxed_async,
-)
+from fleet_sdk.verifiers import run_local, run_local_async, run_sandboxed, run_sandboxed_async
 
 CLASS_PAIRS = [
     (Fleet, AsyncFleet),
@@ -102,6 +97,7 @@ def test_task_env_sync_methods_mirror_their_async_forms() -> None:
         (run_local, run_local_async),
         (run_evaluation_sync, run_evaluation),
         (evaluate_job_sync, evaluate_job),
+        (play_episode_sync, play_episode),
     ],
     ids=lambda f: f.__name__,
 )

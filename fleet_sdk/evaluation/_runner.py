@@ -1,11 +1,11 @@
 """The client-side evaluation runner: tasks x models x k episodes, played here, resumable.
 
-Each episode is a ``TaskEnv`` episode driven by a policy: the bundled ``local/scripted`` (the
-task's reference solution) and ``local/random`` (schema-valid random tool calls), or any other
-model id, asked through an OpenAI-compatible chat-completions endpoint. Every finished episode
-is uploaded as a session of the run's trace job and committed to the run directory at once, so
-an interrupted run resumes where it stopped and the report's numbers can be checked against the
-sessions the server stores.
+Each episode is a ``TaskEnv`` episode played by ``fleet_sdk.episodes.play_episode`` with a
+policy: the bundled ``local/scripted`` (the task's reference solution) and ``local/random``
+(schema-valid random tool calls), or any other model id, asked through an OpenAI-compatible
+chat-completions endpoint. Every finished episode is uploaded as a session of the run's trace job
+and committed to the run directory at once, so an interrupted run resumes where it stopped and the
+report's numbers can be checked against the sessions the server stores.
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .._client import AsyncFleet
-from .._exceptions import EvaluationError
-from ..policies import RANDOM_MODEL, SCRIPTED_MODEL, ModelEndpoint, PolicyContext, make_policy
+from .._exceptions import EvaluationError, PolicyError
+from ..episodes import EpisodeResult, play_episode
+from ..policies import RANDOM_MODEL, SCRIPTED_MODEL, ModelEndpoint, make_policy
 from ..reports import Outcome, ReportEnvelope, classify
-from ..task_env import SUBMIT_FINAL_ANSWER, TaskEnv
+from ..task_env import TaskEnv
 from ..tasks import Task, as_task
 from ._rundir import RunDir, RunManifest
 
@@ -63,34 +64,20 @@ class Progress:
         return self.passed / self.graded if self.graded else None
 
 
-def _policy(
-    model: str, task: Task, observation: Mapping[str, Any], endpoint: ModelEndpoint | None, seed: str
-) -> Any:
-    openai_tools = list(observation.get("tools") or [])
-    mcp_tools = [
-        {
-            "name": t["function"]["name"],
-            "description": t["function"].get("description", ""),
-            "inputSchema": t["function"].get("parameters") or {"type": "object"},
-        }
-        for t in openai_tools
-        if t["function"]["name"] != SUBMIT_FINAL_ANSWER
-    ]
-    context = PolicyContext(
-        session_id=seed,  # seeds the random policy: a slot replays identically
-        model_id=model,
-        task=task.model_dump(),
-        tools=mcp_tools,
-        offer_submit=any(t["function"]["name"] == SUBMIT_FINAL_ANSWER for t in openai_tools),
-        max_steps=int(observation.get("max_steps") or 30),
-        openai_tools=openai_tools,
+def _outcome(model: str, sample: int, result: EpisodeResult) -> Outcome:
+    """An episode's report row."""
+    error = result.error or result.verifier_error
+    return Outcome(
+        task_key=result.task_key,
+        model=model,
+        sample=sample,
+        status=classify(result.reward),
+        score=result.reward,
+        session_id=result.session_id,
+        verifier_execution_id=result.verifier_execution_id,
+        error=error[:_ERROR_LIMIT] if error else None,
+        duration_ms=int(result.duration_s * 1000),
     )
-    if model not in (SCRIPTED_MODEL, RANDOM_MODEL) and endpoint is None:
-        raise EvaluationError(
-            f"model {model!r} needs a chat-completions endpoint (model_endpoint=...), "
-            f"or use {SCRIPTED_MODEL!r} / {RANDOM_MODEL!r}"
-        )
-    return make_policy(context, endpoint)
 
 
 async def _play(
@@ -104,52 +91,14 @@ async def _play(
     endpoint: ModelEndpoint | None,
 ) -> Outcome:
     """One episode; never raises (a crash is an errored outcome)."""
-    started = time.monotonic()
-    env = TaskEnv(task, fleet=fleet, max_steps=max_steps, trace_job_id=trace_job_id, trace_model=model)
-    error: str | None = None
-    crashed = False
-    policy: Any = None
+    episode_id = f"{task.task_key}:{model}:{sample}"  # seeds the random policy: a slot replays identically
     try:
-        observation = await env.reset_async()
-        policy = _policy(model, task, observation, endpoint, f"{task.task_key}:{model}:{sample}")
-        while not env.done:
-            turn = await policy.next_turn(env.chat_history)
-            if not turn.tool_calls:
-                await env.step_async({"done": True, "content": turn.content})
-                break
-            for call in turn.tool_calls:
-                _, _, done, _ = await env.step_async(
-                    {"tool": call.name, "params": call.arguments or {}, "tool_call_id": call.id}
-                )
-                if done:
-                    break
-        error = env.verifier_error
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:  # one errored row per crashed episode, never a crashed run
-        error = f"{type(exc).__name__}: {exc}"
-        crashed = True
-        # closing grades an abandoned episode; a crashed one is errored, so it is not uploaded
-        env.trace_job_id = None
-    finally:
-        if policy is not None:
-            await policy.aclose()
-        try:
-            await env.close_async()
-        except Exception as exc:
-            error = error or f"close failed: {type(exc).__name__}: {exc}"
-    reward = None if crashed or not env.done else env.final_reward
-    return Outcome(
-        task_key=task.task_key,
-        model=model,
-        sample=sample,
-        status=classify(reward),
-        score=reward,
-        session_id=env.trace_session_id,
-        verifier_execution_id=env.verifier_execution_id,
-        error=error[:_ERROR_LIMIT] if error else None,
-        duration_ms=int((time.monotonic() - started) * 1000),
-    )
+        policy = make_policy(model, endpoint)
+    except PolicyError as exc:  # no instance is made for a model that cannot be asked
+        error = f"{type(exc).__name__}: {exc} (run_evaluation's model_endpoint)"
+        return _outcome(model, sample, EpisodeResult.unplayed(episode_id, task.task_key, error))
+    env = TaskEnv(task, fleet=fleet, max_steps=max_steps, trace_job_id=trace_job_id, trace_model=model)
+    return _outcome(model, sample, await play_episode(env, policy, episode_id=episode_id))
 
 
 async def _play_job(fleet: AsyncFleet, job: tuple[Any, ...], attempt: int) -> Outcome:

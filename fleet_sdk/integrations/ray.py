@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any, TypeVar
 
 import anyio
@@ -246,14 +245,7 @@ def _lost(spec: EpisodeSpec, lost: Any) -> EpisodeResult:
     """The result of an episode whose every worker was lost."""
     attempts = lost.attempts if isinstance(lost, WorkerLost) else 0
     reason = lost.error if isinstance(lost, WorkerLost) else type(lost).__name__
-    base = EpisodeResult(
-        episode_id=spec.episode_id,
-        task_key=str(spec.task.get("task_key") or spec.task.get("key") or "?"),
-        reward=None,
-        done_reason=None,
-        steps=0,
-        tool_errors=[],
-        verifier_error=None,
-        verifier_execution_id=None,
+    task_key = str(spec.task.get("task_key") or spec.task.get("key") or "?")
+    return EpisodeResult.unplayed(
+        spec.episode_id, task_key, f"worker lost {attempts} times: {reason}", attempts=attempts
     )
-    return replace(base, error=f"worker lost {attempts} times: {reason}", attempts=attempts)

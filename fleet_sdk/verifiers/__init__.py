@@ -1,7 +1,5 @@
-"""Verifiers: the namespace they run in, finding their entry point, and running them.
+"""Verifiers: the namespace they run in, finding their entry point, and running them here.
 
-- :func:`run_remote_async` / :func:`run_remote` run it on the platform (``/v1/verifiers/execute``),
-  the default for episodes, with retries on transient failures and ``JUDGE ERROR:``;
 - :func:`run_local` / :func:`run_local_async` run a verifier in this process (debugging only,
   not a sandbox);
 - :func:`run_sandboxed` / :func:`run_sandboxed_async` run it in a fresh, limited child process
@@ -12,7 +10,8 @@
   ``env.db("current")``).
 
 Every runner returns a :class:`VerifierOutcome`; verifier faults are in ``outcome.error``.
-Importing this package loads only the standard library and pydantic.
+Importing this package loads only the standard library and pydantic: running a verifier on the
+platform, over HTTP, is the episode side's (``fleet_sdk.remote_verifier``).
 """
 
 from .._public import publish
@@ -53,19 +52,6 @@ from ._sandbox import (
 )
 from ._sqlite import QueryResult, SQLiteDatabase, SQLiteEnvironment, UnknownDatabaseError, harden_connection
 
-_REMOTE = frozenset({"RemoteVerifierOutcome", "run_remote", "run_remote_async"})
-
-
-def __getattr__(name: str) -> object:
-    # The remote runner needs the HTTP stack; load it only when asked for.
-    if name in _REMOTE:
-        from . import _remote
-
-        publish(__name__, vars(_remote), [name])
-        return getattr(_remote, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 __all__ = [
     "BUNDLE_ENTRY_NAME",
     "DEFAULT_MEMORY_MB",
@@ -83,7 +69,6 @@ __all__ = [
     "JailUnavailableError",
     "QueryResult",
     "QueryResultLike",
-    "RemoteVerifierOutcome",
     "SQLiteDatabase",
     "SQLiteEnvironment",
     "SandboxError",
@@ -106,8 +91,6 @@ __all__ = [
     "normalized_string_comparison",
     "run_local",
     "run_local_async",
-    "run_remote",
-    "run_remote_async",
     "run_sandboxed",
     "run_sandboxed_async",
     "score_from_result",

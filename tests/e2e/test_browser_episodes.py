@@ -15,7 +15,6 @@ import httpx
 import pytest
 
 from fleet_local import LocalFleet
-from fleet_local.demo import run_episode
 from fleet_local.environments._computer_steps import click
 from fleet_sdk import AsyncFleet, Fleet
 from fleet_sdk.browser import (
@@ -26,6 +25,8 @@ from fleet_sdk.browser import (
     is_blank_png,
     multimodal_ttl,
 )
+from fleet_sdk.episodes import play_episode
+from fleet_sdk.policies import ScriptedPolicy
 from fleet_sdk.task_env import TaskEnv
 from fleet_sdk.tasks import Task
 
@@ -68,7 +69,7 @@ async def test_scripted_browser_policy_scores_one(
     afleet: AsyncFleet, bundled_tasks: list[Task], key: str
 ) -> None:
     task = _task(bundled_tasks, key)
-    result = await run_episode(afleet, task, "scripted")
+    result = await play_episode(TaskEnv(task, fleet=afleet, max_steps=30), ScriptedPolicy)
     assert result.error is None
     assert result.reward == 1.0
     assert result.steps == len(task.metadata["reference_solution"]) + 1  # + the final "done" step

@@ -11,10 +11,10 @@ import pytest
 
 from fleet_local import LocalFleet
 from fleet_sdk import AsyncFleet, EnvNotFoundError, RetryPolicy, Timeout
+from fleet_sdk.remote_verifier import run_remote_async
 from fleet_sdk.task_env import TaskEnv
 from fleet_sdk.tasks import Task
 from fleet_sdk.types import env_instance as models
-from fleet_sdk.verifiers import run_remote_async
 
 FAST = RetryPolicy(max_retries=2, backoff_base=0.05, backoff_max=0.1)
 

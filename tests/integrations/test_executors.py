@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +20,20 @@ from fleet_sdk.executors import (
     collect,
     specs_for,
 )
-from fleet_sdk.task_env import Observation, TaskEnv
+from fleet_sdk.policies import PolicyContext, PolicyTurn
 
 
-async def raising_policy(env: TaskEnv, observation: Observation) -> Any:
-    raise RuntimeError("policy blew up")
+class RaisingPolicy:
+    """A policy that fails on its first turn (module-level, as executors need)."""
+
+    def __init__(self, context: PolicyContext) -> None:
+        self.context = context
+
+    async def next_turn(self, messages: Sequence[Mapping[str, Any]]) -> PolicyTurn:
+        raise RuntimeError("policy blew up")
+
+    async def aclose(self) -> None:
+        pass
 
 
 def result(episode_id: str) -> EpisodeResult:
@@ -33,7 +43,7 @@ def result(episode_id: str) -> EpisodeResult:
 async def test_asyncio_executor_streams_persists_and_resumes(local: LocalFleet, tmp_path: Path) -> None:
     fleet = local.async_fleet()
     tasks = [(await fleet.tasks.get("orderdesk-count-pending-orders")).model_dump(mode="json")]
-    specs = [*specs_for(tasks, repeats=5, max_steps=5), EpisodeSpec("boom", tasks[0], raising_policy)]
+    specs = [*specs_for(tasks, repeats=5, max_steps=5), EpisodeSpec("boom", tasks[0], RaisingPolicy)]
     sink = JsonlResultSink(tmp_path / "r.jsonl")
     try:
         first = [r async for r in AsyncioExecutor(fleet, concurrency=3).run(specs[:4], sink)]

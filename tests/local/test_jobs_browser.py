@@ -28,6 +28,7 @@ from fleet_local import LocalFleet
 from fleet_local._job_browser import session_lease_id
 from fleet_sdk import AsyncFleet
 from fleet_sdk.browser import is_blank_png
+from fleet_sdk.traces import is_turn_footer
 from fleet_sdk.types import env_instance as models
 from fleet_sdk.types import sessions_ingest as smodels
 
@@ -217,7 +218,10 @@ def failing_model() -> Iterator[str]:
 
 
 def _data_png(content: Any) -> bytes:
-    (block,) = content
+    """The PNG a screenshot shows the model: one image block with a data URL, followed by the
+    turn footer every image observation of ``TaskEnv`` carries."""
+    block, footer = content
+    assert footer["type"] == "text" and is_turn_footer(footer["text"])
     prefix, _, data = block["image_url"]["url"].partition(";base64,")
     assert prefix == "data:image/png"
     return base64.b64decode(data)

@@ -1,4 +1,4 @@
-"""Run a verifier on the platform (``POST /v1/verifiers/execute``), the default for episodes.
+"""Run a task's verifier on the platform (``POST /v1/verifiers/execute``): how episodes are graded.
 
 Retries transient failures inside a deadline, as the runtime's ``is_transient``
 classifies them: connection errors, timeouts, 408/429/502/503/504 (fresh instances
@@ -15,18 +15,24 @@ import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
-from .._client import async_fleet_of
-from .._exceptions import FleetError
-from .._retry import retry_async
-from .._runtime import Deadline, RetryPolicy, is_transient
-from .._twin import sync_function
-from ..rewards import is_judge_error
-from ._bundle import bundle_sha256, bundle_verifier
-from ._entry import VerifierCodeError, find_entry_point, score_from_result
-from ._outcome import VerifierError, VerifierOutcome
+from ._client import async_fleet_of
+from ._exceptions import FleetError
+from ._retry import retry_async
+from ._runtime import Deadline, RetryPolicy, is_transient
+from ._twin import sync_function
+from .rewards import is_judge_error
+from .verifiers import (
+    VerifierCodeError,
+    VerifierError,
+    VerifierOutcome,
+    bundle_sha256,
+    bundle_verifier,
+    find_entry_point,
+    score_from_result,
+)
 
 if TYPE_CHECKING:
-    from .._client import AsyncFleet
+    from ._client import AsyncFleet
 
 __all__ = ["RemoteVerifierOutcome", "run_remote", "run_remote_async"]
 
