@@ -35,17 +35,15 @@ import string
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import httpx
 
 from ._exceptions import PolicyError
 from ._retry import Deadline, RetryPolicy, is_transient, is_transient_reply, retry_async
 from .protocol import SUBMIT_FINAL_ANSWER
+from .tasks import Task
 from .tools import Tool
-
-if TYPE_CHECKING:
-    from .tasks import Task
 
 __all__ = [
     "LOCAL_MODELS",
