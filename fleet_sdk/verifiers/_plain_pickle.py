@@ -49,7 +49,8 @@ class PlainDataError(ValueError, ErrorBase):
 
 class _PlainUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
-        if module == "builtins" and name in _BUILDERS:
+        # Protocols 0-2 write Python 2's module name; the stock find_class maps it the same way.
+        if module in ("builtins", "__builtin__") and name in _BUILDERS:
             return getattr(builtins, name)
         raise PlainDataError(
             f"the pickle refers to {module}.{name}; only builtin containers and scalars are accepted",

@@ -48,11 +48,15 @@ class _Queryable(Protocol):
 
 
 def _quote(identifier: str) -> str:
-    """``"name"`` (a dotted name part by part): safe for any table or column name."""
+    """A name quoted in backticks (a dotted name part by part): safe for any table or column name.
+
+    Backticks, not double quotes: SQLite reads a double-quoted name that matches no column as a
+    string literal, so a misspelled column would silently match nothing instead of failing.
+    """
     if not isinstance(identifier, str) or not identifier:
         raise ValueError(f"a table or column name must be a non-empty string, not {identifier!r}")
     parts = identifier.split(".") if _IDENTIFIER.fullmatch(identifier) else [identifier]
-    return ".".join('"' + part.replace('"', '""') + '"' for part in parts)
+    return ".".join("`" + part.replace("`", "``") + "`" for part in parts)
 
 
 def _expression(column: str) -> str:
