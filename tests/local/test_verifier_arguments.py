@@ -166,3 +166,23 @@ def test_the_manager_runs_the_public_sdks_function_body(
         json={"function_code": "def f(before):\n    return 1\n", "function_name": "f"},
     )
     assert upload.status_code == 422  # that route takes bundles only
+
+
+def test_a_bad_body_of_either_shape_names_its_field(
+    api: httpx.Client, instance: models.InstanceResponse
+) -> None:
+    """The body is one of two shapes; a 422 names the field of the shape the body is closest to,
+    not just ``body``."""
+    url = f"{instance.urls.manager.api}/execute_verifier_function"
+    long_answer = {
+        "function_code": "def f(before):\n    return 1\n",
+        "function_name": "f",
+        "text_solution": "a" * 1_000_001,
+    }
+    assert [issue["loc"] for issue in api.post(url, json=long_answer).json()["detail"]] == [
+        ["body", "text_solution"]
+    ]
+    bad_sha = {**body(instance.instance_id), "sha256": "not-hex"}
+    assert [issue["loc"] for issue in api.post(url, json=bad_sha).json()["detail"]] == [["body", "sha256"]]
+    empty = api.post(url, json={}).json()["detail"]
+    assert all(issue["type"] == "missing" and len(issue["loc"]) == 2 for issue in empty) and empty
