@@ -46,6 +46,7 @@ from ._namespace import (
 )
 from ._outcome import SandboxLayers, VerifierError, VerifierOutcome
 from ._plain_pickle import PlainDataError, dump_plain, load_plain
+from ._query import QueryBuilder
 from ._sandbox import (
     DEFAULT_MEMORY_MB,
     DEFAULT_TIMEOUT,
@@ -55,7 +56,7 @@ from ._sandbox import (
     run_sandboxed,
     run_sandboxed_async,
 )
-from ._snapshot import IgnoreConfig, QueryBuilder, SnapshotDiff
+from ._snapshot import IgnoreConfig, SnapshotDiff
 from ._sqlite import (
     DatabaseSnapshot,
     QueryResult,

@@ -21,7 +21,8 @@ import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from ._snapshot import IgnoreConfig, QueryBuilder, SnapshotDiff
+from ._query import QueryBuilder
+from ._snapshot import IgnoreConfig, SnapshotDiff
 from ._sqlite import DatabaseSnapshot
 
 __all__ = [

@@ -154,7 +154,8 @@ class SQLiteDatabase(FluentDatabase):
 
     Besides :meth:`query`, :meth:`rows` and :meth:`scalar` it has the public SDK's helpers
     (``table(...)`` queries, ``tables()``, ``diff(other, IgnoreConfig(...))``, ``expect_row``...;
-    see :class:`~fleet_sdk.verifiers.QueryBuilder` and docs/verifier-runtime.md).
+    see :class:`~fleet_sdk.verifiers.QueryBuilder`, :class:`~fleet_sdk.verifiers.SnapshotDiff` and
+    docs/verifier-runtime.md).
 
     Args:
         path: The database file.
