@@ -4,15 +4,17 @@
 (``git show HEAD:schemas/<file>``), so a schema edit shows its effect on the generated clients
 before it is committed.
 
-Compared per document: operations (method and path), their parameters, and the fields of every
-named component schema (added, removed, required-ness, type). A change is **breaking** when code
-written against the old API can fail against the new one:
+Compared per document: operations (method and path), their parameters, the type of their request
+body and success response, and the fields of every named component schema (added, removed,
+required-ness, type). A change is **breaking** when code written against the old API can fail
+against the new one:
 
 * an operation, a model or a parameter is removed;
 * a request field or parameter is removed, becomes required, or is added as required;
 * a response field is removed or stops being required (a reader may now find it absent);
 * a type no longer accepts a value it accepted (request side: a union member dropped) or may
-  now carry one it never did (response side: a union member added, ``null`` included).
+  now carry one it never did (response side: a union member added, ``null`` included);
+* a request body that was one model becomes a union (its generated method loses the keyword form).
 
 Whether a model is on the request or the response side (or both) follows from the operations
 that reach it through ``$ref``s; a model no operation reaches is treated as both.
@@ -180,6 +182,48 @@ def _params(doc: Mapping[str, Any], operation: Mapping[str, Any]) -> dict[str, _
     return found
 
 
+def _json_schema(doc: Mapping[str, Any], node: Any) -> Any:
+    """The ``application/json`` schema of a request body or response (``$ref``s followed)."""
+    content = _resolve(doc, node).get("content") if isinstance(_resolve(doc, node), Mapping) else None
+    entry = content.get("application/json") if isinstance(content, Mapping) else None
+    return entry.get("schema") if isinstance(entry, Mapping) else None
+
+
+def _payloads(doc: Mapping[str, Any], operation: Mapping[str, Any]) -> dict[str, _Field]:
+    """The request body and the success response of an operation, as pseudo-fields by side."""
+    found = {}
+    body = operation.get("requestBody")
+    if isinstance(body, Mapping):
+        found[_REQUEST] = _Field(bool(_resolve(doc, body).get("required")), type_of(_json_schema(doc, body)))
+    responses = operation.get("responses") or {}
+    success = next((responses[code] for code in ("200", "201", "202", "204") if code in responses), None)
+    if success is not None:
+        found[_RESPONSE] = _Field(True, type_of(_json_schema(doc, success)))
+    return found
+
+
+def _payload_changes(
+    document: str, key: str, old: Mapping[str, _Field], new: Mapping[str, _Field]
+) -> Iterator[Change]:
+    """A changed body or response type: breaking when a body accepts less or a response may carry more."""
+    for side, label in ((_REQUEST, "body"), (_RESPONSE, "response")):
+        if side not in old or side not in new or old[side].type == new[side].type:
+            continue
+        before, after = old[side].type, new[side].type
+        narrowed = not _members(before) <= _members(after)
+        widened = not _members(after) <= _members(before)
+        detail = f"type {before} -> {after}"
+        if side == _REQUEST:
+            # One model's fields are the generated method's keywords; a union offers none.
+            unkeyed = len(_members(before)) == 1 < len(_members(after))
+            if unkeyed:
+                detail += " (the generated method no longer takes the body's fields as keywords)"
+            breaking = narrowed or unkeyed
+        else:
+            breaking = widened
+        yield Change(document, "~", f"{label} of operation {key}", detail, breaking)
+
+
 def _prefixed(prefix: str) -> Callable[[str], str]:
     return lambda name: f"{prefix}{name}"
 
@@ -260,6 +304,9 @@ def diff_documents(
                 _params(new, new_ops[key]),
                 {_REQUEST},
             )
+        )
+        changes.extend(
+            _payload_changes(document, key, _payloads(old, old_ops[key]), _payloads(new, new_ops[key]))
         )
     old_models = (old.get("components") or {}).get("schemas") or {}
     new_models = (new.get("components") or {}).get("schemas") or {}

@@ -195,6 +195,11 @@ def _field_annotations(models_code: str) -> dict[str, dict[str, str]]:
     return found
 
 
+def _cast_import(spec: Spec) -> set[str]:
+    """``from typing import cast`` when an operation answers a union (see ``openapi._cast_to``)."""
+    return {"from typing import cast"} if any("cast(" in op.cast_to for op in spec.operations) else set()
+
+
 def render_client(env: jinja2.Environment, spec: Spec, models_code: str) -> str:
     annotations = _field_annotations(models_code)
 
@@ -224,7 +229,7 @@ def render_client(env: jinja2.Environment, spec: Spec, models_code: str) -> str:
         header=header(spec.file_name),
         spec=spec,
         all_names=sorted(["OPERATIONS", "SERVER_URL", *_client_exports(spec)]),
-        imports=sorted({_ANNOTATION_IMPORTS[name] for name in names}),
+        imports=sorted({_ANNOTATION_IMPORTS[name] for name in names} | _cast_import(spec)),
         resource_imports=sorted(resource, key=lambda name: (not name.isupper(), not name[0].isupper(), name)),
     )
     return ruff_format(code, what=f"client.py of {spec.file_name}")

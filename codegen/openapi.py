@@ -92,8 +92,8 @@ class Operation:
     body_fields: list[BodyField]
     body_required: bool
     body_description: str
-    return_annotation: str  # "None", "models.X", "list[models.X]"
-    cast_to: str  # "type(None)", "models.X", "list[models.X]"
+    return_annotation: str  # "None", "models.X", "list[models.X]", "models.X | models.Y"
+    cast_to: str  # "type(None)", "models.X", "list[models.X]", 'cast("type[models.X | models.Y]", ...)'
     success_status: str
     success_description: str
     errors: list[ErrorDoc]
@@ -205,7 +205,9 @@ def _json_schema(content: Any, where: str) -> Any:
 
 
 def _model_type(schema: Any, where: str, models: set[str]) -> str:
-    """``models.X`` or ``list[models.X]`` for a body/response schema (``$ref`` or array of ``$ref``)."""
+    """The Python type of a body/response schema: ``models.X`` (a ``$ref``), ``list[models.X]`` (an
+    array of one) or ``models.X | models.Y`` (an ``anyOf``/``oneOf`` of ``$ref``s, for an operation
+    that takes or answers one of several named shapes)."""
     name = _component_name(schema)
     if name is not None:
         models.add(name)
@@ -215,10 +217,35 @@ def _model_type(schema: Any, where: str, models: set[str]) -> str:
         if item is not None:
             models.add(item)
             return f"list[models.{item}]"
+    members = _union_members(schema)
+    if members:
+        models.update(members)
+        return " | ".join(f"models.{member}" for member in members)
     raise SpecError(
-        f"{where}: bodies and responses must be a $ref to components/schemas or an array of one "
-        f"(no inline schemas), got {schema!r}"
+        f"{where}: bodies and responses must be a $ref to components/schemas, an array of one or an "
+        f"anyOf/oneOf of them (no inline schemas), got {schema!r}"
     )
+
+
+def _union_members(schema: Any) -> list[str]:
+    """The component names of an ``anyOf``/``oneOf`` made only of ``$ref``s (two or more), else []."""
+    if not isinstance(schema, dict):
+        return []
+    for combinator in ("anyOf", "oneOf"):
+        options = schema.get(combinator)
+        if isinstance(options, list) and len(options) >= 2 and set(schema) == {combinator}:
+            names = [_component_name(option) for option in options]
+            if all(names):
+                return [str(name) for name in names]
+    return []
+
+
+def _cast_to(annotation: str) -> str:
+    """The runtime value the client validates a response into (a union needs a cast for mypy:
+    ``A | B`` is a ``UnionType`` object, not a ``type``)."""
+    if " | " in annotation:
+        return f'cast("type[{annotation}]", {annotation})'
+    return annotation
 
 
 def _scalar_type(schema: dict[str, Any], where: str) -> str:
@@ -417,7 +444,7 @@ def _operation(
         if schema is None:
             raise SpecError(f"{where}: response {success} has no JSON body (use 204 for no body)")
         return_annotation = _model_type(schema, f"{where} response {success}", models)
-        cast_to = return_annotation
+        cast_to = _cast_to(return_annotation)
 
     errors: list[ErrorDoc] = []
     for code, response in responses.items():

@@ -345,13 +345,25 @@ def router(state: LocalState) -> APIRouter:
             404, f"instance {instance_id!r} has no browser (cdp) resource", code="not_found", retryable=False
         )
 
+    @api.post(
+        "/execute_verifier_function",
+        response_model=models.VerifiersExecuteResponse | models.ExecuteFunctionResponse,
+    )
+    async def execute_verifier_function(
+        instance_id: str, body: models.VerifiersExecuteRequest | models.ExecuteFunctionRequest
+    ) -> models.VerifiersExecuteResponse | models.ExecuteFunctionResponse:
+        """Run a verifier against this instance, answering in the shape of the request: a bundle
+        as ``/v1/verifiers/execute`` does, or the public SDK's function source."""
+        if isinstance(body, models.ExecuteFunctionRequest):
+            return await _verifier_exec.execute_function(state, body, instance_id)
+        return await _verifier_exec.execute_verifier(state, body, instance_id)
+
     # ``urls.manager.execute_verifier_function_with_upload`` points here: the bundle travels in the body.
     @api.post("/execute_verifier_function_with_upload", response_model=models.VerifiersExecuteResponse)
-    @api.post("/execute_verifier_function", response_model=models.VerifiersExecuteResponse)
-    async def execute_verifier_function(
+    async def execute_verifier_function_with_upload(
         instance_id: str, body: models.VerifiersExecuteRequest
     ) -> models.VerifiersExecuteResponse:
-        """Run a verifier against this instance (same contract as ``/v1/verifiers/execute``)."""
+        """Run a verifier bundle against this instance (same contract as ``/v1/verifiers/execute``)."""
         return await _verifier_exec.execute_verifier(state, body, instance_id)
 
     @api.get("/docs", response_class=HTMLResponse, include_in_schema=False)

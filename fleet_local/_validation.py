@@ -159,8 +159,9 @@ def _causes(error: ValidationError) -> list[ValidationError]:
     """The errors to report for ``error``: for an ``anyOf``/``oneOf``, those of the one branch meant.
 
     A branch is not the one meant when the value is not of its type, or when a ``const`` of its
-    properties (a discriminator such as a content block's ``type``) does not match. When exactly
-    one branch is left, its errors are reported (they name deeper fields); else the union's own.
+    properties (a discriminator such as a content block's ``type``) does not match; among object
+    shapes, when it lacks a required property another has. When exactly one branch is left, its
+    errors are reported (they name deeper fields); else the union's own.
     """
     if error.validator not in ("anyOf", "oneOf") or not error.context:
         return [error]
@@ -177,6 +178,15 @@ def _causes(error: ValidationError) -> list[ValidationError]:
         )
 
     candidates = [errors for errors in branches.values() if meant(errors)]
+    if len(candidates) > 1:
+        # A union of object shapes (the manager's two verifier bodies): the branch meant is the
+        # one whose required properties are all there; when none is, the closest (fewest errors).
+        complete = [
+            errors
+            for errors in candidates
+            if not any(e.validator == "required" and len(e.absolute_path) == depth for e in errors)
+        ]
+        candidates = complete or [min(candidates, key=len)]
     if len(candidates) != 1:
         return [error]
     return [cause for sub in candidates[0] for cause in _causes(sub)]

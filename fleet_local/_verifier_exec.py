@@ -6,9 +6,12 @@ Code is found, in order: in the request's ``bundle`` (a base64 zip made by
 ``(key, sha256)``, or in the task whose ``task_key`` is ``key`` when its code
 has that sha256. Unknown code answers 404 ``not_found`` so the client resends
 with ``bundle``. The verifier runs in the sandbox (``run_sandboxed_async``)
-against the instance's ``seed`` and ``current`` databases; every fault of the
-verifier comes back as ``success: false`` with a structured ``error`` (HTTP
-200). Each run is stored as a ``"verifier_execution"`` document.
+against the instance's ``seed`` and ``current`` databases, called with the
+request's arguments in whichever form it sent them (``_verifier_args.py``);
+every fault of the verifier comes back as ``success: false`` with a structured
+``error`` (HTTP 200). The public SDK's ``{function_code, function_name}`` body
+of the manager endpoint runs the same way (:func:`execute_function`). Each run
+is stored as a ``"verifier_execution"`` document.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import json
 import logging
 import math
 import shutil
+import textwrap
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -31,6 +35,7 @@ from fastapi.exceptions import RequestValidationError
 from fleet_sdk.types import env_instance as models
 from fleet_sdk.verifiers import (
     BUNDLE_ENTRY_NAME,
+    CallConvention,
     JailUnavailableError,
     VerifierOutcome,
     bundle_sha256,
@@ -40,12 +45,14 @@ from fleet_sdk.verifiers import (
 from . import _instances
 from ._errors import LocalAPIError, not_found
 from ._state import LocalState, iso, new_id
+from ._verifier_args import Invocation, from_args_array, from_pickled_args
 
 __all__ = [
     "BUNDLE_KIND",
     "EXECUTION_KIND",
     "check_bundle",
     "decode_bundle",
+    "execute_function",
     "execute_verifier",
     "get_verifier",
     "run_code",
@@ -243,6 +250,8 @@ async def run_code(
     instance_id: str,
     *,
     final_answer: Any = None,
+    arguments: tuple[list[Any], dict[str, Any]] | None = None,
+    convention: CallConvention = "env",
     function_name: str | None = None,
     timeout_seconds: float | None = None,
     key: str | None = None,
@@ -251,6 +260,9 @@ async def run_code(
     """Run verifier ``code`` against a live instance and store the execution record.
 
     Verifier faults never raise: they come back with ``success: False`` and ``error``.
+    ``arguments`` (``(args, kwargs)``) call ``verify(env, *args, **kwargs)`` instead of passing
+    ``final_answer``; ``convention`` is the sandbox's (``"snapshots"`` for the public SDK's
+    ``fn(before, after, transcript)``).
 
     Returns:
         The record: ``VerifiersExecuteResponse`` fields plus ``score``, ``key``, ``sha256``,
@@ -272,6 +284,9 @@ async def run_code(
             code,
             databases={"seed": seed, "current": current},
             final_answer=final_answer,
+            args=arguments[0] if arguments is not None else None,
+            kwargs=arguments[1] if arguments is not None else None,
+            convention=convention,
             function_name=entry,
             timeout=run_timeout,
             memory_mb=state.settings.verifier_memory_mb,
@@ -339,30 +354,23 @@ async def _save_execution(
     return record
 
 
-def _invocation(req: models.VerifiersExecuteRequest) -> tuple[str | None, Any]:
-    """(instance id, second positional argument) of a request, in either argument form.
+def _invocation(req: models.VerifiersExecuteRequest) -> tuple[str | None, Any, Invocation | None]:
+    """(instance id, final answer, public-SDK arguments) of a request, in any argument form.
 
-    ``args`` as ``VerifierArgs`` names both. Otherwise ``args_array`` carries the positional
-    arguments after ``env`` followed by ``{"env": <instance_id>}`` (the public SDK's form; its
-    pickled ``args`` string is never unpickled here).
+    ``args`` as ``VerifierArgs`` names the instance and the final answer. ``args`` as a string is
+    the public SDK's pickle, read by ``_verifier_args``; without ``args``, ``args_array`` holds the
+    positional arguments followed by ``{"env": <instance_id>}``.
 
     Raises:
-        LocalAPIError: 400 ``bad_request`` for more than one argument besides ``env``.
+        LocalAPIError: 400 ``bad_request`` for pickled ``args`` that cannot be read as plain data.
     """
     if isinstance(req.args, models.VerifierArgs):
-        return req.args.instance_id, req.args.final_answer
-    values = list(req.args_array or [])
-    instance_id: str | None = None
-    if values and isinstance(values[-1], dict) and isinstance(values[-1].get("env"), str):
-        instance_id = values.pop()["env"]
-    if len(values) > 1:
-        raise LocalAPIError(
-            400,
-            f"args_array has {len(values)} arguments besides env; the local server passes at most one",
-            code="bad_request",
-            retryable=False,
-        )
-    return instance_id, values[0] if values else None
+        return req.args.instance_id, req.args.final_answer, None
+    if isinstance(req.args, models.PickledArgs):
+        invocation = from_pickled_args(req.args.root)
+    else:
+        invocation = from_args_array(list(req.args_array or []))
+    return invocation.instance_id, None, invocation
 
 
 async def execute_verifier(
@@ -378,10 +386,11 @@ async def execute_verifier(
 
     Raises:
         RequestValidationError: ``VerifierArgs`` without an instance (422 naming ``args.instance_id``).
-        LocalAPIError: 400 when no instance is named at all or with a bad bundle, 404 for unknown
-            code (``not_found``) or instance (``instance_not_found``).
+        LocalAPIError: 400 when no instance is named at all, with a bad bundle or with pickled
+            ``args`` that are not plain data; 404 for unknown code (``not_found``) or instance
+            (``instance_not_found``).
     """
-    named, argument = _invocation(req)
+    named, final_answer, invocation = _invocation(req)
     target = instance_id if instance_id is not None else named
     if target is None and isinstance(req.args, models.VerifierArgs):
         # The control plane's schema requires it, so the body check normally answers this first.
@@ -401,7 +410,8 @@ async def execute_verifier(
         state,
         code,
         target,
-        final_answer=argument,
+        final_answer=final_answer,
+        arguments=invocation.arguments if invocation is not None else None,
         function_name=req.function_name,
         timeout_seconds=float(req.timeout),
         key=req.key,
@@ -414,4 +424,49 @@ async def execute_verifier(
             "version": 1,
             "bundle_cache_hit": cache_hit,
         }
+    )
+
+
+async def execute_function(
+    state: LocalState, req: models.ExecuteFunctionRequest, instance_id: str
+) -> models.ExecuteFunctionResponse:
+    """Run the public SDK's ``{function_code, function_name}`` body against an instance.
+
+    The function is called ``fn(before, after, transcript)`` with the instance's ``seed`` and
+    ``current`` databases and ``text_solution`` (as many as it takes), in the sandbox; its source
+    is dedented first (the public SDK sends ``inspect.getsource`` of the function). A function
+    that ran is ``success: true`` with what it returned in ``result``, whatever that is (this
+    endpoint reports a return value, not a score); a fault is ``success: false`` with ``error``
+    holding its type, message and traceback.
+
+    Args:
+        state: Server state.
+        req: The request.
+        instance_id: The instance the manager serves.
+
+    Raises:
+        LocalAPIError: 404 ``instance_not_found``; 503 ``verifier_jail_unavailable``.
+    """
+    record = await run_code(
+        state,
+        # The public SDK sends inspect.getsource(fn): a function defined inside another is indented.
+        textwrap.dedent(req.function_code),
+        instance_id,
+        final_answer=req.text_solution,
+        convention="snapshots",
+        function_name=req.function_name,
+    )
+    error = record.get("error")
+    if error is None or error.get("type") == "invalid_result":
+        return models.ExecuteFunctionResponse(
+            success=True,
+            result=record.get("result"),
+            message=f"{req.function_name} ran in {round(record['execution_time_ms'])} ms",
+        )
+    detail = f"{error['type']}: {error['message']}"
+    return models.ExecuteFunctionResponse(
+        success=False,
+        result=None,
+        error=detail + (f"\n{error['traceback']}" if error.get("traceback") else ""),
+        message=f"{req.function_name} failed: {detail}",
     )

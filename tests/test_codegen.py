@@ -162,6 +162,29 @@ def test_spec_rejects_inline_body(tmp_path: Path) -> None:
         load_spec(path)
 
 
+def test_spec_reads_a_union_of_named_models_as_a_body_and_a_response(tmp_path: Path) -> None:
+    """An operation that takes one of two models gets ``body: models.A | models.B`` (no keyword
+    form) and validates its answer into the union (a ``cast`` keeps mypy's ``type[T]`` happy)."""
+    doc = yaml.safe_load((FIXTURE_SCHEMAS / "demo-widgets.yaml").read_text(encoding="utf-8"))
+    post = doc["paths"]["/v1/widgets"]["post"]
+    union = {
+        "anyOf": [{"$ref": "#/components/schemas/WidgetCreate"}, {"$ref": "#/components/schemas/Widget"}]
+    }
+    post["requestBody"]["content"]["application/json"]["schema"] = union
+    post["responses"]["201" if "201" in post["responses"] else "200"]["content"]["application/json"][
+        "schema"
+    ] = union
+    path = tmp_path / "union.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    op = next(o for o in load_spec(path).operations if o.operation_id == post["operationId"])
+    assert op.body_annotation == "models.WidgetCreate | models.Widget"
+    assert (op.body_model, op.body_fields) == (None, [])
+    assert op.return_annotation == "models.WidgetCreate | models.Widget"
+    assert (
+        op.cast_to == 'cast("type[models.WidgetCreate | models.Widget]", models.WidgetCreate | models.Widget)'
+    )
+
+
 def test_spec_rejects_two_tags(tmp_path: Path) -> None:
     doc = yaml.safe_load((FIXTURE_SCHEMAS / "demo-widgets.yaml").read_text(encoding="utf-8"))
     doc["paths"]["/v1/widgets"]["get"]["tags"] = ["widgets", "widget-admin"]

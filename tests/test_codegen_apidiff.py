@@ -271,3 +271,25 @@ def test_codegen_reports_against_the_previous_commit(
     out = capsys.readouterr().out
     assert "API changes since HEAD" in out and "1 breaking" in out
     assert "BREAKING - operation DELETE /v1/widgets/{widget_id}: removed (delete_widget)" in out
+
+
+def test_a_union_body_loses_the_keyword_form_and_a_union_response_may_carry_more() -> None:
+    """An operation that comes to take or answer one of two models changes its generated method."""
+
+    def widen(d: dict[str, Any]) -> None:
+        schemas(d)["WidgetCopy"] = {"type": "object", "required": ["source"], "properties": {"source": {}}}
+        post = d["paths"]["/v1/widgets"]["post"]
+        post["requestBody"] = _json({"anyOf": [_ref("WidgetRequest"), _ref("WidgetCopy")]})
+        post["responses"]["200"] = _json({"anyOf": [_ref("Widget"), _ref("Part")]})
+
+    found = {c.subject: c for c in changed(widen)}
+    body = found["body of operation POST /v1/widgets"]
+    assert body.detail.startswith("type WidgetRequest -> WidgetCopy | WidgetRequest (")
+    assert "keywords" in body.detail and body.breaking
+    response = found["response of operation POST /v1/widgets"]
+    assert (response.detail, response.breaking) == ("type Widget -> Part | Widget", True)
+
+    def narrow(d: dict[str, Any]) -> None:
+        d["paths"]["/v1/widgets"]["post"]["responses"]["200"] = _json(_ref("Part"))
+
+    assert only(changed(narrow)) == ("response of operation POST /v1/widgets", "type Widget -> Part", True)

@@ -124,6 +124,11 @@ def _annotation_sample(doc: dict[str, Any], annotation: str) -> Any:
     return [one] if match.group(1) else one
 
 
+def _union_members(annotation: str) -> list[str]:
+    """The members of ``models.X | models.Y`` (one member for any other annotation)."""
+    return annotation.split(" | ")
+
+
 # --------------------------------------------------------------------------------------
 # Mock transport
 # --------------------------------------------------------------------------------------
@@ -492,22 +497,37 @@ def test_every_operation_round_trips(schema: str, operation_id: str) -> None:
         op.deprecated,
     )
 
-    recorder = Recorder(status=int(op.success_status), payload=_annotation_sample(doc, op.return_annotation))
-    client = getattr(module, tag.class_name)(sync_http(recorder))
+    # A union body or response (one of several named models) is sent and parsed once per member.
+    bodies = _union_members(op.body_annotation) if op.body_annotation else [None]
+    returns = _union_members(op.return_annotation)
+    for index in range(max(len(bodies), len(returns))):
+        body_annotation, return_annotation = bodies[index % len(bodies)], returns[index % len(returns)]
+        _round_trip(module, tag.class_name, op, doc, body=body_annotation, returns=return_annotation)
+
+
+def _round_trip(
+    module: ModuleType, class_name: str, op: Any, doc: dict[str, Any], *, body: str | None, returns: str
+) -> None:
+    """Call one operation with a sample body of type ``body``, answering a sample of type
+    ``returns``, and check the request sent and the value returned."""
+    body_annotation, return_annotation = body, returns
+    wire_method, wire_path = _method_and_path(doc, op.operation_id)
+    recorder = Recorder(status=int(op.success_status), payload=_annotation_sample(doc, return_annotation))
+    client = getattr(module, class_name)(sync_http(recorder))
     args: list[Any] = [f"v-{p.name}" for p in op.path_params]
     body_json: Any = None
-    if op.body_annotation:
-        match = re.fullmatch(r"(list\[)?models\.(\w+)\]?", op.body_annotation)
+    if body_annotation:
+        match = re.fullmatch(r"(list\[)?models\.(\w+)\]?", body_annotation)
         assert match
-        one = _annotation_sample(doc, op.body_annotation.replace("list[", "").rstrip("]"))
-        body = getattr(module.models, match.group(2)).model_validate(one)
-        args.append([body] if match.group(1) else body)
+        one = _annotation_sample(doc, body_annotation.replace("list[", "").rstrip("]"))
+        model = getattr(module.models, match.group(2)).model_validate(one)
+        args.append([model] if match.group(1) else model)
         body_json = [one] if match.group(1) else one
     # Required query parameters are keyword-only; each is sent with a recognisable value.
     required_query = {p.py_name: f"q-{p.name}" for p in op.query_params if p.required}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore" if op.deprecated else "error", DeprecationWarning)
-        result = getattr(client, operation_id)(*args, **required_query)
+        result = getattr(client, op.operation_id)(*args, **required_query)
 
     request = recorder.last
     expected_path = wire_path
@@ -519,12 +539,12 @@ def test_every_operation_round_trips(schema: str, operation_id: str) -> None:
     for p in op.query_params:
         if p.required:
             assert request.url.params.get(p.name) == f"q-{p.name}"
-    if op.body_annotation:
+    if body_annotation:
         assert _json_body(request) == body_json
-    if op.return_annotation == "None":
+    if return_annotation == "None":
         assert result is None
     else:
-        match = re.fullmatch(r"(list\[)?models\.(\w+)\]?", op.return_annotation)
+        match = re.fullmatch(r"(list\[)?models\.(\w+)\]?", return_annotation)
         assert match
         cls = getattr(module.models, match.group(2))
         assert all(isinstance(r, cls) for r in result) if match.group(1) else isinstance(result, cls)

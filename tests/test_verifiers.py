@@ -657,14 +657,16 @@ def test_entry_point_arguments_match_inspect_signature(entry: Any) -> None:
     """The plain-function path reads the code object; it must agree with ``inspect.signature``."""
     import inspect
 
-    from fleet_sdk.verifiers._entry import _call_args
+    from fleet_sdk.verifiers._entry import _positional
 
     parameters = list(inspect.signature(entry).parameters.values())
     if any(p.kind is p.VAR_POSITIONAL for p in parameters):
-        expected = 2
+        expected = 3
     else:
-        expected = min(2, sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters))
-    assert _call_args(entry, "env", "answer") == ("env", "answer")[:expected]
+        expected = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters)
+    candidates = ("before", "after", "transcript")
+    assert _positional(entry, candidates) == candidates[:expected]
+    assert _positional(entry, candidates[:2]) == candidates[: min(2, expected)]
 
 
 def test_query_result_is_an_immutable_value() -> None:

@@ -1,35 +1,28 @@
 """Source text shared by the bundled verifiers.
 
-A verifier is a string of Python run in the verifier namespace (docs/wire.md#verifiers:
+A verifier is a string of Python run in the verifier namespace (docs/verifier-runtime.md:
 ``normalized_contains``, ``TASK_SUCCESSFUL_SCORE``, ``TASK_FAILED_SCORE``, ``json``, ``re`` ... as
-globals). Each bundled
-verifier is self-contained: the helpers it needs are written out above its ``verify`` function, so
-the code runs the same on the local runner and on a remote one. Helpers only use
-``env.db(name).query(sql, args)`` (``.columns`` and ``.rows``), the call every runner offers.
+globals). Each bundled verifier is self-contained, and its entry point ``verify`` is its first
+top-level function: the public SDK calls the first function of a verifier's code
+(docs/verifier-runtime.md#the-entry-point), so the helpers it needs are written out *below*
+``verify`` (a function looks its globals up when it runs, not when it is defined). Helpers only
+use ``env.db(name).query(sql, args)`` (``.columns`` and ``.rows``), the call every runner offers.
 """
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ._definition import ReferenceStep, TaskDefinition
 
-
-def prelude(tables: Sequence[str]) -> str:
-    """Helper functions for a verifier of an environment whose tables are ``tables``."""
-    table_list = ", ".join(repr(t) for t in tables)
-    return f'''import json
-import re
-
-TABLES = [{table_list}]
-
-
+HELPERS = r'''
 def table_rows(env, db, table):
     """Rows of a table keyed by their first column (the primary key)."""
     result = env.db(db).query("SELECT * FROM " + table + " ORDER BY 1", [])
-    return {{row[0]: dict(zip(result.columns, row)) for row in result.rows}}
+    return {row[0]: dict(zip(result.columns, row)) for row in result.rows}
 
 
 def table_diff(env, table):
@@ -68,7 +61,7 @@ def answer_text(final_answer):
 def answer_numbers(final_answer):
     """Every number in the answer ("$1,234.50" counts as 1234.5)."""
     text = answer_text(final_answer).replace(",", "")
-    return [float(n) for n in re.findall(r"-?\\d+(?:\\.\\d+)?", text)]
+    return [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", text)]
 
 
 def report_app(app, successes, errors):
@@ -104,11 +97,35 @@ def report_single(successes, errors):
     return TASK_SUCCESSFUL_SCORE if not errors else TASK_FAILED_SCORE
 
 '''
+"""Helper functions every bundled verifier has below its own code."""
+
+
+def header(tables: Sequence[str]) -> str:
+    """The imports and the ``TABLES`` constant of a verifier of an environment whose tables are ``tables``."""
+    table_list = ", ".join(repr(t) for t in tables)
+    return f"import json\nimport re\n\nTABLES = [{table_list}]\n"
+
+
+def first_function(code: str) -> str | None:
+    """The name of the first top-level function of ``code`` (the one the public SDK calls)."""
+    tree = ast.parse(code)
+    return next((n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)), None)
 
 
 def verifier(tables: Sequence[str], body: str) -> str:
-    """The full verifier code: the prelude for ``tables`` followed by ``body`` (which defines verify)."""
-    return prelude(tables) + "\n" + body.strip("\n") + "\n"
+    """The full verifier code: :func:`header`, then ``body``, then :data:`HELPERS`.
+
+    Args:
+        tables: The environment's tables (``TABLES`` in the code).
+        body: Code whose first top-level function is ``verify``; its own helpers go below it.
+
+    Raises:
+        ValueError: ``body`` starts with another function, which the public SDK would call instead.
+    """
+    found = first_function(body)
+    if found != "verify":
+        raise ValueError(f"a bundled verifier must define verify before any other function, not {found!r}")
+    return header(tables) + "\n\n" + body.strip("\n") + "\n\n" + HELPERS
 
 
 def step(tool: str, **params: Any) -> ReferenceStep:
@@ -124,7 +141,7 @@ class TaskFactory:
         env_key: The environment (also the data key).
         env_version: Environment and data version.
         env_variables: ``CURRENT_DATE``, ``LOGGED_IN_USER``...
-        tables: Tables the verifier prelude knows (see :func:`verifier`).
+        tables: Tables the verifier code knows as ``TABLES`` (see :func:`verifier`).
         prompt_prefix: Text put before every prompt (who the user is, today's date).
     """
 
@@ -149,7 +166,7 @@ class TaskFactory:
         Args:
             key: Task key suffix (the env key is prefixed).
             prompt: What the agent is asked.
-            body: Verifier code defining ``verify`` (helpers above it are fine).
+            body: Verifier code whose first function is ``verify`` (its own helpers below it).
             solution: Reference solution steps (``computer`` actions for ``browser_use``).
             tags: Free-form tags.
             modality: ``tool_use``, or ``browser_use`` for a task solved in the web UI.

@@ -7,7 +7,10 @@
 - :func:`bundle_verifier` / :func:`bundle_sha256` make the deterministic bundle the remote
   ``/v1/verifiers/execute`` takes;
 - :class:`SQLiteEnvironment` is a local ``env`` over SQLite files (``env.db("seed")``,
-  ``env.db("current")``).
+  ``env.db("current")``), whose databases also offer the public SDK's helpers
+  (:class:`QueryBuilder`, :class:`SnapshotDiff`, :class:`IgnoreConfig`; docs/verifier-runtime.md);
+- :func:`load_plain` / :func:`dump_plain` read and write a verifier's arguments as a pickle of
+  plain data only (the public SDK's ``args`` form).
 
 Every runner returns a :class:`VerifierOutcome`; verifier faults are in ``outcome.error``.
 Importing this package loads only the standard library and pydantic: running a verifier on the
@@ -19,6 +22,7 @@ from ._audit import DENIED_PREFIX, SandboxPolicy
 from ._bundle import BUNDLE_ENTRY_NAME, bundle_sha256, bundle_verifier
 from ._entry import (
     VERIFIER_FILENAME,
+    CallConvention,
     ErrorType,
     InvalidResultError,
     VerifierCodeError,
@@ -41,6 +45,8 @@ from ._namespace import (
     normalized_string_comparison,
 )
 from ._outcome import SandboxLayers, VerifierError, VerifierOutcome
+from ._plain_pickle import PlainDataError, dump_plain, load_plain
+from ._query import QueryBuilder
 from ._sandbox import (
     DEFAULT_MEMORY_MB,
     DEFAULT_TIMEOUT,
@@ -50,7 +56,15 @@ from ._sandbox import (
     run_sandboxed,
     run_sandboxed_async,
 )
-from ._sqlite import QueryResult, SQLiteDatabase, SQLiteEnvironment, UnknownDatabaseError, harden_connection
+from ._snapshot import IgnoreConfig, SnapshotDiff
+from ._sqlite import (
+    DatabaseSnapshot,
+    QueryResult,
+    SQLiteDatabase,
+    SQLiteEnvironment,
+    UnknownDatabaseError,
+    harden_connection,
+)
 
 __all__ = [
     "BUNDLE_ENTRY_NAME",
@@ -61,12 +75,17 @@ __all__ = [
     "TASK_FAILED_SCORE",
     "TASK_SUCCESSFUL_SCORE",
     "VERIFIER_FILENAME",
+    "CallConvention",
     "Database",
+    "DatabaseSnapshot",
     "Environment",
     "ErrorType",
+    "IgnoreConfig",
     "InvalidResultError",
     "JailStatus",
     "JailUnavailableError",
+    "PlainDataError",
+    "QueryBuilder",
     "QueryResult",
     "QueryResultLike",
     "SQLiteDatabase",
@@ -74,6 +93,7 @@ __all__ = [
     "SandboxError",
     "SandboxLayers",
     "SandboxPolicy",
+    "SnapshotDiff",
     "UnknownDatabaseError",
     "VerifierCodeError",
     "VerifierError",
@@ -82,10 +102,12 @@ __all__ = [
     "bundle_sha256",
     "bundle_verifier",
     "contains_number",
+    "dump_plain",
     "extract_numbers",
     "find_entry_point",
     "harden_connection",
     "jail_status",
+    "load_plain",
     "load_verifier",
     "normalized_contains",
     "normalized_string_comparison",

@@ -16,7 +16,7 @@ import math
 import numbers
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from types import FunctionType, GeneratorType
 from typing import Any, Literal, TypeVar
@@ -26,10 +26,12 @@ from ._namespace import build_namespace, registered_as_module
 
 __all__ = [
     "VERIFIER_FILENAME",
+    "CallConvention",
     "ErrorType",
     "Execution",
     "InvalidResultError",
     "VerifierCodeError",
+    "call_arguments",
     "execute",
     "execute_async",
     "find_entry_point",
@@ -42,6 +44,15 @@ ErrorType = Literal[
     "syntax_error", "no_entry_point", "exception", "timeout", "memory_limit", "invalid_result"
 ]
 """The kinds of verifier fault, as reported in ``VerifierOutcome.error.type``."""
+
+CallConvention = Literal["env", "snapshots"]
+"""How a verifier's entry point is called.
+
+``"env"``: ``verify(env, final_answer)`` (as many of the two as it takes), or, when arguments are
+given, ``verify(env, *args, **kwargs)``. ``"snapshots"``: ``fn(before, after, transcript)``, the
+public SDK's ``env.verify(fn)`` form, with ``env.db("seed")``, ``env.db("current")`` and the final
+answer (as many of the three as it takes).
+"""
 
 VERIFIER_FILENAME = "<verifier>"
 """The file name the verifier's code is compiled under; tracebacks show it."""
@@ -186,28 +197,84 @@ _CO_VARARGS = 0x04
 _CO_ITERABLE_COROUTINE = 0x100
 
 
-def _call_args(entry: Callable[..., Any], env: Any, final_answer: Any) -> tuple[Any, ...]:
-    """``(env, final_answer)`` for two or more positional parameters, ``(env,)`` for one."""
+def _positional(entry: Callable[..., Any], candidates: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The first of ``candidates``, as many as ``entry`` takes positionally (all for ``*args``)."""
     plain = type(entry) is FunctionType and not hasattr(entry, "__wrapped__")
     if plain and not hasattr(entry, "__signature__"):
         code = entry.__code__  # a plain def: its code object says what inspect.signature would
         if code.co_flags & _CO_VARARGS:
-            return (env, final_answer)
-        return (env, final_answer)[: min(code.co_argcount, 2)]
+            return candidates
+        return candidates[: code.co_argcount]
     import inspect  # decorated entry points, callable objects, partials...
 
     try:
         parameters = list(inspect.signature(entry).parameters.values())
     except (TypeError, ValueError):
-        return (env, final_answer)
+        return candidates
     if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters):
-        return (env, final_answer)
+        return candidates
     positional = [
         p
         for p in parameters
         if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     ]
-    return (env, final_answer)[: min(len(positional), 2)]
+    return candidates[: len(positional)]
+
+
+def call_arguments(
+    final_answer: Any,
+    args: Sequence[Any] | None,
+    kwargs: Mapping[str, Any] | None,
+    convention: CallConvention,
+) -> tuple[list[Any], dict[str, Any]] | None:
+    """Check how a runner was asked to call the verifier; ``(args, kwargs)`` when given, else ``None``.
+
+    Args:
+        final_answer: The runner's ``final_answer``.
+        args: Positional arguments after ``env``, or ``None``.
+        kwargs: Keyword arguments, or ``None``.
+        convention: The calling convention.
+
+    Raises:
+        ValueError: Arguments together with a ``final_answer`` (pass it in ``kwargs``) or with
+            the ``"snapshots"`` convention, or a keyword that is not a string.
+    """
+    if convention not in ("env", "snapshots"):
+        raise ValueError(f"convention must be 'env' or 'snapshots', not {convention!r}")
+    if args is None and kwargs is None:
+        return None
+    if convention != "env":
+        raise ValueError("args and kwargs only go with the 'env' convention")
+    if final_answer is not None:
+        raise ValueError("pass final_answer or args/kwargs, not both (put it in kwargs['final_answer'])")
+    keywords = dict(kwargs or {})
+    bad = next((key for key in keywords if not isinstance(key, str)), None)
+    if bad is not None:
+        raise ValueError(f"keyword argument names must be strings, not {bad!r}")
+    return list(args or ()), keywords
+
+
+def _call(
+    entry: Callable[..., Any],
+    env: Any,
+    final_answer: Any,
+    *,
+    arguments: tuple[Sequence[Any], Mapping[str, Any]] | None,
+    convention: CallConvention,
+    unaudited: Callable[[], AbstractContextManager[None]],
+) -> Any:
+    """Call the entry point the way ``convention`` and ``arguments`` say (see :data:`CallConvention`)."""
+    if arguments is not None:
+        args, kwargs = arguments
+        return entry(env, *args, **kwargs)
+    candidates = (
+        (env.db("seed"), env.db("current"), final_answer)
+        if convention == "snapshots"
+        else (env, final_answer)
+    )
+    with unaudited():
+        call_args = _positional(entry, candidates)
+    return entry(*call_args)
 
 
 def _is_awaitable(value: Any) -> bool:
@@ -388,6 +455,8 @@ def execute(
     env: Any,
     final_answer: Any = None,
     *,
+    arguments: tuple[Sequence[Any], Mapping[str, Any]] | None = None,
+    convention: CallConvention = "env",
     function_name: str | None = None,
     namespace: dict[str, Any] | None = None,
     unaudited: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext,
@@ -401,6 +470,8 @@ def execute(
         code: The verifier's source.
         env: The environment passed as the first argument.
         final_answer: Passed as the second argument when ``verify`` takes two.
+        arguments: ``(args, kwargs)`` to call ``verify(env, *args, **kwargs)`` with instead.
+        convention: How the entry point is called (see :data:`CallConvention`).
         function_name: An explicit entry point.
         namespace: The globals to run the code in; :func:`build_namespace` by default.
         unaudited: In the sandbox, exempts this thread from the audit hook while the runner's
@@ -412,9 +483,9 @@ def execute(
         # Registered for the whole run: get_type_hints and pickle look the module up too.
         with registered_as_module(globals_):
             entry = load_verifier(code, namespace=globals_, function_name=function_name)
-            with unaudited():
-                call_args = _call_args(entry, env, final_answer)
-            result = entry(*call_args)
+            result = _call(
+                entry, env, final_answer, arguments=arguments, convention=convention, unaudited=unaudited
+            )
             if _is_awaitable(result):
                 result = _await_in_new_loop(result)
         execution = _scored(result)
@@ -430,6 +501,8 @@ async def execute_async(
     env: Any,
     final_answer: Any = None,
     *,
+    arguments: tuple[Sequence[Any], Mapping[str, Any]] | None = None,
+    convention: CallConvention = "env",
     function_name: str | None = None,
     namespace: dict[str, Any] | None = None,
 ) -> Execution:
@@ -442,6 +515,8 @@ async def execute_async(
         code: The verifier's source.
         env: The environment passed as the first argument.
         final_answer: Passed as the second argument when ``verify`` takes two.
+        arguments: ``(args, kwargs)`` to call ``verify(env, *args, **kwargs)`` with instead.
+        convention: How the entry point is called (see :data:`CallConvention`).
         function_name: An explicit entry point.
         namespace: The globals to run the code in; :func:`build_namespace` by default.
     """
@@ -450,7 +525,14 @@ async def execute_async(
     try:
         with registered_as_module(globals_):  # see execute()
             entry = load_verifier(code, namespace=globals_, function_name=function_name)
-            result = entry(*_call_args(entry, env, final_answer))
+            result = _call(
+                entry,
+                env,
+                final_answer,
+                arguments=arguments,
+                convention=convention,
+                unaudited=contextlib.nullcontext,
+            )
             while _is_awaitable(result):
                 result = await result
         execution = _scored(result)

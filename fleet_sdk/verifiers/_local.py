@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import io
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ._entry import execute, execute_async
+from ._entry import CallConvention, call_arguments, execute, execute_async
 from ._outcome import VerifierOutcome, outcome_from_execution
 
 __all__ = ["run_local", "run_local_async"]
@@ -17,6 +18,9 @@ def run_local(
     env: Any,
     final_answer: Any = None,
     *,
+    args: Sequence[Any] | None = None,
+    kwargs: Mapping[str, Any] | None = None,
+    convention: CallConvention = "env",
     function_name: str | None = None,
 ) -> VerifierOutcome:
     """Run a verifier in this process and return its outcome.
@@ -36,11 +40,21 @@ def run_local(
         code: The verifier's source; its entry point is ``verify`` (else the only function).
         env: What ``verify`` receives first, e.g. a :class:`SQLiteEnvironment`.
         final_answer: The agent's final answer, passed when ``verify`` takes two parameters.
+        args: Call ``verify(env, *args, **kwargs)`` instead (the public SDK's form).
+        kwargs: Keyword arguments for that call, e.g. ``{"final_answer": "42"}``.
+        convention: ``"snapshots"`` calls ``fn(env.db("seed"), env.db("current"), final_answer)``
+            instead (see :data:`~fleet_sdk.verifiers.CallConvention`).
         function_name: Call this top-level function instead of finding the entry point.
+
+    Raises:
+        ValueError: ``args``/``kwargs`` together with ``final_answer`` or ``"snapshots"``.
     """
+    arguments = call_arguments(final_answer, args, kwargs, convention)
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
-        execution = execute(code, env, final_answer, function_name=function_name)
+        execution = execute(
+            code, env, final_answer, arguments=arguments, convention=convention, function_name=function_name
+        )
     return outcome_from_execution(execution, stdout=buffer.getvalue())
 
 
@@ -49,6 +63,9 @@ async def run_local_async(
     env: Any,
     final_answer: Any = None,
     *,
+    args: Sequence[Any] | None = None,
+    kwargs: Mapping[str, Any] | None = None,
+    convention: CallConvention = "env",
     function_name: str | None = None,
 ) -> VerifierOutcome:
     """Run a verifier in this process on the running event loop. Not a sandbox.
@@ -62,9 +79,18 @@ async def run_local_async(
         code: The verifier's source.
         env: What ``verify`` receives first.
         final_answer: The agent's final answer, passed when ``verify`` takes two parameters.
+        args: Call ``verify(env, *args, **kwargs)`` instead (the public SDK's form).
+        kwargs: Keyword arguments for that call.
+        convention: ``"snapshots"`` calls ``fn(env.db("seed"), env.db("current"), final_answer)``.
         function_name: Call this top-level function instead of finding the entry point.
+
+    Raises:
+        ValueError: ``args``/``kwargs`` together with ``final_answer`` or ``"snapshots"``.
     """
+    arguments = call_arguments(final_answer, args, kwargs, convention)
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
-        execution = await execute_async(code, env, final_answer, function_name=function_name)
+        execution = await execute_async(
+            code, env, final_answer, arguments=arguments, convention=convention, function_name=function_name
+        )
     return outcome_from_execution(execution, stdout=buffer.getvalue())

@@ -5,6 +5,7 @@ Standard library only: the sandbox child loads this file without importing ``fle
 Every helper is a *global* of the namespace returned by :func:`build_namespace`, so it is
 reachable from inside ``verify`` (the public SDK's async path put the helpers in the ``locals``
 of ``exec``, where a function body cannot see them, and verifiers failed with ``NameError``).
+What a verifier can call is listed in docs/verifier-runtime.md.
 """
 
 from __future__ import annotations
@@ -16,8 +17,13 @@ import math
 import re
 import string
 import sys
-from collections.abc import Iterator, Sequence
+import types
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
+
+from ._query import QueryBuilder
+from ._snapshot import IgnoreConfig, SnapshotDiff
+from ._sqlite import DatabaseSnapshot
 
 __all__ = [
     "TASK_FAILED_SCORE",
@@ -31,6 +37,7 @@ __all__ = [
     "normalized_contains",
     "normalized_string_comparison",
     "registered_as_module",
+    "verifier",
 ]
 
 TASK_SUCCESSFUL_SCORE = 1
@@ -174,17 +181,107 @@ def normalized_string_comparison(a: Any, b: Any) -> bool:
     return words(a) == words(b)
 
 
+def verifier(key: Any = None, *args: Any, **kwargs: Any) -> Any:
+    """The public SDK's ``@verifier(key=...)`` decorator, accepted so its verifiers run as written.
+
+    It registers nothing and returns the function unchanged (bare ``@verifier`` too): here the
+    code is already on the runner, and the entry point is found as for any verifier.
+
+    Args:
+        key: The verifier key, or the function itself for a bare ``@verifier``.
+        args: The public SDK's other arguments, ignored.
+        kwargs: The public SDK's other keywords (``extra_requirements``...), ignored.
+    """
+    if callable(key) and not args and not kwargs:
+        return key
+
+    def keep(function: Callable[..., Any]) -> Callable[..., Any]:
+        return function
+
+    return keep
+
+
+# The public SDK's modules a verifier may import from, and the names each offers here.
+_SCORES = {"TASK_SUCCESSFUL_SCORE": TASK_SUCCESSFUL_SCORE, "TASK_FAILED_SCORE": TASK_FAILED_SCORE}
+_SNAPSHOTS = {
+    "DatabaseSnapshot": DatabaseSnapshot,
+    "IgnoreConfig": IgnoreConfig,
+    "SnapshotDiff": SnapshotDiff,
+    "QueryBuilder": QueryBuilder,
+}
+_PUBLIC_SDK_MODULES: dict[str, dict[str, Any]] = {
+    "fleet": {"verifier": verifier, "verifier_sync": verifier},
+    "fleet.verifiers": {**_SNAPSHOTS, **_SCORES, "verifier": verifier},
+    "fleet.verifiers.db": _SNAPSHOTS,
+    "fleet.verifiers.code": _SCORES,
+    "fleet.verifiers.verifier": {"verifier": verifier},
+    "fleet.verifiers.decorator": {"verifier": verifier},
+}
+
+
+def _public_sdk_modules() -> dict[str, types.ModuleType]:
+    """Fresh module objects standing for the public SDK's verifier modules (``fleet.verifiers``...)."""
+    modules = {}
+    for name, members in _PUBLIC_SDK_MODULES.items():
+        module = types.ModuleType(
+            name, "The public SDK's verifier names, as the verifier runtime offers them."
+        )
+        module.__dict__.update(members)
+        modules[name] = module
+    for name, module in modules.items():
+        parent, _, child = name.rpartition(".")
+        if parent:
+            setattr(modules[parent], child, module)
+    return modules
+
+
+def _verifier_builtins() -> dict[str, Any]:
+    """The builtins of a verifier: Python's, with an ``__import__`` that answers ``import fleet...``.
+
+    Verifier code written for the public SDK imports its helpers (``from fleet.verifiers import
+    IgnoreConfig``); the package is not installed where verifiers run, so those imports get the
+    runtime's own objects instead. Every other import is Python's own. Only code compiled in this
+    namespace uses these builtins.
+    """
+    modules = _public_sdk_modules()
+    real_import = builtins.__import__
+
+    def import_(
+        name: str,
+        globals_: Mapping[str, Any] | None = None,
+        locals_: Mapping[str, Any] | None = None,
+        fromlist: Sequence[str] | None = (),
+        level: int = 0,
+    ) -> types.ModuleType:
+        if level == 0 and name.partition(".")[0] == "fleet":
+            module = modules.get(name)
+            if module is None:
+                offered = ", ".join(sorted(modules))
+                raise ModuleNotFoundError(
+                    f"no module named {name!r} here; verifiers can import {offered}", name=name
+                )
+            return module if fromlist else modules["fleet"]
+        return real_import(name, globals_, locals_, fromlist or (), level)
+
+    namespace = dict(vars(builtins))
+    namespace["__import__"] = import_
+    return namespace
+
+
 def build_namespace() -> dict[str, Any]:
     """Return a fresh globals dict for ``exec`` of a verifier's code.
 
     It holds the helpers (:func:`normalized_contains`, :func:`extract_numbers`,
     :func:`contains_number`, :func:`normalized_string_comparison`), ``TASK_SUCCESSFUL_SCORE``,
-    ``TASK_FAILED_SCORE``, the ``Environment`` type and the modules ``json``, ``re`` and
-    ``string``. They are globals, so functions defined by the verifier see them.
+    ``TASK_FAILED_SCORE``, the ``Environment`` type, the modules ``json``, ``re`` and
+    ``string``, and the public SDK's verifier names: ``DatabaseSnapshot``, ``IgnoreConfig``,
+    ``SnapshotDiff`` and the ``@verifier`` decorator (which changes nothing). They are globals,
+    so functions defined by the verifier see them; ``from fleet.verifiers import ...`` gives the
+    same objects (docs/verifier-runtime.md).
     """
     return {
         "__name__": "verifier",
-        "__builtins__": builtins,
+        "__builtins__": _verifier_builtins(),
         "json": json,
         "re": re,
         "string": string,
@@ -196,6 +293,8 @@ def build_namespace() -> dict[str, Any]:
         "extract_numbers": extract_numbers,
         "contains_number": contains_number,
         "normalized_string_comparison": normalized_string_comparison,
+        **_SNAPSHOTS,
+        "verifier": verifier,
     }
 
 

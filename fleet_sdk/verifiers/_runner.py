@@ -2,8 +2,9 @@
 
 Standard library only (see ``_child.py``). The protocol with the parent (``_sandbox.py``):
 
-- stdin: one JSON object ``{code, final_answer, function_name, databases, result_path,
-  memory_mb, cpu_seconds, result_limit}``;
+- stdin: one JSON object ``{code, final_answer, arguments, convention, function_name,
+  databases, result_path, memory_mb, cpu_seconds, result_limit}`` (``arguments``: ``null``, or
+  the hex of a plain-data pickle of ``(args, kwargs)``, see ``_plain_pickle.py``);
 - stdout / stderr: whatever the verifier prints (the parent captures and caps them);
 - ``result_path``: one JSON object ``{result, score, error, execution_time_ms}`` written at the
   end; no file means the child died (killed, or ``os._exit``).
@@ -137,6 +138,12 @@ def main() -> int:
     limit = int(payload["result_limit"])
     with open(payload["result_path"], "w", encoding="utf-8") as result_file:
         _prepare_imports(code)
+        arguments = None
+        if payload.get("arguments") is not None:  # pickle loads only for the runs that need it
+            from ._plain_pickle import load_plain
+
+            args, kwargs = load_plain(bytes.fromhex(payload["arguments"]))
+            arguments = (args, kwargs)
         env = SQLiteEnvironment(databases, read_only=True)  # hardened connections: see _sqlite.py
         for name in databases:  # the hook denies sqlite3.connect: open them all now
             with contextlib.suppress(OSError, sqlite3.Error):  # env.db(name) will say why
@@ -152,6 +159,8 @@ def main() -> int:
             code,
             env,
             payload.get("final_answer"),
+            arguments=arguments,
+            convention=payload.get("convention", "env"),
             function_name=payload.get("function_name"),
             unaudited=unaudited,
         )

@@ -30,7 +30,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,8 +40,10 @@ from pydantic import ValidationError
 from .._exceptions import JailUnavailableError, SandboxError
 from .._twin import sync_function
 from ..process_groups import GATE_OPEN, gated, guard_group, release_group
+from ._entry import CallConvention, call_arguments
 from ._jail import INNER_CODE_DIR, INNER_OUT_DIR, jail_argv, jail_status
 from ._outcome import ErrorType, SandboxLayers, VerifierError, VerifierOutcome
+from ._plain_pickle import PlainDataError, dump_plain
 
 __all__ = [
     "DEFAULT_MEMORY_MB",
@@ -99,6 +101,9 @@ def _prepare(
     allow_unjailed: bool,
     scratch_root: str | os.PathLike[str] | None = None,
     audit_hook: bool = True,
+    args: Sequence[Any] | None = None,
+    kwargs: Mapping[str, Any] | None = None,
+    convention: CallConvention = "env",
 ) -> _Job:
     """Check the arguments, make the run's directories and its command line (jailed if possible).
 
@@ -107,6 +112,12 @@ def _prepare(
     """
     if not isinstance(code, str):
         raise SandboxError(f"code must be a str, not {type(code).__name__}")
+    try:
+        arguments = call_arguments(final_answer, args, kwargs, convention)
+        # To the child as a plain-data pickle: tuples, sets and bytes arrive as they were sent.
+        pickled = dump_plain(arguments).hex() if arguments is not None else None
+    except (ValueError, PlainDataError) as exc:
+        raise SandboxError(f"verifier arguments: {exc}") from None
     if not (isinstance(timeout, int | float) and math.isfinite(timeout) and timeout > 0):
         raise SandboxError(f"timeout must be a positive number of seconds, not {timeout!r}")
     if not (isinstance(memory_mb, int) and memory_mb >= 32):
@@ -142,6 +153,8 @@ def _prepare(
     job = {
         "code": code,
         "final_answer": final_answer,
+        "arguments": pickled,
+        "convention": convention,
         "function_name": function_name,
         "databases": inner_databases,
         "audit_hook": audit_hook,
@@ -266,6 +279,9 @@ async def run_sandboxed_async(
     *,
     databases: Mapping[str, str | os.PathLike[str]],
     final_answer: Any = None,
+    args: Sequence[Any] | None = None,
+    kwargs: Mapping[str, Any] | None = None,
+    convention: CallConvention = "env",
     function_name: str | None = None,
     timeout: float = DEFAULT_TIMEOUT,  # noqa: ASYNC109 - the child's limit, enforced by killing it
     memory_mb: int = DEFAULT_MEMORY_MB,
@@ -299,6 +315,11 @@ async def run_sandboxed_async(
         databases: Database name to SQLite file, e.g. ``{"seed": ..., "current": ...}``.
         final_answer: The agent's final answer (JSON-serializable), passed when ``verify``
             takes two parameters.
+        args: Call ``verify(env, *args, **kwargs)`` instead (the public SDK's form); ``args``
+            and ``kwargs`` must be plain data (builtin containers and scalars).
+        kwargs: Keyword arguments for that call, e.g. ``{"final_answer": "42"}``.
+        convention: ``"snapshots"`` calls ``fn(env.db("seed"), env.db("current"), final_answer)``
+            instead (see :data:`~fleet_sdk.verifiers.CallConvention`).
         function_name: Call this top-level function instead of finding the entry point.
         timeout: Wall-clock seconds before the child is killed (``error.type == "timeout"``).
         memory_mb: Address-space limit of the child, in MiB (at least 32).
@@ -309,8 +330,9 @@ async def run_sandboxed_async(
 
     Raises:
         JailUnavailableError: The OS jail cannot start and ``allow_unjailed`` is false.
-        SandboxError: Invalid arguments (e.g. a ``final_answer`` that is not JSON), or the
-            interpreter could not be started.
+        SandboxError: Invalid arguments (e.g. a ``final_answer`` that is not JSON, ``args`` that
+            are not plain data, or ``args`` together with ``final_answer``), or the interpreter
+            could not be started.
     """
     # Off the loop: checking the jail may run bubblewrap (seconds, under a lock) and making the
     # run's directory touches the disk.
@@ -324,6 +346,9 @@ async def run_sandboxed_async(
         memory_mb=memory_mb,
         allow_unjailed=allow_unjailed,
         scratch_root=scratch_root,
+        args=args,
+        kwargs=kwargs,
+        convention=convention,
     )
     return await _run_job_async(job)
 

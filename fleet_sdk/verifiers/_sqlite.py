@@ -12,11 +12,14 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ._compat import ErrorBase
+from ._snapshot import FluentDatabase
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 __all__ = [
+    "DatabaseSnapshot",
+    "InstanceHandle",
     "QueryResult",
     "SQLiteDatabase",
     "SQLiteEnvironment",
@@ -146,8 +149,13 @@ def _file_uri(path: str) -> str:
     return "file://" + "".join(chr(b) if b in _URI_SAFE else f"%{b:02X}" for b in os.fsencode(path))
 
 
-class SQLiteDatabase:
+class SQLiteDatabase(FluentDatabase):
     """One SQLite file, opened lazily and (by default) read-only.
+
+    Besides :meth:`query`, :meth:`rows` and :meth:`scalar` it has the public SDK's helpers
+    (``table(...)`` queries, ``tables()``, ``diff(other, IgnoreConfig(...))``, ``expect_row``...;
+    see :class:`~fleet_sdk.verifiers.QueryBuilder`, :class:`~fleet_sdk.verifiers.SnapshotDiff` and
+    docs/verifier-runtime.md).
 
     Args:
         path: The database file.
@@ -171,6 +179,11 @@ class SQLiteDatabase:
         from pathlib import Path  # not at import: see _file_uri
 
         return Path(self._path)
+
+    @property
+    def db_path(self) -> str:
+        """The database file, as a string (the public SDK's name for it)."""
+        return self._path
 
     def connect(self) -> sqlite3.Connection:
         """Open the file if that was not done yet, and return the ``sqlite3`` connection.
@@ -239,6 +252,47 @@ class SQLiteDatabase:
         return f"SQLiteDatabase(name={self.name!r}, path={self._path!r}, read_only={self.read_only})"
 
 
+class DatabaseSnapshot(SQLiteDatabase):
+    """A read-only SQLite file, made the way the public SDK's verifiers make one.
+
+    The same object as ``env.db(name)`` (a read-only :class:`SQLiteDatabase`), with the public
+    SDK's constructor. In the sandbox only the databases the run was given can be opened.
+
+    Args:
+        db_path: The database file.
+        name: The name used in messages.
+    """
+
+    def __init__(self, db_path: str | os.PathLike[str], *, name: str | None = None) -> None:
+        super().__init__(db_path, name=name or "snapshot", read_only=True)
+
+
+class InstanceHandle:
+    """What ``env.instance`` is for a verifier: the public SDK's verifiers call
+    ``env.instance.load()`` before reading, and here the databases are already there.
+
+    Args:
+        env: The environment it belongs to.
+    """
+
+    def __init__(self, env: SQLiteEnvironment) -> None:
+        self._env = env
+
+    def load(self) -> None:
+        """Nothing to do: the databases open on first use."""
+
+    def db(self, name: str = "current") -> SQLiteDatabase:
+        """The environment's database called ``name`` (see :meth:`SQLiteEnvironment.db`).
+
+        Args:
+            name: ``"current"`` by default.
+        """
+        return self._env.db(name)
+
+    def __repr__(self) -> str:
+        return f"InstanceHandle({self._env!r})"
+
+
 class SQLiteEnvironment:
     """An :class:`Environment` whose databases are local SQLite files.
 
@@ -255,6 +309,11 @@ class SQLiteEnvironment:
         self._paths = {name: os.fspath(path) for name, path in databases.items()}
         self.read_only = read_only
         self._open: dict[str, SQLiteDatabase] = {}
+
+    @property
+    def instance(self) -> InstanceHandle:
+        """The instance, as the public SDK's verifiers use it (``env.instance.load()``)."""
+        return InstanceHandle(self)
 
     @property
     def database_names(self) -> list[str]:

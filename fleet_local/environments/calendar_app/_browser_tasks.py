@@ -52,21 +52,21 @@ def verify(env, final_answer=None):
 """
 
 _MOVE = (
-    _ONLY_EVENT_CHANGED
-    + r"""
+    r"""
 def verify(env, final_answer=None):
     errors = only_event_changed(env, 16, start_at="2026-11-10 10:00", end_at="2026-11-10 12:00")
     return report_single([] if errors else ["Roadmap Planning moved to 2026-11-10"], errors)
 """
+    + _ONLY_EVENT_CHANGED
 )
 
 _CANCEL = (
-    _ONLY_EVENT_CHANGED
-    + r"""
+    r"""
 def verify(env, final_answer=None):
     errors = only_event_changed(env, 12, status="cancelled")
     return report_single([] if errors else ["Vendor Offsite Prep cancelled"], errors)
 """
+    + _ONLY_EVENT_CHANGED
 )
 
 BROWSER_TASKS: list[TaskDefinition] = [

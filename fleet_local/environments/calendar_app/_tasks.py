@@ -29,7 +29,7 @@ _task = TaskFactory(
 )
 
 
-# Helpers most calendar verifiers share, written above their verify function.
+# Helpers most calendar verifiers share, written below their verify function (which comes first).
 _CALENDAR_HELPERS = r'''
 def user_id(env, email):
     return env.db("seed").query("SELECT id FROM users WHERE email = ?", [email]).rows[0][0]
@@ -68,7 +68,7 @@ def only_event_changed(env, event_id, errors):
 
 
 def _calendar_verifier(body: str) -> str:
-    return _CALENDAR_HELPERS + "\n\n" + body.strip("\n") + "\n"
+    return body.strip("\n") + "\n\n" + _CALENDAR_HELPERS
 
 
 _BOOK_PLANNING_SYNC = _calendar_verifier(r"""
@@ -191,17 +191,6 @@ def verify(env, final_answer=None):
 """)
 
 _ACCEPT_PENDING = _calendar_verifier(r'''
-def pending_this_week(env, email):
-    """Ids of confirmed events from Nov 2 to Nov 6 awaiting this person's response (seed database)."""
-    result = env.db("seed").query(
-        "SELECT e.id FROM events e JOIN attendees a ON a.event_id = e.id JOIN users u ON u.id = a.user_id "
-        "WHERE u.email = ? AND a.response = 'needs_action' AND e.status = 'confirmed' "
-        "AND e.start_at >= '2026-11-02' AND e.start_at < '2026-11-07'",
-        [email],
-    )
-    return [row[0] for row in result.rows]
-
-
 def verify(env, final_answer=None):
     successes, errors = [], []
     maya = user_id(env, "maya.chen@northwind.example")
@@ -220,6 +209,17 @@ def verify(env, final_answer=None):
         errors.append("attendees were added or removed")
     errors.extend(unexpected_changes(env, allowed=("attendees",)))
     return report_single(successes, errors)
+
+
+def pending_this_week(env, email):
+    """Ids of confirmed events from Nov 2 to Nov 6 awaiting this person's response (seed database)."""
+    result = env.db("seed").query(
+        "SELECT e.id FROM events e JOIN attendees a ON a.event_id = e.id JOIN users u ON u.id = a.user_id "
+        "WHERE u.email = ? AND a.response = 'needs_action' AND e.status = 'confirmed' "
+        "AND e.start_at >= '2026-11-02' AND e.start_at < '2026-11-07'",
+        [email],
+    )
+    return [row[0] for row in result.rows]
 ''')
 
 _DECLINE_CLASH = _calendar_verifier(r"""
@@ -292,17 +292,6 @@ def verify(env, final_answer=None):
 """)
 
 _COUNT_TUESDAY = _calendar_verifier(r'''
-def meetings_on(env, email, day):
-    """Confirmed events on ``day`` the person is invited to and has not declined (seed database)."""
-    result = env.db("seed").query(
-        "SELECT COUNT(*) FROM events e JOIN attendees a ON a.event_id = e.id "
-        "JOIN users u ON u.id = a.user_id "
-        "WHERE u.email = ? AND e.status = 'confirmed' AND a.response != 'declined' AND e.start_at LIKE ?",
-        [email, day + "%"],
-    )
-    return result.rows[0][0]
-
-
 def verify(env, final_answer=None):
     expected = meetings_on(env, "maya.chen@northwind.example", "2026-11-03")
     numbers = answer_numbers(final_answer)
@@ -313,20 +302,20 @@ def verify(env, final_answer=None):
         print("expected %d meetings, answer was %r" % (expected, final_answer))
         return TASK_FAILED_SCORE
     return TASK_SUCCESSFUL_SCORE
+
+
+def meetings_on(env, email, day):
+    """Confirmed events on ``day`` the person is invited to and has not declined (seed database)."""
+    result = env.db("seed").query(
+        "SELECT COUNT(*) FROM events e JOIN attendees a ON a.event_id = e.id "
+        "JOIN users u ON u.id = a.user_id "
+        "WHERE u.email = ? AND e.status = 'confirmed' AND a.response != 'declined' AND e.start_at LIKE ?",
+        [email, day + "%"],
+    )
+    return result.rows[0][0]
 ''')
 
 _LARGEST_FREE_ROOM = _calendar_verifier(r'''
-def free_video_rooms(env, start_at, end_at):
-    """(capacity, name) of video rooms free in the window, largest first (seed database)."""
-    result = env.db("seed").query(
-        "SELECT capacity, name FROM rooms r WHERE has_video = 1 AND NOT EXISTS ("
-        "SELECT 1 FROM events e WHERE e.room_id = r.id AND e.status = 'confirmed' "
-        "AND e.start_at < ? AND ? < e.end_at) ORDER BY capacity DESC",
-        [end_at, start_at],
-    )
-    return [(row[0], row[1]) for row in result.rows]
-
-
 def verify(env, final_answer=None):
     rooms = free_video_rooms(env, "2026-11-05 13:00", "2026-11-05 14:00")
     all_rooms = [row[0] for row in env.db("seed").query("SELECT name FROM rooms", []).rows]
@@ -339,6 +328,17 @@ def verify(env, final_answer=None):
         print("expected %s, the answer names %s" % (best, named))
         return TASK_FAILED_SCORE
     return TASK_SUCCESSFUL_SCORE
+
+
+def free_video_rooms(env, start_at, end_at):
+    """(capacity, name) of video rooms free in the window, largest first (seed database)."""
+    result = env.db("seed").query(
+        "SELECT capacity, name FROM rooms r WHERE has_video = 1 AND NOT EXISTS ("
+        "SELECT 1 FROM events e WHERE e.room_id = r.id AND e.status = 'confirmed' "
+        "AND e.start_at < ? AND ? < e.end_at) ORDER BY capacity DESC",
+        [end_at, start_at],
+    )
+    return [(row[0], row[1]) for row in result.rows]
 ''')
 
 _ALL_HANDS = _calendar_verifier(r"""
@@ -432,18 +432,6 @@ def verify(env, final_answer=None):
 """)
 
 _OFFSITE_DAY = _calendar_verifier(r'''
-def maya_friday_events(env):
-    """Confirmed events of Maya's primary calendar on 2026-11-06 (seed database)."""
-    result = env.db("seed").query(
-        "SELECT e.id FROM events e JOIN calendars c ON c.id = e.calendar_id "
-        "JOIN users u ON u.id = c.owner_id "
-        "WHERE u.email = 'maya.chen@northwind.example' AND c.is_primary = 1 AND e.status = 'confirmed' "
-        "AND e.start_at LIKE '2026-11-06%'",
-        [],
-    )
-    return [row[0] for row in result.rows]
-
-
 def verify(env, final_answer=None):
     results = []
     to_cancel = maya_friday_events(env)
@@ -506,6 +494,18 @@ def verify(env, final_answer=None):
     results.append(report_app("rsvp", successes, errors))
 
     return report_combined(results)
+
+
+def maya_friday_events(env):
+    """Confirmed events of Maya's primary calendar on 2026-11-06 (seed database)."""
+    result = env.db("seed").query(
+        "SELECT e.id FROM events e JOIN calendars c ON c.id = e.calendar_id "
+        "JOIN users u ON u.id = c.owner_id "
+        "WHERE u.email = 'maya.chen@northwind.example' AND c.is_primary = 1 AND e.status = 'confirmed' "
+        "AND e.start_at LIKE '2026-11-06%'",
+        [],
+    )
+    return [row[0] for row in result.rows]
 ''')
 
 _RENAME_KICKOFF = _calendar_verifier(r"""

@@ -21,16 +21,6 @@ _task = TaskFactory(
 
 
 _REFUND_LATE_ORDER = r'''
-def late_delivered_orders(env, customer_name):
-    """Ids and totals of the customer's orders delivered after their promised date (seed data)."""
-    result = env.db("seed").query(
-        "SELECT o.id, o.total_cents FROM orders o JOIN customers c ON c.id = o.customer_id "
-        "WHERE c.name = ? AND o.status = 'delivered' AND o.delivered_at > o.promised_by",
-        [customer_name],
-    )
-    return {row[0]: row[1] for row in result.rows}
-
-
 def verify(env, final_answer=None):
     successes, errors = [], []
     late = late_delivered_orders(env, "Liam O'Connor")
@@ -54,6 +44,16 @@ def verify(env, final_answer=None):
             errors.append("refund status is %r" % refund["status"])
     errors.extend(unexpected_changes(env, allowed=("refunds", "order_notes")))
     return report_single(successes, errors)
+
+
+def late_delivered_orders(env, customer_name):
+    """Ids and totals of the customer's orders delivered after their promised date (seed data)."""
+    result = env.db("seed").query(
+        "SELECT o.id, o.total_cents FROM orders o JOIN customers c ON c.id = o.customer_id "
+        "WHERE c.name = ? AND o.status = 'delivered' AND o.delivered_at > o.promised_by",
+        [customer_name],
+    )
+    return {row[0]: row[1] for row in result.rows}
 '''
 
 _CANCEL_PENDING = r"""
@@ -151,15 +151,6 @@ def verify(env, final_answer=None):
 """
 
 _SHIP_OVERDUE = r'''
-def overdue_paid_orders(env):
-    """Paid orders whose promised date is today or earlier, from the seed."""
-    today = env.db("seed").query("SELECT value FROM app_settings WHERE key = 'current_date'", []).rows[0][0]
-    result = env.db("seed").query(
-        "SELECT id FROM orders WHERE status = 'paid' AND promised_by <= ? ORDER BY id", [today]
-    )
-    return today, [row[0] for row in result.rows]
-
-
 def verify(env, final_answer=None):
     successes, errors = [], []
     today, overdue = overdue_paid_orders(env)
@@ -176,6 +167,15 @@ def verify(env, final_answer=None):
             errors.append("order %s changed but was not overdue" % oid)
     errors.extend(unexpected_changes(env, allowed=("orders", "order_notes")))
     return report_single(successes, errors)
+
+
+def overdue_paid_orders(env):
+    """Paid orders whose promised date is today or earlier, from the seed."""
+    today = env.db("seed").query("SELECT value FROM app_settings WHERE key = 'current_date'", []).rows[0][0]
+    result = env.db("seed").query(
+        "SELECT id FROM orders WHERE status = 'paid' AND promised_by <= ? ORDER BY id", [today]
+    )
+    return today, [row[0] for row in result.rows]
 '''
 
 _UPDATE_EMAIL = r"""
@@ -221,17 +221,6 @@ def verify(env, final_answer=None):
 """
 
 _UPGRADE_LOYAL = r'''
-def expected_upgrades(env, threshold_cents):
-    """Standard-tier customers whose delivered orders total more than the threshold (seed data)."""
-    result = env.db("seed").query(
-        "SELECT c.id FROM customers c JOIN orders o ON o.customer_id = c.id "
-        "WHERE c.tier = 'standard' AND o.status = 'delivered' "
-        "GROUP BY c.id HAVING SUM(o.total_cents) > ? ORDER BY c.id",
-        [threshold_cents],
-    )
-    return [row[0] for row in result.rows]
-
-
 def verify(env, final_answer=None):
     successes, errors = [], []
     upgrades = expected_upgrades(env, 10000)
@@ -248,6 +237,17 @@ def verify(env, final_answer=None):
             successes.append("%s upgraded to gold" % row["name"])
     errors.extend(unexpected_changes(env, allowed=("customers",)))
     return report_single(successes, errors)
+
+
+def expected_upgrades(env, threshold_cents):
+    """Standard-tier customers whose delivered orders total more than the threshold (seed data)."""
+    result = env.db("seed").query(
+        "SELECT c.id FROM customers c JOIN orders o ON o.customer_id = c.id "
+        "WHERE c.tier = 'standard' AND o.status = 'delivered' "
+        "GROUP BY c.id HAVING SUM(o.total_cents) > ? ORDER BY c.id",
+        [threshold_cents],
+    )
+    return [row[0] for row in result.rows]
 '''
 
 _COUNT_PENDING = r"""
@@ -282,15 +282,6 @@ def verify(env, final_answer=None):
 """
 
 _TOP_SPENDER = r"""
-def delivered_totals(env):
-    result = env.db("seed").query(
-        "SELECT c.name, SUM(o.total_cents) FROM customers c JOIN orders o ON o.customer_id = c.id "
-        "WHERE o.status = 'delivered' GROUP BY c.id ORDER BY SUM(o.total_cents) DESC",
-        [],
-    )
-    return [(row[0], row[1]) for row in result.rows]
-
-
 def verify(env, final_answer=None):
     totals = delivered_totals(env)
     winner = totals[0][0]
@@ -303,6 +294,15 @@ def verify(env, final_answer=None):
         print("expected %s, the answer names %s" % (winner, named))
         return TASK_FAILED_SCORE
     return TASK_SUCCESSFUL_SCORE
+
+
+def delivered_totals(env):
+    result = env.db("seed").query(
+        "SELECT c.name, SUM(o.total_cents) FROM customers c JOIN orders o ON o.customer_id = c.id "
+        "WHERE o.status = 'delivered' GROUP BY c.id ORDER BY SUM(o.total_cents) DESC",
+        [],
+    )
+    return [(row[0], row[1]) for row in result.rows]
 """
 
 _DAMAGED_SPEAKER = r"""
@@ -357,17 +357,6 @@ def verify(env, final_answer=None):
 """
 
 _RECALL_SPEAKER = r'''
-def open_orders_with(env, sku):
-    """Pending or paid orders containing the product (seed data)."""
-    result = env.db("seed").query(
-        "SELECT DISTINCT o.id FROM orders o JOIN order_items i ON i.order_id = o.id "
-        "JOIN products p ON p.id = i.product_id WHERE p.sku = ? AND o.status IN ('pending', 'paid') "
-        "ORDER BY o.id",
-        [sku],
-    )
-    return [row[0] for row in result.rows]
-
-
 def verify(env, final_answer=None):
     results = []
     to_cancel = open_orders_with(env, "SPK-MINI-BT")
@@ -412,16 +401,21 @@ def verify(env, final_answer=None):
     results.append(report_app("orders", successes, errors))
 
     return report_combined(results)
+
+
+def open_orders_with(env, sku):
+    """Pending or paid orders containing the product (seed data)."""
+    result = env.db("seed").query(
+        "SELECT DISTINCT o.id FROM orders o JOIN order_items i ON i.order_id = o.id "
+        "JOIN products p ON p.id = i.product_id WHERE p.sku = ? AND o.status IN ('pending', 'paid') "
+        "ORDER BY o.id",
+        [sku],
+    )
+    return [row[0] for row in result.rows]
 '''
 
 
 _LEDGER_REFERENCE = r"""
-def ledger_reference(env):
-    # The reference the inventory ledger prints last: total units in stock and product count.
-    units, count = env.db("seed").query("SELECT SUM(stock), COUNT(*) FROM products", []).rows[0]
-    return "INV-%d-%d" % (units, count)
-
-
 def verify(env, final_answer=None):
     successes, errors = [], []
     reference = ledger_reference(env)
@@ -437,6 +431,12 @@ def verify(env, final_answer=None):
         successes.append("order 1012 notes ledger export %s" % reference)
     errors.extend(unexpected_changes(env, allowed=("order_notes",)))
     return report_single(successes, errors)
+
+
+def ledger_reference(env):
+    # The reference the inventory ledger prints last: total units in stock and product count.
+    units, count = env.db("seed").query("SELECT SUM(stock), COUNT(*) FROM products", []).rows[0]
+    return "INV-%d-%d" % (units, count)
 """
 
 TASKS: list[TaskDefinition] = [

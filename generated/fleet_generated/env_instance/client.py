@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 from typing import Literal
+from typing import cast
 
 from .._operation import Operation
 from .._resource import (
@@ -809,7 +810,7 @@ class AsyncControlPlaneClient(AsyncResource):
         *,
         key: str | NotGiven = NOT_GIVEN,
         sha256: str | NotGiven = NOT_GIVEN,
-        args: models.VerifierArgs | str | None | NotGiven = NOT_GIVEN,
+        args: models.VerifierArgs | models.PickledArgs | None | NotGiven = NOT_GIVEN,
         args_array: list[Any] | None | NotGiven = NOT_GIVEN,
         function_name: str | NotGiven = NOT_GIVEN,
         timeout: int | NotGiven = NOT_GIVEN,
@@ -837,8 +838,9 @@ class AsyncControlPlaneClient(AsyncResource):
         `args.instance_id` is required here when `args` is an object (the control plane has no
         other way to know which instance to verify): without it the answer is 422 naming
         `["body", "args", "instance_id"]`. In the public SDK's form (`args` a string) the
-        instance is the `{"env": ...}` entry of `args_array`; a body that names no instance either
-        way is answered 400 (code `bad_request`).
+        instance is the `{"env": ...}` entry that ends the pickled positional arguments (or
+        `args_array`, when `args` is absent); a body that names no instance either way is
+        answered 400 (code `bad_request`).
         The body schema below narrows the shared `VerifierExecuteRequest` to say so; the
         instance's own `execute_verifier_function` binds the instance from its URL instead.
 
@@ -847,12 +849,15 @@ class AsyncControlPlaneClient(AsyncResource):
 
                 The verifier's arguments come one of two ways. `args` as an object
                 (`VerifierArgs`): the instance is `args.instance_id` and the verifier is called
-                `verify(env, final_answer)`. Or, as the public SDK sends them, `args` as a
-                string (base64 of a pickled argument tuple, which this server does not unpickle)
-                with `args_array` holding the same values as JSON: the positional arguments
-                after `env`, then `{"env": <instance_id>}`. The local server passes at most one
-                positional argument besides `env` (as the second parameter, where `final_answer`
-                goes); more is a 400.
+                `verify(env, final_answer)`. Or, as the public SDK sends them, `args` as a string:
+                base64 of a pickle of `{"args": (None, *positional, {"env": <instance_id>}), "kwargs":
+                {...}}` (the first entry stands for `env`). The verifier is then called
+                `verify(env, *positional, **kwargs)`, so `final_answer="42"` reaches it as a keyword.
+                The pickle is read without running anything it names: it may hold builtin containers
+                and scalars only (at most 100,000 values, 64 containers deep); anything else, or a
+                string that is not such a pickle, is answered 400 (code `bad_request`) naming what was
+                refused, and the verifier is not run. `args_array` holds the positional arguments and
+                the `{"env": ...}` entry as JSON; it is read only when `args` is absent.
             key, sha256, args, args_array, function_name, timeout, bundle, region, metadata, comment, display_src: The fields of ``models.VerifiersExecuteRequest``, as an alternative to ``body``; a field not passed is not sent, ``None`` is sent as ``null``.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
@@ -1457,49 +1462,36 @@ class AsyncInstanceManagerClient(AsyncResource):
 
     async def execute_verifier_function(
         self,
-        body: models.VerifiersExecuteRequest | None = None,
+        body: models.VerifiersExecuteRequest | models.ExecuteFunctionRequest,
         *,
-        key: str | NotGiven = NOT_GIVEN,
-        sha256: str | NotGiven = NOT_GIVEN,
-        args: models.VerifierArgs | str | None | NotGiven = NOT_GIVEN,
-        args_array: list[Any] | None | NotGiven = NOT_GIVEN,
-        function_name: str | NotGiven = NOT_GIVEN,
-        timeout: int | NotGiven = NOT_GIVEN,
-        bundle: str | None | NotGiven = NOT_GIVEN,
-        region: str | None | NotGiven = NOT_GIVEN,
-        metadata: dict[str, Any] | None | NotGiven = NOT_GIVEN,
-        comment: str | None | NotGiven = NOT_GIVEN,
-        display_src: str | None | NotGiven = NOT_GIVEN,
         options: RequestOptions | None = None,
-    ) -> models.VerifiersExecuteResponse:
+    ) -> models.VerifiersExecuteResponse | models.ExecuteFunctionResponse:
         """Execute a verifier on the instance.
 
-        The instance's own verifier endpoint (its `urls.manager.execute_verifier_function`). Takes
-        the same request and returns the same response as the control plane's
-        `POST /v1/verifiers/execute`; a verifier that ran but failed is a 200 with `success: false`
-        and `error` set. The instance is the one this manager serves: `args.instance_id` may be
-        left out and is not used to pick it.
+        The instance's own verifier endpoint (its `urls.manager.execute_verifier_function`). It
+        takes either of two bodies and answers in the shape of the one it got:
 
-        404 with code `not_found` when the server has no bundle for `(key, sha256)` (resend with
-        `bundle`, as for the control plane), or with code `instance_not_found` when the instance
-        is gone.
+        - `VerifiersExecuteRequest` (a bundle addressed by `key` and `sha256`): the same request
+          and response (`VerifiersExecuteResponse`) as the control plane's
+          `POST /v1/verifiers/execute`. The instance is the one this manager serves:
+          `args.instance_id` may be left out and is not used to pick it. 404 with code
+          `not_found` when the server has no bundle for `(key, sha256)` (resend with `bundle`, as
+          for the control plane).
+        - `ExecuteFunctionRequest` (the public SDK's `env.verify(fn)` and `verify_raw`): the
+          function's source and name; it is called `fn(before, after, transcript)` with the
+          instance's `seed` and `current` databases and `text_solution`, and the answer is an
+          `ExecuteFunctionResponse`.
+
+        Either way the code runs in the verifier sandbox, and a verifier that ran but failed is a
+        200 with `success: false` and `error` set. 404 with code `instance_not_found` when the
+        instance is gone.
 
         Args:
-            body: Body of `execute_verifier` and of the instance's `execute_verifier_function`.
-
-                The verifier's arguments come one of two ways. `args` as an object
-                (`VerifierArgs`): the instance is `args.instance_id` and the verifier is called
-                `verify(env, final_answer)`. Or, as the public SDK sends them, `args` as a
-                string (base64 of a pickled argument tuple, which this server does not unpickle)
-                with `args_array` holding the same values as JSON: the positional arguments
-                after `env`, then `{"env": <instance_id>}`. The local server passes at most one
-                positional argument besides `env` (as the second parameter, where `final_answer`
-                goes); more is a 400.
-            key, sha256, args, args_array, function_name, timeout, bundle, region, metadata, comment, display_src: The fields of ``models.VerifiersExecuteRequest``, as an alternative to ``body``; a field not passed is not sent, ``None`` is sent as ``null``.
+            body: The request body.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
-            The verifier ran (check `success`).
+            The verifier ran (check `success`); the response has the shape that goes with the request's.
 
         Raises:
             BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
@@ -1512,25 +1504,11 @@ class AsyncInstanceManagerClient(AsyncResource):
         """
         return await self._send(
             OPERATIONS["execute_verifier_function"],
-            models.VerifiersExecuteResponse,
-            body=build_body(
-                models.VerifiersExecuteRequest,
-                body,
-                {
-                    "key": key,
-                    "sha256": sha256,
-                    "args": args,
-                    "args_array": args_array,
-                    "function_name": function_name,
-                    "timeout": timeout,
-                    "bundle": bundle,
-                    "region": region,
-                    "metadata": metadata,
-                    "comment": comment,
-                    "display_src": display_src,
-                },
-                required=True,
+            cast(
+                "type[models.VerifiersExecuteResponse | models.ExecuteFunctionResponse]",
+                models.VerifiersExecuteResponse | models.ExecuteFunctionResponse,
             ),
+            body=body,
             options=options,
         )
 
@@ -1540,7 +1518,7 @@ class AsyncInstanceManagerClient(AsyncResource):
         *,
         key: str | NotGiven = NOT_GIVEN,
         sha256: str | NotGiven = NOT_GIVEN,
-        args: models.VerifierArgs | str | None | NotGiven = NOT_GIVEN,
+        args: models.VerifierArgs | models.PickledArgs | None | NotGiven = NOT_GIVEN,
         args_array: list[Any] | None | NotGiven = NOT_GIVEN,
         function_name: str | NotGiven = NOT_GIVEN,
         timeout: int | NotGiven = NOT_GIVEN,
@@ -1561,12 +1539,15 @@ class AsyncInstanceManagerClient(AsyncResource):
 
                 The verifier's arguments come one of two ways. `args` as an object
                 (`VerifierArgs`): the instance is `args.instance_id` and the verifier is called
-                `verify(env, final_answer)`. Or, as the public SDK sends them, `args` as a
-                string (base64 of a pickled argument tuple, which this server does not unpickle)
-                with `args_array` holding the same values as JSON: the positional arguments
-                after `env`, then `{"env": <instance_id>}`. The local server passes at most one
-                positional argument besides `env` (as the second parameter, where `final_answer`
-                goes); more is a 400.
+                `verify(env, final_answer)`. Or, as the public SDK sends them, `args` as a string:
+                base64 of a pickle of `{"args": (None, *positional, {"env": <instance_id>}), "kwargs":
+                {...}}` (the first entry stands for `env`). The verifier is then called
+                `verify(env, *positional, **kwargs)`, so `final_answer="42"` reaches it as a keyword.
+                The pickle is read without running anything it names: it may hold builtin containers
+                and scalars only (at most 100,000 values, 64 containers deep); anything else, or a
+                string that is not such a pickle, is answered 400 (code `bad_request`) naming what was
+                refused, and the verifier is not run. `args_array` holds the positional arguments and
+                the `{"env": ...}` entry as JSON; it is read only when `args` is absent.
             key, sha256, args, args_array, function_name, timeout, bundle, region, metadata, comment, display_src: The fields of ``models.VerifiersExecuteRequest``, as an alternative to ``body``; a field not passed is not sent, ``None`` is sent as ``null``.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 

@@ -666,18 +666,31 @@ class VerifierArgs(BaseModel):
     """
 
 
+class PickledArgs(RootModel[str]):
+    root: Annotated[str, Field(max_length=1048576)]
+    """
+    The public SDK's form of a verifier's arguments: base64 of a pickle of
+    `{"args": (None, *positional, {"env": <instance_id>}), "kwargs": {...}}`, at most 1 MiB of
+    base64. It may hold builtin containers and scalars only (see `VerifiersExecuteRequest`).
+
+    """
+
+
 class VerifiersExecuteRequest(BaseModel):
     """
     Body of `execute_verifier` and of the instance's `execute_verifier_function`.
 
     The verifier's arguments come one of two ways. `args` as an object
     (`VerifierArgs`): the instance is `args.instance_id` and the verifier is called
-    `verify(env, final_answer)`. Or, as the public SDK sends them, `args` as a
-    string (base64 of a pickled argument tuple, which this server does not unpickle)
-    with `args_array` holding the same values as JSON: the positional arguments
-    after `env`, then `{"env": <instance_id>}`. The local server passes at most one
-    positional argument besides `env` (as the second parameter, where `final_answer`
-    goes); more is a 400.
+    `verify(env, final_answer)`. Or, as the public SDK sends them, `args` as a string:
+    base64 of a pickle of `{"args": (None, *positional, {"env": <instance_id>}), "kwargs":
+    {...}}` (the first entry stands for `env`). The verifier is then called
+    `verify(env, *positional, **kwargs)`, so `final_answer="42"` reaches it as a keyword.
+    The pickle is read without running anything it names: it may hold builtin containers
+    and scalars only (at most 100,000 values, 64 containers deep); anything else, or a
+    string that is not such a pickle, is answered 400 (code `bad_request`) naming what was
+    refused, and the verifier is not run. `args_array` holds the positional arguments and
+    the `{"env": ...}` entry as JSON; it is read only when `args` is absent.
 
     """
 
@@ -689,13 +702,13 @@ class VerifiersExecuteRequest(BaseModel):
     """
     Lower-case hex SHA-256 of the bundle. Must be deterministic for the same code (no timestamps in the zip), so the server can cache bundles by it.
     """
-    args: VerifierArgs | str | None = None
+    args: VerifierArgs | PickledArgs | None = None
     """
-    The verifier's arguments: `VerifierArgs`, or the public SDK's base64 pickled tuple (see above).
+    The verifier's arguments: `VerifierArgs`, or the public SDK's base64 pickle of its positional and keyword arguments (`PickledArgs`, see above).
     """
     args_array: list[Any] | None = None
     """
-    The positional arguments after `env` as JSON values, the last one `{"env": <instance_id>}`.
+    The positional arguments after `env` as JSON values, the last one `{"env": <instance_id>}`; read only when `args` is absent.
     """
     function_name: Annotated[str, Field(max_length=255)] = "verify"
     """
@@ -732,6 +745,52 @@ class VerifiersExecuteRequest(BaseModel):
     display_src: str | None = None
     """
     Source code to show for the verifier.
+    """
+
+
+class ExecuteFunctionRequest(BaseModel):
+    """
+    The public SDK's body for the instance's `execute_verifier_function` (`env.verify(fn)`,
+    `verify_raw`): a function's source, called `fn(before, after, transcript)` with the
+    `seed` database, the `current` database (both read-only, with the helpers of the verifier
+    runtime) and `text_solution` (as many of the three as it takes).
+
+    """
+
+    function_code: Annotated[str, Field(max_length=1000000)]
+    """
+    The function's Python source (module code defining it; other functions may come first). Indented source, as `inspect.getsource` gives for a function defined inside another, is dedented.
+    """
+    function_name: Annotated[str, Field(max_length=255, min_length=1)]
+    """
+    The top-level function to call.
+    """
+    text_solution: Annotated[str | None, Field(max_length=1000000)] = None
+    """
+    The agent's answer, passed as the third argument (`transcript`).
+    """
+
+
+class ExecuteFunctionResponse(BaseModel):
+    """
+    What the instance's `execute_verifier_function` answers to an `ExecuteFunctionRequest`.
+    """
+
+    success: bool
+    """
+    Whether the function ran to completion (its return value is in `result`).
+    """
+    result: Any | None = None
+    """
+    What the function returned (its JSON form, else its `repr`); null when it failed.
+    """
+    error: str | None = None
+    """
+    Why the function failed (error type, message and traceback); null on success.
+    """
+    message: str
+    """
+    One line saying what happened.
     """
 
 
@@ -1595,6 +1654,8 @@ __all__ = [
     "Environment",
     "EnvironmentInfo",
     "ErrorResponse",
+    "ExecuteFunctionRequest",
+    "ExecuteFunctionResponse",
     "HealthResponse",
     "HeartbeatRequest",
     "HeartbeatResponse",
@@ -1612,6 +1673,7 @@ __all__ = [
     "JobSummary",
     "ManagerURLs",
     "ModifiedRow",
+    "PickledArgs",
     "QueryRequest",
     "QueryResponse",
     "RegionName",
