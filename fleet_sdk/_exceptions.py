@@ -43,16 +43,17 @@ looks in all three places (see ``ErrorBodyFields``)::
     │   └── JailUnavailableError        [verifiers] no OS jail here, and running without one was not allowed
     ├── VerifierCodeError               [verifiers] the verifier's code does not parse or has no entry point
     ├── InvalidResultError              [verifiers] a verifier returned something that is not a score
-    └── UnknownDatabaseError            [verifiers] ``env.db(name)`` names no database of the environment
+    ├── UnknownDatabaseError            [verifiers] ``env.db(name)`` names no database of the environment
+    └── PlainDataError                  [verifiers] verifier arguments that are not plain data (names the refused type)
 
 Each is exported from ``fleet_sdk``, except those marked ``[module]``: exported from
 ``fleet_sdk.<module>`` (``fleet_sdk.mcp.MCPTransportError``). ``MCPTransportError`` and
 ``MCPSessionExpiredError`` are defined in ``fleet_sdk/mcp.py`` (``transient`` reads the runtime's
 retry rule, which this module, standard library only, cannot import), ``UnknownPartError`` in
-``fleet_sdk/reports/_render.py``, and the last three in the standard-library-only verifier
+``fleet_sdk/reports/_render.py``, and the last four in the standard-library-only verifier
 modules the sandbox child loads without ``fleet_sdk`` (there they derive from ``Exception``;
 see ``fleet_sdk/verifiers/_compat.py``); ``UnknownPartError``, ``ContextToolError`` and
-``TaskConfigError`` are ``ValueError``s too, ``InvalidResultError`` a ``TypeError`` and
+``TaskConfigError`` and ``PlainDataError`` are ``ValueError``s too, ``InvalidResultError`` a ``TypeError`` and
 ``UnknownDatabaseError`` a ``LookupError``. ``tests/test_exception_tree.py`` checks this drawing
 against the classes. Every error pickles (Ray ships them between processes).
 

@@ -28,6 +28,7 @@ from fleet_sdk.reports import UnknownPartError
 from fleet_sdk.verifiers import (
     InvalidResultError,
     JailUnavailableError,
+    PlainDataError,
     SandboxError,
     UnknownDatabaseError,
     VerifierCodeError,
@@ -207,6 +208,7 @@ def _samples() -> list[fleet_sdk.FleetError]:
         VerifierCodeError("syntax_error", "line 1: invalid syntax", lineno=1, detail="x ^"),
         InvalidResultError("not a score"),
         UnknownDatabaseError("archive", ["seed", "current"]),
+        PlainDataError("not plain data: datetime.datetime", offending="datetime.datetime"),
     ]
 
 
