@@ -20,6 +20,7 @@ import anyio
 from fastapi import APIRouter, Query
 
 from fleet_sdk.types import env_instance as models
+from fleet_sdk.verifiers import bundle_sha256
 
 from . import _instances, _verifier_exec
 from ._errors import LocalAPIError, not_found
@@ -50,23 +51,56 @@ _REQUEST_ALIASES: dict[str, tuple[str, ...]] = {
 _TASK_FIELDS = frozenset(models.Task.model_fields)
 
 
+def _task_verifier(doc: dict[str, Any]) -> models.VerifierData | None:
+    """A task's verifier as the stored verifier the public SDK reads (``TaskResponse.verifier``)."""
+    code = doc.get("verifier_code") or doc.get("verifier_func")
+    if not code:
+        return None
+    return models.VerifierData(
+        verifier_id=_verifier_exec.verifier_id_of(code),
+        key=doc["task_key"],
+        version=1,
+        sha256=bundle_sha256(code),
+        code=code,
+        created_at=doc.get("created_at") or _BUNDLED_CREATED_AT,
+    )
+
+
 def _task_model(doc: dict[str, Any]) -> models.TaskResponse:
     """A stored task with the orchestrator's names beside ours (``TaskResponse``)."""
-    code = doc.get("verifier_code") or doc.get("verifier_func")
+    verifier = _task_verifier(doc)
     return models.TaskResponse.model_validate(
         {
             **doc,
-            "verifier_func": code,
+            "verifier_func": verifier.code if verifier else None,
             "key": doc["task_key"],
             "environment_id": doc["env_key"],
             "version": doc.get("env_version"),
             "data_id": doc.get("data_key"),
             "team_id": _instances.TEAM_ID,
             "created_at": doc.get("created_at") or _BUNDLED_CREATED_AT,
-            "verifier_id": _verifier_exec.verifier_id_of(code) if code else None,
-            "verifier": None,
+            "verifier_id": verifier.verifier_id if verifier else None,
+            "verifier": verifier,
         }
     )
+
+
+def _get_verifier(state: LocalState, verifier_id: str) -> models.VerifierData:
+    """A stored bundle by id, else the verifier of the task that has this id.
+
+    Raises:
+        LocalAPIError: 404 ``not_found`` when neither has it.
+    """
+    try:
+        return _verifier_exec.get_verifier(state, verifier_id)
+    except LocalAPIError as exc:
+        if exc.status != 404:
+            raise
+        for doc in state.store.list(TASK_KIND):
+            verifier = _task_verifier(doc)
+            if verifier is not None and verifier.verifier_id == verifier_id:
+                return verifier
+        raise
 
 
 def _canonical_task(body: models.TaskRequest) -> models.Task:
@@ -307,8 +341,8 @@ def router(state: LocalState) -> APIRouter:
 
     @api.get("/v1/verifiers/{verifier_id}", response_model=models.VerifierData)
     def get_verifier(verifier_id: str) -> models.VerifierData:
-        """A stored verifier bundle by id."""
-        return _verifier_exec.get_verifier(state, verifier_id)
+        """A stored verifier bundle, or a task's verifier, by id."""
+        return _get_verifier(state, verifier_id)
 
     @api.post("/v1/verifiers/execute", response_model=models.VerifiersExecuteResponse)
     async def execute_verifier(body: models.VerifiersExecuteRequest) -> models.VerifiersExecuteResponse:

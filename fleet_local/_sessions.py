@@ -45,7 +45,7 @@ _ingest_lock = threading.Lock()
 
 
 def _iso_or_none(value: Any) -> str | None:
-    return None if value is None else value.isoformat()
+    return None if value is None else iso(value)  # a zone-less timestamp is UTC
 
 
 def _ingest(state: LocalState, body: smodels.SessionIngestRequest) -> smodels.SessionIngestResponse:
@@ -65,7 +65,7 @@ def _ingest(state: LocalState, body: smodels.SessionIngestRequest) -> smodels.Se
             if body.status is not None:
                 changes["status"] = body.status
             if body.ended_at is not None:
-                changes["ended_at"] = body.ended_at.isoformat()
+                changes["ended_at"] = iso(body.ended_at)
             if body.verifier_execution_id is not None:
                 changes["verifier_execution_id"] = body.verifier_execution_id
             if body.instance_id is not None and not existing.get("instance_id"):

@@ -930,7 +930,7 @@ class AsyncControlPlaneClient(AsyncResource):
     ) -> models.VerifierData:
         """Get a stored verifier.
 
-        One stored verifier bundle with its code, by `verifier_id` (as returned by `execute_verifier`). 404 `not_found` when unknown.
+        One stored verifier with its code, by `verifier_id` (as returned by `execute_verifier`, or a task's `verifier.verifier_id`). 404 `not_found` when unknown.
 
         Args:
             verifier_id: The verifier's id.

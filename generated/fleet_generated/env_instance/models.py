@@ -1514,7 +1514,7 @@ class TaskResponse(Task):
     """
     A stored task config: `Task` under our names, plus the orchestrator's names for the same
     values (`key`, `environment_id`, `version`, `data_id`) and what the server adds
-    (`team_id`, `created_at`, `verifier_id`).
+    (`team_id`, `created_at`, `verifier_id`, `verifier`).
 
     """
 
@@ -1548,7 +1548,11 @@ class TaskResponse(Task):
     """
     verifier: VerifierData | None = None
     """
-    The stored verifier object; null here (the code is in `verifier_code`).
+    The task's verifier as a stored verifier (`VerifierData`): `code` is `verifier_code`,
+    `sha256` the hex SHA-256 of its bundle (the address `execute_verifier` takes, also
+    reported as `verifier_sha` by task-file tooling), `verifier_id` the same id as
+    above, which `get_verifier` answers. Null when the task has no verifier code.
+
     """
     output_json_schema: dict[str, Any] | None = None
     """

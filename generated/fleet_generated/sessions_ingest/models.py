@@ -630,11 +630,11 @@ class SessionIngestRequest(BaseModel):
     """
     started_at: datetime | None = None
     """
-    When the rollout started (ISO 8601, timezone-aware).
+    When the rollout started (ISO 8601); a timestamp without a zone is read as UTC.
     """
     ended_at: datetime | None = None
     """
-    When the rollout ended (ISO 8601, timezone-aware).
+    When the rollout ended (ISO 8601); a timestamp without a zone is read as UTC.
     """
     verifier_execution_id: Annotated[str | None, Field(max_length=255)] = None
     """
