@@ -26,6 +26,7 @@ from . import (
     _mcp,
     _reports,
     _s3,
+    _session_logs,
     _sessions,
     _traces,
     _validation,
@@ -100,6 +101,7 @@ def create_app(state: LocalState) -> FastAPI:
         (_control.router(state), guarded),
         (_jobs.router(state), guarded),
         (_sessions.router(state), guarded),
+        (_session_logs.router(state), guarded),
         (_traces.router(state), guarded),
         (_browser.router(state), guarded),
         (_reports.router(state, bodies), [bearer_auth(state)]),  # checks its own bodies: 415/413 come first
