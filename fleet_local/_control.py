@@ -25,7 +25,8 @@ from fleet_sdk.verifiers import bundle_sha256
 from . import _instances, _verifier_exec
 from ._errors import LocalAPIError, not_found
 from ._idempotency import IdempotencyKey, idempotent
-from ._state import LocalState, iso
+from ._request_ids import RequestId, create_once
+from ._state import LocalState, iso, new_id
 
 __all__ = ["DEFAULT_PROJECT", "TASK_KIND", "lifespan", "load_bundled_tasks", "router"]
 
@@ -203,16 +204,23 @@ def router(state: LocalState) -> APIRouter:
     # Instance routes come first: ``/v1/env/instances`` must not match ``/v1/env/{env_key}``.
     @api.post("/v1/env/instances", response_model=models.InstanceResponse)
     def create_instance(
-        body: models.InstanceRequest, idempotency_key: IdempotencyKey = None
+        body: models.InstanceRequest, idempotency_key: IdempotencyKey = None, request_id: RequestId = None
     ) -> models.InstanceResponse:
-        """Create a running instance of a bundled environment."""
+        """Create a running instance of a bundled environment (once per ``Idempotency-Key`` and
+        per ``X-Request-ID``; the key's replay goes first)."""
+        instance_id = new_id("inst")
         return idempotent(
             state.store,
             scope="create_instance",
             key=idempotency_key,
             payload=body.model_dump(mode="json", exclude_none=True),
             model=models.InstanceResponse,
-            create=lambda: _instances.create_instance(state, body),
+            create=lambda: create_once(
+                state.store,
+                request_id,
+                instance_id,
+                lambda: _instances.create_instance(state, body, instance_id),
+            ),
         )
 
     @api.get("/v1/env/instances", response_model=list[models.InstanceResponse])

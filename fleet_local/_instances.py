@@ -70,8 +70,9 @@ InstanceStatus = Literal["pending", "running", "stopped", "terminated", "error"]
 
 TEAM_ID = "local"
 DEFAULT_REGION = "local"
-REGIONS: tuple[str, ...] = (DEFAULT_REGION,)
-"""The regions the local server offers (instances run on this machine)."""
+REGIONS: tuple[str, ...] = (DEFAULT_REGION, "us-west-1", "us-east-1", "eu-west-2")
+"""The regions the local server accepts: its own, and the orchestrator's, so code written for it
+runs unchanged (every instance runs on this machine whatever its region)."""
 # The local server does not cap instances; the account reports a large, fixed limit.
 INSTANCE_LIMIT = 1000
 # Without an explicit TTL, an instance created with ``heartbeat_interval`` is reclaimed after this
@@ -87,18 +88,24 @@ _instance_locks_guard = threading.Lock()
 # ---------------------------------------------------------------- helpers
 
 
-def environment(state: LocalState, env_key: str) -> EnvironmentDefinition:
+def environment(state: LocalState, env_key: str, *, status: int = 400) -> EnvironmentDefinition:
     """A bundled environment by key.
 
+    Args:
+        state: Server state.
+        env_key: The key.
+        status: The status of the refusal: 400 for a key named in a request body (what the public
+            SDK reads as an unknown environment, by the message's form), 404 for one in a path.
+
     Raises:
-        LocalAPIError: 404 ``env_not_found`` naming the environments there are.
+        LocalAPIError: ``env_not_found`` naming the environments there are.
     """
     spec = state.environments.get(env_key)
     if spec is None:
         available = ", ".join(sorted(state.environments)) or "none"
         raise LocalAPIError(
-            404,
-            f"env_key not found: {env_key!r} (available: {available})",
+            status,
+            f"Environment {env_key!r} not found (available: {available})",
             code="env_not_found",
             retryable=False,
         )
@@ -106,12 +113,12 @@ def environment(state: LocalState, env_key: str) -> EnvironmentDefinition:
 
 
 def env_info(state: LocalState, env_key: str) -> models.Environment:
-    """The ``Environment`` of a bundled environment.
+    """The ``Environment`` of a bundled environment (``GET /v1/env/{env_key}``).
 
     Raises:
         LocalAPIError: 404 ``env_not_found`` naming the environments there are.
     """
-    spec = environment(state, env_key)
+    spec = environment(state, env_key, status=404)
     return models.Environment(
         env_key=spec.env_key,
         name=spec.name,
@@ -230,28 +237,40 @@ def database_path(state: LocalState, instance_id: str, name: str) -> Path:
 # ---------------------------------------------------------------- lifecycle
 
 
-def create_instance(state: LocalState, req: models.InstanceRequest) -> models.InstanceResponse:
+def create_instance(
+    state: LocalState, req: models.InstanceRequest, instance_id: str | None = None
+) -> models.InstanceResponse:
     """Create a running instance: resolve the version, copy the seed, store the document.
 
     Args:
         state: Server state.
         req: The request; ``env_version`` and ``data_version`` get the ``v`` rule.
+        instance_id: The new instance's id (``_request_ids`` binds it before the instance
+            exists); None picks one.
 
     Raises:
-        LocalAPIError: 404 ``env_not_found`` / ``version_not_found``.
+        LocalAPIError: 400 ``env_not_found`` / ``version_not_found`` / ``region_not_supported``,
+            worded as the public SDK reads them (quoted names; ``schemas/env-instance.yaml``).
     """
-    info = env_info(state, req.env_key)
     spec = environment(state, req.env_key)
     version = normalize_version(req.env_version) or spec.default_version
     if version not in spec.versions:
         raise LocalAPIError(
-            404,
-            f"version not found: {req.env_key}:{version} (available: {', '.join(spec.versions)})",
+            400,
+            f"Version {version!r} not found for env {req.env_key!r} (available: {', '.join(spec.versions)})",
             code="version_not_found",
             retryable=False,
         )
+    if req.region is not None and req.region not in REGIONS:
+        raise LocalAPIError(
+            400,
+            f"Region {req.region} not supported. Please use {list(REGIONS)}",
+            code="region_not_supported",
+            retryable=False,
+        )
+    info = env_info(state, req.env_key)
     seed = ensure_seed(state, req.env_key, version)
-    instance_id = new_id("inst")
+    instance_id = instance_id or new_id("inst")
     folder = state.instance_dir(instance_id)
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(seed, folder / "current.db")

@@ -18,8 +18,8 @@ looks in all three places (see ``ErrorBodyFields``)::
     │       ├── AuthenticationError         401
     │       ├── PermissionDeniedError       403
     │       ├── NotFoundError               404
-    │       │   ├── EnvNotFoundError            code "env_not_found"
-    │       │   └── VersionNotFoundError        code "version_not_found"
+    │       │   ├── EnvNotFoundError            code "env_not_found" (400 or 404; also a BadRequestError)
+    │       │   └── VersionNotFoundError        code "version_not_found" (likewise)
     │       ├── ConflictError               409
     │       ├── UnprocessableEntityError    422
     │       ├── RateLimitError              429
@@ -186,12 +186,17 @@ class NotFoundError(APIStatusError):
     """404: the resource does not exist."""
 
 
-class EnvNotFoundError(NotFoundError):
-    """404 with code ``env_not_found``: the environment key is unknown (permanent)."""
+class EnvNotFoundError(NotFoundError, BadRequestError):
+    """Code ``env_not_found``: the environment key is unknown (permanent).
+
+    A 400 when a request body names the key (the orchestrator's answer to a create), a 404 when
+    a path does; it is both a ``NotFoundError`` and a ``BadRequestError`` so either ``except``
+    catches it."""
 
 
-class VersionNotFoundError(NotFoundError):
-    """404 with code ``version_not_found``: the environment has no such version (permanent)."""
+class VersionNotFoundError(NotFoundError, BadRequestError):
+    """Code ``version_not_found``: the environment has no such version (permanent; 400 or 404,
+    as ``EnvNotFoundError``)."""
 
 
 class ConflictError(APIStatusError):
@@ -222,7 +227,9 @@ _BY_STATUS: dict[int, type[APIStatusError]] = {
 
 # Refinements chosen by the structured body's ``code``, within a status class.
 _BY_CODE: dict[tuple[int, str], type[APIStatusError]] = {
+    (400, "env_not_found"): EnvNotFoundError,
     (404, "env_not_found"): EnvNotFoundError,
+    (400, "version_not_found"): VersionNotFoundError,
     (404, "version_not_found"): VersionNotFoundError,
 }
 

@@ -131,7 +131,7 @@ class AsyncControlPlaneClient(AsyncResource):
     ) -> models.Environment:
         """Get one environment.
 
-        Returns one environment and its versions. Answers 404 with code `env_not_found` when the key is unknown.
+        Returns one environment and its versions. Answers 404 with code `env_not_found` when the key is unknown (a request body naming an unknown environment is a 400 with the same code instead, see `create_instance`).
 
         Args:
             env_key: The environment's key, e.g. `fira`.
@@ -142,7 +142,7 @@ class AsyncControlPlaneClient(AsyncResource):
 
         Raises:
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
@@ -157,6 +157,7 @@ class AsyncControlPlaneClient(AsyncResource):
         self,
         body: models.InstanceRequest | None = None,
         *,
+        x_request_id: str | None = None,
         env_key: str | NotGiven = NOT_GIVEN,
         env_version: str | None | NotGiven = NOT_GIVEN,
         data_key: str | None | NotGiven = NOT_GIVEN,
@@ -184,16 +185,28 @@ class AsyncControlPlaneClient(AsyncResource):
         data snapshot) and returns it. The instance may still be `pending` when the call returns;
         poll `get_instance` until it is `running`.
 
-        Failure modes: 404 with code `env_not_found` or `version_not_found` (permanent);
-        an error with code `provisioning_failed` whose `retryable` flag says whether a
-        retry can help (health check failures, timeouts, connection errors, "too many
-        in-flight" are transient); 429 when rate limited (transient). 409 is answered
-        when an `Idempotency-Key` is reused with a different body.
+        Failure modes: 400 with code `env_not_found` (`detail` "Environment 'KEY' not found ..."),
+        `version_not_found` ("Version 'VERSION' not found for env 'KEY' ...") or
+        `region_not_supported` ("Region REGION not supported. Please use [...]", the regions of
+        `list_regions`), all permanent; an error with code `provisioning_failed` whose
+        `retryable` flag says whether a retry can help (health check failures, timeouts,
+        connection errors, "too many in-flight" are transient); 429 when rate limited
+        (transient).
+
+        Repeats: the same `Idempotency-Key` with the same body returns the instance the first
+        request made (another body is a 409 `idempotency_conflict`). Otherwise a request whose
+        `X-Request-ID` already created an instance is a 409 with code `duplicate_request_id`
+        and `detail` a `DuplicateRequestDetail` naming that instance: fetch it with
+        `get_instance` instead of creating another (it may still be starting, or already gone).
+        A request that failed does not keep its `X-Request-ID`.
 
         Args:
             body: Body of `create_instance`. Only `env_key` is required; fields that are `null` are omitted
                 on the wire. A version that starts with a digit gets a `v` prefix (`1.2.3` -> `v1.2.3`) for
                 both `env_version` and `data_version`.
+            x_request_id: Id of the call, the same on every attempt of it (clients send one with every request).
+                A create repeated with an id that already created an instance answers 409
+                `duplicate_request_id` naming it.
             env_key, env_version, data_key, data_version, region, env_variables, image_type, created_from, ttl_seconds, run_id, heartbeat_interval, max_wait_seconds, seed, timestamp, p_error, avg_latency, task_id, force_pull: The fields of ``models.InstanceRequest``, as an alternative to ``body``; a field not passed is not sent, ``None`` is sent as ``null``.
             idempotency_key: Sent as the ``Idempotency-Key`` header; makes the POST safe to retry; the server returns the first result for a repeated key.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
@@ -205,8 +218,10 @@ class AsyncControlPlaneClient(AsyncResource):
             BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
                 a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
-            ConflictError: 409: The request conflicts with the current state, e.g. an object with that key already exists, or an `Idempotency-Key` was reused with a different body.
+            ConflictError: 409: The request conflicts with the current state, e.g. an object with that key already
+                exists, an `Idempotency-Key` was reused with a different body (`idempotency_conflict`), or
+                an `X-Request-ID` already created an instance (`duplicate_request_id`, `detail` a
+                `DuplicateRequestDetail`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
@@ -239,7 +254,9 @@ class AsyncControlPlaneClient(AsyncResource):
                 },
                 required=True,
             ),
-            options=request_options(options, idempotency_key=idempotency_key),
+            options=request_options(
+                options, idempotency_key=idempotency_key, headers={"X-Request-ID": x_request_id}
+            ),
         )
 
     async def list_instances(
@@ -417,7 +434,7 @@ class AsyncControlPlaneClient(AsyncResource):
 
         Raises:
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
@@ -450,7 +467,7 @@ class AsyncControlPlaneClient(AsyncResource):
 
         Raises:
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
@@ -486,7 +503,7 @@ class AsyncControlPlaneClient(AsyncResource):
 
         Raises:
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
@@ -526,7 +543,7 @@ class AsyncControlPlaneClient(AsyncResource):
 
         Raises:
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
@@ -566,7 +583,7 @@ class AsyncControlPlaneClient(AsyncResource):
             BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
                 a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
@@ -685,7 +702,10 @@ class AsyncControlPlaneClient(AsyncResource):
             BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
                 a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            ConflictError: 409: The request conflicts with the current state, e.g. an object with that key already exists, or an `Idempotency-Key` was reused with a different body.
+            ConflictError: 409: The request conflicts with the current state, e.g. an object with that key already
+                exists, an `Idempotency-Key` was reused with a different body (`idempotency_conflict`), or
+                an `X-Request-ID` already created an instance (`duplicate_request_id`, `detail` a
+                `DuplicateRequestDetail`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
@@ -745,7 +765,7 @@ class AsyncControlPlaneClient(AsyncResource):
 
         Raises:
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
@@ -785,7 +805,7 @@ class AsyncControlPlaneClient(AsyncResource):
             BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
                 a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
@@ -863,7 +883,7 @@ class AsyncControlPlaneClient(AsyncResource):
             BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
                 a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
@@ -941,7 +961,7 @@ class AsyncControlPlaneClient(AsyncResource):
 
         Raises:
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
@@ -982,10 +1002,9 @@ class AsyncControlPlaneClient(AsyncResource):
         (`completed`, `errored`, `failed`, `cancelled`), then read the sessions with
         `GET /v1/sessions/job/{job_id}` (described in `sessions-ingest.yaml`).
 
-        A selector naming what does not exist is a 404 (`not_found` for task keys or a
-        project without tasks, `env_not_found` for an unknown `env_key`), as for
-        `create_instance`; 400 when no task is selected (see `JobRequest`); 409 when an
-        `Idempotency-Key` is reused with a different body.
+        A task key or project naming nothing is a 404 (`not_found`); an unknown `env_key` is a
+        400 `env_not_found`, as for `create_instance`; 400 when no task is selected (see
+        `JobRequest`); 409 when an `Idempotency-Key` is reused with a different body.
 
         Args:
             body: Body of `create_job`. Tasks are chosen by `task_keys` when given, else all tasks
@@ -1005,8 +1024,11 @@ class AsyncControlPlaneClient(AsyncResource):
             BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
                 a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
-            ConflictError: 409: The request conflicts with the current state, e.g. an object with that key already exists, or an `Idempotency-Key` was reused with a different body.
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
+            ConflictError: 409: The request conflicts with the current state, e.g. an object with that key already
+                exists, an `Idempotency-Key` was reused with a different body (`idempotency_conflict`), or
+                an `X-Request-ID` already created an instance (`duplicate_request_id`, `detail` a
+                `DuplicateRequestDetail`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
@@ -1085,7 +1107,7 @@ class AsyncControlPlaneClient(AsyncResource):
 
         Raises:
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
@@ -1235,7 +1257,7 @@ class AsyncInstanceManagerClient(AsyncResource):
 
         Raises:
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
@@ -1267,7 +1289,7 @@ class AsyncInstanceManagerClient(AsyncResource):
 
         Raises:
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
@@ -1301,7 +1323,7 @@ class AsyncInstanceManagerClient(AsyncResource):
 
         Raises:
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
@@ -1328,7 +1350,7 @@ class AsyncInstanceManagerClient(AsyncResource):
 
         Raises:
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
@@ -1357,7 +1379,7 @@ class AsyncInstanceManagerClient(AsyncResource):
 
         Raises:
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
@@ -1399,7 +1421,7 @@ class AsyncInstanceManagerClient(AsyncResource):
                 a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
             PermissionDeniedError: 403: The credentials are valid but the operation is not allowed, e.g. a write to a read-only database (code `read_only`).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
@@ -1438,7 +1460,7 @@ class AsyncInstanceManagerClient(AsyncResource):
 
         Raises:
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
@@ -1505,7 +1527,7 @@ class AsyncInstanceManagerClient(AsyncResource):
             BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
                 a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
@@ -1577,7 +1599,7 @@ class AsyncInstanceManagerClient(AsyncResource):
             BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
                 a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.

@@ -2,9 +2,28 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel
 from typing import Annotated, Any, Literal
+from pydantic import BaseModel, ConfigDict, Field, RootModel
 from datetime import datetime
+
+
+class DuplicateRequestDetail(BaseModel):
+    """
+    `detail` of a 409 `duplicate_request_id`: the instance this request's `X-Request-ID` already created.
+    """
+
+    error: Literal["duplicate_request_id"]
+    """
+    Always `duplicate_request_id`.
+    """
+    instance_id: str
+    """
+    The instance the first request with this id created.
+    """
+    message: str
+    """
+    Human-readable message.
+    """
 
 
 class ValidationIssue(BaseModel):
@@ -154,7 +173,7 @@ class InstanceRequest(BaseModel):
     """
     region: Annotated[str | None, Field(max_length=255)] = None
     """
-    Region to run in, e.g. `us-west-1`. Absent means the server's default.
+    Region to run in, one of `list_regions`, e.g. `us-west-1`. Absent means the server's default; another value is a 400 `region_not_supported`.
     """
     env_variables: dict[str, Any] | None = None
     """
@@ -1491,14 +1510,15 @@ class DiffResponse(BaseModel):
 class ErrorResponse(BaseModel):
     """
     The error body of every operation (the FastAPI shape). Known `code` values:
-    `env_not_found`, `version_not_found`, `instance_not_found`, `read_only`, `not_found`,
-    `validation_error`, `provisioning_failed`.
+    `env_not_found`, `version_not_found`, `region_not_supported`, `instance_not_found`,
+    `read_only`, `not_found`, `validation_error`, `provisioning_failed`,
+    `duplicate_request_id`.
 
     """
 
-    detail: str | list[ValidationIssue]
+    detail: str | list[ValidationIssue] | DuplicateRequestDetail
     """
-    A human-readable message, or (for 422) the list of validation issues.
+    A human-readable message, the list of validation issues (422), or the instance a repeated `X-Request-ID` already created (409 `duplicate_request_id`).
     """
     code: str | None = None
     """
@@ -1596,6 +1616,7 @@ __all__ = [
     "DiffIgnoreConfig",
     "DiffRequest",
     "DiffResponse",
+    "DuplicateRequestDetail",
     "Environment",
     "EnvironmentInfo",
     "ErrorResponse",
