@@ -35,7 +35,7 @@ from ._browser import book, live_lease
 from ._chromium import BrowserStartError
 from ._computer import COMPUTER_TOOL, ComputerError, png_base64, run_action
 from ._errors import LocalAPIError
-from ._mcp import low_level_server
+from ._mcp import UnknownToolError, low_level_server
 from ._state import LocalState
 
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ def _build_server(state: LocalState) -> Any:
 
     async def call_tool(request: Any, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
         if name != COMPUTER_TOOL["name"]:
-            return _error(f"Unknown tool: {name}")
+            raise UnknownToolError(name)
         outcome = await computer_call(state, _lease_of(request), arguments)
         if outcome.png is None:
             return _error(outcome.error or "computer failed")

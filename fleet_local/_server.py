@@ -41,7 +41,7 @@ def build_state(settings: LocalSettings) -> LocalState:
     from . import _lease_endpoints
     from ._faults import FaultInjector
     from ._lease_book import LeaseBook
-    from ._mcp import session_manager
+    from ._mcp import session_manager, sessionless_manager
     from ._store import Store
     from .environments import registry
 
@@ -54,6 +54,7 @@ def build_state(settings: LocalSettings) -> LocalState:
     )
     state.browser_leases = LeaseBook(state.store, state.data_dir, lambda: state.public_url)
     state.mcp_sessions = session_manager(state)
+    state.mcp_sessionless = sessionless_manager(state)
     state.lease_mcp_sessions = _lease_endpoints.session_manager(state)
     return state
 

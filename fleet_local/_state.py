@@ -86,6 +86,7 @@ class LocalState:
         faults: The fault injector (inactive unless a test arms it).
         browser_leases: The browser leases and their TTL reaper.
         mcp_sessions: The MCP session manager every instance endpoint is served by.
+        mcp_sessionless: The MCP manager of instance requests made without a session.
         lease_mcp_sessions: The MCP session manager of the browser leases' endpoints.
         jobs: The running job tasks by job id (cancelled on shutdown).
         on_ready: Called once every lifespan has started (the ready line).
@@ -103,6 +104,7 @@ class LocalState:
     s3_url: str | None = None
     browser_leases: LeaseBook = field(init=False)
     mcp_sessions: StreamableHTTPSessionManager = field(init=False)
+    mcp_sessionless: StreamableHTTPSessionManager = field(init=False)
     lease_mcp_sessions: StreamableHTTPSessionManager = field(init=False)
     jobs: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     on_ready: Callable[[], None] | None = None
