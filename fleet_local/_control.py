@@ -150,9 +150,12 @@ def _list_tasks(
     env_key: str | None,
     task_keys: list[str] | None,
     project_key: str | None,
+    team_id: str | None,
     data_id: str | None,
     data_version: str | None,
 ) -> models.TaskListResponse:
+    if team_id is not None and team_id != _instances.TEAM_ID:  # every task here is the local team's
+        return models.TaskListResponse(tasks=[], total=0)
     wanted_keys = set(task_keys) if task_keys else None
     version = _instances.normalize_version(data_version)
     tasks = [
@@ -300,6 +303,7 @@ def router(state: LocalState) -> APIRouter:
         env_key: str | None = None,
         task_keys: Annotated[list[str] | None, Query()] = None,
         project_key: str | None = None,
+        team_id: str | None = None,
         data_id: str | None = None,
         data_version: str | None = None,
     ) -> models.TaskListResponse:
@@ -309,6 +313,7 @@ def router(state: LocalState) -> APIRouter:
             env_key=env_key,
             task_keys=task_keys,
             project_key=project_key,
+            team_id=team_id,
             data_id=data_id,
             data_version=data_version,
         )

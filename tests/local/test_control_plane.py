@@ -188,6 +188,9 @@ def test_tasks_list_import_get_update(fleet: Fleet) -> None:
     assert all(t.env_key == ENV and t.verifier_code for t in bundled.tasks)
     picked = cp.list_tasks(task_keys=[EMAIL_TASK, COUNT_TASK])
     assert sorted(t.task_key for t in picked.tasks) == sorted([EMAIL_TASK, COUNT_TASK])
+    team = cp.get_account().team_id
+    assert cp.list_tasks(env_key=ENV, team_id=team) == bundled
+    assert cp.list_tasks(env_key=ENV, team_id=f"not-{team}").total == 0  # regression: was ignored
 
     key = f"imported-{uuid.uuid4().hex[:8]}"
     project = f"proj-{uuid.uuid4().hex[:6]}"

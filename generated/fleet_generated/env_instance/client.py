@@ -607,6 +607,7 @@ class AsyncControlPlaneClient(AsyncResource):
         env_key: str | None = None,
         task_keys: list[str] | None = None,
         project_key: str | None = None,
+        team_id: str | None = None,
         data_id: str | None = None,
         data_version: str | None = None,
         options: RequestOptions | None = None,
@@ -619,6 +620,7 @@ class AsyncControlPlaneClient(AsyncResource):
             env_key: Only tasks of this environment.
             task_keys: Only these tasks, by key. Sent as a repeated parameter (`task_keys=a&task_keys=b`).
             project_key: Only tasks of this project.
+            team_id: Only tasks of this team (the `team_id` of `get_account` and of each task); another team's id gives no tasks.
             data_id: Only tasks bound to this data snapshot key (the task's `data_key`; the query parameter keeps the server's name `data_id`).
             data_version: Only tasks bound to this data snapshot version.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
@@ -639,6 +641,7 @@ class AsyncControlPlaneClient(AsyncResource):
                 "env_key": env_key,
                 "task_keys": task_keys,
                 "project_key": project_key,
+                "team_id": team_id,
                 "data_id": data_id,
                 "data_version": data_version,
             },
