@@ -300,6 +300,7 @@ def router(state: LocalState) -> APIRouter:
 
     @api.get("/v1/tasks", response_model=models.TaskListResponse)
     def list_tasks(
+        *,
         env_key: str | None = None,
         task_keys: Annotated[list[str] | None, Query()] = None,
         project_key: str | None = None,

@@ -30,6 +30,8 @@ import anyio
 from fleet_sdk.protocol import normalize_version
 from fleet_sdk.types import env_instance as models
 
+from ._action_log import ACTION_LOG
+from ._action_log import create as create_action_log
 from ._errors import LocalAPIError, not_found
 from ._state import LocalState, iso, new_id, utcnow
 from .environments import EnvironmentDefinition
@@ -37,6 +39,7 @@ from .environments import EnvironmentDefinition
 __all__ = [
     "DATABASES",
     "REGIONS",
+    "SQLITE_RESOURCES",
     "account",
     "create_instance",
     "database_path",
@@ -63,7 +66,9 @@ _log = logging.getLogger(__name__)
 
 KIND = "instance"
 DATABASES: tuple[str, ...] = ("seed", "current")
-"""The SQLite resources of every instance: ``seed`` (read-only) and ``current`` (read-write)."""
+"""The data of every instance: ``seed`` (read-only) and ``current`` (read-write)."""
+SQLITE_RESOURCES: tuple[str, ...] = (*DATABASES, ACTION_LOG)
+"""Every SQLite resource of an instance: its data, and the log of actions taken on it (read-only)."""
 
 DatabaseName = Literal["seed", "current"]
 InstanceStatus = Literal["pending", "running", "stopped", "terminated", "error"]
@@ -210,20 +215,22 @@ def require_live(state: LocalState, instance_id: str) -> dict[str, Any]:
 
 
 def database_path(state: LocalState, instance_id: str, name: str) -> Path:
-    """Path of an instance's ``seed`` or ``current`` database (the instance must be live).
+    """Path of an instance's ``seed``, ``current`` or ``action_log`` database (the instance must be live).
 
     Raises:
         LocalAPIError: 404 ``instance_not_found``, or 404 ``not_found`` for another name.
     """
     require_live(state, instance_id)
-    if name not in DATABASES:
+    if name not in SQLITE_RESOURCES:
         raise LocalAPIError(
             404,
-            f"no SQLite resource named {name!r}; resources: {', '.join(DATABASES)}",
+            f"no SQLite resource named {name!r}; resources: {', '.join(SQLITE_RESOURCES)}",
             code="not_found",
             retryable=False,
         )
     path = state.instance_dir(instance_id) / f"{name}.db"
+    if name == ACTION_LOG and not path.is_file() and path.parent.is_dir():
+        create_action_log(path)  # an instance made before action logs existed
     if not path.is_file():
         raise LocalAPIError(
             404,
@@ -276,6 +283,7 @@ def create_instance(
     shutil.copyfile(seed, folder / "current.db")
     shutil.copyfile(seed, folder / "seed.db")
     (folder / "seed.db").chmod(0o444)
+    create_action_log(folder / f"{ACTION_LOG}.db")
 
     explicit_ttl = req.ttl_seconds is not None
     ttl = req.ttl_seconds if req.ttl_seconds is not None else state.settings.instance_ttl_seconds
@@ -355,6 +363,8 @@ def delete_instance(state: LocalState, instance_id: str) -> models.InstanceRespo
                 or doc
             )
         shutil.rmtree(state.instance_dir(instance_id), ignore_errors=True)
+    for hook in state.instance_end_hooks:  # what dies with it (its browser: _instance_browser)
+        hook(instance_id)
     return _to_model(state, doc)
 
 
@@ -453,14 +463,15 @@ def open_db(state: LocalState, instance_id: str, name: str, read_only: bool) -> 
     Args:
         state: Server state.
         instance_id: The instance.
-        name: ``"seed"`` or ``"current"``.
-        read_only: Open ``current`` read-only.
+        name: ``"seed"``, ``"current"`` or ``"action_log"``.
+        read_only: Open ``current`` read-only (the other two always are: the server alone
+            writes the action log, through ``_action_log``).
 
     Raises:
         LocalAPIError: 404 ``instance_not_found`` (unknown or terminated), 404 ``not_found`` (name).
     """
     path = database_path(state, instance_id, name)
-    if read_only or name == "seed":
+    if read_only or name != "current":
         conn = sqlite3.connect(
             f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False, isolation_level=None
         )

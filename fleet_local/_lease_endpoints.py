@@ -59,7 +59,7 @@ async def lease_browser(state: LocalState, lease_id: str) -> LeaseBrowser:
     """
 
     lease = live_lease(state, lease_id)
-    return await book(state).browsers.get(lease_id, lease["allowed_hosts"])
+    return await book(state).browsers.get(lease_id, lease["allowed_hosts"], lease.get("_start_url"))
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ from starlette.types import Receive, Scope, Send
 
 from fleet_sdk import __version__
 
+from . import _action_log
 from ._errors import LocalAPIError
 from ._state import LocalState
 
@@ -148,17 +149,28 @@ async def instance_environment(state: LocalState, instance_id: str) -> Environme
 def _run_tool_sync(
     state: LocalState, instance_id: str, tool: ToolDefinition, arguments: dict[str, Any]
 ) -> Any:
-    """Run one tool against the instance's ``current`` database (blocking; call from a thread)."""
+    """Run one tool against the instance's ``current`` database and log it in the instance's
+    action log (blocking; call from a thread)."""
     from . import _instances
 
-    conn = _instances.open_db(state, instance_id, "current", tool.read_only)
     try:
-        value = tool.call(conn, arguments)
-        if not tool.read_only:
-            conn.commit()
-        return value
-    finally:
-        conn.close()
+        conn = _instances.open_db(state, instance_id, "current", tool.read_only)
+        try:
+            value = tool.call(conn, arguments)
+            if not tool.read_only:
+                conn.commit()
+        finally:
+            conn.close()
+    except Exception as exc:
+        outcome = {"error": getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"}
+        _action_log.record(
+            state, instance_id, "tool_call", path=tool.name, args=arguments, raw_payload=outcome
+        )
+        raise
+    _action_log.record(
+        state, instance_id, "tool_call", path=tool.name, args=arguments, raw_payload={"ok": True}
+    )
+    return value
 
 
 async def execute_tool(

@@ -38,7 +38,7 @@ READY_EVENT = "ready"
 
 def build_state(settings: LocalSettings) -> LocalState:
     """Create the server state for ``settings``: store, environments, fault injector, services."""
-    from . import _lease_endpoints
+    from . import _instance_browser, _lease_endpoints
     from ._faults import FaultInjector
     from ._lease_book import LeaseBook
     from ._mcp import session_manager, sessionless_manager
@@ -56,6 +56,7 @@ def build_state(settings: LocalSettings) -> LocalState:
     state.mcp_sessions = session_manager(state)
     state.mcp_sessionless = sessionless_manager(state)
     state.lease_mcp_sessions = _lease_endpoints.session_manager(state)
+    state.instance_end_hooks.append(lambda instance_id: _instance_browser.release(state, instance_id))
     return state
 
 

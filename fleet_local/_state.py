@@ -38,6 +38,8 @@ class LocalSettings:
         job_concurrency: Sessions a job runs at once.
         job_browser_concurrency: Browser leases (one headless Chromium each, 250-400 MiB) a job
             holds at once for its browser_use / computer_use sessions; within ``job_concurrency``.
+        instance_browsers: Instances whose ``cdp`` resource may hold a browser lease at once
+            (one headless Chromium each once used, 250-400 MiB; ``_instance_browser``).
         model_base_url: OpenAI-compatible chat-completions URL for non-local policies.
         model_api_key: Key for ``model_base_url``.
         instance_ttl_seconds: Default TTL of an instance.
@@ -61,6 +63,7 @@ class LocalSettings:
     verifier_memory_mb: int = 512
     job_concurrency: int = 8
     job_browser_concurrency: int = 2
+    instance_browsers: int = 2
     model_base_url: str | None = None
     model_api_key: str | None = field(default=None, repr=False)
     instance_ttl_seconds: int = 3600
@@ -87,6 +90,8 @@ class LocalState:
         browser_leases: The browser leases and their TTL reaper.
         mcp_sessions: The MCP session manager every instance endpoint is served by.
         mcp_sessionless: The MCP manager of instance requests made without a session.
+        instance_end_hooks: Called with the id of every instance that ends (deleted or expired),
+            for what must end with it.
         lease_mcp_sessions: The MCP session manager of the browser leases' endpoints.
         jobs: The running job tasks by job id (cancelled on shutdown).
         on_ready: Called once every lifespan has started (the ready line).
@@ -106,6 +111,7 @@ class LocalState:
     mcp_sessions: StreamableHTTPSessionManager = field(init=False)
     mcp_sessionless: StreamableHTTPSessionManager = field(init=False)
     lease_mcp_sessions: StreamableHTTPSessionManager = field(init=False)
+    instance_end_hooks: list[Callable[[str], None]] = field(default_factory=list)
     jobs: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     on_ready: Callable[[], None] | None = None
     sql_limiters: tuple[anyio.CapacityLimiter, anyio.CapacityLimiter] | None = None

@@ -73,6 +73,7 @@ OPERATIONS: dict[str, Operation] = {
     "reset_instance": Operation("reset_instance", "POST", "/reset", "instance-manager", False, "https://{instance_host}/api/v1/env", 200),
     "list_resources": Operation("list_resources", "GET", "/resources", "instance-manager", False, "https://{instance_host}/api/v1/env", 200),
     "describe_browser": Operation("describe_browser", "GET", "/resources/cdp/describe", "instance-manager", False, "https://{instance_host}/api/v1/env", 200),
+    "start_browser": Operation("start_browser", "POST", "/resources/cdp/start", "instance-manager", False, "https://{instance_host}/api/v1/env", 200),
     "describe_database": Operation("describe_database", "GET", "/resources/sqlite/{name}/describe", "instance-manager", False, "https://{instance_host}/api/v1/env", 200),
     "query_database": Operation("query_database", "POST", "/resources/sqlite/{name}/query", "instance-manager", False, "https://{instance_host}/api/v1/env", 200),
     "structured_diff": Operation("structured_diff", "POST", "/diff/structured", "instance-manager", False, "https://{instance_host}/api/v1/env", 200),
@@ -1316,7 +1317,11 @@ class AsyncInstanceManagerClient(AsyncResource):
     ) -> list[models.Resource]:
         """List the instance's resources.
 
-        Lists the resources the instance exposes (SQLite databases, a CDP browser endpoint, APIs). SQLite resources are normally `seed` (read-only) and `current` (read-write).
+        Lists the resources the instance exposes (SQLite databases, a CDP browser endpoint, APIs).
+        SQLite resources are normally `seed` (read-only), `current` (read-write) and `action_log`
+        (read-only: the actions taken on the instance, one row each with the fields of
+        `LogActionRequest` plus `id` and `timestamp`). An instance backed by a browser lists a
+        `cdp` resource (see `describe_browser`).
 
         Args:
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
@@ -1343,7 +1348,12 @@ class AsyncInstanceManagerClient(AsyncResource):
     ) -> models.CDPDescribeResponse:
         """Describe the instance's browser.
 
-        The Chrome DevTools Protocol URLs of the instance's browser. An instance without a browser answers 404 with code `not_found`.
+        The Chrome DevTools Protocol URLs of the instance's browser (its `cdp` resource): a
+        headless browser that opens the instance's web UI, running from the first use of its
+        URLs (or `start_browser`) until the instance ends. An instance without a browser answers
+        404 with code `not_found`; a server that cannot run one now answers 503
+        (`browser_unavailable`, or `browser_limit` while as many instances as it allows hold
+        one, retryable).
 
         Args:
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
@@ -1360,6 +1370,46 @@ class AsyncInstanceManagerClient(AsyncResource):
         return await self._send(
             OPERATIONS["describe_browser"],
             models.CDPDescribeResponse,
+            options=options,
+        )
+
+    async def start_browser(
+        self,
+        body: models.ChromeStartRequest | None = None,
+        *,
+        resolution: str | None | NotGiven = NOT_GIVEN,
+        options: RequestOptions | None = None,
+    ) -> models.ChromeStartResponse:
+        """Start the instance's browser.
+
+        Starts the instance's browser now (it otherwise starts on the first use of its CDP URLs),
+        on the instance's web UI, and sizes its page to `resolution`. Starting a running browser
+        only sizes its page. Errors as `describe_browser`.
+
+        Args:
+            body: Body of `start_browser`.
+            resolution: The fields of ``models.ChromeStartRequest``, as an alternative to ``body``; a field not passed is not sent, ``None`` is sent as ``null``.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The browser runs.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
+            UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return await self._send(
+            OPERATIONS["start_browser"],
+            models.ChromeStartResponse,
+            body=build_body(
+                models.ChromeStartRequest,
+                body,
+                {"resolution": resolution},
+                required=True,
+            ),
             options=options,
         )
 
@@ -1645,6 +1695,7 @@ class AsyncInstanceManagerClientWithRawResponse:
         self.reset_instance = async_raw_response(raw.reset_instance)
         self.list_resources = async_raw_response(raw.list_resources)
         self.describe_browser = async_raw_response(raw.describe_browser)
+        self.start_browser = async_raw_response(raw.start_browser)
         self.describe_database = async_raw_response(raw.describe_database)
         self.query_database = async_raw_response(raw.query_database)
         self.structured_diff = async_raw_response(raw.structured_diff)
@@ -1672,6 +1723,7 @@ class InstanceManagerClient(SyncResource):
     reset_instance = blocking(AsyncInstanceManagerClient.reset_instance)
     list_resources = blocking(AsyncInstanceManagerClient.list_resources)
     describe_browser = blocking(AsyncInstanceManagerClient.describe_browser)
+    start_browser = blocking(AsyncInstanceManagerClient.start_browser)
     describe_database = blocking(AsyncInstanceManagerClient.describe_database)
     query_database = blocking(AsyncInstanceManagerClient.query_database)
     structured_diff = blocking(AsyncInstanceManagerClient.structured_diff)
@@ -1694,6 +1746,7 @@ class InstanceManagerClientWithRawResponse:
         self.reset_instance = raw_response(raw.reset_instance)
         self.list_resources = raw_response(raw.list_resources)
         self.describe_browser = raw_response(raw.describe_browser)
+        self.start_browser = raw_response(raw.start_browser)
         self.describe_database = raw_response(raw.describe_database)
         self.query_database = raw_response(raw.query_database)
         self.structured_diff = raw_response(raw.structured_diff)

@@ -1215,6 +1215,37 @@ class CDPDescribeResponse(BaseModel):
     """
 
 
+class ChromeStartRequest(BaseModel):
+    """
+    Body of `start_browser`.
+    """
+
+    resolution: Annotated[
+        str | None,
+        Field(
+            pattern="^(?:[1-9][0-9]{2}|[1-3][0-9]{3}|40[0-8][0-9]|409[0-6])[x,](?:[1-9][0-9]{2}|[1-3][0-9]{3}|40[0-8][0-9]|409[0-6])$"
+        ),
+    ] = "1920x1080"
+    """
+    Page size in CSS pixels, `WIDTHxHEIGHT` or `WIDTH,HEIGHT` (the public SDK sends the latter), each 100 to 4096.
+    """
+
+
+class ChromeStartResponse(BaseModel):
+    """
+    Result of `start_browser`.
+    """
+
+    success: bool
+    """
+    Whether the browser runs.
+    """
+    message: str
+    """
+    What was done.
+    """
+
+
 class ResetRequest(BaseModel):
     """
     Body of `reset_instance`; may be empty.
@@ -1610,6 +1641,8 @@ class TaskUpdate(TaskUpdateRequest):
 __all__ = [
     "AccountResponse",
     "CDPDescribeResponse",
+    "ChromeStartRequest",
+    "ChromeStartResponse",
     "ColumnChange",
     "ColumnSchema",
     "DescribeResponse",
