@@ -19,6 +19,7 @@ from fastapi import Depends, FastAPI, Request
 from . import (
     _browser,
     _control,
+    _data_files,
     _episodes,
     _jobs,
     _lease_endpoints,
@@ -99,6 +100,7 @@ def create_app(state: LocalState) -> FastAPI:
     guarded = [bearer_auth(state), body_check]
     surfaces = [
         (_control.router(state), guarded),
+        (_data_files.router(state), guarded),
         (_jobs.router(state), guarded),
         (_sessions.router(state), guarded),
         (_session_logs.router(state), guarded),

@@ -66,6 +66,9 @@ OPERATIONS: dict[str, Operation] = {
     "execute_verifier": Operation("execute_verifier", "POST", "/v1/verifiers/execute", "control-plane", False, SERVER_URL, 200),
     "check_verifier_bundle": Operation("check_verifier_bundle", "GET", "/v1/verifiers/check", "control-plane", False, SERVER_URL, 200),
     "get_verifier": Operation("get_verifier", "GET", "/v1/verifiers/{verifier_id}", "control-plane", False, SERVER_URL, 200),
+    "create_seed_upload_url": Operation("create_seed_upload_url", "POST", "/v1/seeds/{data_key}/{env_key}/upload-url", "control-plane", False, SERVER_URL, 200),
+    "create_seed_download_url": Operation("create_seed_download_url", "POST", "/v1/seeds/{data_key}/{env_key}/download-url", "control-plane", False, SERVER_URL, 200),
+    "create_file_set_download_urls": Operation("create_file_set_download_urls", "POST", "/v1/file-sets/{file_set_key}/download-urls", "control-plane", False, SERVER_URL, 200),
     "create_job": Operation("create_job", "POST", "/v1/jobs", "control-plane", False, SERVER_URL, 200),
     "list_jobs": Operation("list_jobs", "GET", "/v1/jobs", "control-plane", False, SERVER_URL, 200),
     "get_job": Operation("get_job", "GET", "/v1/jobs/{job_id}", "control-plane", False, SERVER_URL, 200),
@@ -976,6 +979,131 @@ class AsyncControlPlaneClient(AsyncResource):
             options=options,
         )
 
+    async def create_seed_upload_url(
+        self,
+        data_key: str,
+        env_key: str,
+        body: models.SeedUploadRequest | None = None,
+        *,
+        filename: str | NotGiven = NOT_GIVEN,
+        env_version: str | None | NotGiven = NOT_GIVEN,
+        options: RequestOptions | None = None,
+    ) -> models.SeedURLResponse:
+        """Get a URL to upload a seed archive to.
+
+        Registers a new version of the data `data_key` for the environment `env_key` (`v1`,
+        `v2`, ...) and answers a presigned URL to `PUT` its archive to (the public SDK's task
+        tooling uploads `seed.tar.zst` there), valid for an hour. Tasks then name it as
+        `data_id` / `data_version`. 503 `s3_unavailable` when the server has no object store.
+
+        Args:
+            data_key: Key of the data (a task's `data_id`).
+            env_key: The environment's key, e.g. `fira`.
+            body: Body of `create_seed_upload_url`.
+            filename, env_version: The fields of ``models.SeedUploadRequest``, as an alternative to ``body``; a field not passed is not sent, ``None`` is sent as ``null``.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            Where to upload the archive.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
+            UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return await self._send(
+            OPERATIONS["create_seed_upload_url"],
+            models.SeedURLResponse,
+            path_params={"data_key": data_key, "env_key": env_key},
+            body=build_body(
+                models.SeedUploadRequest,
+                body,
+                {"filename": filename, "env_version": env_version},
+                required=True,
+            ),
+            options=options,
+        )
+
+    async def create_seed_download_url(
+        self,
+        data_key: str,
+        env_key: str,
+        *,
+        options: RequestOptions | None = None,
+    ) -> models.SeedURLResponse:
+        """Get a URL to download a seed archive from.
+
+        A URL to `GET` the latest uploaded archive of the data `data_key` for `env_key`, with its
+        version and object key. 404 `not_found` when no archive was uploaded (the public SDK's
+        task tooling then falls back to the file sets); 503 `s3_unavailable` without an object
+        store.
+
+        Args:
+            data_key: Key of the data (a task's `data_id`).
+            env_key: The environment's key, e.g. `fira`.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            Where to download the archive.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return await self._send(
+            OPERATIONS["create_seed_download_url"],
+            models.SeedURLResponse,
+            path_params={"data_key": data_key, "env_key": env_key},
+            options=options,
+        )
+
+    async def create_file_set_download_urls(
+        self,
+        file_set_key: str,
+        body: models.FileSetDownloadRequest | None = None,
+        *,
+        expires_in: int | NotGiven = NOT_GIVEN,
+        options: RequestOptions | None = None,
+    ) -> models.FileSetDownloadResponse:
+        """Get URLs to download the files of a file set.
+
+        The files of a file set (the older way a task carried data files, named by its
+        `env_variables.TASK_KEY` or its key), each with a URL to `GET` it. 404 `not_found` when
+        the set has no file; 503 `s3_unavailable` without an object store.
+
+        Args:
+            file_set_key: The file set's key.
+            body: Body of `create_file_set_download_urls`.
+            expires_in: The fields of ``models.FileSetDownloadRequest``, as an alternative to ``body``; a field not passed is not sent, ``None`` is sent as ``null``.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The files and their URLs.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
+            UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return await self._send(
+            OPERATIONS["create_file_set_download_urls"],
+            models.FileSetDownloadResponse,
+            path_params={"file_set_key": file_set_key},
+            body=build_body(
+                models.FileSetDownloadRequest,
+                body,
+                {"expires_in": expires_in},
+                required=True,
+            ),
+            options=options,
+        )
+
     async def create_job(
         self,
         body: models.JobCreateRequest | None = None,
@@ -1152,6 +1280,9 @@ class AsyncControlPlaneClientWithRawResponse:
         self.execute_verifier = async_raw_response(raw.execute_verifier)
         self.check_verifier_bundle = async_raw_response(raw.check_verifier_bundle)
         self.get_verifier = async_raw_response(raw.get_verifier)
+        self.create_seed_upload_url = async_raw_response(raw.create_seed_upload_url)
+        self.create_seed_download_url = async_raw_response(raw.create_seed_download_url)
+        self.create_file_set_download_urls = async_raw_response(raw.create_file_set_download_urls)
         self.create_job = async_raw_response(raw.create_job)
         self.list_jobs = async_raw_response(raw.list_jobs)
         self.get_job = async_raw_response(raw.get_job)
@@ -1191,6 +1322,9 @@ class ControlPlaneClient(SyncResource):
     execute_verifier = blocking(AsyncControlPlaneClient.execute_verifier)
     check_verifier_bundle = blocking(AsyncControlPlaneClient.check_verifier_bundle)
     get_verifier = blocking(AsyncControlPlaneClient.get_verifier)
+    create_seed_upload_url = blocking(AsyncControlPlaneClient.create_seed_upload_url)
+    create_seed_download_url = blocking(AsyncControlPlaneClient.create_seed_download_url)
+    create_file_set_download_urls = blocking(AsyncControlPlaneClient.create_file_set_download_urls)
     create_job = blocking(AsyncControlPlaneClient.create_job)
     list_jobs = blocking(AsyncControlPlaneClient.list_jobs)
     get_job = blocking(AsyncControlPlaneClient.get_job)
@@ -1225,6 +1359,9 @@ class ControlPlaneClientWithRawResponse:
         self.execute_verifier = raw_response(raw.execute_verifier)
         self.check_verifier_bundle = raw_response(raw.check_verifier_bundle)
         self.get_verifier = raw_response(raw.get_verifier)
+        self.create_seed_upload_url = raw_response(raw.create_seed_upload_url)
+        self.create_seed_download_url = raw_response(raw.create_seed_download_url)
+        self.create_file_set_download_urls = raw_response(raw.create_file_set_download_urls)
         self.create_job = raw_response(raw.create_job)
         self.list_jobs = raw_response(raw.list_jobs)
         self.get_job = raw_response(raw.get_job)

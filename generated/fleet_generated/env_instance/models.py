@@ -924,6 +924,93 @@ class VerifierData(BaseModel):
     """
 
 
+class SeedUploadRequest(BaseModel):
+    """
+    Body of `create_seed_upload_url`.
+    """
+
+    filename: Annotated[str, Field(max_length=255, pattern="^[A-Za-z0-9._-]+$")]
+    """
+    Name of the archive, e.g. `seed.tar.zst`.
+    """
+    env_version: Annotated[str | None, Field(max_length=255)] = None
+    """
+    Version of the environment the data is for, e.g. `v1.2.3`; kept with the data.
+    """
+
+
+class SeedURLResponse(BaseModel):
+    """
+    Where a seed archive goes or comes from.
+    """
+
+    url: str
+    """
+    The URL to `PUT` the archive to (upload) or `GET` it from (download).
+    """
+    data_key: str
+    """
+    Key of the data.
+    """
+    env_key: str
+    """
+    The environment.
+    """
+    version: str
+    """
+    Version of the data this archive is, e.g. `v2` (a task's `data_version`).
+    """
+    s3_key: str
+    """
+    Key of the archive in the object store.
+    """
+    env_version: str | None = None
+    """
+    The environment version given at upload.
+    """
+
+
+class FileSetDownloadRequest(BaseModel):
+    """
+    Body of `create_file_set_download_urls`.
+    """
+
+    expires_in: Annotated[int, Field(ge=1, le=604800)] = 3600
+    """
+    Seconds the URLs must stay valid.
+    """
+
+
+class FileDownloadURL(BaseModel):
+    """
+    One file of a file set.
+    """
+
+    filename: str
+    """
+    Its path inside the set (may contain `/`).
+    """
+    url: str
+    """
+    The URL to `GET` it from.
+    """
+
+
+class FileSetDownloadResponse(BaseModel):
+    """
+    The files of a file set.
+    """
+
+    file_set_key: str
+    """
+    The set.
+    """
+    urls: list[FileDownloadURL]
+    """
+    Its files, by path.
+    """
+
+
 class JobCreateRequest(BaseModel):
     """
     Body of `create_job`. Tasks are chosen by `task_keys` when given, else all tasks
@@ -1653,6 +1740,9 @@ __all__ = [
     "Environment",
     "EnvironmentInfo",
     "ErrorResponse",
+    "FileDownloadURL",
+    "FileSetDownloadRequest",
+    "FileSetDownloadResponse",
     "HealthResponse",
     "HeartbeatRequest",
     "HeartbeatResponse",
@@ -1679,6 +1769,8 @@ __all__ = [
     "RestoreRequest",
     "RestoreResponse",
     "Run",
+    "SeedURLResponse",
+    "SeedUploadRequest",
     "SnapshotResponse",
     "TableDiff",
     "TableSchema",
