@@ -31,7 +31,7 @@ from fleet_sdk.types import env_instance as models
 
 from . import _instances
 from ._browser import book
-from ._chromium import BrowserStartError, browser_unavailable
+from ._chromium import START_DEADLINE, BrowserStartError, browser_unavailable, host_allowed
 from ._errors import LocalAPIError
 from ._lease_book import LIVE_STATUSES
 from ._lease_endpoints import lease_browser
@@ -115,28 +115,42 @@ def describe(state: LocalState, instance_id: str) -> models.CDPDescribeResponse:
     )
 
 
-async def start(state: LocalState, instance_id: str, resolution: str | None) -> models.ChromeStartResponse:
-    """Start an instance's browser now, on its web UI, and size its page.
+async def start(
+    state: LocalState, instance_id: str, body: models.ChromeStartRequest
+) -> models.ChromeStartResponse:
+    """Start an instance's browser now, on its web UI; size its page, open ``start_page``.
 
     Args:
         state: Server state.
         instance_id: The instance.
-        resolution: ``WIDTHxHEIGHT`` or ``WIDTH,HEIGHT`` (the schema bounds it), or None.
+        body: ``resolution`` (``WIDTHxHEIGHT`` or ``WIDTH,HEIGHT``, bounded by the schema) and
+            ``start_page``, each optional.
 
     Raises:
-        LocalAPIError: As :func:`describe`; 503 ``browser_unavailable`` when Chromium does not start.
+        LocalAPIError: As :func:`describe`; 503 ``browser_unavailable`` when Chromium does not
+            start; 400 ``bad_request`` for a ``start_page`` on another host.
     """
     lease = await anyio.to_thread.run_sync(_lease, state, instance_id)
+    if body.start_page is not None and not host_allowed(body.start_page, lease["allowed_hosts"]):
+        raise LocalAPIError(
+            400,
+            f"start_page {body.start_page!r} is not on the instance's host {lease['allowed_hosts']}",
+            code="bad_request",
+            retryable=False,
+        )
     try:
         browser = await lease_browser(state, str(lease["lease_id"]))
     except BrowserStartError as exc:
         raise LocalAPIError(
             503, f"the browser did not start: {exc}", code="browser_unavailable", retryable=True
         ) from exc
-    size = _RESOLUTION.match(resolution or "")
-    if size is not None and browser.page is not None:
+    size = _RESOLUTION.match(body.resolution or "")
+    if browser.page is not None:
         async with browser.lock:
-            await browser.page.set_viewport_size({"width": int(size[1]), "height": int(size[2])})
+            if size is not None:
+                await browser.page.set_viewport_size({"width": int(size[1]), "height": int(size[2])})
+            if body.start_page is not None:
+                await browser.page.goto(body.start_page, timeout=START_DEADLINE * 1000)
     shown = f" at {size[1]}x{size[2]}" if size is not None else ""
     return models.ChromeStartResponse(success=True, message=f"browser of {instance_id} running{shown}")
 

@@ -359,7 +359,7 @@ def router(state: LocalState) -> APIRouter:
     @api.post("/resources/cdp/start", response_model=models.ChromeStartResponse)
     async def start_browser(instance_id: str, body: models.ChromeStartRequest) -> models.ChromeStartResponse:
         """Start the instance's browser now, on its web UI, at ``resolution``."""
-        return await _instance_browser.start(state, instance_id, body.resolution)
+        return await _instance_browser.start(state, instance_id, body)
 
     # ``urls.manager.execute_verifier_function_with_upload`` points here: the bundle travels in the body.
     @api.post("/execute_verifier_function_with_upload", response_model=models.VerifiersExecuteResponse)

@@ -1514,18 +1514,20 @@ class AsyncInstanceManagerClient(AsyncResource):
         self,
         body: models.ChromeStartRequest | None = None,
         *,
+        start_page: str | None | NotGiven = NOT_GIVEN,
         resolution: str | None | NotGiven = NOT_GIVEN,
         options: RequestOptions | None = None,
     ) -> models.ChromeStartResponse:
         """Start the instance's browser.
 
         Starts the instance's browser now (it otherwise starts on the first use of its CDP URLs),
-        on the instance's web UI, and sizes its page to `resolution`. Starting a running browser
-        only sizes its page. Errors as `describe_browser`.
+        on the instance's web UI, sizes its page to `resolution` and opens `start_page` when
+        given. Starting a running browser only sizes its page and opens `start_page`. Errors as
+        `describe_browser`, and 400 for a `start_page` on another host.
 
         Args:
             body: Body of `start_browser`.
-            resolution: The fields of ``models.ChromeStartRequest``, as an alternative to ``body``; a field not passed is not sent, ``None`` is sent as ``null``.
+            start_page, resolution: The fields of ``models.ChromeStartRequest``, as an alternative to ``body``; a field not passed is not sent, ``None`` is sent as ``null``.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -1544,7 +1546,7 @@ class AsyncInstanceManagerClient(AsyncResource):
             body=build_body(
                 models.ChromeStartRequest,
                 body,
-                {"resolution": resolution},
+                {"start_page": start_page, "resolution": resolution},
                 required=True,
             ),
             options=options,

@@ -1307,6 +1307,10 @@ class ChromeStartRequest(BaseModel):
     Body of `start_browser`.
     """
 
+    start_page: Annotated[str | None, Field(max_length=2048)] = None
+    """
+    A page to open, on the instance's own host (another host is a 400); absent or null keeps the page the browser is on (the instance's web UI once it starts).
+    """
     resolution: Annotated[
         str | None,
         Field(
