@@ -81,6 +81,7 @@ def _task_model(doc: dict[str, Any]) -> models.TaskResponse:
             "team_id": _instances.TEAM_ID,
             "created_at": doc.get("created_at") or _BUNDLED_CREATED_AT,
             "verifier_id": verifier.verifier_id if verifier else None,
+            "verifier_sha": verifier.sha256 if verifier else None,
             "verifier": verifier,
         }
     )

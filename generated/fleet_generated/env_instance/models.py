@@ -1656,7 +1656,7 @@ class TaskResponse(Task):
     """
     A stored task config: `Task` under our names, plus the orchestrator's names for the same
     values (`key`, `environment_id`, `version`, `data_id`) and what the server adds
-    (`team_id`, `created_at`, `verifier_id`, `verifier`).
+    (`team_id`, `created_at`, `verifier_id`, `verifier_sha`, `verifier`).
 
     """
 
@@ -1687,6 +1687,10 @@ class TaskResponse(Task):
     verifier_id: str | None = None
     """
     Id of the task's verifier bundle, when it has verifier code.
+    """
+    verifier_sha: str | None = None
+    """
+    `verifier.sha256`, under the name task files give it (the public SDK's `load_task_from_json` reads it there).
     """
     verifier: VerifierData | None = None
     """
