@@ -1051,6 +1051,7 @@ class AsyncControlPlaneClient(AsyncResource):
         Raises:
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
             NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
+            UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
@@ -1534,6 +1535,8 @@ class AsyncInstanceManagerClient(AsyncResource):
             The browser runs.
 
         Raises:
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
             NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
