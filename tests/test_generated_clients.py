@@ -65,7 +65,7 @@ def _string_for(schema: dict[str, Any]) -> str:
     if schema.get("format") == "date-time":
         return "2024-05-01T12:00:00Z"
     pattern = schema.get("pattern")
-    if pattern in ("^[^/]+$", "^[^/]*$"):  # an id that must not hold a slash
+    if pattern in ("^[^/]+$", "^[^/]*$", "^[A-Za-z0-9._-]+$"):  # an id: no slash, or a plain name
         return "x"
     if pattern:
         # The other patterns in the schemas are of the form ^[chars]{n}$ or ^[chars]{n,m}$.

@@ -383,14 +383,16 @@ def test_verifier_bundles_by_sha_and_by_id(fleet: Fleet, instance: models.Instan
     assert again.bundle_cache_hit is True and again.execution_id != ran.execution_id
 
 
-def test_browserless_instance_has_no_cdp(fleet: Fleet, instance: models.InstanceResponse) -> None:
+def test_manager_health_and_no_browser_for_an_ended_instance(fleet: Fleet) -> None:
+    instance = fleet.api.control_plane.create_instance(models.InstanceRequest(env_key=ENV))
     assert instance.urls is not None
     manager = fleet.api.manager(instance.urls.manager.api)
-    with pytest.raises(NotFoundError) as caught:
-        manager.describe_browser()
-    assert caught.value.code == "not_found"
     health = manager.manager_health()
     assert health.status == "ok" and health.service and health.timestamp
+    fleet.api.control_plane.delete_instance(instance.instance_id)
+    with pytest.raises(NotFoundError) as caught:  # the browser is tested in test_instance_resources.py
+        manager.describe_browser()
+    assert caught.value.code == "instance_not_found"
 
 
 def test_tasks_accept_the_orchestrators_names(fleet: Fleet) -> None:
