@@ -107,6 +107,8 @@ async def test_environments_and_instances(kind: str, server: LocalFleet, raw: ht
     assert {(r.resource.name, r.resource.mode.value) for r in resources} == {
         ("seed", "ro"),
         ("current", "rw"),
+        ("action_log", "ro"),
+        ("cdp", "rw"),
     }
     described = await value(env.db().describe())
     assert described.success and described.resource_name == "current"
