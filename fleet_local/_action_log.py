@@ -9,7 +9,8 @@ server writes them itself:
   tool's name, ``args`` its arguments (JSON), ``raw_payload`` ``{"ok": true}`` or
   ``{"error": ...}``;
 * ``sql``: a statement written through the manager API (``POST /resources/sqlite/current/query``
-  with ``read_only: false``): ``sql``, ``args`` (JSON), ``path`` the route;
+  with ``read_only: false``): ``sql``, ``args`` (JSON), ``path`` the route, ``raw_payload`` as
+  for a tool call;
 * ``reset``: ``POST /reset``: ``raw_payload`` holds its ``seed``.
 
 Writing a row never fails the action it records: a log that cannot be written (the instance was
@@ -89,6 +90,8 @@ def record(
     try:
         create(file)  # instances made before the log existed get one on their first action
         with contextlib.closing(sqlite3.connect(file, timeout=10.0)) as conn:
+            # A log line per tool call: no fsync each time (a crash may lose the last lines).
+            conn.execute("PRAGMA synchronous = OFF")
             conn.execute(
                 "INSERT INTO action_log (timestamp, action_type, sql, args, path, raw_payload)"
                 " VALUES (?, ?, ?, ?, ?, ?)",

@@ -327,7 +327,10 @@ def router(state: LocalState) -> APIRouter:
                 conn.close()
             if not body.read_only:
                 path = f"/resources/sqlite/{name}/query"
-                _action_log.record(state, instance_id, "sql", sql=body.query, args=body.args, path=path)
+                outcome = {"ok": True} if answer.success else {"error": answer.error}
+                _action_log.record(
+                    state, instance_id, "sql", sql=body.query, args=body.args, path=path, raw_payload=outcome
+                )
             return answer
 
         return await run_sql(state, work)

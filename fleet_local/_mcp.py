@@ -108,11 +108,13 @@ class ToolOutcome:
         name: The tool called.
         value: The handler's JSON-serialisable return value (None on error).
         error: The agent-facing error message, or None on success.
+        unknown_tool: The environment has no tool of that name (``error`` says so).
     """
 
     name: str
     value: Any = None
     error: str | None = None
+    unknown_tool: bool = False
 
     @property
     def is_error(self) -> bool:
@@ -195,7 +197,7 @@ async def execute_tool(
     env = await instance_environment(state, instance_id)
     tool = next((t for t in env.tools if t.name == name), None)
     if tool is None:
-        return ToolOutcome(name=name, error=f"Unknown tool: {name}")
+        return ToolOutcome(name=name, error=f"Unknown tool: {name}", unknown_tool=True)
     try:
         value = await anyio.to_thread.run_sync(
             _run_tool_sync, state, instance_id, tool, dict(arguments or {})
@@ -249,14 +251,13 @@ def _build_server(state: LocalState) -> Any:
 
     async def call_tool(request: Any, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
         try:
-            env = await instance_environment(state, _instance_of(request))
-            if not any(tool.name == name for tool in env.tools):
-                raise UnknownToolError(name)
             outcome = await execute_tool(state, _instance_of(request), name, arguments)
         except InstanceUnavailableError as exc:
             return types.CallToolResult.model_validate(
                 {"content": [{"type": "text", "text": str(exc)}], "isError": True}
             )
+        if outcome.unknown_tool:
+            raise UnknownToolError(name)
         return to_call_tool_result(outcome)
 
     return low_level_server(
