@@ -81,7 +81,7 @@ async def test_environments_and_instances(kind: str, server: LocalFleet, raw: ht
     envs = await value(client.list_envs())
     ours = {env["env_key"]: env for env in raw.get("/v1/env/").json()}
     assert {env.env_key for env in envs} == set(ours) and ENV_KEY in ours
-    assert await value(client.list_regions()) == ["local"]
+    assert await value(client.list_regions()) == raw.get("/v1/regions").json()
     env_model = await value(client.environment(ENV_KEY))
     assert (env_model.env_key, env_model.default_version) == (ENV_KEY, ENV_VERSION)
     assert ENV_VERSION in env_model.versions
@@ -107,6 +107,8 @@ async def test_environments_and_instances(kind: str, server: LocalFleet, raw: ht
     assert {(r.resource.name, r.resource.mode.value) for r in resources} == {
         ("seed", "ro"),
         ("current", "rw"),
+        ("action_log", "ro"),
+        ("cdp", "rw"),
     }
     described = await value(env.db().describe())
     assert described.success and described.resource_name == "current"

@@ -19,6 +19,7 @@ from fastapi import Depends, FastAPI, Request
 from . import (
     _browser,
     _control,
+    _data_files,
     _episodes,
     _jobs,
     _lease_endpoints,
@@ -26,6 +27,7 @@ from . import (
     _mcp,
     _reports,
     _s3,
+    _session_logs,
     _sessions,
     _traces,
     _validation,
@@ -98,8 +100,10 @@ def create_app(state: LocalState) -> FastAPI:
     guarded = [bearer_auth(state), body_check]
     surfaces = [
         (_control.router(state), guarded),
+        (_data_files.router(state), guarded),
         (_jobs.router(state), guarded),
         (_sessions.router(state), guarded),
+        (_session_logs.router(state), guarded),
         (_traces.router(state), guarded),
         (_browser.router(state), guarded),
         (_reports.router(state, bodies), [bearer_auth(state)]),  # checks its own bodies: 415/413 come first

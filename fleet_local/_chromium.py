@@ -333,8 +333,16 @@ class BrowserPool:
                 self._playwright = await self._driver.start()
             return self._playwright  # type: ignore[no-any-return]
 
-    async def get(self, lease_id: str, allowed_hosts: Sequence[str]) -> LeaseBrowser:
+    async def get(
+        self, lease_id: str, allowed_hosts: Sequence[str], start_url: str | None = None
+    ) -> LeaseBrowser:
         """The lease's browser, started on first use.
+
+        Args:
+            lease_id: The lease.
+            allowed_hosts: Hosts its page may load from.
+            start_url: A page to open once the browser has started (``about:blank`` without); a
+                page that does not load leaves the browser on ``about:blank``.
 
         Raises:
             BrowserStartError: Chromium or Playwright is missing, or the browser did not start.
@@ -370,6 +378,11 @@ class BrowserPool:
             except BaseException:
                 self._retire(browser)
                 raise
+            if start_url is not None and browser.page is not None:
+                try:
+                    await browser.page.goto(start_url, timeout=START_DEADLINE * 1000)
+                except Exception as exc:  # the browser still works; the client may navigate itself
+                    logger.warning("lease %s could not open %s: %s", lease_id, start_url, type(exc).__name__)
             if lease_id in self._ended:  # the lease ended while the browser started
                 self._retire(browser)
                 raise BrowserStartError(f"browser lease {lease_id!r} has ended")

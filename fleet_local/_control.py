@@ -20,11 +20,13 @@ import anyio
 from fastapi import APIRouter, Query
 
 from fleet_sdk.types import env_instance as models
+from fleet_sdk.verifiers import bundle_sha256
 
 from . import _instances, _verifier_exec
 from ._errors import LocalAPIError, not_found
 from ._idempotency import IdempotencyKey, idempotent
-from ._state import LocalState, iso
+from ._request_ids import RequestId, create_once
+from ._state import LocalState, iso, new_id
 
 __all__ = ["DEFAULT_PROJECT", "TASK_KIND", "lifespan", "load_bundled_tasks", "router"]
 
@@ -50,23 +52,57 @@ _REQUEST_ALIASES: dict[str, tuple[str, ...]] = {
 _TASK_FIELDS = frozenset(models.Task.model_fields)
 
 
+def _task_verifier(doc: dict[str, Any]) -> models.VerifierData | None:
+    """A task's verifier as the stored verifier the public SDK reads (``TaskResponse.verifier``)."""
+    code = doc.get("verifier_code") or doc.get("verifier_func")
+    if not code:
+        return None
+    return models.VerifierData(
+        verifier_id=_verifier_exec.verifier_id_of(code),
+        key=doc["task_key"],
+        version=1,
+        sha256=bundle_sha256(code),
+        code=code,
+        created_at=doc.get("created_at") or _BUNDLED_CREATED_AT,
+    )
+
+
 def _task_model(doc: dict[str, Any]) -> models.TaskResponse:
     """A stored task with the orchestrator's names beside ours (``TaskResponse``)."""
-    code = doc.get("verifier_code") or doc.get("verifier_func")
+    verifier = _task_verifier(doc)
     return models.TaskResponse.model_validate(
         {
             **doc,
-            "verifier_func": code,
+            "verifier_func": verifier.code if verifier else None,
             "key": doc["task_key"],
             "environment_id": doc["env_key"],
             "version": doc.get("env_version"),
             "data_id": doc.get("data_key"),
             "team_id": _instances.TEAM_ID,
             "created_at": doc.get("created_at") or _BUNDLED_CREATED_AT,
-            "verifier_id": _verifier_exec.verifier_id_of(code) if code else None,
-            "verifier": None,
+            "verifier_id": verifier.verifier_id if verifier else None,
+            "verifier_sha": verifier.sha256 if verifier else None,
+            "verifier": verifier,
         }
     )
+
+
+def _get_verifier(state: LocalState, verifier_id: str) -> models.VerifierData:
+    """A stored bundle by id, else the verifier of the task that has this id.
+
+    Raises:
+        LocalAPIError: 404 ``not_found`` when neither has it.
+    """
+    try:
+        return _verifier_exec.get_verifier(state, verifier_id)
+    except LocalAPIError as exc:
+        if exc.status != 404:
+            raise
+        for doc in state.store.list(TASK_KIND):
+            verifier = _task_verifier(doc)
+            if verifier is not None and verifier.verifier_id == verifier_id:
+                return verifier
+        raise
 
 
 def _canonical_task(body: models.TaskRequest) -> models.Task:
@@ -115,9 +151,12 @@ def _list_tasks(
     env_key: str | None,
     task_keys: list[str] | None,
     project_key: str | None,
+    team_id: str | None,
     data_id: str | None,
     data_version: str | None,
 ) -> models.TaskListResponse:
+    if team_id is not None and team_id != _instances.TEAM_ID:  # every task here is the local team's
+        return models.TaskListResponse(tasks=[], total=0)
     wanted_keys = set(task_keys) if task_keys else None
     version = _instances.normalize_version(data_version)
     tasks = [
@@ -169,16 +208,23 @@ def router(state: LocalState) -> APIRouter:
     # Instance routes come first: ``/v1/env/instances`` must not match ``/v1/env/{env_key}``.
     @api.post("/v1/env/instances", response_model=models.InstanceResponse)
     def create_instance(
-        body: models.InstanceRequest, idempotency_key: IdempotencyKey = None
+        body: models.InstanceRequest, idempotency_key: IdempotencyKey = None, request_id: RequestId = None
     ) -> models.InstanceResponse:
-        """Create a running instance of a bundled environment."""
+        """Create a running instance of a bundled environment (once per ``Idempotency-Key`` and
+        per ``X-Request-ID``; the key's replay goes first)."""
+        instance_id = new_id("inst")
         return idempotent(
             state.store,
             scope="create_instance",
             key=idempotency_key,
             payload=body.model_dump(mode="json", exclude_none=True),
             model=models.InstanceResponse,
-            create=lambda: _instances.create_instance(state, body),
+            create=lambda: create_once(
+                state.store,
+                request_id,
+                instance_id,
+                lambda: _instances.create_instance(state, body, instance_id),
+            ),
         )
 
     @api.get("/v1/env/instances", response_model=list[models.InstanceResponse])
@@ -255,9 +301,11 @@ def router(state: LocalState) -> APIRouter:
 
     @api.get("/v1/tasks", response_model=models.TaskListResponse)
     def list_tasks(
+        *,
         env_key: str | None = None,
         task_keys: Annotated[list[str] | None, Query()] = None,
         project_key: str | None = None,
+        team_id: str | None = None,
         data_id: str | None = None,
         data_version: str | None = None,
     ) -> models.TaskListResponse:
@@ -267,6 +315,7 @@ def router(state: LocalState) -> APIRouter:
             env_key=env_key,
             task_keys=task_keys,
             project_key=project_key,
+            team_id=team_id,
             data_id=data_id,
             data_version=data_version,
         )
@@ -307,8 +356,8 @@ def router(state: LocalState) -> APIRouter:
 
     @api.get("/v1/verifiers/{verifier_id}", response_model=models.VerifierData)
     def get_verifier(verifier_id: str) -> models.VerifierData:
-        """A stored verifier bundle by id."""
-        return _verifier_exec.get_verifier(state, verifier_id)
+        """A stored verifier bundle, or a task's verifier, by id."""
+        return _get_verifier(state, verifier_id)
 
     @api.post("/v1/verifiers/execute", response_model=models.VerifiersExecuteResponse)
     async def execute_verifier(body: models.VerifiersExecuteRequest) -> models.VerifiersExecuteResponse:

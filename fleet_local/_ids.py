@@ -14,8 +14,11 @@ def utcnow() -> dt.datetime:
 
 
 def iso(moment: dt.datetime | None = None) -> str:
-    """ISO-8601 UTC timestamp (now by default)."""
-    return (moment or utcnow()).isoformat()
+    """ISO-8601 timestamp (now by default); a moment without a zone is taken as UTC."""
+    moment = moment or utcnow()
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return moment.isoformat()
 
 
 def new_id(prefix: str) -> str:

@@ -29,6 +29,8 @@ import anyio
 from fleet_sdk.protocol import normalize_version
 from fleet_sdk.types import env_instance as models
 
+from ._action_log import ACTION_LOG
+from ._action_log import create as create_action_log
 from ._errors import LocalAPIError, not_found
 from ._state import LocalState, iso, new_id, utcnow
 from .environments import EnvironmentDefinition
@@ -36,6 +38,7 @@ from .environments import EnvironmentDefinition
 __all__ = [
     "DATABASES",
     "REGIONS",
+    "SQLITE_RESOURCES",
     "account",
     "create_instance",
     "database_path",
@@ -62,15 +65,18 @@ _log = logging.getLogger(__name__)
 
 KIND = "instance"
 DATABASES: tuple[str, ...] = ("seed", "current")
-"""The SQLite resources of every instance: ``seed`` (read-only) and ``current`` (read-write)."""
+"""The data of every instance: ``seed`` (read-only) and ``current`` (read-write)."""
+SQLITE_RESOURCES: tuple[str, ...] = (*DATABASES, ACTION_LOG)
+"""Every SQLite resource of an instance: its data, and the log of actions taken on it (read-only)."""
 
 DatabaseName = Literal["seed", "current"]
 InstanceStatus = Literal["pending", "running", "stopped", "terminated", "error"]
 
 TEAM_ID = "local"
 DEFAULT_REGION = "local"
-REGIONS: tuple[str, ...] = (DEFAULT_REGION,)
-"""The regions the local server offers (instances run on this machine)."""
+REGIONS: tuple[str, ...] = (DEFAULT_REGION, "us-west-1", "us-east-1", "eu-west-2")
+"""The regions the local server accepts: its own, and the orchestrator's, so code written for it
+runs unchanged (every instance runs on this machine whatever its region)."""
 # The local server does not cap instances; the account reports a large, fixed limit.
 INSTANCE_LIMIT = 1000
 # Without an explicit TTL, an instance created with ``heartbeat_interval`` is reclaimed after this
@@ -80,18 +86,24 @@ MISSED_HEARTBEATS = 3
 # ---------------------------------------------------------------- helpers
 
 
-def environment(state: LocalState, env_key: str) -> EnvironmentDefinition:
+def environment(state: LocalState, env_key: str, *, status: int = 400) -> EnvironmentDefinition:
     """A bundled environment by key.
 
+    Args:
+        state: Server state.
+        env_key: The key.
+        status: The status of the refusal: 400 for a key named in a request body (what the public
+            SDK reads as an unknown environment, by the message's form), 404 for one in a path.
+
     Raises:
-        LocalAPIError: 404 ``env_not_found`` naming the environments there are.
+        LocalAPIError: ``env_not_found`` naming the environments there are.
     """
     spec = state.environments.get(env_key)
     if spec is None:
         available = ", ".join(sorted(state.environments)) or "none"
         raise LocalAPIError(
-            404,
-            f"env_key not found: {env_key!r} (available: {available})",
+            status,
+            f"Environment {env_key!r} not found (available: {available})",
             code="env_not_found",
             retryable=False,
         )
@@ -99,12 +111,12 @@ def environment(state: LocalState, env_key: str) -> EnvironmentDefinition:
 
 
 def env_info(state: LocalState, env_key: str) -> models.Environment:
-    """The ``Environment`` of a bundled environment.
+    """The ``Environment`` of a bundled environment (``GET /v1/env/{env_key}``).
 
     Raises:
         LocalAPIError: 404 ``env_not_found`` naming the environments there are.
     """
-    spec = environment(state, env_key)
+    spec = environment(state, env_key, status=404)
     return models.Environment(
         env_key=spec.env_key,
         name=spec.name,
@@ -188,20 +200,22 @@ def require_live(state: LocalState, instance_id: str) -> dict[str, Any]:
 
 
 def database_path(state: LocalState, instance_id: str, name: str) -> Path:
-    """Path of an instance's ``seed`` or ``current`` database (the instance must be live).
+    """Path of an instance's ``seed``, ``current`` or ``action_log`` database (the instance must be live).
 
     Raises:
         LocalAPIError: 404 ``instance_not_found``, or 404 ``not_found`` for another name.
     """
     require_live(state, instance_id)
-    if name not in DATABASES:
+    if name not in SQLITE_RESOURCES:
         raise LocalAPIError(
             404,
-            f"no SQLite resource named {name!r}; resources: {', '.join(DATABASES)}",
+            f"no SQLite resource named {name!r}; resources: {', '.join(SQLITE_RESOURCES)}",
             code="not_found",
             retryable=False,
         )
     path = state.instance_dir(instance_id) / f"{name}.db"
+    if name == ACTION_LOG and not path.is_file() and path.parent.is_dir():
+        create_action_log(path)  # an instance made before action logs existed
     if not path.is_file():
         raise LocalAPIError(
             404,
@@ -215,33 +229,46 @@ def database_path(state: LocalState, instance_id: str, name: str) -> Path:
 # ---------------------------------------------------------------- lifecycle
 
 
-def create_instance(state: LocalState, req: models.InstanceRequest) -> models.InstanceResponse:
+def create_instance(
+    state: LocalState, req: models.InstanceRequest, instance_id: str | None = None
+) -> models.InstanceResponse:
     """Create a running instance: resolve the version, copy the seed, store the document.
 
     Args:
         state: Server state.
         req: The request; ``env_version`` and ``data_version`` get the ``v`` rule.
+        instance_id: The new instance's id (``_request_ids`` binds it before the instance
+            exists); None picks one.
 
     Raises:
-        LocalAPIError: 404 ``env_not_found`` / ``version_not_found``.
+        LocalAPIError: 400 ``env_not_found`` / ``version_not_found`` / ``region_not_supported``,
+            worded as the public SDK reads them (quoted names; ``schemas/env-instance.yaml``).
     """
-    info = env_info(state, req.env_key)
     spec = environment(state, req.env_key)
     version = normalize_version(req.env_version) or spec.default_version
     if version not in spec.versions:
         raise LocalAPIError(
-            404,
-            f"version not found: {req.env_key}:{version} (available: {', '.join(spec.versions)})",
+            400,
+            f"Version {version!r} not found for env {req.env_key!r} (available: {', '.join(spec.versions)})",
             code="version_not_found",
             retryable=False,
         )
+    if req.region is not None and req.region not in REGIONS:
+        raise LocalAPIError(
+            400,
+            f"Region {req.region} not supported. Please use {list(REGIONS)}",
+            code="region_not_supported",
+            retryable=False,
+        )
+    info = env_info(state, req.env_key)
     seed = ensure_seed(state, req.env_key, version)
-    instance_id = new_id("inst")
+    instance_id = instance_id or new_id("inst")
     folder = state.instance_dir(instance_id)
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(seed, folder / "current.db")
     shutil.copyfile(seed, folder / "seed.db")
     (folder / "seed.db").chmod(0o444)
+    create_action_log(folder / f"{ACTION_LOG}.db")
 
     explicit_ttl = req.ttl_seconds is not None
     ttl = req.ttl_seconds if req.ttl_seconds is not None else state.settings.instance_ttl_seconds
@@ -321,6 +348,8 @@ def delete_instance(state: LocalState, instance_id: str) -> models.InstanceRespo
                 or doc
             )
         shutil.rmtree(state.instance_dir(instance_id), ignore_errors=True)
+    for hook in state.instance_end_hooks:  # what dies with it (its browser: _instance_browser)
+        hook(instance_id)
     return _to_model(state, doc)
 
 
@@ -419,14 +448,15 @@ def open_db(state: LocalState, instance_id: str, name: str, read_only: bool) -> 
     Args:
         state: Server state.
         instance_id: The instance.
-        name: ``"seed"`` or ``"current"``.
-        read_only: Open ``current`` read-only.
+        name: ``"seed"``, ``"current"`` or ``"action_log"``.
+        read_only: Open ``current`` read-only (the other two always are: the server alone
+            writes the action log, through ``_action_log``).
 
     Raises:
         LocalAPIError: 404 ``instance_not_found`` (unknown or terminated), 404 ``not_found`` (name).
     """
     path = database_path(state, instance_id, name)
-    if read_only or name == "seed":
+    if read_only or name != "current":
         conn = sqlite3.connect(
             f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False, isolation_level=None
         )

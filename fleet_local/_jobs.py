@@ -55,7 +55,7 @@ def _select_tasks(state: LocalState, req: models.JobCreateRequest) -> list[dict[
     elif req.env_key:
         selected = [doc for doc in docs if doc.get("env_key") == req.env_key]
         if not selected:
-            _instances.environment(state, req.env_key)  # 404 env_not_found for an unknown key
+            _instances.environment(state, req.env_key)  # 400 env_not_found for an unknown key
             raise LocalAPIError(
                 404, f"environment {req.env_key!r} has no tasks", code="not_found", retryable=False
             )

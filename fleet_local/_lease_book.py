@@ -71,8 +71,16 @@ class LeaseBook:
             if doc.get("status") in LIVE_STATUSES:
                 self._live[doc["lease_id"]] = int(doc["expires_timestamp_ms"])
 
-    def create(self, body: models.BrowserLeaseRequest, idempotency_key: str | None) -> dict[str, Any]:
+    def create(
+        self, body: models.BrowserLeaseRequest, idempotency_key: str | None, *, start_url: str | None = None
+    ) -> dict[str, Any]:
         """Create a running lease, or return the one first created with the same idempotency key.
+
+        Args:
+            body: The lease asked for.
+            idempotency_key: The request's ``Idempotency-Key``, if any.
+            start_url: The page the lease's browser opens when it starts (``about:blank``
+                without); kept in the record as ``_start_url``, which no response carries.
 
         Raises:
             LocalAPIError: 409 ``idempotency_conflict`` when the key was used with another body;
@@ -100,6 +108,8 @@ class LeaseBook:
                     retryable=False,
                 )
             lease = self._new_lease(lease_id, body)
+            if start_url is not None:
+                lease["_start_url"] = start_url
             self.browsers.reopen(lease_id)
             store.put(LEASE_KIND, lease_id, lease)
             self._live[lease_id] = lease["expires_timestamp_ms"]
@@ -129,6 +139,15 @@ class LeaseBook:
             cluster_name=CLUSTER_NAME,
         )
         return lease.model_dump(mode="json")
+
+    def live_count(self, prefix: str) -> int:
+        """How many live leases have an id starting with ``prefix``.
+
+        Args:
+            prefix: The id prefix, e.g. that of the instances' leases.
+        """
+        with self._lock:
+            return sum(1 for lease_id in self._live if lease_id.startswith(prefix))
 
     def get(self, lease_id: str) -> dict[str, Any] | None:
         """The lease with its TTL applied, or None when unknown."""

@@ -36,7 +36,7 @@ from fleet_sdk import BrowserStartError
 from ._browser import book, live_lease
 from ._computer import COMPUTER_TOOL, ComputerError, png_base64, run_action
 from ._errors import LocalAPIError
-from ._mcp import low_level_server
+from ._mcp import UnknownToolError, low_level_server
 from ._state import LocalState
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ async def lease_browser(state: LocalState, lease_id: str) -> LeaseBrowser:
     """
 
     lease = live_lease(state, lease_id)
-    return await book(state).browsers.get(lease_id, lease["allowed_hosts"])
+    return await book(state).browsers.get(lease_id, lease["allowed_hosts"], lease.get("_start_url"))
 
 
 @dataclass(frozen=True)
@@ -128,7 +128,7 @@ def _build_server(state: LocalState) -> Any:
 
     async def call_tool(request: Any, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
         if name != COMPUTER_TOOL["name"]:
-            return _error(f"Unknown tool: {name}")
+            raise UnknownToolError(name)
         outcome = await computer_call(state, _lease_of(request), arguments)
         if outcome.png is None:
             return _error(outcome.error or "computer failed")

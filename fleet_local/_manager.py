@@ -28,7 +28,8 @@ from starlette.background import BackgroundTask
 from fleet_sdk.types import env_instance as models
 from fleet_sdk.verifiers import harden_connection
 
-from . import _instances, _verifier_exec
+from . import _action_log, _instance_browser, _instances, _verifier_exec
+from ._action_log import ACTION_LOG
 from ._errors import LocalAPIError
 from ._sql_work import run_sql, timed_out
 from ._state import LocalState, iso
@@ -267,16 +268,25 @@ def router(state: LocalState) -> APIRouter:
     @api.post("/reset", response_model=models.ResetResponse)
     def reset_instance(instance_id: str, body: models.ResetRequest) -> models.ResetResponse:
         """Restore ``current`` from ``seed``."""
-        return _instances.reset_instance(state, instance_id, seed=body.seed)
+        reset = _instances.reset_instance(state, instance_id, seed=body.seed)
+        _action_log.record(state, instance_id, "reset", path="/reset", raw_payload={"seed": body.seed})
+        return reset
 
     @api.get("/resources", response_model=list[models.Resource])
     def list_resources(instance_id: str) -> list[models.Resource]:
-        """The two SQLite resources."""
+        """The SQLite resources, and the browser when the server can run one."""
         _instances.require_live(state, instance_id)
-        return [
+        resources = [
             models.Resource(name="seed", type="sqlite", mode="ro", label="Seed data (read-only)"),
             models.Resource(name="current", type="sqlite", mode="rw", label="Current data"),
+            models.Resource(
+                name=ACTION_LOG, type="sqlite", mode="ro", label="Actions taken on the instance (read-only)"
+            ),
         ]
+        if _instance_browser.offered():
+            label = "Headless Chromium on the instance's web UI (starts on first use)"
+            resources.append(models.Resource(name="cdp", type="cdp", mode="rw", label=label))
+        return resources
 
     # SQL runs through run_sql: off the loop, bounded in number and time (see _sql_work).
     @api.get("/resources/sqlite/{name}/describe", response_model=models.DescribeResponse)
@@ -304,17 +314,24 @@ def router(state: LocalState) -> APIRouter:
         """Run one statement; writes need ``read_only: false`` and the ``current`` resource."""
 
         def work(arm: Any) -> models.QueryResponse:
-            if name == "seed" and not body.read_only:
-                _instances.database_path(state, instance_id, name)  # 404 first for a dead instance
+            if name != "current" and not body.read_only:
+                _instances.database_path(state, instance_id, name)  # 404 first for a dead instance or name
                 raise LocalAPIError(
-                    403, "write refused: the seed database is read-only", code="read_only", retryable=False
+                    403, f"write refused: the {name} database is read-only", code="read_only", retryable=False
                 )
             conn = _instances.open_db(state, instance_id, name, read_only=body.read_only)
             arm(conn)
             try:
-                return query(conn, body, read_only=body.read_only, name=name)
+                answer = query(conn, body, read_only=body.read_only, name=name)
             finally:
                 conn.close()
+            if not body.read_only:
+                path = f"/resources/sqlite/{name}/query"
+                outcome = {"ok": True} if answer.success else {"error": answer.error}
+                _action_log.record(
+                    state, instance_id, "sql", sql=body.query, args=body.args, path=path, raw_payload=outcome
+                )
+            return answer
 
         return await run_sql(state, work)
 
@@ -339,11 +356,13 @@ def router(state: LocalState) -> APIRouter:
 
     @api.get("/resources/cdp/describe", response_model=models.CDPDescribeResponse)
     def describe_browser(instance_id: str) -> models.CDPDescribeResponse:
-        """The bundled environments have no browser: 404 ``not_found``, as for any browserless instance."""
-        _instances.require_live(state, instance_id)
-        raise LocalAPIError(
-            404, f"instance {instance_id!r} has no browser (cdp) resource", code="not_found", retryable=False
-        )
+        """The DevTools URLs of the instance's browser (``_instance_browser``)."""
+        return _instance_browser.describe(state, instance_id)
+
+    @api.post("/resources/cdp/start", response_model=models.ChromeStartResponse)
+    async def start_browser(instance_id: str, body: models.ChromeStartRequest) -> models.ChromeStartResponse:
+        """Start the instance's browser now, on its web UI, at ``resolution``."""
+        return await _instance_browser.start(state, instance_id, body)
 
     @api.post(
         "/execute_verifier_function",

@@ -6,10 +6,18 @@ trailing slash (no redirect, so a POST is never turned into a GET). The instance
 path; a tool runs against that instance's ``current`` database.
 
 The server is the ``mcp`` package's low-level :class:`~mcp.server.lowlevel.Server` (``mcp`` 1.x or
-2.x) behind one stateful :class:`~mcp.server.streamable_http_manager.StreamableHTTPSessionManager`
-answering JSON (no SSE stream is needed: every tool call is a single request/response). Sessions
-idle for ``LocalSettings.mcp_session_idle_timeout`` seconds are ended by the server. Job policies
-call tools through :func:`execute_tool`, the same function the MCP handlers use.
+2.x), announcing the ``fleet_sdk`` version as its ``serverInfo.version``, behind two
+:class:`~mcp.server.streamable_http_manager.StreamableHTTPSessionManager` answering JSON (no SSE
+stream is needed: every tool call is a single request/response):
+
+* a stateful one for clients that open a session (``initialize``, then requests carrying its
+  ``Mcp-Session-Id``); sessions idle for ``LocalSettings.mcp_session_idle_timeout`` seconds are
+  ended by the server;
+* a stateless one for a request that carries no session id and is not an ``initialize``: the
+  public SDK's ``env.mcp.list_tools()`` posts a bare ``tools/list``, and a ``tools/call`` may come
+  the same way (docs/wire.md#mcp).
+
+Job policies call tools through :func:`execute_tool`, the same function the MCP handlers use.
 
 Results:
 
@@ -17,7 +25,8 @@ Results:
   is an object);
 * a tool error (:class:`ToolError`, e.g. a bad argument or "order 999 not found") →
   ``isError: true`` with the message as the only text block;
-* an unknown tool → ``isError: true``, ``"Unknown tool: <name>"``;
+* an unknown tool → JSON-RPC error -32602 (invalid params), ``"Unknown tool: <name>"``, as the
+  2025-11-25 revision answers it;
 * an unknown or terminated instance → HTTP 404 (``code: instance_not_found``) before MCP is spoken.
 """
 
@@ -39,6 +48,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from fleet_sdk import __version__
+
+from . import _action_log
 from ._errors import LocalAPIError
 from ._state import LocalState
 
@@ -49,6 +61,7 @@ __all__ = [
     "MCP_PATHS",
     "InstanceUnavailableError",
     "ToolOutcome",
+    "UnknownToolError",
     "execute_tool",
     "instance_environment",
     "lifespan",
@@ -63,6 +76,19 @@ MCP_PATHS = ("/instances/{instance_id}/mcp", "/instances/{instance_id}/api/v1/mc
 
 _SCOPE_KEY = "fleet.instance_id"
 _LIVE_STATUSES = frozenset({"pending", "running"})
+
+
+class UnknownToolError(Exception):
+    """Raised by a ``tools/call`` handler of :func:`low_level_server` for a tool that does not exist;
+    the client gets JSON-RPC error -32602 (invalid params).
+
+    Args:
+        name: The tool asked for.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"Unknown tool: {name}")
+        self.name = name
 
 
 class InstanceUnavailableError(Exception):
@@ -82,11 +108,13 @@ class ToolOutcome:
         name: The tool called.
         value: The handler's JSON-serialisable return value (None on error).
         error: The agent-facing error message, or None on success.
+        unknown_tool: The environment has no tool of that name (``error`` says so).
     """
 
     name: str
     value: Any = None
     error: str | None = None
+    unknown_tool: bool = False
 
     @property
     def is_error(self) -> bool:
@@ -123,17 +151,28 @@ async def instance_environment(state: LocalState, instance_id: str) -> Environme
 def _run_tool_sync(
     state: LocalState, instance_id: str, tool: ToolDefinition, arguments: dict[str, Any]
 ) -> Any:
-    """Run one tool against the instance's ``current`` database (blocking; call from a thread)."""
+    """Run one tool against the instance's ``current`` database and log it in the instance's
+    action log (blocking; call from a thread)."""
     from . import _instances
 
-    conn = _instances.open_db(state, instance_id, "current", tool.read_only)
     try:
-        value = tool.call(conn, arguments)
-        if not tool.read_only:
-            conn.commit()
-        return value
-    finally:
-        conn.close()
+        conn = _instances.open_db(state, instance_id, "current", tool.read_only)
+        try:
+            value = tool.call(conn, arguments)
+            if not tool.read_only:
+                conn.commit()
+        finally:
+            conn.close()
+    except Exception as exc:
+        outcome = {"error": getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"}
+        _action_log.record(
+            state, instance_id, "tool_call", path=tool.name, args=arguments, raw_payload=outcome
+        )
+        raise
+    _action_log.record(
+        state, instance_id, "tool_call", path=tool.name, args=arguments, raw_payload={"ok": True}
+    )
+    return value
 
 
 async def execute_tool(
@@ -158,7 +197,7 @@ async def execute_tool(
     env = await instance_environment(state, instance_id)
     tool = next((t for t in env.tools if t.name == name), None)
     if tool is None:
-        return ToolOutcome(name=name, error=f"Unknown tool: {name}")
+        return ToolOutcome(name=name, error=f"Unknown tool: {name}", unknown_tool=True)
     try:
         value = await anyio.to_thread.run_sync(
             _run_tool_sync, state, instance_id, tool, dict(arguments or {})
@@ -217,6 +256,8 @@ def _build_server(state: LocalState) -> Any:
             return types.CallToolResult.model_validate(
                 {"content": [{"type": "text", "text": str(exc)}], "isError": True}
             )
+        if outcome.unknown_tool:
+            raise UnknownToolError(name)
         return to_call_tool_result(outcome)
 
     return low_level_server(
@@ -233,7 +274,9 @@ def low_level_server(
     """A low-level MCP server whose two handlers get the HTTP request of each MCP request.
 
     ``mcp`` 2.x takes handlers as constructor arguments, 1.x through decorators; both wrap the
-    same two functions, so the instance and browser-lease endpoints share this one adapter.
+    same two functions, so the instance and browser-lease endpoints share this one adapter. The
+    server announces the ``fleet_sdk`` version; :class:`UnknownToolError` from ``call_tool``
+    becomes JSON-RPC error -32602 on either major.
 
     Args:
         name: The server name announced at initialization.
@@ -242,29 +285,49 @@ def low_level_server(
         call_tool: ``tools/call``: the request, tool name and arguments to the result.
     """
     if not hasattr(Server, "list_tools"):  # mcp 2.x
+        from mcp.shared.exceptions import MCPError  # type: ignore[attr-defined,unused-ignore]
 
         async def on_list_tools(ctx: Any, params: Any) -> Any:
             return types.ListToolsResult(tools=await list_tools(ctx.request))
 
         async def on_call_tool(ctx: Any, params: Any) -> Any:
-            return await call_tool(ctx.request, params.name, params.arguments)
+            try:
+                return await call_tool(ctx.request, params.name, params.arguments)
+            except UnknownToolError as exc:
+                raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from exc
 
         # Typed through Any: mypy sees whichever mcp major is installed, and 1.x lacks these keywords.
         server_v2: Any = Server
         return server_v2(
-            name, instructions=instructions, on_list_tools=on_list_tools, on_call_tool=on_call_tool
+            name,
+            version=__version__,
+            instructions=instructions,
+            on_list_tools=on_list_tools,
+            on_call_tool=on_call_tool,
         )
 
-    server: Any = Server(name, instructions=instructions)  # mcp 1.x
+    from mcp.shared.exceptions import McpError  # type: ignore[attr-defined,unused-ignore]
+
+    server: Any = Server(name, version=__version__, instructions=instructions)  # mcp 1.x
 
     @server.list_tools()  # type: ignore[untyped-decorator]
     async def list_tools_v1() -> list[types.Tool]:
         return await list_tools(server.request_context.request)
 
-    @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator]
-    async def call_tool_v1(name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
-        return await call_tool(server.request_context.request, name, arguments)
+    v1_types: Any = types  # 1.x names, typed through Any as the server is
 
+    # Registered directly, not through ``server.call_tool()``: that decorator turns every
+    # exception into an ``isError`` result, and an unknown tool is a protocol error.
+    async def call_tool_v1(request: Any) -> Any:
+        try:
+            result = await call_tool(
+                server.request_context.request, request.params.name, request.params.arguments
+            )
+        except UnknownToolError as exc:
+            raise McpError(v1_types.ErrorData(code=v1_types.INVALID_PARAMS, message=str(exc))) from exc
+        return v1_types.ServerResult(result)
+
+    server.request_handlers[types.CallToolRequest] = call_tool_v1
     return server
 
 
@@ -282,8 +345,26 @@ def session_manager(state: LocalState) -> StreamableHTTPSessionManager:
     )
 
 
+def sessionless_manager(state: LocalState) -> StreamableHTTPSessionManager:
+    """The manager of requests made without a session (``build_state`` keeps it as
+    ``state.mcp_sessionless``): each is served on its own, no ``initialize`` needed."""
+    return StreamableHTTPSessionManager(_build_server(state), json_response=True, stateless=True)
+
+
+def _opens_session(body: bytes) -> bool:
+    """Whether a POST body is (or holds, in a batch) an ``initialize`` request; one that is not
+    JSON goes to the session manager too, which answers it as a parse error."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return True
+    messages = message if isinstance(message, list) else [message]
+    return any(not isinstance(m, dict) or m.get("method") == "initialize" for m in messages)
+
+
 class _InstanceMCPEndpoint:
-    """Raw ASGI endpoint: checks the instance is live, tags the scope with its id, serves MCP."""
+    """Raw ASGI endpoint: checks the instance is live, tags the scope with its id, serves MCP
+    (sessionless requests on their own, see the module docstring)."""
 
     def __init__(self, state: LocalState) -> None:
         self._state = state
@@ -296,7 +377,58 @@ class _InstanceMCPEndpoint:
             body = {"detail": str(exc), "code": "instance_not_found", "retryable": False}
             await JSONResponse(body, status_code=404)(scope, receive, send)
             return
-        await self._state.mcp_sessions.handle_request({**scope, _SCOPE_KEY: instance_id}, receive, send)
+        tagged = {**scope, _SCOPE_KEY: instance_id}
+        has_session = any(name.lower() == b"mcp-session-id" for name, _ in scope.get("headers", []))
+        if scope.get("method") != "POST" or has_session:
+            await self._state.mcp_sessions.handle_request(tagged, receive, send)
+            return
+        payload = await _read_body(receive)  # bounded by the server's body limit (RequestGate)
+        if _opens_session(payload):
+            await self._state.mcp_sessions.handle_request(tagged, _replay(payload, receive), send)
+            return
+        sessionless = {**tagged, "headers": _accepting_json(tagged.get("headers", []))}
+        await self._state.mcp_sessionless.handle_request(sessionless, _replay(payload, receive), send)
+
+
+def _accepting_json(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """The headers, with ``Accept: application/json`` when the client accepts anything.
+
+    A bare client (the public SDK's, on aiohttp) sends ``Accept: */*``, which accepts the JSON
+    answer; ``mcp`` 1.x would refuse it with 406 all the same.
+    """
+    accept = next((value for name, value in headers if name.lower() == b"accept"), b"*/*")
+    if b"application/json" in accept or b"*/*" not in accept:
+        return headers
+    return [(name, value) for name, value in headers if name.lower() != b"accept"] + [
+        (b"accept", b"application/json")
+    ]
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands out the body already read, then waits on the real one (for the
+    client's disconnect)."""
+    sent = False
+
+    async def replay() -> Any:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 def mount(app: FastAPI, state: LocalState) -> None:
@@ -311,6 +443,6 @@ def mount(app: FastAPI, state: LocalState) -> None:
 
 @contextlib.asynccontextmanager
 async def lifespan(state: LocalState) -> AsyncIterator[None]:
-    """Run the MCP session manager for the life of the server."""
-    async with state.mcp_sessions.run():
+    """Run the MCP session managers for the life of the server."""
+    async with state.mcp_sessions.run(), state.mcp_sessionless.run():
         yield

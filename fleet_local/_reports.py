@@ -192,18 +192,11 @@ def _parse_time(name: str, value: str | None) -> dt.datetime:
     try:
         moment = dt.datetime.fromisoformat(str(value))
     except ValueError:
-        moment = None
-    if moment is None or moment.tzinfo is None:
         raise RequestValidationError(
-            [
-                {
-                    "loc": ("query", name),
-                    "msg": "must be an RFC 3339 date-time with a zone",
-                    "type": "value_error",
-                }
-            ]
-        )
-    return moment
+            [{"loc": ("query", name), "msg": "must be an RFC 3339 date-time", "type": "value_error"}]
+        ) from None
+    # Without a zone it is UTC (schemas/README.md), never the server's local time.
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
 
 
 def _query_int(request: Request, name: str, default: int, low: int, high: int) -> int:

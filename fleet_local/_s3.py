@@ -7,8 +7,10 @@ the S3 REST protocol the screenshot uploader and the viewer use, path-style, for
 
 * ``PUT /<bucket>/<key>`` (PutObject), ``GET /<bucket>?list-type=2`` (ListObjectsV2) and
   ``HEAD /<bucket>`` need a SigV4 signature made with the server's API key as the secret
-  access key (any access key id); unsigned or wrongly signed requests get ``403``.
-  A server started with ``--allow-any-key`` accepts any well-formed signature.
+  access key (any access key id), in the ``Authorization`` header or in the query of a
+  presigned URL (:func:`presigned_put_url`, what the server hands out for seed uploads);
+  unsigned, wrongly signed or expired requests get ``403``. A server started with
+  ``--allow-any-key`` accepts any well-formed signature.
 * ``GET`` / ``HEAD /<bucket>/<key>`` are public, as the production bucket's objects are.
 * Nothing else is served (no bucket creation or deletion, no reset route).
 
@@ -104,6 +106,73 @@ def _bucket_dir(data_dir: Path) -> Path:
     return data_dir / "s3" / BUCKET
 
 
+def stored_object(state: LocalState, key: str) -> StoredObject | None:
+    """An object of the bucket, or None when there is none (blocking: reads the disk).
+
+    Args:
+        state: The server state.
+        key: Object key.
+    """
+    return ObjectStore(_bucket_dir(state.settings.data_dir)).head(key)
+
+
+def listed_objects(state: LocalState, prefix: str) -> list[StoredObject]:
+    """The objects whose key starts with ``prefix``, by key, at most 1000 (blocking).
+
+    Args:
+        state: The server state.
+        prefix: Key prefix, e.g. ``file-sets/<key>/``.
+    """
+    return ObjectStore(_bucket_dir(state.settings.data_dir)).list(prefix, "", MAX_LIST_KEYS)[0]
+
+
+PRESIGN_ACCESS_KEY = "fleet-local"
+"""The access key id of the URLs the server presigns (the secret is what counts)."""
+
+
+def presigned_put_url(state: LocalState, key: str, expires: int, *, now: dt.datetime | None = None) -> str:
+    """A URL that lets anyone holding it ``PUT`` one object for ``expires`` seconds.
+
+    Signed like an S3 presigned URL (SigV4 in the query, unsigned payload) with the server's
+    API key, which the endpoint checks.
+
+    Args:
+        state: The server state (its S3 endpoint must be running).
+        key: Object key.
+        expires: Seconds the URL stays valid (at most 7 days, as in S3).
+        now: The signing time (tests).
+
+    Raises:
+        RuntimeError: The S3 endpoint is not running.
+    """
+    url = public_object_url(state, key)
+    parts = urlsplit(url)
+    moment = (now or dt.datetime.now(dt.UTC)).strftime("%Y%m%dT%H%M%SZ")
+    scope = f"{moment[:8]}/{REGION}/s3/aws4_request"
+    query = "&".join(
+        f"{name}={quote(value, safe='-_.~')}"
+        for name, value in (
+            ("X-Amz-Algorithm", "AWS4-HMAC-SHA256"),
+            ("X-Amz-Credential", f"{PRESIGN_ACCESS_KEY}/{scope}"),
+            ("X-Amz-Date", moment),
+            ("X-Amz-Expires", str(min(expires, PRESIGN_MAX_SECONDS))),
+            ("X-Amz-SignedHeaders", "host"),
+        )
+    )
+    signature = _signature(
+        "PUT",
+        parts.path,
+        query,
+        {"host": parts.netloc},
+        signed=["host"],
+        payload_hash=UNSIGNED,
+        amz_date=moment,
+        scope=scope,
+        secret=state.settings.api_key or "",
+    )
+    return f"{url}?{query}&X-Amz-Signature={signature}"
+
+
 # ---------------------------------------------------------------- SigV4
 
 
@@ -124,6 +193,91 @@ def _canonical_query(raw_query: str) -> str:
 
 def _hmac(key: bytes, message: str) -> bytes:
     return hmac.new(key, message.encode(), hashlib.sha256).digest()
+
+
+UNSIGNED = "UNSIGNED-PAYLOAD"
+PRESIGN_MAX_SECONDS = 7 * 24 * 3600
+"""The longest a presigned URL may be valid (S3's own limit)."""
+
+
+def _signature(
+    method: str,
+    raw_path: str,
+    raw_query: str,
+    headers: Mapping[str, str],
+    *,
+    signed: list[str],
+    payload_hash: str,
+    amz_date: str,
+    scope: str,
+    secret: str,
+) -> str:
+    """The SigV4 signature of a request (``raw_query`` without any ``X-Amz-Signature``)."""
+    canonical_headers = "".join(f"{name}:{' '.join(headers.get(name, '').split())}\n" for name in signed)
+    canonical = "\n".join(
+        [
+            method,
+            raw_path or "/",
+            _canonical_query(raw_query),
+            canonical_headers,
+            ";".join(signed),
+            payload_hash,
+        ]
+    )
+    to_sign = f"AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
+    day, region, service, terminal = scope.split("/")
+    key = _hmac(_hmac(_hmac(_hmac(f"AWS4{secret}".encode(), day), region), service), terminal)
+    return hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+
+
+def _presigned_refusal(
+    method: str,
+    raw_path: str,
+    raw_query: str,
+    headers: Mapping[str, str],
+    *,
+    secret: str | None,
+    now: dt.datetime,
+) -> S3Refusal | None:
+    """Check a presigned URL's query signature (SigV4, unsigned payload)."""
+    fields = dict(parse_qsl(raw_query, keep_blank_values=True))
+    credential = fields.get("X-Amz-Credential", "").split("/")
+    amz_date = fields.get("X-Amz-Date", "")
+    expires = fields.get("X-Amz-Expires", "")
+    signed = fields.get("X-Amz-SignedHeaders", "").split(";")
+    if (
+        fields.get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256"
+        or len(credential) != 5
+        or not expires.isdigit()
+        or "host" not in signed
+    ):
+        return S3Refusal(400, "AuthorizationQueryParametersError", "malformed presigned URL")
+    try:
+        moment = dt.datetime.strptime(amz_date, "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC)
+    except ValueError:
+        return S3Refusal(400, "AuthorizationQueryParametersError", "X-Amz-Date is not YYYYMMDDTHHMMSSZ")
+    if int(expires) > PRESIGN_MAX_SECONDS or not moment - CLOCK_SKEW <= now <= moment + dt.timedelta(
+        seconds=int(expires)
+    ):
+        return S3Refusal(403, "AccessDenied", "the presigned URL has expired (or is not valid yet)")
+    if secret is None:
+        return None
+    unsigned = "&".join(part for part in raw_query.split("&") if not part.startswith("X-Amz-Signature="))
+    scope = "/".join(credential[1:])
+    expected = _signature(
+        method,
+        raw_path,
+        unsigned,
+        headers,
+        signed=signed,
+        payload_hash=UNSIGNED,
+        amz_date=amz_date,
+        scope=scope,
+        secret=secret,
+    )
+    if not hmac.compare_digest(expected, fields.get("X-Amz-Signature", "")):
+        return S3Refusal(403, "SignatureDoesNotMatch", "the presigned URL's signature does not match")
+    return None
 
 
 def sigv4_refusal(
@@ -152,6 +306,10 @@ def sigv4_refusal(
     Returns:
         None when the signature holds, else the refusal to answer.
     """
+    if "X-Amz-Signature=" in raw_query:
+        return _presigned_refusal(
+            method, raw_path, raw_query, headers, secret=secret, now=now or dt.datetime.now(dt.UTC)
+        )
     authorization = headers.get("authorization", "")
     if not authorization:
         return S3Refusal(403, "AccessDenied", f"anonymous requests may only read objects: {_SIGNING_HINT}")
@@ -186,21 +344,18 @@ def sigv4_refusal(
         return S3Refusal(400, "InvalidRequest", "x-amz-content-sha256 is required")
     if secret is None:
         return None
-    canonical_headers = "".join(f"{name}:{' '.join(headers.get(name, '').split())}\n" for name in signed)
-    canonical = "\n".join(
-        [
-            method,
-            raw_path or "/",
-            _canonical_query(raw_query),
-            canonical_headers,
-            ";".join(signed),
-            payload_hash,
-        ]
-    )
     scope = f"{day}/{region}/{service}/{terminal}"
-    to_sign = f"AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
-    key = _hmac(_hmac(_hmac(_hmac(f"AWS4{secret}".encode(), day), region), service), terminal)
-    expected = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    expected = _signature(
+        method,
+        raw_path,
+        raw_query,
+        headers,
+        signed=signed,
+        payload_hash=payload_hash,
+        amz_date=amz_date,
+        scope=scope,
+        secret=secret,
+    )
     if not hmac.compare_digest(expected, fields["Signature"]):
         return S3Refusal(
             403, "SignatureDoesNotMatch", f"the signature does not match (wrong secret?): {_SIGNING_HINT}"
@@ -466,6 +621,8 @@ class _S3Handler(BaseHTTPRequestHandler):
             self._refuse(S3Refusal(409, "BucketAlreadyOwnedByYou", f"{BUCKET} exists"), body_unread=True)
             return
         headers = self._headers()
+        if "X-Amz-Signature=" in self._target()[1]:  # a presigned URL signs no payload
+            headers.setdefault("x-amz-content-sha256", UNSIGNED)
         length = headers.get("content-length", "")
         if not length.isdigit() or "chunked" in headers.get("transfer-encoding", ""):
             self._refuse(S3Refusal(411, "MissingContentLength", "send Content-Length"), body_unread=True)

@@ -38,10 +38,10 @@ READY_EVENT = "ready"
 
 def build_state(settings: LocalSettings) -> LocalState:
     """Create the server state for ``settings``: store, environments, fault injector, services."""
-    from . import _lease_endpoints
+    from . import _instance_browser, _lease_endpoints
     from ._faults import FaultInjector
     from ._lease_book import LeaseBook
-    from ._mcp import session_manager
+    from ._mcp import session_manager, sessionless_manager
     from ._store import Store
     from .environments import registry
 
@@ -54,7 +54,9 @@ def build_state(settings: LocalSettings) -> LocalState:
     )
     state.browser_leases = LeaseBook(state.store, state.data_dir, lambda: state.public_url)
     state.mcp_sessions = session_manager(state)
+    state.mcp_sessionless = sessionless_manager(state)
     state.lease_mcp_sessions = _lease_endpoints.session_manager(state)
+    state.instance_end_hooks.append(lambda instance_id: _instance_browser.release(state, instance_id))
     return state
 
 

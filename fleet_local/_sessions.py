@@ -32,7 +32,7 @@ from ._errors import not_found
 from ._idempotency import IdempotencyKey, idempotent
 from ._state import LocalState, iso, new_id
 
-__all__ = ["router"]
+__all__ = ["ingest", "router"]
 
 _TASK_KIND = "task"
 _INSTANCE_KIND = "instance"
@@ -42,10 +42,10 @@ _EXECUTION_FIELDS = ("success", "score", "stdout", "execution_time_ms", "result"
 
 
 def _iso_or_none(value: Any) -> str | None:
-    return None if value is None else value.isoformat()
+    return None if value is None else iso(value)  # a zone-less timestamp is UTC
 
 
-def _ingest(state: LocalState, body: smodels.SessionIngestRequest) -> smodels.SessionIngestResponse:
+def ingest(state: LocalState, body: smodels.SessionIngestRequest) -> smodels.SessionIngestResponse:
     """Create or append to a session (blocking; run in a worker thread)."""
     messages = [{"content": None, **m.model_dump(mode="json", exclude_none=True)} for m in body.messages]
     steps = sum(1 for m in messages if m.get("role") == "assistant")
@@ -63,7 +63,7 @@ def _ingest(state: LocalState, body: smodels.SessionIngestRequest) -> smodels.Se
             if body.status is not None:
                 changes["status"] = body.status
             if body.ended_at is not None:
-                changes["ended_at"] = body.ended_at.isoformat()
+                changes["ended_at"] = iso(body.ended_at)
             if body.verifier_execution_id is not None:
                 changes["verifier_execution_id"] = body.verifier_execution_id
             if body.instance_id is not None and not existing.get("instance_id"):
@@ -264,7 +264,7 @@ def router(state: LocalState) -> APIRouter:
                 key=idempotency_key,
                 payload=body.model_dump(mode="json"),
                 model=smodels.SessionIngestResponse,
-                create=lambda: _ingest(state, body),
+                create=lambda: ingest(state, body),
             )
 
         return await anyio.to_thread.run_sync(ingest_once)

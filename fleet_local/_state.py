@@ -40,6 +40,8 @@ class LocalSettings:
         job_concurrency: Sessions a job runs at once.
         job_browser_concurrency: Browser leases (one headless Chromium each, 250-400 MiB) a job
             holds at once for its browser_use / computer_use sessions; within ``job_concurrency``.
+        instance_browsers: Instances whose ``cdp`` resource may hold a browser lease at once
+            (one headless Chromium each once used, 250-400 MiB; ``_instance_browser``).
         model_base_url: OpenAI-compatible chat-completions URL for non-local policies.
         model_api_key: Key for ``model_base_url``.
         instance_ttl_seconds: Default TTL of an instance.
@@ -63,6 +65,7 @@ class LocalSettings:
     verifier_memory_mb: int = 512
     job_concurrency: int = 8
     job_browser_concurrency: int = 2
+    instance_browsers: int = 2
     model_base_url: str | None = None
     model_api_key: str | None = field(default=None, repr=False)
     instance_ttl_seconds: int = 3600
@@ -88,6 +91,9 @@ class LocalState:
         faults: The fault injector (inactive unless a test arms it).
         browser_leases: The browser leases and their TTL reaper.
         mcp_sessions: The MCP session manager every instance endpoint is served by.
+        mcp_sessionless: The MCP manager of instance requests made without a session.
+        instance_end_hooks: Called with the id of every instance that ends (deleted or expired),
+            for what must end with it.
         lease_mcp_sessions: The MCP session manager of the browser leases' endpoints.
         jobs: The running job tasks by job id (cancelled on shutdown).
         job_client: The client jobs play their sessions through: this server over loopback
@@ -107,7 +113,9 @@ class LocalState:
     s3_url: str | None = None
     browser_leases: LeaseBook = field(init=False)
     mcp_sessions: StreamableHTTPSessionManager = field(init=False)
+    mcp_sessionless: StreamableHTTPSessionManager = field(init=False)
     lease_mcp_sessions: StreamableHTTPSessionManager = field(init=False)
+    instance_end_hooks: list[Callable[[str], None]] = field(default_factory=list)
     jobs: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     job_client: AsyncFleet | None = None
     on_ready: Callable[[], None] | None = None

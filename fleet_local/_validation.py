@@ -47,8 +47,10 @@ _METHODS = ("get", "put", "post", "delete", "patch")
 _JSON_CONTENT = "application/json"
 _MAX_MSG = 200
 
-# RFC 3339 ``date-time`` (what OpenAPI's ``format: date-time`` means): a zone is required.
-_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+# RFC 3339 ``date-time`` (what OpenAPI's ``format: date-time`` means), except that a client may
+# leave out the zone, which is then read as UTC (schemas/README.md: clients send
+# ``datetime.now().isoformat()``).
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})?")
 
 _FORMATS = FormatChecker(formats=())
 
@@ -237,7 +239,7 @@ def _issues(error: ValidationError) -> list[dict[str, Any]]:
     if keyword == "format":
         msg = f"Input should be a valid {error.validator_value}"
         if error.validator_value == "date-time":
-            msg += " (RFC 3339, with a time zone, e.g. 2024-01-31T12:00:00Z)"
+            msg += " (RFC 3339, e.g. 2024-01-31T12:00:00Z; without a zone it is read as UTC)"
         return [{"loc": loc, "msg": msg, "type": f"{str(error.validator_value).replace('-', '_')}_format"}]
     return [{"loc": loc, "msg": _truncate(error.message), "type": _KEYWORD_TYPES.get(keyword, keyword)}]
 

@@ -18,8 +18,8 @@ looks in all three places (see ``ErrorBodyFields``)::
     │       ├── AuthenticationError         401
     │       ├── PermissionDeniedError       403
     │       ├── NotFoundError               404
-    │       │   ├── EnvNotFoundError            code "env_not_found"
-    │       │   └── VersionNotFoundError        code "version_not_found"
+    │       │   ├── EnvNotFoundError            code "env_not_found" (400 or 404; also a BadRequestError)
+    │       │   └── VersionNotFoundError        code "version_not_found" (likewise)
     │       ├── ConflictError               409
     │       ├── UnprocessableEntityError    422
     │       ├── RateLimitError              429
@@ -44,7 +44,7 @@ looks in all three places (see ``ErrorBodyFields``)::
     ├── VerifierCodeError               [verifiers] the verifier's code does not parse or has no entry point
     ├── InvalidResultError              [verifiers] a verifier returned something that is not a score
     ├── UnknownDatabaseError            [verifiers] ``env.db(name)`` names no database of the environment
-    └── PlainDataError                  [verifiers] verifier arguments that are not plain data (names the refused type)
+    └── PlainDataError                  [verifiers] verifier arguments that are not plain data
 
 Each is exported from ``fleet_sdk``, except those marked ``[module]``: exported from
 ``fleet_sdk.<module>`` (``fleet_sdk.mcp.MCPTransportError``). ``MCPTransportError`` and
@@ -227,12 +227,17 @@ class NotFoundError(APIStatusError):
     """404: the resource does not exist."""
 
 
-class EnvNotFoundError(NotFoundError):
-    """404 with code ``env_not_found``: the environment key is unknown (permanent)."""
+class EnvNotFoundError(NotFoundError, BadRequestError):
+    """Code ``env_not_found``: the environment key is unknown (permanent).
+
+    A 400 when a request body names the key (the orchestrator's answer to a create), a 404 when
+    a path does; it is both a ``NotFoundError`` and a ``BadRequestError`` so either ``except``
+    catches it."""
 
 
-class VersionNotFoundError(NotFoundError):
-    """404 with code ``version_not_found``: the environment has no such version (permanent)."""
+class VersionNotFoundError(NotFoundError, BadRequestError):
+    """Code ``version_not_found``: the environment has no such version (permanent; 400 or 404,
+    as ``EnvNotFoundError``)."""
 
 
 class ConflictError(APIStatusError):
@@ -263,7 +268,9 @@ _BY_STATUS: dict[int, type[APIStatusError]] = {
 
 # Refinements chosen by the structured body's ``code``, within a status class.
 _BY_CODE: dict[tuple[int, str], type[APIStatusError]] = {
+    (400, "env_not_found"): EnvNotFoundError,
     (404, "env_not_found"): EnvNotFoundError,
+    (400, "version_not_found"): VersionNotFoundError,
     (404, "version_not_found"): VersionNotFoundError,
 }
 

@@ -1,12 +1,17 @@
 """Creating an instance through the orchestrator's transient failures.
 
-One instance creation is a POST that carries an ``Idempotency-Key``, the same key
-on every attempt, so repeating it can never leave two instances behind. That is
+One instance creation is a POST that carries an ``Idempotency-Key`` and an ``X-Request-ID``,
+the same on every attempt, so repeating it can never leave two instances behind. That is
 why it is retried on more than the runtime's usual transient statuses: every 5xx
 too (a failed health check, a placement blip), besides connection errors, 408,
 429 and any error flagged ``"retryable": true`` wherever the body carries the flag.
 ``is_transient`` in the runtime makes the call and ``fleet_sdk._retry.retry_async`` runs the
 attempts; this module only adds the longer, provisioning-sized backoff.
+
+A server that recognises a repeat by its ``X-Request-ID`` rather than by the idempotency key
+answers 409 ``duplicate_request_id`` naming the instance the earlier attempt made
+(``schemas/env-instance.yaml``): that instance is the result. Should it already be dead, the
+create is sent once more as a new request.
 """
 
 from __future__ import annotations
@@ -15,15 +20,22 @@ import logging
 import uuid
 from typing import TYPE_CHECKING
 
+import anyio
 from fleet_generated.env_instance import models
 
+from ._exceptions import ConflictError, NotFoundError
 from ._retry import retry_async
 from ._runtime import Deadline, RequestOptions, RetryPolicy, is_transient, within
 
 if TYPE_CHECKING:
     from fleet_generated.env_instance.client import AsyncControlPlaneClient
 
-__all__ = ["PROVISIONING_RETRY", "create_instance", "is_transient_provisioning_error"]
+__all__ = [
+    "PROVISIONING_RETRY",
+    "create_instance",
+    "duplicate_instance_id",
+    "is_transient_provisioning_error",
+]
 
 log = logging.getLogger("fleet_sdk.fleet")
 
@@ -44,6 +56,39 @@ def is_transient_provisioning_error(exc: BaseException) -> bool:
     return is_transient(exc, server_errors=True)
 
 
+DUPLICATE_REQUEST = "duplicate_request_id"
+_DEAD = frozenset({"error", "stopped", "terminated"})
+
+
+def duplicate_instance_id(exc: BaseException) -> str | None:
+    """The instance a 409 ``duplicate_request_id`` names (an earlier attempt made it), or None.
+
+    Args:
+        exc: The error from ``create_instance``.
+    """
+    if not isinstance(exc, ConflictError) or exc.code != DUPLICATE_REQUEST:
+        return None
+    detail = exc.body.get("detail") if isinstance(exc.body, dict) else None
+    instance_id = detail.get("instance_id") if isinstance(detail, dict) else None
+    return instance_id if isinstance(instance_id, str) and instance_id else None
+
+
+async def _recover(
+    api: AsyncControlPlaneClient, instance_id: str, deadline: Deadline
+) -> models.InstanceResponse:
+    """The instance an earlier attempt made (the caller waits for it to run)."""
+    delay = 0.5
+    while True:
+        try:
+            return await api.get_instance(instance_id, options=within(deadline))
+        except NotFoundError:
+            # The id is bound before the instance is stored: the first request may still be on it.
+            if not deadline.allows(delay):
+                raise
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
 async def create_instance(
     api: AsyncControlPlaneClient,
     request: models.InstanceRequest,
@@ -53,8 +98,9 @@ async def create_instance(
 ) -> models.InstanceResponse:
     """``POST /v1/env/instances`` until it succeeds, fails for good, or runs out of time.
 
-    Every attempt carries the same idempotency key. Each retry is logged with the
-    error (its ``code`` and where the body's ``retryable`` flag was found).
+    Every attempt carries the same idempotency key and ``X-Request-ID``. Each retry is logged
+    with the error (its ``code`` and where the body's ``retryable`` flag was found). A 409
+    ``duplicate_request_id`` returns the instance it names (see the module docstring).
 
     Args:
         api: The control-plane client.
@@ -67,11 +113,37 @@ async def create_instance(
             next wait would pass the deadline.
     """
     key = str(uuid.uuid4())
+    request_id = str(uuid.uuid4())
 
-    async def attempt() -> models.InstanceResponse:
+    async def send() -> models.InstanceResponse:
         # Every retry of a create happens in retry_async, under one policy: the runtime makes one attempt.
         options: RequestOptions = {**(within(deadline) or {}), "max_retries": 0}
-        return await api.create_instance(request, idempotency_key=key, options=options)
+        return await api.create_instance(
+            request, idempotency_key=key, x_request_id=request_id, options=options
+        )
+
+    async def attempt() -> models.InstanceResponse:
+        nonlocal request_id
+        try:
+            return await send()
+        except ConflictError as exc:
+            original = duplicate_instance_id(exc)
+            if original is None:
+                raise
+        instance = await _recover(api, original, deadline)
+        if instance.status not in _DEAD:
+            log.warning(
+                "creating %s: an earlier attempt made instance %s; using it", request.env_key, original
+            )
+            return instance
+        log.warning(
+            "creating %s: the instance an earlier attempt made (%s) is %s; creating another",
+            request.env_key,
+            original,
+            instance.status,
+        )
+        request_id = str(uuid.uuid4())
+        return await send()
 
     return await retry_async(
         attempt,

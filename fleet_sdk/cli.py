@@ -44,6 +44,7 @@ def _serve(args: argparse.Namespace) -> int:
         verifier_memory_mb=args.verifier_memory_mb,
         job_concurrency=args.job_concurrency,
         job_browser_concurrency=args.job_browser_concurrency,
+        instance_browsers=args.instance_browsers,
         model_base_url=args.model_base_url,
         model_api_key=os.environ.get("FLEET_LOCAL_MODEL_API_KEY") or None,
         instance_ttl_seconds=args.instance_ttl_seconds,
@@ -123,6 +124,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=2,
         help="browser leases (a Chromium each, 250-400 MiB) a job holds at once",
+    )
+    serve.add_argument(
+        "--instance-browsers",
+        type=int,
+        default=2,
+        help="instances whose cdp resource may hold a browser (a Chromium each, 250-400 MiB) at once",
     )
     serve.add_argument("--model-base-url", default=None, help="OpenAI-compatible URL for model policies")
     serve.add_argument("--instance-ttl-seconds", type=int, default=3600, help="default instance TTL")

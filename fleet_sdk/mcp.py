@@ -15,6 +15,10 @@ connection pool of the ``Fleet`` that made the env (see ``docs`` of ``MCPClient`
 - A ``tools/call`` is repeated only when repeating cannot run the tool twice: see
   ``may_retry_tool_call``. Everything else surfaces as ``MCPError`` inside the
   call's deadline.
+- A tool the server does not know is ``ToolNotFoundError``, never retried: either it is
+  missing from the listed tools, or the server answers the call with JSON-RPC error -32602
+  (invalid params), as the 2025-11-25 revision has servers answer an unknown tool; the
+  cached tool list is dropped then, since it no longer matches the server.
 """
 
 from __future__ import annotations
@@ -51,6 +55,8 @@ DEFAULT_LIST_DEADLINE = 60.0
 PROTOCOL_VERSION = "2025-11-25"
 """The revision proposed in ``initialize``; the server's answer is what the session then uses."""
 
+INVALID_PARAMS = -32602
+"""JSON-RPC's "invalid params", what a ``tools/call`` of an unknown tool is answered with."""
 _SESSION_HEADER = "mcp-session-id"
 _VERSION_HEADER = "mcp-protocol-version"
 _ACCEPT = "application/json, text/event-stream"
@@ -277,7 +283,10 @@ class MCPClient:
         error = message.get("error")
         if error is not None:  # a JSON-RPC error from the server: retrying cannot help
             detail = error.get("message") if isinstance(error, dict) else error
-            raise MCPError(f"MCP {method} on {session.endpoint} was refused: {detail}")
+            refusal = f"MCP {method} on {session.endpoint} was refused: {detail}"
+            if method == "tools/call" and isinstance(error, dict) and error.get("code") == INVALID_PARAMS:
+                raise ToolNotFoundError(refusal)
+            raise MCPError(refusal)
         return message.get("result")
 
     async def _open(self, session: _Session, deadline: Deadline) -> None:
@@ -444,7 +453,8 @@ class MCPClient:
             deadline: Wall-clock seconds for the call, retries included (default ``call_deadline``).
 
         Raises:
-            ToolNotFoundError: The tool does not exist (not retried).
+            ToolNotFoundError: The tool does not exist, as listed or as the server answers the
+                call (not retried).
             MCPError: The call failed and repeating it was not safe, or the retries or the
                 deadline ran out.
         """
@@ -462,6 +472,9 @@ class MCPClient:
                 )
         except TimeoutError as exc:
             raise MCPError(f"MCP tools/call {name!r} on {endpoint} ran past its deadline") from exc
+        except ToolNotFoundError:
+            self._tools = None  # the server's tools changed since they were listed
+            raise
         if not isinstance(result, dict):
             raise MCPError(f"MCP tools/call {name!r} on {endpoint} returned no result object")
         return extract_tool_result(result)

@@ -65,7 +65,7 @@ def _string_for(schema: dict[str, Any]) -> str:
     if schema.get("format") == "date-time":
         return "2024-05-01T12:00:00Z"
     pattern = schema.get("pattern")
-    if pattern in ("^[^/]+$", "^[^/]*$"):  # an id that must not hold a slash
+    if pattern in ("^[^/]+$", "^[^/]*$", "^[A-Za-z0-9._-]+$"):  # an id: no slash, or a plain name
         return "x"
     if pattern:
         # The other patterns in the schemas are of the form ^[chars]{n}$ or ^[chars]{n,m}$.
@@ -248,6 +248,14 @@ CASES = [
         surface="sessions_ingest",
         schema="sessions-ingest.yaml",
         client="SessionsClient",
+        operation="log_session",
+        expected_method="POST",
+        expected_path="/v1/traces/logs",
+    ),
+    Case(
+        surface="sessions_ingest",
+        schema="sessions-ingest.yaml",
+        client="SessionsClient",
         operation="get_session_transcript",
         expected_method="GET",
         args=("sess-1",),
@@ -260,15 +268,6 @@ CASES = [
         operation="create_trace_job",
         expected_method="POST",
         expected_path="/v1/traces/jobs",
-    ),
-    Case(
-        surface="traces_jobs",
-        schema="traces-jobs.yaml",
-        client="TracesJobsClient",
-        operation="upload_trace_logs",
-        expected_method="POST",
-        expected_path="/v1/traces/logs",
-        deprecated=True,
     ),
     Case(
         surface="browser_lease",
@@ -550,12 +549,11 @@ def _round_trip(
         assert all(isinstance(r, cls) for r in result) if match.group(1) else isinstance(result, cls)
 
 
-def test_deprecated_operation_warns_once_per_call() -> None:
-    case = next(c for c in CASES if c.deprecated)
-    prepared = _prepare(case)
-    client = getattr(prepared.module, case.client)(sync_http(Recorder(payload=prepared.payload)))
+def test_deprecated_operation_warns_once_per_call(demo: ModuleType) -> None:
+    widget = {"id": "w", "name": "n", "status": "active", "labels": [], "created_at": "2024-05-01T12:00:00Z"}
+    client = demo.WidgetsClient(sync_http(Recorder(payload=widget)))
     with pytest.warns(DeprecationWarning) as record:
-        getattr(client, case.operation)(*_call_args(case, prepared)[0])
+        client.rename_widget("w", demo.models.WidgetCreate(name="n"))
     assert len([w for w in record if issubclass(w.category, DeprecationWarning)]) == 1
     assert record[0].filename == __file__  # stacklevel points at the caller
 

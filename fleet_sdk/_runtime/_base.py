@@ -198,7 +198,10 @@ class BaseHTTPClient:
         options: RequestOptions | None,
     ) -> PreparedCall:
         opts: RequestOptions = options or {}
-        request_id = str(uuid.uuid4())
+        # A caller may give the call's id (as ``extra_headers``, or a generated ``x_request_id``
+        # argument) so that several calls are one to the server: see fleet_sdk/_provisioning.py.
+        extra = {name.lower(): value for name, value in opts.get("extra_headers", {}).items()}
+        request_id = extra.get(REQUEST_ID_HEADER.lower()) or str(uuid.uuid4())
         query = {k: v for k, v in (params or {}).items() if v is not None}
         content = encode_body(body)
         request = client.build_request(

@@ -54,8 +54,9 @@ async def test_a_session_lists_and_calls_tools_on_one_pooled_connection(server: 
                 for order_id in (1012, 1013, 1012):
                     result = await session.call_tool("get_order", {"order_id": order_id})
                     assert json.loads(result.content[0].text)["id"] == order_id  # type: ignore[union-attr]
-                unknown = await session.call_tool("no_such_tool", {})
-                assert getattr(unknown, "is_error", None) or getattr(unknown, "isError", None)
+                with pytest.raises(Exception) as unknown:  # McpError on mcp 1.x, MCPError on 2.x
+                    await session.call_tool("no_such_tool", {})
+                assert unknown.value.error.code == -32602  # an unknown tool is a protocol error
         await fleet.close()
     methods = wire.methods()
     assert methods.count("initialize") == 1

@@ -6,13 +6,14 @@ or by a transport that refuses the first connection (a request that was never se
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 
 from fleet_local import LocalFleet
-from fleet_sdk import AsyncFleet, MCPError, RetryPolicy
+from fleet_sdk import AsyncFleet, MCPError, RetryPolicy, ToolNotFoundError
 from fleet_sdk.env import AsyncEnv
 from fleet_sdk.mcp import MCPClient, MCPTransportError, may_retry_tool_call
 
@@ -30,6 +31,28 @@ class RefuseFirstConnection(httpx.AsyncBaseTransport):
         if self.refused == 0:
             self.refused += 1
             raise httpx.ConnectError("connection refused", request=request)
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class RetiredTool(httpx.AsyncBaseTransport):
+    """The real transport, except that every ``tools/call`` names a tool the server does not have,
+    as a call made from a tool list the server has changed since would."""
+
+    def __init__(self) -> None:
+        self._inner = httpx.AsyncHTTPTransport()
+        self.methods: list[str] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        message = json.loads(request.content) if request.content else None
+        if isinstance(message, dict) and "method" in message:
+            self.methods.append(message["method"])
+            if message["method"] == "tools/call":
+                message["params"]["name"] = "retired_tool"
+                headers = [(k, v) for k, v in request.headers.items() if k != "content-length"]
+                request = httpx.Request(request.method, request.url, headers=headers, json=message)
         return await self._inner.handle_async_request(request)
 
     async def aclose(self) -> None:
@@ -93,6 +116,23 @@ async def test_a_write_that_was_never_sent_is_retried_and_runs_once(env: AsyncEn
         assert transport.refused == 1
         await client.aclose()
     assert await notes(env, body) == 1
+
+
+async def test_a_tool_the_server_does_not_know_is_not_found_and_never_retried(env: AsyncEnv) -> None:
+    """The server answers an unknown tool with JSON-RPC -32602: ``ToolNotFoundError``, sent once,
+    and the tool list is asked again on the next call since it no longer matches the server."""
+    transport = RetiredTool()
+    async with httpx.AsyncClient(transport=transport) as http:
+        client = MCPClient(env.mcp.endpoints, http_client=http, retry=FAST)
+        await client.list_tools()
+        listed = transport.methods.count("tools/list")
+        with pytest.raises(ToolNotFoundError, match="Unknown tool: retired_tool"):
+            await client.call_tool("get_order", {"order_id": 1012}, deadline=10)
+        assert transport.methods.count("tools/call") == 1
+        with pytest.raises(ToolNotFoundError):
+            await client.call_tool("get_order", {"order_id": 1012}, deadline=10)
+        assert transport.methods.count("tools/list") == 2 * listed  # listed anew before the call
+        await client.aclose()
 
 
 def test_the_retry_decision() -> None:

@@ -106,12 +106,25 @@ def test_instance_lifecycle(fleet: Fleet, local: LocalFleet) -> None:
     cp.delete_instance(other.instance_id)
 
 
-def test_unknown_env_and_version(fleet: Fleet) -> None:
+def test_unknown_env_version_and_region(fleet: Fleet) -> None:
+    """A create naming an unknown env, version or region is a 400 worded as the public SDK reads it
+    (its classes come from the message; ours from ``code``)."""
     with pytest.raises(EnvNotFoundError) as err:
         fleet.api.control_plane.create_instance(models.InstanceRequest(env_key="no-such-env"))
-    assert err.value.retryable is False
-    with pytest.raises(VersionNotFoundError):
+    assert (err.value.status_code, err.value.retryable) == (400, False)
+    assert str(err.value.body["detail"]).startswith("Environment 'no-such-env' not found")
+    with pytest.raises(VersionNotFoundError) as version:
         fleet.api.control_plane.create_instance(models.InstanceRequest(env_key=ENV, env_version="9.9.9"))
+    assert version.value.status_code == 400
+    assert str(version.value.body["detail"]).startswith(f"Version 'v9.9.9' not found for env '{ENV}'")
+    with pytest.raises(BadRequestError) as region:
+        fleet.api.control_plane.create_instance(models.InstanceRequest(env_key=ENV, region="mars-1"))
+    assert region.value.code == "region_not_supported"
+    regions = [r.root for r in fleet.api.control_plane.list_regions()]
+    assert region.value.body["detail"] == f"Region mars-1 not supported. Please use {regions}"
+    with pytest.raises(EnvNotFoundError) as path:  # a path naming nothing stays a 404
+        fleet.api.control_plane.get_env("no-such-env")
+    assert path.value.status_code == 404
     with pytest.raises(NotFoundError) as missing:
         fleet.api.control_plane.get_instance("inst_missing")
     assert missing.value.code == "instance_not_found"
@@ -135,6 +148,36 @@ def test_idempotency_key(fleet: Fleet) -> None:
     cp.delete_instance(first.instance_id)
 
 
+def test_a_repeated_request_id_creates_one_instance(fleet: Fleet) -> None:
+    """Regression: two creates with one ``X-Request-ID`` made two instances; a repeat is now a 409
+    ``duplicate_request_id`` naming the first, unless its ``Idempotency-Key`` replays it."""
+    cp = fleet.api.control_plane
+    run_id = f"run-{uuid.uuid4().hex[:8]}"
+    request = models.InstanceRequest(env_key=ENV, run_id=run_id)
+    request_id = str(uuid.uuid4())
+    first = cp.create_instance(request, x_request_id=request_id)
+    with pytest.raises(ConflictError) as repeat:
+        cp.create_instance(request, x_request_id=request_id)
+    assert repeat.value.code == "duplicate_request_id" and repeat.value.request_id == request_id
+    assert repeat.value.body["detail"]["instance_id"] == first.instance_id
+    assert [i.instance_id for i in cp.list_instances(run_id=run_id)] == [first.instance_id]
+
+    # Both headers repeated, as our client's retries of one call send them: the key replays.
+    key, both = f"idem-{uuid.uuid4()}", str(uuid.uuid4())
+    made = cp.create_instance(request, idempotency_key=key, x_request_id=both)
+    assert cp.create_instance(request, idempotency_key=key, x_request_id=both) == made
+
+    # A create that failed keeps nothing: its id may make an instance afterwards.
+    failed = str(uuid.uuid4())
+    with pytest.raises(EnvNotFoundError):
+        cp.create_instance(models.InstanceRequest(env_key="no-such-env"), x_request_id=failed)
+    later = cp.create_instance(request, x_request_id=failed)
+    assert sorted(i.instance_id for i in cp.list_instances(run_id=run_id)) == sorted(
+        [first.instance_id, made.instance_id, later.instance_id]
+    )
+    cp.delete_instances_batch(run_id=run_id)
+
+
 # ---------------------------------------------------------------- tasks
 
 
@@ -145,6 +188,9 @@ def test_tasks_list_import_get_update(fleet: Fleet) -> None:
     assert all(t.env_key == ENV and t.verifier_code for t in bundled.tasks)
     picked = cp.list_tasks(task_keys=[EMAIL_TASK, COUNT_TASK])
     assert sorted(t.task_key for t in picked.tasks) == sorted([EMAIL_TASK, COUNT_TASK])
+    team = cp.get_account().team_id
+    assert cp.list_tasks(env_key=ENV, team_id=team) == bundled
+    assert cp.list_tasks(env_key=ENV, team_id=f"not-{team}").total == 0  # regression: was ignored
 
     key = f"imported-{uuid.uuid4().hex[:8]}"
     project = f"proj-{uuid.uuid4().hex[:6]}"
@@ -158,6 +204,11 @@ def test_tasks_list_import_get_update(fleet: Fleet) -> None:
     )
     stored = cp.import_task(task, project_key=project, idempotency_key=f"task-{key}")
     assert stored.task_key == key and stored.task_modality == "tool_use"
+    # The verifier as the orchestrator carries it, answered by get_verifier too.
+    assert stored.verifier is not None and stored.verifier.code == task.verifier_code
+    assert stored.verifier.sha256 == bundle_sha256(str(task.verifier_code))
+    assert (stored.verifier.verifier_id, stored.verifier.key) == (stored.verifier_id, key)
+    assert cp.get_verifier(str(stored.verifier_id)) == stored.verifier
     assert cp.import_task(task, project_key=project, idempotency_key=f"task-{key}").task_key == key
     with pytest.raises(ConflictError):
         cp.import_task(task, project_key=project)
@@ -296,7 +347,7 @@ def test_ttl_expiry_and_restart(tmp_path: Path) -> None:
 
 def test_regions_account_and_runs(fleet: Fleet) -> None:
     cp = fleet.api.control_plane
-    assert [region.root for region in cp.list_regions()] == ["local"]
+    assert [region.root for region in cp.list_regions()] == ["local", "us-west-1", "us-east-1", "eu-west-2"]
     run_id = f"run-{uuid.uuid4().hex[:8]}"
     before = cp.get_account().instance_count
     created = [cp.create_instance(models.InstanceRequest(env_key=ENV, run_id=run_id)) for _ in range(2)]
@@ -332,14 +383,16 @@ def test_verifier_bundles_by_sha_and_by_id(fleet: Fleet, instance: models.Instan
     assert again.bundle_cache_hit is True and again.execution_id != ran.execution_id
 
 
-def test_browserless_instance_has_no_cdp(fleet: Fleet, instance: models.InstanceResponse) -> None:
+def test_manager_health_and_no_browser_for_an_ended_instance(fleet: Fleet) -> None:
+    instance = fleet.api.control_plane.create_instance(models.InstanceRequest(env_key=ENV))
     assert instance.urls is not None
     manager = fleet.api.manager(instance.urls.manager.api)
-    with pytest.raises(NotFoundError) as caught:
-        manager.describe_browser()
-    assert caught.value.code == "not_found"
     health = manager.manager_health()
     assert health.status == "ok" and health.service and health.timestamp
+    fleet.api.control_plane.delete_instance(instance.instance_id)
+    with pytest.raises(NotFoundError) as caught:  # the browser is tested in test_instance_resources.py
+        manager.describe_browser()
+    assert caught.value.code == "instance_not_found"
 
 
 def test_tasks_accept_the_orchestrators_names(fleet: Fleet) -> None:

@@ -221,5 +221,7 @@ def test_trace_window_report(service: LocalFleet, http: httpx.Client) -> None:
     assert (reversed_window["total_count"], reversed_window["buckets"]) == (0, [])
     decades = http.get("/v1/evaluation_trace_window", params={"start": "2000-01-01T00:00:00Z"}).json()
     assert len(decades["buckets"]) <= 10_000 and decades["bucket_seconds"] > 60
-    no_zone = http.get("/v1/evaluation_trace_window", params={"start": "2000-01-01T00:00:00"})
-    assert no_zone.status_code == 422 and no_zone.json()["detail"][0]["loc"] == ["query", "start"]
+    no_zone = http.get("/v1/evaluation_trace_window", params={"start": "2000-01-01T00:00:00"}).json()
+    assert no_zone["start"] == decades["start"] == "2000-01-01T00:00:00+00:00"  # zone-less is UTC
+    not_a_time = http.get("/v1/evaluation_trace_window", params={"start": "yesterday"})
+    assert not_a_time.status_code == 422 and not_a_time.json()["detail"][0]["loc"] == ["query", "start"]

@@ -29,7 +29,12 @@ def _scalar(manager: InstanceManagerClient, sql: str, db: str = "current") -> ob
 def test_health_and_resources(manager: InstanceManagerClient) -> None:
     assert manager.manager_health().status == "ok"
     resources = {(r.name, r.type, r.mode) for r in manager.list_resources()}
-    assert resources == {("seed", "sqlite", "ro"), ("current", "sqlite", "rw")}
+    assert resources == {
+        ("seed", "sqlite", "ro"),
+        ("current", "sqlite", "rw"),
+        ("action_log", "sqlite", "ro"),
+        ("cdp", "cdp", "rw"),  # this machine runs Chromium (the test suite needs it)
+    }
 
 
 def test_describe(manager: InstanceManagerClient) -> None:

@@ -11,10 +11,12 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
+import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from fleet_local import LocalFleet
+from fleet_sdk import __version__
 from fleet_sdk.types import env_instance as models
 
 ENV_KEY = "orderdesk"
@@ -96,9 +98,13 @@ async def test_tool_errors_come_back_as_error_results(instance: models.InstanceR
         bad = wire(await session.call_tool("get_order", {"order_id": "not-a-number"}))
         assert bad["isError"] is True
         assert "order_id" in bad["content"][0]["text"]
-        unknown = wire(await session.call_tool("no_such_tool", {}))
-        assert unknown["isError"] is True
-        assert unknown["content"][0]["text"] == "Unknown tool: no_such_tool"
+        # An unknown tool is a protocol error, JSON-RPC -32602 (the 2025-11-25 revision).
+        with pytest.raises(Exception) as unknown:  # McpError on mcp 1.x, MCPError on 2.x
+            await session.call_tool("no_such_tool", {})
+        assert (unknown.value.error.code, unknown.value.error.message) == (
+            -32602,
+            "Unknown tool: no_such_tool",
+        )
         # The session is still usable after errors.
         assert not wire(await session.call_tool("list_orders", {"status": "pending"}))["isError"]
 
@@ -131,3 +137,47 @@ async def test_unknown_and_terminated_instances_answer_404(local: LocalFleet) ->
         for url in endpoints(created):
             gone = await http.post(url, json=initialize, headers=headers)
             assert gone.status_code == 404
+
+
+async def test_requests_without_a_session_are_served(instance: models.InstanceResponse) -> None:
+    """Regression: the public SDK's ``env.mcp.list_tools()`` posts a bare ``tools/list`` (no
+    ``initialize``, no session id, ``Accept: */*``); the server answered 400 "Missing session ID"
+    and the SDK returned no tools without a word."""
+
+    def rpc(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": 7, "method": method, "params": params}
+
+    async with httpx.AsyncClient(timeout=20, headers={"Accept": "*/*"}) as http:
+        for url in endpoints(instance):
+            listed = await http.post(url, json=rpc("tools/list", {}))
+            assert listed.status_code == 200 and "mcp-session-id" not in listed.headers
+            names = {tool["name"] for tool in listed.json()["result"]["tools"]}
+            assert {"get_order", "list_orders"} <= names
+            called = (
+                await http.post(
+                    url, json=rpc("tools/call", {"name": "get_order", "arguments": {"order_id": 1012}})
+                )
+            ).json()
+            assert called["id"] == 7 and called["result"]["structuredContent"]["id"] == 1012
+            unknown = (
+                await http.post(url, json=rpc("tools/call", {"name": "no_such_tool", "arguments": {}}))
+            ).json()
+            assert unknown["error"] == {"code": -32602, "message": "Unknown tool: no_such_tool"}
+        # An initialize still opens a session, which announces the server's version.
+        opened = await http.post(
+            endpoints(instance)[0],
+            json=rpc(
+                "initialize",
+                {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                },
+            ),
+            headers={"Accept": "application/json, text/event-stream"},
+        )
+        assert opened.headers.get("mcp-session-id")
+        assert opened.json()["result"]["serverInfo"] == {
+            "name": "fleet-local-instance",
+            "version": __version__,
+        }

@@ -1,7 +1,7 @@
 """Request bodies are judged by the schemas themselves (``fleet_local._validation``).
 
 Raw HTTP, so the bodies can be what no typed client would send: ``null`` where the schema's
-type has no ``null``, ``false`` for an integer, timestamps without a zone, undecodable bytes.
+type has no ``null``, ``false`` for an integer, dates without a time, undecodable bytes.
 Every refusal is a 422 whose ``detail`` names the field; auth is still judged first.
 """
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
 from fleet_local import LocalFleet
@@ -145,3 +147,29 @@ async def test_unknown_ids_and_bad_bodies(local: LocalFleet) -> None:
         )
         with pytest.raises(UnprocessableEntityError):
             await fleet.api.sessions.ingest_session(body)
+
+
+async def test_timestamps_without_a_zone_are_read_as_utc(local: LocalFleet) -> None:
+    """Regression: ``complete_session`` of the public SDK sends ``datetime.now().isoformat()`` (no
+    zone); the server answered 422, so every such session stayed ``running``."""
+    async with local.async_fleet() as fleet:
+        job_id = (await fleet.api.traces.create_trace_job(tmodels.TraceJobRequest(name="zones"))).job_id
+        opened = await fleet.api.sessions.ingest_session(
+            messages=chat({"role": "user", "content": "hi"}),
+            job_id=job_id,
+            task_key=TASK_KEY,
+            model="m",
+            status="running",
+            started_at=dt.datetime(2024, 1, 31, 12, 0, 0),  # naive: sent without a zone
+        )
+        closed = await fleet.api.sessions.ingest_session(
+            messages=chat({"role": "system", "content": "[session completed]"}),
+            session_id=opened.session_id,
+            status="completed",
+            ended_at=dt.datetime(2024, 1, 31, 12, 5, 0, 250000),
+        )
+        assert closed.session_id == opened.session_id and not closed.created_new_session
+        (session,) = (await fleet.api.sessions.get_job_sessions(job_id)).tasks[0].sessions
+    assert session.status == "completed"
+    assert session.started_at == dt.datetime(2024, 1, 31, 12, 0, 0, tzinfo=dt.UTC)
+    assert session.ended_at == dt.datetime(2024, 1, 31, 12, 5, 0, 250000, tzinfo=dt.UTC)

@@ -52,34 +52,6 @@ def test_traces_refuse_x_api_key(local: LocalFleet) -> None:
     assert response.json()["detail"] == X_API_KEY_REFUSAL
 
 
-def test_legacy_trace_logs_are_stored_and_deprecated(fleet: Fleet) -> None:
-    job = fleet.api.traces.create_trace_job(traces.TraceJobRequest(name="legacy"))
-    request = traces.TraceLogsRequest(
-        job_id=job.job_id,
-        task_key="task-1",
-        model="gemini-2.5",
-        history=[
-            traces.TraceTurn(role="user", parts=[traces.TracePart(text="open the page")]),
-            traces.TraceTurn(
-                role="model",
-                parts=[
-                    traces.TracePart(function_call=traces.TraceFunctionCall(name="computer", args={"a": 1}))
-                ],
-            ),
-        ],
-        score=None,
-    )
-    with pytest.warns(DeprecationWarning):
-        raw = fleet.api.traces.with_raw_response.upload_trace_logs(request)
-    assert raw.headers.get("deprecation") == "true"
-    stored = raw.parse()
-    assert stored.success and stored.session_id
-    # Appending to the same session keeps its id.
-    again = request.model_copy(update={"session_id": stored.session_id})
-    with pytest.warns(DeprecationWarning):
-        assert fleet.api.traces.upload_trace_logs(again).session_id == stored.session_id
-
-
 # --- browser leases -------------------------------------------------------------------------------
 
 

@@ -67,6 +67,9 @@ OPERATIONS: dict[str, Operation] = {
     "execute_verifier": Operation("execute_verifier", "POST", "/v1/verifiers/execute", "control-plane", False, SERVER_URL, 200),
     "check_verifier_bundle": Operation("check_verifier_bundle", "GET", "/v1/verifiers/check", "control-plane", False, SERVER_URL, 200),
     "get_verifier": Operation("get_verifier", "GET", "/v1/verifiers/{verifier_id}", "control-plane", False, SERVER_URL, 200),
+    "create_seed_upload_url": Operation("create_seed_upload_url", "POST", "/v1/seeds/{data_key}/{env_key}/upload-url", "control-plane", False, SERVER_URL, 200),
+    "create_seed_download_url": Operation("create_seed_download_url", "POST", "/v1/seeds/{data_key}/{env_key}/download-url", "control-plane", False, SERVER_URL, 200),
+    "create_file_set_download_urls": Operation("create_file_set_download_urls", "POST", "/v1/file-sets/{file_set_key}/download-urls", "control-plane", False, SERVER_URL, 200),
     "create_job": Operation("create_job", "POST", "/v1/jobs", "control-plane", False, SERVER_URL, 200),
     "list_jobs": Operation("list_jobs", "GET", "/v1/jobs", "control-plane", False, SERVER_URL, 200),
     "get_job": Operation("get_job", "GET", "/v1/jobs/{job_id}", "control-plane", False, SERVER_URL, 200),
@@ -74,6 +77,7 @@ OPERATIONS: dict[str, Operation] = {
     "reset_instance": Operation("reset_instance", "POST", "/reset", "instance-manager", False, "https://{instance_host}/api/v1/env", 200),
     "list_resources": Operation("list_resources", "GET", "/resources", "instance-manager", False, "https://{instance_host}/api/v1/env", 200),
     "describe_browser": Operation("describe_browser", "GET", "/resources/cdp/describe", "instance-manager", False, "https://{instance_host}/api/v1/env", 200),
+    "start_browser": Operation("start_browser", "POST", "/resources/cdp/start", "instance-manager", False, "https://{instance_host}/api/v1/env", 200),
     "describe_database": Operation("describe_database", "GET", "/resources/sqlite/{name}/describe", "instance-manager", False, "https://{instance_host}/api/v1/env", 200),
     "query_database": Operation("query_database", "POST", "/resources/sqlite/{name}/query", "instance-manager", False, "https://{instance_host}/api/v1/env", 200),
     "structured_diff": Operation("structured_diff", "POST", "/diff/structured", "instance-manager", False, "https://{instance_host}/api/v1/env", 200),
@@ -132,7 +136,7 @@ class AsyncControlPlaneClient(AsyncResource):
     ) -> models.Environment:
         """Get one environment.
 
-        Returns one environment and its versions. Answers 404 with code `env_not_found` when the key is unknown.
+        Returns one environment and its versions. Answers 404 with code `env_not_found` when the key is unknown (a request body naming an unknown environment is a 400 with the same code instead, see `create_instance`).
 
         Args:
             env_key: The environment's key, e.g. `fira`.
@@ -143,7 +147,7 @@ class AsyncControlPlaneClient(AsyncResource):
 
         Raises:
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
@@ -158,6 +162,7 @@ class AsyncControlPlaneClient(AsyncResource):
         self,
         body: models.InstanceRequest | None = None,
         *,
+        x_request_id: str | None = None,
         env_key: str | NotGiven = NOT_GIVEN,
         env_version: str | None | NotGiven = NOT_GIVEN,
         data_key: str | None | NotGiven = NOT_GIVEN,
@@ -185,16 +190,28 @@ class AsyncControlPlaneClient(AsyncResource):
         data snapshot) and returns it. The instance may still be `pending` when the call returns;
         poll `get_instance` until it is `running`.
 
-        Failure modes: 404 with code `env_not_found` or `version_not_found` (permanent);
-        an error with code `provisioning_failed` whose `retryable` flag says whether a
-        retry can help (health check failures, timeouts, connection errors, "too many
-        in-flight" are transient); 429 when rate limited (transient). 409 is answered
-        when an `Idempotency-Key` is reused with a different body.
+        Failure modes: 400 with code `env_not_found` (`detail` "Environment 'KEY' not found ..."),
+        `version_not_found` ("Version 'VERSION' not found for env 'KEY' ...") or
+        `region_not_supported` ("Region REGION not supported. Please use [...]", the regions of
+        `list_regions`), all permanent; an error with code `provisioning_failed` whose
+        `retryable` flag says whether a retry can help (health check failures, timeouts,
+        connection errors, "too many in-flight" are transient); 429 when rate limited
+        (transient).
+
+        Repeats: the same `Idempotency-Key` with the same body returns the instance the first
+        request made (another body is a 409 `idempotency_conflict`). Otherwise a request whose
+        `X-Request-ID` already created an instance is a 409 with code `duplicate_request_id`
+        and `detail` a `DuplicateRequestDetail` naming that instance: fetch it with
+        `get_instance` instead of creating another (it may still be starting, or already gone).
+        A request that failed does not keep its `X-Request-ID`.
 
         Args:
             body: Body of `create_instance`. Only `env_key` is required; fields that are `null` are omitted
                 on the wire. A version that starts with a digit gets a `v` prefix (`1.2.3` -> `v1.2.3`) for
                 both `env_version` and `data_version`.
+            x_request_id: Id of the call, the same on every attempt of it (clients send one with every request).
+                A create repeated with an id that already created an instance answers 409
+                `duplicate_request_id` naming it.
             env_key, env_version, data_key, data_version, region, env_variables, image_type, created_from, ttl_seconds, run_id, heartbeat_interval, max_wait_seconds, seed, timestamp, p_error, avg_latency, task_id, force_pull: The fields of ``models.InstanceRequest``, as an alternative to ``body``; a field not passed is not sent, ``None`` is sent as ``null``.
             idempotency_key: Sent as the ``Idempotency-Key`` header; makes the POST safe to retry; the server returns the first result for a repeated key.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
@@ -206,8 +223,10 @@ class AsyncControlPlaneClient(AsyncResource):
             BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
                 a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
-            ConflictError: 409: The request conflicts with the current state, e.g. an object with that key already exists, or an `Idempotency-Key` was reused with a different body.
+            ConflictError: 409: The request conflicts with the current state, e.g. an object with that key already
+                exists, an `Idempotency-Key` was reused with a different body (`idempotency_conflict`), or
+                an `X-Request-ID` already created an instance (`duplicate_request_id`, `detail` a
+                `DuplicateRequestDetail`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
@@ -240,7 +259,9 @@ class AsyncControlPlaneClient(AsyncResource):
                 },
                 required=True,
             ),
-            options=request_options(options, idempotency_key=idempotency_key),
+            options=request_options(
+                options, idempotency_key=idempotency_key, headers={"X-Request-ID": x_request_id}
+            ),
         )
 
     async def list_instances(
@@ -418,7 +439,7 @@ class AsyncControlPlaneClient(AsyncResource):
 
         Raises:
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
@@ -451,7 +472,7 @@ class AsyncControlPlaneClient(AsyncResource):
 
         Raises:
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
@@ -487,7 +508,7 @@ class AsyncControlPlaneClient(AsyncResource):
 
         Raises:
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
@@ -527,7 +548,7 @@ class AsyncControlPlaneClient(AsyncResource):
 
         Raises:
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
@@ -567,7 +588,7 @@ class AsyncControlPlaneClient(AsyncResource):
             BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
                 a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
@@ -591,6 +612,7 @@ class AsyncControlPlaneClient(AsyncResource):
         env_key: str | None = None,
         task_keys: list[str] | None = None,
         project_key: str | None = None,
+        team_id: str | None = None,
         data_id: str | None = None,
         data_version: str | None = None,
         options: RequestOptions | None = None,
@@ -603,6 +625,7 @@ class AsyncControlPlaneClient(AsyncResource):
             env_key: Only tasks of this environment.
             task_keys: Only these tasks, by key. Sent as a repeated parameter (`task_keys=a&task_keys=b`).
             project_key: Only tasks of this project.
+            team_id: Only tasks of this team (the `team_id` of `get_account` and of each task); another team's id gives no tasks.
             data_id: Only tasks bound to this data snapshot key (the task's `data_key`; the query parameter keeps the server's name `data_id`).
             data_version: Only tasks bound to this data snapshot version.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
@@ -623,6 +646,7 @@ class AsyncControlPlaneClient(AsyncResource):
                 "env_key": env_key,
                 "task_keys": task_keys,
                 "project_key": project_key,
+                "team_id": team_id,
                 "data_id": data_id,
                 "data_version": data_version,
             },
@@ -686,7 +710,10 @@ class AsyncControlPlaneClient(AsyncResource):
             BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
                 a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            ConflictError: 409: The request conflicts with the current state, e.g. an object with that key already exists, or an `Idempotency-Key` was reused with a different body.
+            ConflictError: 409: The request conflicts with the current state, e.g. an object with that key already
+                exists, an `Idempotency-Key` was reused with a different body (`idempotency_conflict`), or
+                an `X-Request-ID` already created an instance (`duplicate_request_id`, `detail` a
+                `DuplicateRequestDetail`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
@@ -746,7 +773,7 @@ class AsyncControlPlaneClient(AsyncResource):
 
         Raises:
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
@@ -786,7 +813,7 @@ class AsyncControlPlaneClient(AsyncResource):
             BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
                 a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
@@ -868,7 +895,7 @@ class AsyncControlPlaneClient(AsyncResource):
             BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
                 a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
@@ -935,7 +962,7 @@ class AsyncControlPlaneClient(AsyncResource):
     ) -> models.VerifierData:
         """Get a stored verifier.
 
-        One stored verifier bundle with its code, by `verifier_id` (as returned by `execute_verifier`). 404 `not_found` when unknown.
+        One stored verifier with its code, by `verifier_id` (as returned by `execute_verifier`, or a task's `verifier.verifier_id`). 404 `not_found` when unknown.
 
         Args:
             verifier_id: The verifier's id.
@@ -946,7 +973,7 @@ class AsyncControlPlaneClient(AsyncResource):
 
         Raises:
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
@@ -954,6 +981,132 @@ class AsyncControlPlaneClient(AsyncResource):
             OPERATIONS["get_verifier"],
             models.VerifierData,
             path_params={"verifier_id": verifier_id},
+            options=options,
+        )
+
+    async def create_seed_upload_url(
+        self,
+        data_key: str,
+        env_key: str,
+        body: models.SeedUploadRequest | None = None,
+        *,
+        filename: str | NotGiven = NOT_GIVEN,
+        env_version: str | None | NotGiven = NOT_GIVEN,
+        options: RequestOptions | None = None,
+    ) -> models.SeedURLResponse:
+        """Get a URL to upload a seed archive to.
+
+        Registers a new version of the data `data_key` for the environment `env_key` (`v1`,
+        `v2`, ...) and answers a presigned URL to `PUT` its archive to (the public SDK's task
+        tooling uploads `seed.tar.zst` there), valid for an hour. Tasks then name it as
+        `data_id` / `data_version`. 503 `s3_unavailable` when the server has no object store.
+
+        Args:
+            data_key: Key of the data (a task's `data_id`).
+            env_key: The environment's key, e.g. `fira`.
+            body: Body of `create_seed_upload_url`.
+            filename, env_version: The fields of ``models.SeedUploadRequest``, as an alternative to ``body``; a field not passed is not sent, ``None`` is sent as ``null``.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            Where to upload the archive.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
+            UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return await self._send(
+            OPERATIONS["create_seed_upload_url"],
+            models.SeedURLResponse,
+            path_params={"data_key": data_key, "env_key": env_key},
+            body=build_body(
+                models.SeedUploadRequest,
+                body,
+                {"filename": filename, "env_version": env_version},
+                required=True,
+            ),
+            options=options,
+        )
+
+    async def create_seed_download_url(
+        self,
+        data_key: str,
+        env_key: str,
+        *,
+        options: RequestOptions | None = None,
+    ) -> models.SeedURLResponse:
+        """Get a URL to download a seed archive from.
+
+        A URL to `GET` the latest uploaded archive of the data `data_key` for `env_key`, with its
+        version and object key. 404 `not_found` when no archive was uploaded (the public SDK's
+        task tooling then falls back to the file sets); 503 `s3_unavailable` without an object
+        store.
+
+        Args:
+            data_key: Key of the data (a task's `data_id`).
+            env_key: The environment's key, e.g. `fira`.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            Where to download the archive.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
+            UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return await self._send(
+            OPERATIONS["create_seed_download_url"],
+            models.SeedURLResponse,
+            path_params={"data_key": data_key, "env_key": env_key},
+            options=options,
+        )
+
+    async def create_file_set_download_urls(
+        self,
+        file_set_key: str,
+        body: models.FileSetDownloadRequest | None = None,
+        *,
+        expires_in: int | NotGiven = NOT_GIVEN,
+        options: RequestOptions | None = None,
+    ) -> models.FileSetDownloadResponse:
+        """Get URLs to download the files of a file set.
+
+        The files of a file set (the older way a task carried data files, named by its
+        `env_variables.TASK_KEY` or its key), each with a URL to `GET` it. 404 `not_found` when
+        the set has no file; 503 `s3_unavailable` without an object store.
+
+        Args:
+            file_set_key: The file set's key.
+            body: Body of `create_file_set_download_urls`.
+            expires_in: The fields of ``models.FileSetDownloadRequest``, as an alternative to ``body``; a field not passed is not sent, ``None`` is sent as ``null``.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The files and their URLs.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
+            UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return await self._send(
+            OPERATIONS["create_file_set_download_urls"],
+            models.FileSetDownloadResponse,
+            path_params={"file_set_key": file_set_key},
+            body=build_body(
+                models.FileSetDownloadRequest,
+                body,
+                {"expires_in": expires_in},
+                required=True,
+            ),
             options=options,
         )
 
@@ -987,10 +1140,9 @@ class AsyncControlPlaneClient(AsyncResource):
         (`completed`, `errored`, `failed`, `cancelled`), then read the sessions with
         `GET /v1/sessions/job/{job_id}` (described in `sessions-ingest.yaml`).
 
-        A selector naming what does not exist is a 404 (`not_found` for task keys or a
-        project without tasks, `env_not_found` for an unknown `env_key`), as for
-        `create_instance`; 400 when no task is selected (see `JobRequest`); 409 when an
-        `Idempotency-Key` is reused with a different body.
+        A task key or project naming nothing is a 404 (`not_found`); an unknown `env_key` is a
+        400 `env_not_found`, as for `create_instance`; 400 when no task is selected (see
+        `JobRequest`); 409 when an `Idempotency-Key` is reused with a different body.
 
         Args:
             body: Body of `create_job`. Tasks are chosen by `task_keys` when given, else all tasks
@@ -1010,8 +1162,11 @@ class AsyncControlPlaneClient(AsyncResource):
             BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
                 a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
-            ConflictError: 409: The request conflicts with the current state, e.g. an object with that key already exists, or an `Idempotency-Key` was reused with a different body.
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
+            ConflictError: 409: The request conflicts with the current state, e.g. an object with that key already
+                exists, an `Idempotency-Key` was reused with a different body (`idempotency_conflict`), or
+                an `X-Request-ID` already created an instance (`duplicate_request_id`, `detail` a
+                `DuplicateRequestDetail`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
@@ -1090,7 +1245,7 @@ class AsyncControlPlaneClient(AsyncResource):
 
         Raises:
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
@@ -1131,6 +1286,9 @@ class AsyncControlPlaneClientWithRawResponse:
         self.execute_verifier = async_raw_response(raw.execute_verifier)
         self.check_verifier_bundle = async_raw_response(raw.check_verifier_bundle)
         self.get_verifier = async_raw_response(raw.get_verifier)
+        self.create_seed_upload_url = async_raw_response(raw.create_seed_upload_url)
+        self.create_seed_download_url = async_raw_response(raw.create_seed_download_url)
+        self.create_file_set_download_urls = async_raw_response(raw.create_file_set_download_urls)
         self.create_job = async_raw_response(raw.create_job)
         self.list_jobs = async_raw_response(raw.list_jobs)
         self.get_job = async_raw_response(raw.get_job)
@@ -1170,6 +1328,9 @@ class ControlPlaneClient(SyncResource):
     execute_verifier = blocking(AsyncControlPlaneClient.execute_verifier)
     check_verifier_bundle = blocking(AsyncControlPlaneClient.check_verifier_bundle)
     get_verifier = blocking(AsyncControlPlaneClient.get_verifier)
+    create_seed_upload_url = blocking(AsyncControlPlaneClient.create_seed_upload_url)
+    create_seed_download_url = blocking(AsyncControlPlaneClient.create_seed_download_url)
+    create_file_set_download_urls = blocking(AsyncControlPlaneClient.create_file_set_download_urls)
     create_job = blocking(AsyncControlPlaneClient.create_job)
     list_jobs = blocking(AsyncControlPlaneClient.list_jobs)
     get_job = blocking(AsyncControlPlaneClient.get_job)
@@ -1204,6 +1365,9 @@ class ControlPlaneClientWithRawResponse:
         self.execute_verifier = raw_response(raw.execute_verifier)
         self.check_verifier_bundle = raw_response(raw.check_verifier_bundle)
         self.get_verifier = raw_response(raw.get_verifier)
+        self.create_seed_upload_url = raw_response(raw.create_seed_upload_url)
+        self.create_seed_download_url = raw_response(raw.create_seed_download_url)
+        self.create_file_set_download_urls = raw_response(raw.create_file_set_download_urls)
         self.create_job = raw_response(raw.create_job)
         self.list_jobs = raw_response(raw.list_jobs)
         self.get_job = raw_response(raw.get_job)
@@ -1240,7 +1404,7 @@ class AsyncInstanceManagerClient(AsyncResource):
 
         Raises:
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
@@ -1272,7 +1436,7 @@ class AsyncInstanceManagerClient(AsyncResource):
 
         Raises:
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
@@ -1296,7 +1460,11 @@ class AsyncInstanceManagerClient(AsyncResource):
     ) -> list[models.Resource]:
         """List the instance's resources.
 
-        Lists the resources the instance exposes (SQLite databases, a CDP browser endpoint, APIs). SQLite resources are normally `seed` (read-only) and `current` (read-write).
+        Lists the resources the instance exposes (SQLite databases, a CDP browser endpoint, APIs).
+        SQLite resources are normally `seed` (read-only), `current` (read-write) and `action_log`
+        (read-only: the actions taken on the instance, one row each with the fields of
+        `LogActionRequest` plus `id` and `timestamp`). An instance backed by a browser lists a
+        `cdp` resource (see `describe_browser`).
 
         Args:
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
@@ -1306,7 +1474,7 @@ class AsyncInstanceManagerClient(AsyncResource):
 
         Raises:
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
@@ -1323,7 +1491,12 @@ class AsyncInstanceManagerClient(AsyncResource):
     ) -> models.CDPDescribeResponse:
         """Describe the instance's browser.
 
-        The Chrome DevTools Protocol URLs of the instance's browser. An instance without a browser answers 404 with code `not_found`.
+        The Chrome DevTools Protocol URLs of the instance's browser (its `cdp` resource): a
+        headless browser that opens the instance's web UI, running from the first use of its
+        URLs (or `start_browser`) until the instance ends. An instance without a browser answers
+        404 with code `not_found`; a server that cannot run one now answers 503
+        (`browser_unavailable`, or `browser_limit` while as many instances as it allows hold
+        one, retryable).
 
         Args:
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
@@ -1333,13 +1506,57 @@ class AsyncInstanceManagerClient(AsyncResource):
 
         Raises:
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
         return await self._send(
             OPERATIONS["describe_browser"],
             models.CDPDescribeResponse,
+            options=options,
+        )
+
+    async def start_browser(
+        self,
+        body: models.ChromeStartRequest | None = None,
+        *,
+        start_page: str | None | NotGiven = NOT_GIVEN,
+        resolution: str | None | NotGiven = NOT_GIVEN,
+        options: RequestOptions | None = None,
+    ) -> models.ChromeStartResponse:
+        """Start the instance's browser.
+
+        Starts the instance's browser now (it otherwise starts on the first use of its CDP URLs),
+        on the instance's web UI, sizes its page to `resolution` and opens `start_page` when
+        given. Starting a running browser only sizes its page and opens `start_page`. Errors as
+        `describe_browser`, and 400 for a `start_page` on another host.
+
+        Args:
+            body: Body of `start_browser`.
+            start_page, resolution: The fields of ``models.ChromeStartRequest``, as an alternative to ``body``; a field not passed is not sent, ``None`` is sent as ``null``.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The browser runs.
+
+        Raises:
+            BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
+                a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
+            UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return await self._send(
+            OPERATIONS["start_browser"],
+            models.ChromeStartResponse,
+            body=build_body(
+                models.ChromeStartRequest,
+                body,
+                {"start_page": start_page, "resolution": resolution},
+                required=True,
+            ),
             options=options,
         )
 
@@ -1362,7 +1579,7 @@ class AsyncInstanceManagerClient(AsyncResource):
 
         Raises:
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
         """
@@ -1404,7 +1621,7 @@ class AsyncInstanceManagerClient(AsyncResource):
                 a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
             PermissionDeniedError: 403: The credentials are valid but the operation is not allowed, e.g. a write to a read-only database (code `read_only`).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
@@ -1443,7 +1660,7 @@ class AsyncInstanceManagerClient(AsyncResource):
 
         Raises:
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
@@ -1497,7 +1714,7 @@ class AsyncInstanceManagerClient(AsyncResource):
             BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
                 a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
@@ -1558,7 +1775,7 @@ class AsyncInstanceManagerClient(AsyncResource):
             BadRequestError: 400: The request matches the schema but cannot be carried out as sent (code `bad_request` or
                 a more specific one), e.g. an invalid bundle, or a job whose selectors choose no task.
             AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
-            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found`, `version_not_found`, `instance_not_found`, `not_found`).
+            NotFoundError: 404: The named object does not exist. `code` says which (`env_not_found` for a path naming an unknown environment, `instance_not_found`, `not_found`).
             UnprocessableEntityError: 422: The body or query failed validation; `detail` is a list of `ValidationIssue` naming each bad field (code `validation_error`).
             RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
             InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
@@ -1601,6 +1818,7 @@ class AsyncInstanceManagerClientWithRawResponse:
         self.reset_instance = async_raw_response(raw.reset_instance)
         self.list_resources = async_raw_response(raw.list_resources)
         self.describe_browser = async_raw_response(raw.describe_browser)
+        self.start_browser = async_raw_response(raw.start_browser)
         self.describe_database = async_raw_response(raw.describe_database)
         self.query_database = async_raw_response(raw.query_database)
         self.structured_diff = async_raw_response(raw.structured_diff)
@@ -1628,6 +1846,7 @@ class InstanceManagerClient(SyncResource):
     reset_instance = blocking(AsyncInstanceManagerClient.reset_instance)
     list_resources = blocking(AsyncInstanceManagerClient.list_resources)
     describe_browser = blocking(AsyncInstanceManagerClient.describe_browser)
+    start_browser = blocking(AsyncInstanceManagerClient.start_browser)
     describe_database = blocking(AsyncInstanceManagerClient.describe_database)
     query_database = blocking(AsyncInstanceManagerClient.query_database)
     structured_diff = blocking(AsyncInstanceManagerClient.structured_diff)
@@ -1650,6 +1869,7 @@ class InstanceManagerClientWithRawResponse:
         self.reset_instance = raw_response(raw.reset_instance)
         self.list_resources = raw_response(raw.list_resources)
         self.describe_browser = raw_response(raw.describe_browser)
+        self.start_browser = raw_response(raw.start_browser)
         self.describe_database = raw_response(raw.describe_database)
         self.query_database = raw_response(raw.query_database)
         self.structured_diff = raw_response(raw.structured_diff)

@@ -2,9 +2,28 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel
 from typing import Annotated, Any, Literal
+from pydantic import BaseModel, ConfigDict, Field, RootModel
 from datetime import datetime
+
+
+class DuplicateRequestDetail(BaseModel):
+    """
+    `detail` of a 409 `duplicate_request_id`: the instance this request's `X-Request-ID` already created.
+    """
+
+    error: Literal["duplicate_request_id"]
+    """
+    Always `duplicate_request_id`.
+    """
+    instance_id: str
+    """
+    The instance the first request with this id created.
+    """
+    message: str
+    """
+    Human-readable message.
+    """
 
 
 class ValidationIssue(BaseModel):
@@ -154,7 +173,7 @@ class InstanceRequest(BaseModel):
     """
     region: Annotated[str | None, Field(max_length=255)] = None
     """
-    Region to run in, e.g. `us-west-1`. Absent means the server's default.
+    Region to run in, one of `list_regions`, e.g. `us-west-1`. Absent means the server's default; another value is a 400 `region_not_supported`.
     """
     env_variables: dict[str, Any] | None = None
     """
@@ -964,6 +983,93 @@ class VerifierData(BaseModel):
     """
 
 
+class SeedUploadRequest(BaseModel):
+    """
+    Body of `create_seed_upload_url`.
+    """
+
+    filename: Annotated[str, Field(max_length=255, pattern="^[A-Za-z0-9._-]+$")]
+    """
+    Name of the archive, e.g. `seed.tar.zst`.
+    """
+    env_version: Annotated[str | None, Field(max_length=255)] = None
+    """
+    Version of the environment the data is for, e.g. `v1.2.3`; kept with the data.
+    """
+
+
+class SeedURLResponse(BaseModel):
+    """
+    Where a seed archive goes or comes from.
+    """
+
+    url: str
+    """
+    The URL to `PUT` the archive to (upload) or `GET` it from (download).
+    """
+    data_key: str
+    """
+    Key of the data.
+    """
+    env_key: str
+    """
+    The environment.
+    """
+    version: str
+    """
+    Version of the data this archive is, e.g. `v2` (a task's `data_version`).
+    """
+    s3_key: str
+    """
+    Key of the archive in the object store.
+    """
+    env_version: str | None = None
+    """
+    The environment version given at upload.
+    """
+
+
+class FileSetDownloadRequest(BaseModel):
+    """
+    Body of `create_file_set_download_urls`.
+    """
+
+    expires_in: Annotated[int, Field(ge=1, le=604800)] = 3600
+    """
+    Seconds the URLs must stay valid.
+    """
+
+
+class FileDownloadURL(BaseModel):
+    """
+    One file of a file set.
+    """
+
+    filename: str
+    """
+    Its path inside the set (may contain `/`).
+    """
+    url: str
+    """
+    The URL to `GET` it from.
+    """
+
+
+class FileSetDownloadResponse(BaseModel):
+    """
+    The files of a file set.
+    """
+
+    file_set_key: str
+    """
+    The set.
+    """
+    urls: list[FileDownloadURL]
+    """
+    Its files, by path.
+    """
+
+
 class JobCreateRequest(BaseModel):
     """
     Body of `create_job`. Tasks are chosen by `task_keys` when given, else all tasks
@@ -1252,6 +1358,41 @@ class CDPDescribeResponse(BaseModel):
     cdp_devtools_url: str
     """
     URL of the DevTools front end.
+    """
+
+
+class ChromeStartRequest(BaseModel):
+    """
+    Body of `start_browser`.
+    """
+
+    start_page: Annotated[str | None, Field(max_length=2048)] = None
+    """
+    A page to open, on the instance's own host (another host is a 400); absent or null keeps the page the browser is on (the instance's web UI once it starts).
+    """
+    resolution: Annotated[
+        str | None,
+        Field(
+            pattern="^(?:[1-9][0-9]{2}|[1-3][0-9]{3}|40[0-8][0-9]|409[0-6])[x,](?:[1-9][0-9]{2}|[1-3][0-9]{3}|40[0-8][0-9]|409[0-6])$"
+        ),
+    ] = "1920x1080"
+    """
+    Page size in CSS pixels, `WIDTHxHEIGHT` or `WIDTH,HEIGHT` (the public SDK sends the latter), each 100 to 4096.
+    """
+
+
+class ChromeStartResponse(BaseModel):
+    """
+    Result of `start_browser`.
+    """
+
+    success: bool
+    """
+    Whether the browser runs.
+    """
+    message: str
+    """
+    What was done.
     """
 
 
@@ -1550,14 +1691,15 @@ class DiffResponse(BaseModel):
 class ErrorResponse(BaseModel):
     """
     The error body of every operation (the FastAPI shape). Known `code` values:
-    `env_not_found`, `version_not_found`, `instance_not_found`, `read_only`, `not_found`,
-    `validation_error`, `provisioning_failed`.
+    `env_not_found`, `version_not_found`, `region_not_supported`, `instance_not_found`,
+    `read_only`, `not_found`, `validation_error`, `provisioning_failed`,
+    `duplicate_request_id`.
 
     """
 
-    detail: str | list[ValidationIssue]
+    detail: str | list[ValidationIssue] | DuplicateRequestDetail
     """
-    A human-readable message, or (for 422) the list of validation issues.
+    A human-readable message, the list of validation issues (422), or the instance a repeated `X-Request-ID` already created (409 `duplicate_request_id`).
     """
     code: str | None = None
     """
@@ -1573,7 +1715,7 @@ class TaskResponse(Task):
     """
     A stored task config: `Task` under our names, plus the orchestrator's names for the same
     values (`key`, `environment_id`, `version`, `data_id`) and what the server adds
-    (`team_id`, `created_at`, `verifier_id`).
+    (`team_id`, `created_at`, `verifier_id`, `verifier_sha`, `verifier`).
 
     """
 
@@ -1605,9 +1747,17 @@ class TaskResponse(Task):
     """
     Id of the task's verifier bundle, when it has verifier code.
     """
+    verifier_sha: str | None = None
+    """
+    `verifier.sha256`, under the name task files give it (the public SDK's `load_task_from_json` reads it there).
+    """
     verifier: VerifierData | None = None
     """
-    The stored verifier object; null here (the code is in `verifier_code`).
+    The task's verifier as a stored verifier (`VerifierData`): `code` is `verifier_code`,
+    `sha256` the hex SHA-256 of its bundle (the address `execute_verifier` takes, also
+    reported as `verifier_sha` by task-file tooling), `verifier_id` the same id as
+    above, which `get_verifier` answers. Null when the task has no verifier code.
+
     """
     output_json_schema: dict[str, Any] | None = None
     """
@@ -1645,17 +1795,23 @@ class TaskUpdate(TaskUpdateRequest):
 __all__ = [
     "AccountResponse",
     "CDPDescribeResponse",
+    "ChromeStartRequest",
+    "ChromeStartResponse",
     "ColumnChange",
     "ColumnSchema",
     "DescribeResponse",
     "DiffIgnoreConfig",
     "DiffRequest",
     "DiffResponse",
+    "DuplicateRequestDetail",
     "Environment",
     "EnvironmentInfo",
     "ErrorResponse",
     "ExecuteFunctionRequest",
     "ExecuteFunctionResponse",
+    "FileDownloadURL",
+    "FileSetDownloadRequest",
+    "FileSetDownloadResponse",
     "HealthResponse",
     "HeartbeatRequest",
     "HeartbeatResponse",
@@ -1683,6 +1839,8 @@ __all__ = [
     "RestoreRequest",
     "RestoreResponse",
     "Run",
+    "SeedURLResponse",
+    "SeedUploadRequest",
     "SnapshotResponse",
     "TableDiff",
     "TableSchema",

@@ -175,8 +175,8 @@ class AsyncEvaluationReportsClient(AsyncResource):
         a window whose `end` is not after `start` is empty.
 
         Args:
-            start: Start of the window (inclusive), RFC 3339 with a zone; default one hour before `end`.
-            end: End of the window (exclusive), RFC 3339 with a zone; default now.
+            start: Start of the window (inclusive), RFC 3339 (without a zone it is read as UTC); default one hour before `end`.
+            end: End of the window (exclusive), RFC 3339 (without a zone it is read as UTC); default now.
             bucket_seconds: Width of one bucket in seconds.
             limit: Sessions listed at most (newest first).
             job_id: Only the sessions of this job.

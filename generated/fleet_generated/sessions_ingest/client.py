@@ -11,6 +11,7 @@ by ``blocking`` (see ``_resource.py``), so signature, docstring and behaviour ar
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 from typing import Literal
 
 from .._operation import Operation
@@ -43,6 +44,7 @@ SERVER_URL = "https://orchestrator.fleetai.com"
 # fmt: off
 OPERATIONS: dict[str, Operation] = {
     "ingest_session": Operation("ingest_session", "POST", "/v1/sessions/ingest", "sessions", False, SERVER_URL, 200),
+    "log_session": Operation("log_session", "POST", "/v1/traces/logs", "sessions", False, SERVER_URL, 200),
     "get_session_transcript": Operation("get_session_transcript", "GET", "/v1/sessions/{session_id}/transcript", "sessions", False, SERVER_URL, 200),
     "get_job_sessions": Operation("get_job_sessions", "GET", "/v1/sessions/job/{job_id}", "sessions", False, SERVER_URL, 200),
 }
@@ -108,8 +110,8 @@ class AsyncSessionsClient(AsyncResource):
         409 with code `idempotency_conflict`.
 
         Args:
-            body: One session upload. Messages are OpenAI multimodal shape; the legacy Gemini
-                `history` / `parts` / `inline_data` shape of `POST /v1/traces/logs` is not accepted here.
+            body: One session upload. Messages are OpenAI multimodal shape; a history in another model API's
+                shape (Gemini `parts`, Anthropic content blocks) goes to `log_session` instead.
                 Sending the `session_id` of an existing session appends `messages` to it.
             messages, session_id, job_id, task_key, model, instance_id, team_id, status, metadata, started_at, ended_at, verifier_execution_id: The fields of ``models.SessionIngestRequest``, as an alternative to ``body``; a field not passed is not sent, ``None`` is sent as ``null``.
             idempotency_key: Sent as the ``Idempotency-Key`` header; makes the POST safe to retry; the server returns the first result for a repeated key.
@@ -148,6 +150,86 @@ class AsyncSessionsClient(AsyncResource):
                 required=True,
             ),
             options=request_options(options, idempotency_key=idempotency_key),
+        )
+
+    async def log_session(
+        self,
+        body: models.SessionLogRequest | None = None,
+        *,
+        session_id: str | None | NotGiven = NOT_GIVEN,
+        job_id: str | None | NotGiven = NOT_GIVEN,
+        history: list[dict[str, Any] | str] | None | NotGiven = NOT_GIVEN,
+        response: Any | None | NotGiven = NOT_GIVEN,
+        config: Any | None | NotGiven = NOT_GIVEN,
+        model: str | None | NotGiven = NOT_GIVEN,
+        task_key: str | None | NotGiven = NOT_GIVEN,
+        instance_id: str | None | NotGiven = NOT_GIVEN,
+        status: Literal["pending", "running", "completed", "timed_out", "errored", "failed", "cancelled"]
+        | None
+        | NotGiven = NOT_GIVEN,
+        ended_at: datetime | None | NotGiven = NOT_GIVEN,
+        verifier_execution_id: str | None | NotGiven = NOT_GIVEN,
+        options: RequestOptions | None = None,
+    ) -> models.SessionIngestResponse:
+        """Log one model call of a session, in the model API's own shape.
+
+        What the public SDK's `Session.log(history, response)` sends: the chat messages since the
+        previous call (`history`) and the model's answer (`response`), in whatever shape the
+        model's API uses. The server turns them into the session's messages
+        (`SessionIngestMessage`), so the session reads back like an ingested one
+        (`get_session_transcript`, `get_job_sessions`).
+
+        Shapes read: OpenAI chat messages (`role`, `content`, `tool_calls`, `tool_call_id`;
+        `developer` is read as `system`), Anthropic messages (content blocks `text`, `image`,
+        `tool_use`, `tool_result`, `thinking`) and Gemini `Content` (`role` `user`/`model`,
+        `parts` with `text`, `inline_data`, `function_call`, `function_response`). A `response`
+        may also be a string (the assistant's text), an OpenAI chat completion (`choices`), an
+        OpenAI Responses result (`output`) or a Gemini `GenerateContentResponse`
+        (`candidates`). Anything else becomes a message holding its JSON text, so nothing sent
+        is lost. Inline images (base64 blocks, `inline_data`, `data:` URLs) are stored on the
+        server's public image store and referenced by URL, as `ingest_session` expects.
+
+        Without `session_id` (or with one the server does not know) a new session is created,
+        `running` until a call sends `status`. The public SDK's `complete()` and `fail()` send
+        only `session_id`, `status`, `ended_at` and `verifier_execution_id`.
+
+        Args:
+            body: Body of `log_session`: one `Session.log(history, response)` of the public SDK, or its
+                `complete()` / `fail()`. Every field is optional; see `log_session` for the shapes read.
+            session_id, job_id, history, response, config, model, task_key, instance_id, status, ended_at, verifier_execution_id: The fields of ``models.SessionLogRequest``, as an alternative to ``body``; a field not passed is not sent, ``None`` is sent as ``null``.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The session was created or updated.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid API key.
+            UnprocessableEntityError: 422: The request failed validation; `detail` lists the bad fields.
+            RateLimitError: 429: Too many requests; retry later with backoff.
+            InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
+        """
+        return await self._send(
+            OPERATIONS["log_session"],
+            models.SessionIngestResponse,
+            body=build_body(
+                models.SessionLogRequest,
+                body,
+                {
+                    "session_id": session_id,
+                    "job_id": job_id,
+                    "history": history,
+                    "response": response,
+                    "config": config,
+                    "model": model,
+                    "task_key": task_key,
+                    "instance_id": instance_id,
+                    "status": status,
+                    "ended_at": ended_at,
+                    "verifier_execution_id": verifier_execution_id,
+                },
+                required=True,
+            ),
+            options=options,
         )
 
     async def get_session_transcript(
@@ -230,6 +312,7 @@ class AsyncSessionsClientWithRawResponse:
     def __init__(self, client: AsyncSessionsClient) -> None:
         raw = client._raw_twin()
         self.ingest_session = async_raw_response(raw.ingest_session)
+        self.log_session = async_raw_response(raw.log_session)
         self.get_session_transcript = async_raw_response(raw.get_session_transcript)
         self.get_job_sessions = async_raw_response(raw.get_job_sessions)
 
@@ -249,6 +332,7 @@ class SessionsClient(SyncResource):
         return SessionsClientWithRawResponse(self)
 
     ingest_session = blocking(AsyncSessionsClient.ingest_session)
+    log_session = blocking(AsyncSessionsClient.log_session)
     get_session_transcript = blocking(AsyncSessionsClient.get_session_transcript)
     get_job_sessions = blocking(AsyncSessionsClient.get_job_sessions)
 
@@ -263,5 +347,6 @@ class SessionsClientWithRawResponse:
     def __init__(self, client: SessionsClient) -> None:
         raw = client._raw_twin()
         self.ingest_session = raw_response(raw.ingest_session)
+        self.log_session = raw_response(raw.log_session)
         self.get_session_transcript = raw_response(raw.get_session_transcript)
         self.get_job_sessions = raw_response(raw.get_job_sessions)

@@ -44,6 +44,72 @@ class SessionMetadata(BaseModel):
     """
 
 
+class SessionLogRequest(BaseModel):
+    """
+    Body of `log_session`: one `Session.log(history, response)` of the public SDK, or its
+    `complete()` / `fail()`. Every field is optional; see `log_session` for the shapes read.
+
+    """
+
+    session_id: Annotated[str | None, Field(max_length=255, pattern="^[^/]+$")] = None
+    """
+    The session to add to; absent (or unknown) creates one, whose id the answer carries.
+    """
+    job_id: Annotated[str | None, Field(max_length=255, pattern="^[^/]+$")] = None
+    """
+    Job the session belongs to (a trace job's `job_id`).
+    """
+    history: Annotated[list[dict[str, Any] | str] | None, Field(max_length=10000)] = (
+        None
+    )
+    """
+    Messages sent to the model since the previous call, in its API's shape (objects; a bare string is a user message).
+    """
+    response: Any | None = None
+    """
+    The model's answer, in its API's shape (see `log_session`); null when there is none.
+    """
+    config: Any | None = None
+    """
+    The generation config the caller used (any JSON); kept in the session's metadata as `config`.
+    """
+    model: Annotated[str | None, Field(max_length=255)] = None
+    """
+    Model id that produced the rollout.
+    """
+    task_key: Annotated[str | None, Field(max_length=255, pattern="^[^/]+$")] = None
+    """
+    Key of the task the rollout runs.
+    """
+    instance_id: Annotated[str | None, Field(max_length=255, pattern="^[^/]+$")] = None
+    """
+    Env instance the rollout runs on.
+    """
+    status: (
+        Literal[
+            "pending",
+            "running",
+            "completed",
+            "timed_out",
+            "errored",
+            "failed",
+            "cancelled",
+        ]
+        | None
+    ) = None
+    """
+    New status of the session (`complete()` sends `completed`, `fail()` sends `failed`).
+    """
+    ended_at: datetime | None = None
+    """
+    When the rollout ended (ISO 8601); a timestamp without a zone is read as UTC.
+    """
+    verifier_execution_id: Annotated[str | None, Field(max_length=255)] = None
+    """
+    `execution_id` of the verifier run that graded the rollout (see `SessionIngestRequest`).
+    """
+
+
 class SessionIngestResponse(BaseModel):
     """
     Result of a session ingest.
@@ -571,8 +637,8 @@ class JobSessions(JobSessionsResponse):
 
 class SessionIngestRequest(BaseModel):
     """
-    One session upload. Messages are OpenAI multimodal shape; the legacy Gemini
-    `history` / `parts` / `inline_data` shape of `POST /v1/traces/logs` is not accepted here.
+    One session upload. Messages are OpenAI multimodal shape; a history in another model API's
+    shape (Gemini `parts`, Anthropic content blocks) goes to `log_session` instead.
     Sending the `session_id` of an existing session appends `messages` to it.
 
     """
@@ -630,11 +696,11 @@ class SessionIngestRequest(BaseModel):
     """
     started_at: datetime | None = None
     """
-    When the rollout started (ISO 8601, timezone-aware).
+    When the rollout started (ISO 8601); a timestamp without a zone is read as UTC.
     """
     ended_at: datetime | None = None
     """
-    When the rollout ended (ISO 8601, timezone-aware).
+    When the rollout ended (ISO 8601); a timestamp without a zone is read as UTC.
     """
     verifier_execution_id: Annotated[str | None, Field(max_length=255)] = None
     """
@@ -657,6 +723,7 @@ __all__ = [
     "SessionIngestMessage",
     "SessionIngestRequest",
     "SessionIngestResponse",
+    "SessionLogRequest",
     "SessionMetadata",
     "SessionSummary",
     "SessionTranscript",

@@ -40,14 +40,13 @@ SERVER_URL = "https://api.internal.fleet-platform.fleetai.com"
 # fmt: off
 OPERATIONS: dict[str, Operation] = {
     "create_trace_job": Operation("create_trace_job", "POST", "/v1/traces/jobs", "traces-jobs", False, SERVER_URL, 200),
-    "upload_trace_logs": Operation("upload_trace_logs", "POST", "/v1/traces/logs", "traces-jobs", True, SERVER_URL, 200),
 }
 # fmt: on
 """Every operation of the schema by ``operationId`` (fields in ``Operation`` order), for contract tests."""
 
 
 class AsyncTracesJobsClient(AsyncResource):
-    """Create trace jobs that group uploaded sessions; legacy trace-log upload.
+    """Create trace jobs that group uploaded sessions.
 
     Async client for the ``traces-jobs`` operations of ``schemas/traces-jobs.yaml``.
 
@@ -99,65 +98,6 @@ class AsyncTracesJobsClient(AsyncResource):
             options=options,
         )
 
-    async def upload_trace_logs(
-        self,
-        body: models.TraceLogsRequest | None = None,
-        *,
-        job_id: str | NotGiven = NOT_GIVEN,
-        session_id: str | None | NotGiven = NOT_GIVEN,
-        task_key: str | None | NotGiven = NOT_GIVEN,
-        model: str | None | NotGiven = NOT_GIVEN,
-        history: list[models.TraceTurn] | NotGiven = NOT_GIVEN,
-        score: float | None | NotGiven = NOT_GIVEN,
-        verifier_execution_id: str | None | NotGiven = NOT_GIVEN,
-        options: RequestOptions | None = None,
-    ) -> models.TraceLogsResponse:
-        """Upload a trace in the legacy Gemini shape (deprecated).
-
-        Deprecated. Uploads a trace as Gemini-style `history` / `parts`. The server stores
-        `inline_data` images in a private bucket, so the dashboard cannot display the
-        screenshots (every image answers 403). Use `POST /v1/sessions/ingest` on the orchestrator
-        (`https://orchestrator.fleetai.com`) with OpenAI-shape messages and public image URLs
-        instead. Kept only so old traces can still be replayed.
-
-        Deprecated: this operation is deprecated by the schema and warns when called.
-
-        Args:
-            body: Deprecated legacy Gemini-shape trace upload. Screenshots sent here land in a private
-                bucket and never render; use the orchestrator's sessions ingest instead.
-            job_id, session_id, task_key, model, history, score, verifier_execution_id: The fields of ``models.TraceLogsRequest``, as an alternative to ``body``; a field not passed is not sent, ``None`` is sent as ``null``.
-            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
-
-        Returns:
-            The trace was stored.
-
-        Raises:
-            AuthenticationError: 401: Missing or invalid credentials, including a key sent as `X-API-Key` instead of Bearer
-                ("Authentication required. Provide either API key or JWT token with team ID").
-            UnprocessableEntityError: 422: The request failed validation; `detail` lists the bad fields.
-            RateLimitError: 429: Too many requests; retry later with backoff.
-            InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
-        """
-        return await self._send(
-            OPERATIONS["upload_trace_logs"],
-            models.TraceLogsResponse,
-            body=build_body(
-                models.TraceLogsRequest,
-                body,
-                {
-                    "job_id": job_id,
-                    "session_id": session_id,
-                    "task_key": task_key,
-                    "model": model,
-                    "history": history,
-                    "score": score,
-                    "verifier_execution_id": verifier_execution_id,
-                },
-                required=True,
-            ),
-            options=options,
-        )
-
 
 class AsyncTracesJobsClientWithRawResponse:
     """``AsyncTracesJobsClient`` whose methods return the ``RawResponse`` instead of the model.
@@ -169,11 +109,10 @@ class AsyncTracesJobsClientWithRawResponse:
     def __init__(self, client: AsyncTracesJobsClient) -> None:
         raw = client._raw_twin()
         self.create_trace_job = async_raw_response(raw.create_trace_job)
-        self.upload_trace_logs = async_raw_response(raw.upload_trace_logs)
 
 
 class TracesJobsClient(SyncResource):
-    """Create trace jobs that group uploaded sessions; legacy trace-log upload.
+    """Create trace jobs that group uploaded sessions.
 
     Blocking client for the ``traces-jobs`` operations of ``schemas/traces-jobs.yaml``.
 
@@ -187,7 +126,6 @@ class TracesJobsClient(SyncResource):
         return TracesJobsClientWithRawResponse(self)
 
     create_trace_job = blocking(AsyncTracesJobsClient.create_trace_job)
-    upload_trace_logs = blocking(AsyncTracesJobsClient.upload_trace_logs)
 
 
 class TracesJobsClientWithRawResponse:
@@ -200,4 +138,3 @@ class TracesJobsClientWithRawResponse:
     def __init__(self, client: TracesJobsClient) -> None:
         raw = client._raw_twin()
         self.create_trace_job = raw_response(raw.create_trace_job)
-        self.upload_trace_logs = raw_response(raw.upload_trace_logs)

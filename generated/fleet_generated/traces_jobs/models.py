@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
-from typing import Annotated, Any, Literal
+from pydantic import BaseModel, Field
+from typing import Annotated, Literal
 
 
 class ValidationIssue(BaseModel):
@@ -55,80 +55,6 @@ class TraceJobResponse(BaseModel):
     """
 
 
-class TraceInlineData(BaseModel):
-    """
-    Gemini `Blob`: base64 bytes with their MIME type.
-    """
-
-    mime_type: str
-    """
-    MIME type, e.g. `image/png` or `image/jpeg`.
-    """
-    data: str
-    """
-    The bytes, base64-encoded (no `data:` prefix).
-    """
-
-
-class TraceFunctionCall(BaseModel):
-    """
-    Gemini `FunctionCall`.
-    """
-
-    model_config = ConfigDict(
-        extra="allow",
-    )
-    id: str | None = None
-    """
-    Id of the call, when the model gave one.
-    """
-    name: str
-    """
-    Name of the called tool.
-    """
-    args: dict[str, Any] | None = None
-    """
-    Arguments as an object (not a JSON string, unlike OpenAI).
-    """
-
-
-class TraceFunctionResponse(BaseModel):
-    """
-    Gemini `FunctionResponse`.
-    """
-
-    model_config = ConfigDict(
-        extra="allow",
-    )
-    id: str | None = None
-    """
-    Id of the call this answers, when known.
-    """
-    name: str
-    """
-    Name of the tool that answered.
-    """
-    response: dict[str, Any] | None = None
-    """
-    The tool's result as an object.
-    """
-
-
-class TraceLogsResponse(BaseModel):
-    """
-    Result of a legacy trace upload.
-    """
-
-    success: bool
-    """
-    True when the trace was stored.
-    """
-    session_id: str
-    """
-    Id of the session the trace was stored in.
-    """
-
-
 class ErrorResponse(BaseModel):
     """
     Error body of every non-2XX response (FastAPI shape plus optional `code` and `retryable`).
@@ -157,101 +83,10 @@ class TraceJob(TraceJobResponse):
     """
 
 
-class TracePart(BaseModel):
-    """
-    One Gemini `Part`. The server reads only `text`, `thought`, `inline_data`,
-    `function_call` and `function_response`; any other key (such as a `type`) is silently
-    ignored, so an image must go in `inline_data` or it is lost. Set exactly one of them
-    (`thought` is a flag that goes with `text`).
-
-    """
-
-    text: str | None = None
-    """
-    Text of the part.
-    """
-    thought: bool | None = None
-    """
-    True when `text` is model reasoning (Gemini `Part.thought` is a boolean flag).
-    """
-    inline_data: TraceInlineData | None = None
-    """
-    An inline image or other binary payload.
-    """
-    function_call: TraceFunctionCall | None = None
-    """
-    A tool call made by the model.
-    """
-    function_response: TraceFunctionResponse | None = None
-    """
-    The result of a tool call.
-    """
-
-
-class TraceTurn(BaseModel):
-    """
-    One Gemini-style turn.
-    """
-
-    role: str
-    """
-    Author of the turn.
-
-    """
-    parts: list[TracePart]
-    """
-    The parts of the turn, in order.
-    """
-
-
-class TraceLogsRequest(BaseModel):
-    """
-    Deprecated legacy Gemini-shape trace upload. Screenshots sent here land in a private
-    bucket and never render; use the orchestrator's sessions ingest instead.
-
-    """
-
-    job_id: Annotated[str, Field(max_length=255, pattern="^[^/]+$")]
-    """
-    Trace job the session belongs to.
-    """
-    session_id: Annotated[str | None, Field(max_length=255, pattern="^[^/]+$")] = None
-    """
-    Existing session to write to; omitted or null creates a new one.
-    """
-    task_key: Annotated[str | None, Field(max_length=255, pattern="^[^/]+$")] = None
-    """
-    Key of the task the rollout ran.
-    """
-    model: Annotated[str | None, Field(max_length=255)] = None
-    """
-    Model id that produced the rollout.
-    """
-    history: Annotated[list[TraceTurn], Field(max_length=10000)]
-    """
-    The conversation as Gemini-style turns, in order.
-    """
-    score: float | None = None
-    """
-    The rollout's reward; null means unknown (not 0.0).
-    """
-    verifier_execution_id: Annotated[str | None, Field(max_length=255)] = None
-    """
-    Id of the verifier execution that graded the rollout.
-    """
-
-
 __all__ = [
     "ErrorResponse",
-    "TraceFunctionCall",
-    "TraceFunctionResponse",
-    "TraceInlineData",
     "TraceJob",
     "TraceJobRequest",
     "TraceJobResponse",
-    "TraceLogsRequest",
-    "TraceLogsResponse",
-    "TracePart",
-    "TraceTurn",
     "ValidationIssue",
 ]
