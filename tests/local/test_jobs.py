@@ -16,6 +16,7 @@ from fleet_sdk._exceptions import (
     ConflictError,
     EnvNotFoundError,
     NotFoundError,
+    UnprocessableEntityError,
 )
 from fleet_sdk.types import env_instance as models
 from fleet_sdk.types import sessions_ingest as smodels
@@ -178,6 +179,14 @@ async def test_job_requests_are_validated(local: LocalFleet) -> None:
             )
         with pytest.raises(NotFoundError):
             await jobs.get_job("job_missing")
+        # Regression: a bare model id was accepted and the job errored after running every session.
+        for bad, why in (("gpt-4o", "does not match"), ("local/scripted-v2", "not a local policy")):
+            with pytest.raises(UnprocessableEntityError) as refused:
+                await jobs.create_job(
+                    models.JobCreateRequest(models=["local/scripted", bad], task_keys=bundled[:1])
+                )
+            (issue,) = refused.value.body["detail"]
+            assert issue["loc"] == ["body", "models", 1] and why in issue["msg"]
 
         # The same Idempotency-Key replays the first job; another body with it is a conflict.
         body = models.JobCreateRequest(models=["local/scripted"], task_keys=bundled[:1])
