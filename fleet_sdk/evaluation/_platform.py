@@ -38,8 +38,8 @@ __all__ = [
     "session_score",
 ]
 
-PROVIDER_MODEL = re.compile(r"^[^/\s]+/[^/\s]\S*$")
-"""A ``provider/model`` id, as a job takes them (``JobCreateRequest.models`` in the schema)."""
+PROVIDER_MODEL = re.compile(r"^[^/]+/[^/]")
+"""A ``provider/model`` id as a job takes it: a provider, a slash, a model (``create_job``)."""
 
 TERMINAL_JOB_STATUSES = frozenset({"completed", "errored", "failed", "cancelled"})
 _LIVE_SESSION = frozenset({"pending", "running"})

@@ -2,8 +2,8 @@
 
 Build an envelope with :func:`build_report` (or from a run with ``fleet_sdk.evaluation``), then
 render it with :func:`to_json`, :func:`to_markdown` or :func:`to_html` (inline SVG charts, a
-light, dark or automatic theme), name its file with
-:func:`filename`, and compare two runs with :func:`compare`. Nothing here touches the network.
+light, dark or automatic theme), name its file with :func:`filename`, and compare two runs with
+:func:`compare` (on the k they share). Nothing here touches the network.
 """
 
 from .._public import publish

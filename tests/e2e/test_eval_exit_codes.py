@@ -147,8 +147,10 @@ def test_ctrl_c_stops_cleanly_prints_the_resume_command_and_exits_130(
     with RunDir(run_dir) as store:
         manifest = store.require_manifest()
         assert len(store.finished()) == total
-    # the episodes Ctrl-C stopped were not uploaded: the trace job holds exactly the run's episodes
+    # The episodes Ctrl-C stopped were not uploaded. One that had just finished (uploaded, its row
+    # not yet committed) is played again on resume, so the trace job may hold one more session for
+    # each episode that was in flight, never more.
     with LocalFleet(run_dir / "server-data") as local, local.fleet() as fleet:
         assert manifest.trace_job_id is not None
         listing = fleet.api.sessions.get_job_sessions(manifest.trace_job_id)
-    assert sum(len(t.sessions) for t in listing.tasks) == total
+    assert total <= sum(len(t.sessions) for t in listing.tasks) <= total + 2  # --concurrency 2
