@@ -65,27 +65,8 @@ class Comparison(BaseModel):
         """Sorted-key JSON with a final newline."""
         return json.dumps(self.model_dump(mode="json"), sort_keys=True, indent=2) + "\n"
 
-    def to_markdown(self) -> str:
-        """A Markdown table of the regressed and improved pairs."""
-        lines = [f"# Comparison: {_md(self.base_run_id)} -> {_md(self.head_run_id)}", ""]
-        if self.note:
-            lines += [_md(self.note), ""]
-        moved = [c for c in self.changes if c.direction != "unchanged"]
-        if not moved:
-            return "\n".join([*lines, "No task changed its pass@k."]) + "\n"
-        rows = [
-            [
-                _md(c.model),
-                _md(c.task_key),
-                c.direction,
-                _num(c.base_pass_at_k),
-                _num(c.head_pass_at_k),
-                f"{c.delta:+.2f}",
-                "yes" if c.outside_intervals else "no",
-            ]
-            for c in moved
-        ]
-        headers = [
+    def _headers(self) -> list[str]:
+        return [
             "model",
             "task",
             "change",
@@ -94,39 +75,39 @@ class Comparison(BaseModel):
             "delta",
             "outside intervals",
         ]
-        return "\n".join([*lines, *_md_table(headers, rows)]) + "\n"
+
+    def _moved(self) -> list[list[str]]:
+        """The regressed and improved pairs as rows of plain text."""
+        return [
+            [
+                c.model,
+                c.task_key,
+                c.direction,
+                _num(c.base_pass_at_k),
+                _num(c.head_pass_at_k),
+                f"{c.delta:+.2f}",
+                "yes" if c.outside_intervals else "no",
+            ]
+            for c in self.changes
+            if c.direction != "unchanged"
+        ]
+
+    def to_markdown(self) -> str:
+        """A Markdown table of the regressed and improved pairs."""
+        lines = [f"# Comparison: {_md(self.base_run_id)} -> {_md(self.head_run_id)}", ""]
+        if self.note:
+            lines += [_md(self.note), ""]
+        moved = self._moved()
+        if not moved:
+            return "\n".join([*lines, "No task changed its pass@k."]) + "\n"
+        rows = [[_md(row[0]), _md(row[1]), *row[2:]] for row in moved]
+        return "\n".join([*lines, *_md_table(self._headers(), rows)]) + "\n"
 
     def to_html(self) -> str:
         """The Markdown table as a small self-contained HTML page."""
-        head = "".join(
-            f"<th>{h}</th>"
-            for h in (
-                "model",
-                "task",
-                "change",
-                f"base pass@{self.k}",
-                f"head pass@{self.k}",
-                "delta",
-                "outside intervals",
-            )
-        )
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in self._headers())
         body = "".join(
-            "<tr>"
-            + "".join(
-                f"<td>{html.escape(str(v))}</td>"
-                for v in (
-                    c.model,
-                    c.task_key,
-                    c.direction,
-                    _num(c.base_pass_at_k),
-                    _num(c.head_pass_at_k),
-                    f"{c.delta:+.2f}",
-                    "yes" if c.outside_intervals else "no",
-                )
-            )
-            + "</tr>"
-            for c in self.changes
-            if c.direction != "unchanged"
+            "<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>" for row in self._moved()
         )
         title = html.escape(f"Comparison: {self.base_run_id} -> {self.head_run_id}")
         note = f"<p>{html.escape(self.note)}</p>" if self.note else ""
