@@ -2,7 +2,9 @@
 
 ``POST /v1/jobs`` selects tasks (``task_keys``, else ``project_key``, else ``env_key``, less
 ``excluded_task_keys``), stores a ``job`` document and one ``pending`` session per run, and starts
-the job with :func:`._episodes.start_job`, which plays and grades every session.
+the job with :func:`._episodes.start_job`, which plays and grades every session. Model ids are
+checked first: the schema refuses a bare name, and a ``local/...`` id must be a bundled policy
+(both 422 naming ``models.N``), so a job never runs only to error every session.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from typing import Any
 
 import anyio
 from fastapi import APIRouter
+from fastapi.exceptions import RequestValidationError
 
+from fleet_sdk.policies import LOCAL_MODELS
 from fleet_sdk.protocol import bare_model
 from fleet_sdk.types import env_instance as models
 
@@ -141,6 +145,21 @@ def _create_job(state: LocalState, req: models.JobCreateRequest) -> models.JobCr
     )
 
 
+def _check_local_models(req: models.JobCreateRequest) -> None:
+    """A ``local/...`` model this server has no policy for is a 422 naming it."""
+    unknown = [
+        {
+            "loc": ("body", "models", index),
+            "msg": f"{model!r} is not a local policy (this server runs {', '.join(LOCAL_MODELS)})",
+            "type": "value_error",
+        }
+        for index, model in enumerate(req.models)
+        if model.startswith("local/") and model not in LOCAL_MODELS
+    ]
+    if unknown:
+        raise RequestValidationError(unknown)
+
+
 def _fingerprint(req: models.JobCreateRequest) -> dict[str, Any]:
     """The body the idempotency store compares, with ``byok_keys`` reduced to a digest.
 
@@ -183,6 +202,7 @@ def router(state: LocalState) -> APIRouter:
         body: models.JobCreateRequest, idempotency_key: IdempotencyKey = None
     ) -> models.JobCreateResponse:
         """Create a job and start running it."""
+        _check_local_models(body)
         created = await anyio.to_thread.run_sync(_create_job_once, state, body, idempotency_key)
         job = await anyio.to_thread.run_sync(state.store.get, JOB_KIND, created.job_id)
         if job is not None and job.get("status") == "pending":

@@ -2,7 +2,9 @@
 
 Reports live in their own SQLite file, ``<data dir>/evaluation_reports.sqlite3``, whose
 ``user_version`` names its layout: a file with another layout is not migrated and every call
-answers 501. An import takes the file's write lock (``BEGIN IMMEDIATE``) and waits for it at
+answers 501. A report's ``id`` is its row id; its ``evaluation_id`` is the row of its suite name
+under the key in the ``evaluations`` table, which a store of this layout gains when first opened.
+An import takes the file's write lock (``BEGIN IMMEDIATE``) and waits for it at
 most ``FLEET_LOCAL_REPORT_LOCK_SECONDS`` (default 5); past that it answers 503 with
 ``Retry-After``. Reports are scoped to the hash of the bearer key that imported them.
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -31,14 +34,22 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
-from fleet_sdk.reports import ReportEnvelope, digest, filename, to_html, to_json, to_markdown
+from fleet_sdk.reports import THEMES, ReportEnvelope, digest, filename, render
 
 from ._episodes import SESSION_KIND
 from ._errors import LocalAPIError, payload_too_large
 from ._state import LocalState
 from ._validation import BodySchemas
 
-__all__ = ["DB_FILE", "LAYOUT_VERSION", "MAX_BODY_BYTES", "RATE_LIMIT", "router"]
+__all__ = [
+    "DB_FILE",
+    "LAYOUT_VERSION",
+    "MAX_BODY_BYTES",
+    "RATE_LIMIT",
+    "WINDOW_LIMIT",
+    "WINDOW_MINUTES",
+    "router",
+]
 
 DB_FILE = "evaluation_reports.sqlite3"
 LAYOUT_VERSION = 1
@@ -46,6 +57,10 @@ MAX_BODY_BYTES = 5 * 1024 * 1024
 
 RATE_LIMIT = 30
 RATE_WINDOW = 60.0
+WINDOW_LIMIT = (1, 1000)
+"""The trace window's ``limit`` is clamped into this range (``x-clamp`` in the schema)."""
+WINDOW_MINUTES = (1, 60 * 24 * 90)
+"""The trace window's ``minutes`` is clamped into this range: a minute to 90 days."""
 LOCK_SECONDS_ENV = "FLEET_LOCAL_REPORT_LOCK_SECONDS"
 _MAX_BUCKETS = 10_000
 _MEDIA = {
@@ -79,6 +94,16 @@ def _key_hash(request: Request) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+@dataclasses.dataclass(frozen=True)
+class _Stored:
+    """Where an import put a report: its row, its evaluation's row, its digest, whether it was there."""
+
+    report_id: int
+    evaluation_id: int
+    digest: str
+    duplicate: bool
+
+
 class _ReportStore:
     """The report file; one short-lived connection per call, so a held lock is a real lock."""
 
@@ -109,6 +134,7 @@ class _ReportStore:
                     "PRIMARY KEY (key_hash, run_id))"
                 )
                 db.execute(f"PRAGMA user_version = {LAYOUT_VERSION}")
+                tables.add("reports")
             elif version != LAYOUT_VERSION or "reports" not in tables:
                 raise LocalAPIError(
                     501,
@@ -116,6 +142,11 @@ class _ReportStore:
                     "it is not migrated",
                     code="not_implemented",
                     retryable=False,
+                )
+            if "evaluations" not in tables:  # added to layout 1 in place: nothing else changes
+                db.execute(
+                    "CREATE TABLE IF NOT EXISTS evaluations (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+                    "key_hash TEXT NOT NULL, name TEXT NOT NULL, UNIQUE (key_hash, name))"
                 )
             yield db
         except sqlite3.OperationalError as exc:
@@ -147,17 +178,18 @@ class _ReportStore:
                 headers={"Retry-After": str(wait)},
             )
 
-    def put(self, key_hash: str, envelope: ReportEnvelope) -> tuple[str, bool]:
-        """Store the envelope; returns (digest, duplicate). Blocking: run in a worker thread."""
+    def put(self, key_hash: str, envelope: ReportEnvelope) -> _Stored:
+        """Store the envelope (a duplicate is found, not stored again). Blocking: run in a worker thread."""
         text = json.dumps(envelope.to_dict(), sort_keys=True)
         value = digest(envelope)
         with self.connect() as db:
             db.execute("BEGIN IMMEDIATE")  # waits lock_seconds for the write lock, then 503
             try:
                 row = db.execute(
-                    "SELECT digest FROM reports WHERE key_hash = ? AND run_id = ?",
+                    "SELECT digest, rowid FROM reports WHERE key_hash = ? AND run_id = ?",
                     (key_hash, envelope.run_id),
                 ).fetchone()
+                duplicate = row is not None
                 if row is not None:
                     if row[0] != value:
                         raise LocalAPIError(
@@ -166,17 +198,29 @@ class _ReportStore:
                             code="conflict",
                             retryable=False,
                         )
-                    return value, True
-                self._rate_check(key_hash)
+                    report_id = int(row[1])
+                else:
+                    self._rate_check(key_hash)
+                    report_id = int(
+                        db.execute(
+                            "INSERT INTO reports (key_hash, run_id, digest, envelope, created) "
+                            "VALUES (?, ?, ?, ?, ?)",
+                            (key_hash, envelope.run_id, value, text, time.time()),
+                        ).lastrowid
+                        or 0
+                    )
+                    self.recent[key_hash].append(time.monotonic())
                 db.execute(
-                    "INSERT INTO reports (key_hash, run_id, digest, envelope, created) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    (key_hash, envelope.run_id, value, text, time.time()),
+                    "INSERT OR IGNORE INTO evaluations (key_hash, name) VALUES (?, ?)",
+                    (key_hash, envelope.suite.name),
                 )
-                self.recent[key_hash].append(time.monotonic())
+                (evaluation_id,) = db.execute(
+                    "SELECT id FROM evaluations WHERE key_hash = ? AND name = ?",
+                    (key_hash, envelope.suite.name),
+                ).fetchone()
             finally:
                 db.execute("COMMIT")
-        return value, False
+        return _Stored(report_id, int(evaluation_id), value, duplicate)
 
 
 def _validation_error(exc: ValidationError) -> RequestValidationError:
@@ -199,15 +243,19 @@ def _parse_time(name: str, value: str | None) -> dt.datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
 
 
-def _query_int(request: Request, name: str, default: int, low: int, high: int) -> int:
+def _query_int(request: Request, name: str, default: int, low: int, high: int, *, clamp: bool = False) -> int:
+    """An integer query parameter in ``low..high``: out of range is a 422, or with ``clamp`` the
+    nearest bound (the schema's ``x-clamp``); text that is not an integer is a 422 either way."""
     raw = request.query_params.get(name)
     if raw is None:
         return default
     try:
         value = int(raw)
     except ValueError:
-        value = low - 1
-    if not low <= value <= high:
+        value = None
+    if value is not None and clamp:
+        return min(max(value, low), high)
+    if value is None or not low <= value <= high:
         raise RequestValidationError(
             [
                 {
@@ -225,9 +273,10 @@ def trace_window(state: LocalState, request: Request) -> dict[str, Any]:
     raw_end = request.query_params.get("end")
     end = dt.datetime.now(dt.UTC) if raw_end is None else _parse_time("end", raw_end)
     raw_start = request.query_params.get("start")
-    start = end - dt.timedelta(hours=1) if raw_start is None else _parse_time("start", raw_start)
+    minutes = _query_int(request, "minutes", 60, *WINDOW_MINUTES, clamp=True)
+    start = end - dt.timedelta(minutes=minutes) if raw_start is None else _parse_time("start", raw_start)
     bucket = _query_int(request, "bucket_seconds", 60, 1, 86400)
-    limit = _query_int(request, "limit", 100, 1, 1000)
+    limit = _query_int(request, "limit", 100, *WINDOW_LIMIT, clamp=True)
     # An empty or reversed window has no buckets; a window too long for its buckets gets wider
     # ones (the answer's bucket_seconds says which), so any valid request is answered.
     span = max(0.0, (end - start).total_seconds())
@@ -309,19 +358,27 @@ def router(state: LocalState, bodies: BodySchemas) -> APIRouter:
             envelope = ReportEnvelope.model_validate(data)
         except ValidationError as exc:
             raise _validation_error(exc) from None
-        value, duplicate = await asyncio.to_thread(store.put, _key_hash(request), envelope)
+        stored = await asyncio.to_thread(store.put, _key_hash(request), envelope)
         result = {
+            "id": stored.report_id,
+            "evaluation_id": stored.evaluation_id,
+            "status": "completed" if envelope.report.complete else "running",
             "run_id": envelope.run_id,
-            "digest": value,
-            "duplicate": duplicate,
+            "digest": stored.digest,
+            "duplicate": stored.duplicate,
             "url": f"/v1/evaluation_reports/{envelope.run_id}",
         }
-        return JSONResponse(result, status_code=200 if duplicate else 201)
+        return JSONResponse(result, status_code=200 if stored.duplicate else 201)
 
     @api.get("/v1/evaluation_reports/{run_id}")
     async def get_evaluation_report(run_id: str, request: Request) -> Response:
         fmt = request.query_params.get("format") or "json"
         download = _query_flag(request, "download")
+        theme = request.query_params.get("theme") or "auto"
+        if theme not in THEMES:
+            raise RequestValidationError(
+                [{"loc": ("query", "theme"), "msg": f"theme is one of {', '.join(THEMES)}", "type": "enum"}]
+            )
         found = await asyncio.to_thread(store.find, _key_hash(request), run_id)
         if found is None:
             raise LocalAPIError(404, f"no evaluation report with run_id {run_id!r}", code="not_found")
@@ -340,7 +397,7 @@ def router(state: LocalState, bodies: BodySchemas) -> APIRouter:
                     }
                 ]
             )
-        text = {"json": to_json, "md": to_markdown, "html": to_html}[fmt](envelope)
+        text = render(envelope, fmt, theme=theme)
         headers = {}
         if download:
             headers["Content-Disposition"] = f'attachment; filename="{filename(envelope.run_id, fmt)}"'  # type: ignore[arg-type]

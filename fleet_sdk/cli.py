@@ -67,6 +67,12 @@ def _serve(args: argparse.Namespace) -> int:
     except ConfigurationError as exc:
         print(f"fleet-sdk serve: error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        from ._cli_eval import EXIT_INTERRUPTED
+
+        # uvicorn has shut down gracefully by now and only re-raises the signal: one line, no traceback.
+        print("fleet-sdk serve: stopped (Ctrl-C)", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return 0
 
 

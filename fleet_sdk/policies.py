@@ -18,8 +18,9 @@ Models are named by ``provider/model`` ids (docs/wire.md#instances). ``make_poli
   ``input_schema`` (valid by the schema, usually wrong for the task), seeded by the episode's
   id so an episode replays identically. It exercises the pipeline and scores low.
 * anything else - an OpenAI-compatible chat-completions model at a ``ModelEndpoint``
-  (``POST {base_url}/chat/completions`` with the tools in OpenAI format). Without an endpoint
-  ``make_policy`` refuses it: ``PolicyError`` says so.
+  (``POST {base_url}/chat/completions`` with the tools in OpenAI format, and the endpoint's
+  ``SamplingParams``). Without an endpoint ``make_policy`` refuses it: ``PolicyError`` says so.
+  ``probe_endpoint`` asks it one small question, to find a wrong URL or key before a run starts.
 
 A policy only decides; ``play_episode`` executes its tool calls and ``TaskEnv`` records the
 transcript.
@@ -34,7 +35,7 @@ import random
 import string
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
@@ -58,9 +59,11 @@ __all__ = [
     "PolicyFactory",
     "PolicyTurn",
     "RandomPolicy",
+    "SamplingParams",
     "ScriptedPolicy",
     "ToolCallRequest",
     "make_policy",
+    "probe_endpoint",
     "random_value",
 ]
 
@@ -88,6 +91,73 @@ class _ModelReplyError(Exception):
             self.body = response.text
 
 
+_RESERVED_BODY_FIELDS = frozenset({"model", "messages", "tools", "tool_choice"})
+"""Request fields the policy writes itself; an extra body may not replace them."""
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How a chat-completions model samples: sent with every request, recorded in a run and report.
+
+    None leaves a parameter to the endpoint's default. ``extra_body`` carries any other request
+    field the endpoint knows (``{"top_k": 20}``, ``{"reasoning_effort": "low"}``); it may not name
+    a field set here or one the policy writes (``model``, ``messages``, ``tools``, ``tool_choice``).
+
+    Attributes:
+        temperature: Sampling temperature, at least 0.
+        max_tokens: Most tokens per reply, at least 1.
+        top_p: Nucleus sampling mass, in (0, 1].
+        seed: The endpoint's sampling seed, where it supports one.
+        extra_body: More request fields, merged into the body as given.
+
+    Raises:
+        ValueError: A parameter out of range, or an extra body field that clashes (naming it).
+    """
+
+    temperature: float | None = None
+    max_tokens: int | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    extra_body: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.temperature is not None and not self.temperature >= 0:
+            raise ValueError(f"temperature must be at least 0, got {self.temperature}")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        named = {name for name, value in self._named().items() if value is not None}
+        for key in self.extra_body or {}:
+            if key in _RESERVED_BODY_FIELDS or key in named:
+                raise ValueError(f"extra_body may not set {key!r}: it is set elsewhere")
+
+    def _named(self) -> dict[str, Any]:
+        return {
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "top_p": self.top_p,
+            "seed": self.seed,
+        }
+
+    def request_fields(self) -> dict[str, Any]:
+        """The fields these parameters add to a chat-completions request body."""
+        fields = {name: value for name, value in self._named().items() if value is not None}
+        return {**dict(self.extra_body or {}), **fields}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The parameters that are set, as JSON data (what a run and a report record)."""
+        data = {name: value for name, value in self._named().items() if value is not None}
+        if self.extra_body:
+            data["extra_body"] = dict(self.extra_body)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> SamplingParams:
+        """The parameters :meth:`to_dict` wrote."""
+        return cls(**dict(data or {}))
+
+
 @dataclass(frozen=True)
 class ModelEndpoint:
     """An OpenAI-compatible chat-completions endpoint for models other than the bundled policies.
@@ -95,13 +165,18 @@ class ModelEndpoint:
     Attributes:
         base_url: e.g. ``http://127.0.0.1:8000/v1`` (``/chat/completions`` is appended).
         api_key: Bearer key; never shown by ``repr``, never written to a run directory or report.
+        sampling: The sampling parameters sent with every request.
     """
 
     base_url: str
     api_key: str | None = None
+    sampling: SamplingParams = field(default_factory=SamplingParams)
 
     def __repr__(self) -> str:
-        return f"ModelEndpoint(base_url={self.base_url!r}, api_key={'***' if self.api_key else None})"
+        return (
+            f"ModelEndpoint(base_url={self.base_url!r}, api_key={'***' if self.api_key else None}, "
+            f"sampling={self.sampling!r})"
+        )
 
 
 @dataclass(frozen=True)
@@ -314,13 +389,18 @@ class ChatCompletionsPolicy:
         self._url = base if base.endswith("/chat/completions") else f"{base}/chat/completions"
         self._model = model
         self._tools = context.openai_tools
+        self._sampling = endpoint.sampling
         headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
         self._timeout = timeout
         self._client = httpx.AsyncClient(timeout=timeout, headers=headers)
 
     async def next_turn(self, messages: Sequence[Mapping[str, Any]]) -> PolicyTurn:
         """Ask the model; transient HTTP failures are retried a couple of times with backoff."""
-        payload: dict[str, Any] = {"model": self._model, "messages": [dict(m) for m in messages]}
+        payload: dict[str, Any] = {
+            **self._sampling.request_fields(),
+            "model": self._model,
+            "messages": [dict(m) for m in messages],
+        }
         if self._tools:
             payload["tools"] = self._tools
             payload["tool_choice"] = "auto"
@@ -410,3 +490,52 @@ def make_policy(model: str, endpoint: ModelEndpoint | None = None) -> PolicyFact
             f"model {model!r} needs a chat-completions endpoint, or use {SCRIPTED_MODEL!r} / {RANDOM_MODEL!r}"
         )
     return functools.partial(ChatCompletionsPolicy, model=model, endpoint=endpoint)
+
+
+async def probe_endpoint(model: str, endpoint: ModelEndpoint, *, attempt_timeout: float = 30.0) -> None:
+    """Ask ``model`` at ``endpoint`` one small question (a one-token reply), before a run relies on it.
+
+    One request, not retried: it carries the endpoint's sampling parameters (``max_tokens`` set
+    to 1), so a field the endpoint refuses shows up here too.
+
+    Args:
+        model: The model id sent as ``model``.
+        endpoint: Where to ask.
+        attempt_timeout: Seconds to wait for the answer.
+
+    Raises:
+        PolicyError: The endpoint cannot be reached, refuses the request (its status and body) or
+            answers without ``choices[0].message``.
+    """
+    base = endpoint.base_url.rstrip("/")
+    url = base if base.endswith("/chat/completions") else f"{base}/chat/completions"
+    headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+    payload = {
+        **endpoint.sampling.request_fields(),
+        "model": model,
+        "messages": [{"role": "user", "content": "Reply with OK."}],
+        "max_tokens": 1,
+    }
+    try:
+        async with httpx.AsyncClient(timeout=attempt_timeout, headers=headers) as client:
+            response = await client.post(url, json=payload)
+    except httpx.HTTPError as exc:
+        raise PolicyError(f"model endpoint {url} failed: {type(exc).__name__}: {exc}") from None
+    if response.status_code >= 400:
+        raise PolicyError(f"model endpoint {url} answered {response.status_code}: {response.text[:300]}")
+    try:
+        data = response.json()
+    except ValueError:
+        raise PolicyError(f"model endpoint {url} answered non-JSON: {response.text[:300]}") from None
+    if not isinstance(data, Mapping) or not _has_message(data):
+        raise PolicyError(f"model endpoint {url} answered without choices[0].message: {str(data)[:300]}")
+
+
+def _has_message(data: Mapping[str, Any]) -> bool:
+    choices = data.get("choices")
+    return (
+        isinstance(choices, list)
+        and bool(choices)
+        and isinstance(choices[0], Mapping)
+        and "message" in choices[0]
+    )

@@ -15,6 +15,8 @@ Partial reward (opt-in) gives credit for part of a multi-app task when the binar
   ``SUCCESS_ACCUMULATOR`` blocks (Python list literals, read with ``ast.literal_eval``, never
   ``eval``) give successes / (successes + errors).
 - anything else (empty or unrelated text) gives no partial reward (``None``).
+
+``verifier_feedback`` reads the same output for a person: what the verifier said was wrong.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ __all__ = [
     "is_judge_error",
     "partial_reward",
     "reward_from_outcome",
+    "verifier_feedback",
 ]
 
 JUDGE_ERROR_PREFIX = "JUDGE ERROR:"
@@ -120,6 +123,37 @@ def partial_reward(stdout: str | None) -> float | None:
     if errors is None or successes_list is None or not (errors or successes_list):
         return None
     return len(successes_list) / (len(successes_list) + len(errors))
+
+
+_MARKER_LINE = re.compile(r"^\s*(?:<<<|>>>).*(?:<<<|>>>)\s*$")
+_FEEDBACK_LIMIT = 500
+
+
+def verifier_feedback(stdout: str | None) -> str | None:
+    """What a verifier said was wrong, as one line: its error accumulators, else what it printed.
+
+    Every ``ERROR_ACCUMULATOR`` list (one per app block, or the last one) is joined with ``; ``;
+    without one, the printed lines other than block markers and ``App <app>: <0|1>`` lines are
+    joined with `` / `` (a line holding a list literal gives its items). Cut to 500 characters.
+
+    Args:
+        stdout: The verifier's captured output.
+    """
+    if not stdout or not stdout.strip():
+        return None
+    blocks = [m.group("body") for m in _APP_BLOCK.finditer(stdout)] or [stdout]
+    errors = [str(item) for body in blocks for item in _accumulator(body, "ERROR") or []]
+    if not errors and _accumulator(stdout, "ERROR") is None:
+        for line in stdout.splitlines():
+            text = line.strip()
+            if not text or _MARKER_LINE.match(text) or _APP_LINE.match(line) or _COMBINED.search(text):
+                continue
+            listed = _literal_list(text) if text.startswith("[") else None
+            errors += [str(item) for item in listed] if listed is not None else [text]
+    feedback = "; ".join(" ".join(e.split()) for e in errors if e.strip())
+    if len(feedback) > _FEEDBACK_LIMIT:
+        feedback = feedback[: _FEEDBACK_LIMIT - 3] + "..."
+    return feedback or None
 
 
 def _app_results(stdout: str) -> dict[str, bool]:

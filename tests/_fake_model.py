@@ -5,11 +5,18 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
-__all__ = ["ModelHandler", "serve_model", "tool_call_reply"]
+__all__ = [
+    "ModelHandler",
+    "ReferenceModel",
+    "reference_model",
+    "serve_model",
+    "text_reply",
+    "tool_call_reply",
+]
 
 
 class ModelHandler(BaseHTTPRequestHandler):
@@ -63,3 +70,68 @@ def serve_model(handler: type[ModelHandler]) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+def text_reply(text: str) -> dict[str, Any]:
+    """A chat-completions reply whose assistant message is plain text (no tool call)."""
+    return {
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]
+    }
+
+
+class ReferenceModel(ModelHandler):
+    """A fake model that knows the tasks: it replays a task's reference solution, one step per
+    request (the task is found by its prompt, the first user message), then stops.
+
+    Subclass it with :func:`reference_model`. Episode requests (those offering tools) of a task in
+    ``give_up`` get a text reply at once (graded, failed); of a task in ``failing``, a 500 (the
+    episode errors). While ``gate`` is clear, episode requests wait for it (at most 120 s), which
+    holds a run in the middle; the one-token probe before a run is never held.
+    """
+
+    steps: ClassVar[dict[str, list[dict[str, Any]]]] = {}
+    give_up: ClassVar[set[str]] = set()
+    failing: ClassVar[set[str]] = set()
+    gate: ClassVar[threading.Event] = threading.Event()
+
+    def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if not body.get("tools"):
+            return 200, text_reply("OK")
+        type(self).gate.wait(timeout=120)
+        messages = body["messages"]
+        prompt = next(str(m["content"]) for m in messages if m["role"] == "user")
+        if prompt in type(self).failing:
+            return 500, {"error": {"message": "the fake model is down for this task"}}
+        steps = [] if prompt in type(self).give_up else type(self).steps.get(prompt, [])
+        turn = sum(1 for m in messages if m["role"] == "assistant")
+        if turn >= len(steps):
+            return 200, text_reply("I am done.")
+        step = steps[turn]
+        return 200, tool_call_reply(f"call_{turn}", str(step["tool"]), dict(step.get("params") or {}))
+
+
+def reference_model(
+    tasks: Iterable[Any], *, give_up: Iterable[str] = (), failing: Iterable[str] = ()
+) -> type[ReferenceModel]:
+    """A :class:`ReferenceModel` for ``tasks`` (``fleet_sdk.tasks.Task``), its gate open.
+
+    Args:
+        tasks: The tasks it may be asked about.
+        give_up: Task keys it answers without acting.
+        failing: Task keys it answers with a 500.
+    """
+    chosen = list(tasks)
+    by_key = {t.task_key: t.prompt for t in chosen}
+    gate = threading.Event()
+    gate.set()
+    return type(
+        "Reference",
+        (ReferenceModel,),
+        {
+            "steps": {t.prompt: list(t.metadata.get("reference_solution") or []) for t in chosen},
+            "give_up": {by_key[k] for k in give_up},
+            "failing": {by_key[k] for k in failing},
+            "gate": gate,
+            "requests": [],
+        },
+    )

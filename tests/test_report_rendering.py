@@ -9,6 +9,7 @@ import pytest
 from fleet_sdk.reports import (
     Outcome,
     ReportEnvelope,
+    Sampling,
     Source,
     UnknownPartError,
     build_report,
@@ -145,3 +146,159 @@ def test_comparison_outside_intervals_with_many_samples() -> None:
     head = _envelope({("t", "m"): [0.0] * 20}, "head")
     (change,) = compare(base, head).changes
     assert change.outside_intervals is True and change.direction == "regressed"
+
+
+def _run_with_k(run_id: str, k: int, passes: dict[str, list[bool]]) -> ReportEnvelope:
+    outcomes = [
+        Outcome(
+            task_key=task, model="m", sample=i, status="passed" if ok else "failed", score=1.0 if ok else 0.0
+        )
+        for task, results in passes.items()
+        for i, ok in enumerate(results)
+    ]
+    return build_report(
+        run_id=run_id,
+        source=Source(kind="client"),
+        suite_name="s",
+        task_keys=list(passes),
+        models=["m"],
+        k=k,
+        outcomes=outcomes,
+    )
+
+
+def test_comparison_across_different_k_uses_the_common_k_and_says_so() -> None:
+    """Regression: runs of different k raised `ValueError: k differs` (a traceback in the CLI)."""
+    base = _run_with_k("base", 3, {"t": [True, False, False], "u": [False, False, False]})
+    head = _run_with_k("head", 2, {"t": [False, False], "u": [True, False]})
+    result = compare(base, head)
+    assert (result.k, result.base_k, result.head_k) == (2, 3, 2)
+    assert result.note is not None and "compared on pass@2" in result.note
+    t = next(c for c in result.changes if c.task_key == "t")
+    assert t.base_pass_at_k == pytest.approx(2 / 3)  # pass@2 of 1 in 3: 1 - C(2,2)/C(3,2)
+    assert (t.head_pass_at_k, t.direction) == (0.0, "regressed")
+    u = next(c for c in result.changes if c.task_key == "u")
+    assert (u.base_pass_at_k, u.head_pass_at_k, u.direction) == (0.0, 1.0, "improved")
+    assert "compared on pass@2" in result.to_markdown() and "| base pass@2 |" in result.to_markdown()
+    assert "compared on pass@2" in result.to_html()
+    same = compare(head, head)
+    assert same.note is None and same.k == 2
+
+
+def test_model_summaries_carry_the_pass_at_k_curve_and_sampling() -> None:
+    envelope = build_report(
+        run_id="curve",
+        source=Source(kind="client"),
+        suite_name="s",
+        task_keys=["t", "u"],
+        models=["m"],
+        k=3,
+        outcomes=[
+            Outcome(task_key="t", model="m", sample=i, status=s, score=1.0 if s == "passed" else 0.0)
+            for i, s in enumerate(["passed", "failed", "failed"])
+        ]
+        + [Outcome(task_key="u", model="m", sample=0, status="passed", score=1.0)],
+        endpoints={"m": "http://127.0.0.1:8000/v1"},
+        sampling={"m": Sampling(temperature=0.7, extra_body={"top_k": 20})},
+    )
+    (summary,) = envelope.report.models
+    # pass@1 over both tasks (t: 1/3, u: 1/1); pass@2 and pass@3 only over t, which has 3 graded
+    assert summary.pass_at_k_curve == pytest.approx([(1 / 3 + 1) / 2, 2 / 3, 1.0])
+    assert summary.pass_at_k == summary.pass_at_k_curve[-1]
+    assert summary.endpoint == "http://127.0.0.1:8000/v1"
+    md = to_markdown(envelope)
+    assert "0.67 / 0.67 / 1.00" in md
+    assert 'http://127.0.0.1:8000/v1; temperature 0.7, extra body {"top\\_k": 20}' in md
+
+
+def test_failures_are_grouped_by_kind_with_feedback_examples_and_last_action() -> None:
+    def failed(task: str, sample: int, **fields: object) -> Outcome:
+        return Outcome(task_key=task, model="m", sample=sample, status="failed", score=0.0, **fields)  # type: ignore[arg-type]
+
+    outcomes = [
+        failed(
+            "a",
+            0,
+            feedback="expected 6 pending orders, answer was None",
+            last_action='list_orders({"x": 1})',
+            transcript="transcripts/s1.json",
+            session_id="s1",
+        ),
+        failed("b", 0, feedback="expected 6 pending orders, answer was None", session_id="s2"),
+        failed("c", 0, done_reason="max_steps", feedback="not done"),
+        failed("d", 0, last_tool_error="get_order(): no such order", tool_errors=2),
+        failed("e", 0),
+        Outcome(
+            task_key="f",
+            model="m",
+            sample=0,
+            status="errored",
+            error="PolicyError: model endpoint answered 500",
+            error_kind="model",
+        ),
+        Outcome(
+            task_key="g",
+            model="m",
+            sample=0,
+            status="errored",
+            error="verifier timed out",
+            error_kind="verifier",
+        ),
+        Outcome(
+            task_key="h",
+            model="m",
+            sample=0,
+            status="errored",
+            error="MCPError: boom",
+            error_kind="infrastructure",
+        ),
+    ]
+    envelope = build_report(
+        run_id="groups",
+        source=Source(kind="client"),
+        suite_name="s",
+        task_keys=list("abcdefgh"),
+        models=["m"],
+        k=1,
+        outcomes=outcomes,
+    )
+    groups = {(g.kind, g.reason): g for g in envelope.report.failure_groups}
+    feedback = groups[("verifier_feedback", "expected 6 pending orders, answer was None")]
+    assert feedback.count == 2 and feedback.task_keys == ["a", "b"]
+    assert [e.transcript for e in feedback.examples] == [
+        "transcripts/s1.json",
+        None,
+    ]  # with a transcript first
+    assert set(groups) == {
+        ("verifier_feedback", "expected 6 pending orders, answer was None"),
+        ("step_budget", "used every step of the budget"),
+        ("tool_errors", "get_order(): no such order"),
+        ("below_threshold", "score below 1"),
+        ("model_error", "PolicyError: model endpoint answered 500"),
+        ("not_graded", "verifier timed out"),
+        ("infrastructure_error", "MCPError: boom"),
+    }
+    page = to_html(envelope, transcript_base="../run/")
+    assert '<a href="../run/transcripts/s1.json">a #0</a>' in page  # the example links its transcript
+    assert "<code>list_orders({&quot;x&quot;: 1})</code>" in page  # the fix item's last action
+    fix = to_markdown(envelope, part="fix_items", transcript_base="")
+    assert (
+        "- a / m \\#0: failed: expected 6 pending orders, answer was None; last action: "
+        'list\\_orders({"x": 1}) ([transcript](<transcripts/s1.json>))'
+    ) in fix
+    assert "transcripts/s1.json" not in to_html(envelope)  # no base: no links, the session is named
+
+
+@pytest.mark.parametrize("theme", ["light", "dark", "auto"])
+def test_html_themes_and_charts(theme: str) -> None:
+    envelope = _envelope(SCORES)
+    page = to_html(envelope, theme=theme)  # type: ignore[arg-type]
+    assert f'data-theme="{theme}"' in page
+    assert ("@media (prefers-color-scheme: dark)" in page) == (theme == "auto")
+    assert page.count('<svg class="chart"') == 3 and "<script" not in page  # the task's script is text
+    assert (
+        'data-chart="pass-rate"' in page and 'data-chart="pass-at-k"' in page and 'data-chart="grid"' in page
+    )
+    assert page == to_html(envelope, theme=theme)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="theme"):
+        to_html(envelope, theme="sepia")  # type: ignore[arg-type]

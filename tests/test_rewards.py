@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleet_sdk.rewards import is_judge_error, partial_reward, reward_from_outcome
+from fleet_sdk.rewards import is_judge_error, partial_reward, reward_from_outcome, verifier_feedback
 from fleet_sdk.verifiers import ErrorType, VerifierError, VerifierOutcome
 
 
@@ -250,3 +250,39 @@ def test_partial_reward_without_usable_stdout_keeps_the_zero() -> None:
     assert reward_from_outcome(ok(0.0, "nothing to see"), partial=True) == 0.0
     all_trivial = app_block("medora", ["no unexpected changes"], [], 1)
     assert reward_from_outcome(ok(0.0, all_trivial), partial=True) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("stdout", "feedback"),
+    [
+        ("expected 6 pending orders, answer was None\n", "expected 6 pending orders, answer was None"),
+        (
+            "['answer does not name the organizer', 'answer does not give the 12 invitees']\n",
+            "answer does not name the organizer; answer does not give the 12 invitees",
+        ),
+        (
+            ">>> SUCCESS_ACCUMULATOR >>>\n[]\n<<< SUCCESS_ACCUMULATOR <<<\n"
+            ">>> ERROR_ACCUMULATOR >>>\n['order 1021 is not cancelled']\n<<< ERROR_ACCUMULATOR <<<\n",
+            "order 1021 is not cancelled",
+        ),
+        (  # one error list per app block, the App and Combined lines left out
+            "<<< VERIFY_refunds <<<\n>>> ERROR_ACCUMULATOR >>>\n['no refund']\n<<< ERROR_ACCUMULATOR <<<\n"
+            ">>> VERIFY_refunds >>>\nApp refunds: 0\n<<< VERIFY_notes <<<\n>>> ERROR_ACCUMULATOR >>>\n"
+            "['no note']\n<<< ERROR_ACCUMULATOR <<<\n>>> VERIFY_notes >>>\nApp notes: 0\n"
+            "Combined result: 0/2 apps passed\n",
+            "no refund; no note",
+        ),
+        (">>> ERROR_ACCUMULATOR >>>\n[]\n<<< ERROR_ACCUMULATOR <<<\n", None),  # nothing said wrong
+        ("", None),
+        (None, None),
+    ],
+)
+def test_verifier_feedback_reads_what_the_verifier_said_was_wrong(
+    stdout: str | None, feedback: str | None
+) -> None:
+    assert verifier_feedback(stdout) == feedback
+
+
+def test_verifier_feedback_is_cut_to_500_characters() -> None:
+    text = verifier_feedback("x" * 2000)
+    assert text is not None and len(text) == 500 and text.endswith("...")

@@ -4,7 +4,8 @@
   poll it under a deadline, score its sessions per model.
 * :func:`run_evaluation` (client-side path): play tasks x models x k episodes here, with a
   concurrency bound, each finished episode committed to a run directory (``RunDir``) so an
-  interrupted run resumes without repeating an episode.
+  interrupted run resumes without repeating an episode; every model is checked first
+  (:func:`model_problems`).
 
 Both return a ``fleet_sdk.reports.ReportEnvelope``. The ``*_sync`` functions are the sync twins:
 they take a ``Fleet`` and work in scripts, threads and inside a running event loop.
@@ -15,15 +16,34 @@ from __future__ import annotations
 from .._client import async_fleet_of
 from .._public import publish
 from .._twin import sync_function
-from ._platform import TERMINAL_JOB_STATUSES, bare_model, evaluate_job, job_report, session_score
-from ._rundir import RUN_FILE, RunDir, RunManifest
-from ._runner import RANDOM_MODEL, SCRIPTED_MODEL, ModelEndpoint, Progress, run_evaluation
+from ._platform import (
+    PROVIDER_MODEL,
+    TERMINAL_JOB_STATUSES,
+    bare_model,
+    evaluate_job,
+    job_report,
+    session_score,
+)
+from ._rundir import RUN_FILE, TRANSCRIPTS_DIR, RunDir, RunManifest
+from ._runner import (
+    MODEL_API_KEY_ENV,
+    RANDOM_MODEL,
+    SCRIPTED_MODEL,
+    ModelEndpoint,
+    Progress,
+    model_problems,
+    run_evaluation,
+    save_transcripts,
+)
 
 __all__ = [
+    "MODEL_API_KEY_ENV",
+    "PROVIDER_MODEL",
     "RANDOM_MODEL",
     "RUN_FILE",
     "SCRIPTED_MODEL",
     "TERMINAL_JOB_STATUSES",
+    "TRANSCRIPTS_DIR",
     "ModelEndpoint",
     "Progress",
     "RunDir",
@@ -32,8 +52,10 @@ __all__ = [
     "evaluate_job",
     "evaluate_job_sync",
     "job_report",
+    "model_problems",
     "run_evaluation",
     "run_evaluation_sync",
+    "save_transcripts",
     "session_score",
 ]
 

@@ -12,6 +12,7 @@ one or a judge error was never graded and is ``errored``, never a 0 (``rewards.r
 from __future__ import annotations
 
 import datetime as dt
+import re
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -24,10 +25,21 @@ from .._exceptions import EvaluationError, EvaluationTimeoutError
 from .._runtime import Deadline
 from ..protocol import bare_model, session_score
 from ..reports import Outcome, ReportEnvelope, Source, Status, build_report, classify
+from ..rewards import verifier_feedback
 from ..tasks import Task, as_task
 from ._runner import Progress
 
-__all__ = ["TERMINAL_JOB_STATUSES", "bare_model", "evaluate_job", "job_report", "session_score"]
+__all__ = [
+    "PROVIDER_MODEL",
+    "TERMINAL_JOB_STATUSES",
+    "bare_model",
+    "evaluate_job",
+    "job_report",
+    "session_score",
+]
+
+PROVIDER_MODEL = re.compile(r"^[^/]+/[^/]")
+"""A ``provider/model`` id as a job takes it: a provider, a slash, a model (``create_job``)."""
 
 TERMINAL_JOB_STATUSES = frozenset({"completed", "errored", "failed", "cancelled"})
 _LIVE_SESSION = frozenset({"pending", "running"})
@@ -83,6 +95,7 @@ def job_report(
             error = session.get("error")
             if status == "errored" and not error:
                 error = "no verifier execution"
+            stdout = (verifier or {}).get("stdout")
             outcomes.append(
                 Outcome(
                     task_key=key,
@@ -94,6 +107,8 @@ def job_report(
                     verifier_execution_id=(verifier or {}).get("execution_id"),
                     error=str(error)[:500] if error else None,
                     duration_ms=_duration_ms(session),
+                    error_kind="verifier" if status == "errored" and verifier else None,
+                    feedback=verifier_feedback(stdout) if status == "failed" else None,
                 )
             )
     return build_report(
@@ -147,6 +162,11 @@ async def evaluate_job(
 
     if not models:
         raise EvaluationError("models: give at least one provider/model id")
+    bare = [m for m in models if not PROVIDER_MODEL.match(m)]
+    if bare:
+        raise EvaluationError(
+            f"models: {bare} are not provider/model ids (e.g. openai/gpt-4o, local/scripted)"
+        )
     if pass_k < 1:
         raise EvaluationError(f"pass_k must be at least 1, got {pass_k}")
     control = fleet.api.control_plane

@@ -1,10 +1,15 @@
 """The run directory of a client-side evaluation: one SQLite file that survives interruption.
 
-``<run dir>/run.sqlite3`` holds the run's manifest (run id, suite, tasks, models, k, when it
+``<run dir>/run.sqlite3`` holds the run's manifest (run id, suite, tasks, models with their
+endpoints and sampling parameters, k, max steps, concurrency, the server or platform used, when it
 started, the trace job its sessions are uploaded to) and one row per finished episode, committed
 the moment the episode finishes. Killing the process at any point loses at most the episodes in
-flight; ``resume`` reads the rows back and plays only the missing (task, model, sample) slots.
+flight; ``resume`` reads everything back and plays only the missing (task, model, sample) slots.
 SQLite rather than JSON lines: a commit is atomic, so a kill mid-write never leaves a torn record.
+No secret is written: endpoint keys come from the environment on every run.
+
+``<run dir>/transcripts/`` holds the transcripts of failed and errored episodes (JSON, one file per
+session), which the report links to.
 """
 
 from __future__ import annotations
@@ -17,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from .._exceptions import EvaluationError
-from ..reports import Outcome, ReportEnvelope, Source, build_report
+from ..reports import Outcome, ReportEnvelope, Sampling, Source, build_report
 
-__all__ = ["RUN_FILE", "RunDir", "RunManifest"]
+__all__ = ["RUN_FILE", "TRANSCRIPTS_DIR", "RunDir", "RunManifest"]
 
 RUN_FILE = "run.sqlite3"
+TRANSCRIPTS_DIR = "transcripts"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS manifest (id INTEGER PRIMARY KEY CHECK (id = 1), doc TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS episodes (
@@ -48,6 +54,14 @@ class RunManifest:
         trace_job_id: The trace job its sessions are uploaded to, if any.
         source: ``client`` (this runner) or ``platform`` (a job, ``job_id``).
         job_id: The platform job, for ``source == "platform"``.
+        pass_threshold: The score at which a graded episode passes.
+        extra: Anything else a caller wants kept with the run.
+        max_steps: Step budget per episode (None: a run from before it was recorded).
+        concurrency: Episodes at once, as last run.
+        endpoints: Per chat-completions model, ``{"base_url": ..., "sampling": {...}}`` (never a key).
+        server: Where the episodes ran: ``{"kind": "embedded"}`` (the run's own local server) or
+            ``{"kind": "remote", "base_url": ..., "platform_url": ...}``.
+        retried: Errored episodes played again so far (``retry_errored``).
     """
 
     run_id: str
@@ -61,11 +75,28 @@ class RunManifest:
     job_id: str | None = None
     pass_threshold: float = 1.0
     extra: dict[str, Any] = field(default_factory=dict)
+    max_steps: int | None = None
+    concurrency: int | None = None
+    endpoints: dict[str, dict[str, Any]] = field(default_factory=dict)
+    server: dict[str, Any] = field(default_factory=dict)
+    retried: int = 0
 
     @property
     def task_keys(self) -> list[str]:
         """The task keys, in run order."""
         return [str(t.get("task_key") or t.get("key")) for t in self.tasks]
+
+    def differences(self, **given: Any) -> list[tuple[str, Any, Any]]:
+        """``(name, given, stored)`` for each given field (not None) whose value differs from the run's.
+
+        Args:
+            given: Fields of this manifest (``task_keys`` too) as a resuming caller states them.
+        """
+        return [
+            (name, value, getattr(self, name))
+            for name, value in given.items()
+            if value is not None and value != getattr(self, name)
+        ]
 
 
 class RunDir:
@@ -123,11 +154,48 @@ class RunDir:
             raise EvaluationError(f"{self.path} already holds a run; pass resume to continue it")
         self._db.execute("INSERT INTO manifest (id, doc) VALUES (1, ?)", (json.dumps(asdict(manifest)),))
 
+    def update(self, **fields: Any) -> RunManifest:
+        """Change fields of the manifest (the trace job once created, the concurrency last used).
+
+        Args:
+            fields: ``RunManifest`` fields and their new values.
+        """
+        doc = {**asdict(self.require_manifest()), **fields}
+        self._db.execute("UPDATE manifest SET doc = ? WHERE id = 1", (json.dumps(doc),))
+        return RunManifest(**doc)
+
     def set_trace_job(self, job_id: str) -> None:
         """Record the trace job the run's sessions go to."""
+        self.update(trace_job_id=job_id)
+
+    def forget_errored(self) -> int:
+        """Drop the errored episodes so they are played again, counting them as retried.
+
+        Returns:
+            How many were dropped. The rows and the count change in one transaction.
+        """
         manifest = self.require_manifest()
-        doc = {**asdict(manifest), "trace_job_id": job_id}
-        self._db.execute("UPDATE manifest SET doc = ? WHERE id = 1", (json.dumps(doc),))
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            rows = self._db.execute("SELECT rowid, doc FROM episodes").fetchall()
+            errored = [rowid for rowid, doc in rows if json.loads(doc).get("status") == "errored"]
+            self._db.executemany("DELETE FROM episodes WHERE rowid = ?", [(r,) for r in errored])
+            doc = {**asdict(manifest), "retried": manifest.retried + len(errored)}
+            self._db.execute("UPDATE manifest SET doc = ? WHERE id = 1", (json.dumps(doc),))
+        return len(errored)
+
+    @property
+    def transcripts(self) -> Path:
+        """Where transcripts are written (``<run dir>/transcripts``)."""
+        return self.path / TRANSCRIPTS_DIR
+
+    def set_transcript(self, outcome: Outcome, relative: str) -> None:
+        """Record that ``outcome``'s transcript is the file ``relative`` (to the run directory)."""
+        updated = outcome.model_copy(update={"transcript": relative})
+        self._db.execute(
+            "UPDATE episodes SET doc = ? WHERE task_key = ? AND model = ? AND sample = ?",
+            (updated.model_dump_json(), outcome.task_key, outcome.model, outcome.sample),
+        )
 
     def record(self, outcome: Outcome) -> bool:
         """Persist one finished episode (committed at once); False when its slot was already stored."""
@@ -155,6 +223,11 @@ class RunDir:
 
 def envelope_of(manifest: RunManifest, outcomes: Sequence[Outcome]) -> ReportEnvelope:
     """The report of ``manifest`` with ``outcomes``."""
+    endpoints = {model: str(entry["base_url"]) for model, entry in manifest.endpoints.items()}
+    sampling = {
+        model: Sampling.model_validate(entry.get("sampling") or {})
+        for model, entry in manifest.endpoints.items()
+    }
     return build_report(
         run_id=manifest.run_id,
         source=Source(
@@ -168,4 +241,7 @@ def envelope_of(manifest: RunManifest, outcomes: Sequence[Outcome]) -> ReportEnv
         outcomes=outcomes,
         created_at=manifest.created_at,
         pass_threshold=manifest.pass_threshold,
+        endpoints=endpoints,
+        sampling=sampling,
+        retried=manifest.retried,
     )

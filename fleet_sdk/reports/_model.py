@@ -1,14 +1,22 @@
 """The version-1 evaluation report envelope, and how it is built from episode outcomes.
 
 An envelope is ``{version: 1, run_id, source, suite, report}``; ``report`` holds per-model
-summaries, per task-and-model aggregates, one result per episode (``passed``, ``failed``,
-``errored`` or ``pending``), the verdict and the failure groups. The same object renders to
+summaries (with the endpoint and sampling parameters of a chat-completions model, and pass@j for
+every j up to k), per task-and-model aggregates, one result per episode (``passed``, ``failed``,
+``errored`` or ``pending``, with what the verifier said and the last action), the verdict and
+the failure groups (by kind and reason, each with example episodes). The same object renders to
 JSON, Markdown and HTML (``._render``) and is what the report service stores
 (``schemas/evaluation-reports.yaml`` mirrors these models field for field).
 
 Scoring rules: an episode whose reward is None (the verifier could not grade it, or the episode
 crashed) is ``errored`` and left out of every rate; a graded one passes when its score reaches
 ``pass_threshold``.
+
+Failure kinds, the first that applies: an errored episode is a ``model_error`` (the model
+endpoint failed), ``not_graded`` (the verifier could not grade it) or an
+``infrastructure_error`` (anything else); a failed one is ``step_budget`` (it used every step),
+``verifier_feedback`` (grouped by what the verifier said), ``tool_errors`` (grouped by the last
+tool error) or ``below_threshold``.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -24,14 +32,19 @@ from pydantic import BaseModel, ConfigDict, Field
 from ._stats import CONFIDENCE, pass_at_k, wilson_interval
 
 __all__ = [
+    "EXAMPLES_PER_GROUP",
     "REPORT_VERSION",
     "RUN_ID_PATTERN",
+    "ErrorKind",
+    "FailureExample",
     "FailureGroup",
+    "FailureKind",
     "Interval",
     "ModelSummary",
     "Outcome",
     "Report",
     "ReportEnvelope",
+    "Sampling",
     "Source",
     "Status",
     "Suite",
@@ -49,6 +62,18 @@ RUN_ID_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
 """Run ids name files (``<run>-<part>.md``), so they are restricted to filename-safe characters."""
 
 Status = Literal["passed", "failed", "errored", "pending"]
+ErrorKind = Literal["model", "verifier", "infrastructure"]
+FailureKind = Literal[
+    "model_error",
+    "not_graded",
+    "infrastructure_error",
+    "step_budget",
+    "verifier_feedback",
+    "tool_errors",
+    "below_threshold",
+]
+EXAMPLES_PER_GROUP = 3
+"""Example episodes a failure group names."""
 _MAX_ERROR = 500
 
 
@@ -69,6 +94,14 @@ class Outcome(_Model):
         verifier_execution_id: The verifier run that graded it, if any.
         error: What went wrong (errored) or why it failed, if known.
         duration_ms: Wall-clock milliseconds of the episode, if known.
+        error_kind: For an errored episode: ``model`` (the model endpoint failed), ``verifier``
+            (it could not grade) or ``infrastructure`` (anything else).
+        done_reason: How the episode ended: ``agent``, ``submitted``, ``max_steps`` or ``closed``.
+        feedback: What the verifier said was wrong (``fleet_sdk.rewards.verifier_feedback``).
+        tool_errors: Tool calls that answered an error.
+        last_tool_error: The last of them, as ``tool(): message``.
+        last_action: The last tool call, as ``tool({...arguments})``.
+        transcript: The episode's transcript file, relative to the run directory.
     """
 
     task_key: str = Field(min_length=1)
@@ -80,6 +113,13 @@ class Outcome(_Model):
     verifier_execution_id: str | None = None
     error: str | None = None
     duration_ms: int | None = Field(default=None, ge=0)
+    error_kind: ErrorKind | None = None
+    done_reason: str | None = None
+    feedback: str | None = Field(default=None, max_length=500)
+    tool_errors: int | None = Field(default=None, ge=0)
+    last_tool_error: str | None = None
+    last_action: str | None = None
+    transcript: str | None = None
 
 
 class Interval(_Model):
@@ -87,6 +127,16 @@ class Interval(_Model):
 
     low: float = Field(ge=0.0, le=1.0)
     high: float = Field(ge=0.0, le=1.0)
+
+
+class Sampling(_Model):
+    """The sampling parameters a chat-completions model was asked with (unset: the endpoint's default)."""
+
+    temperature: float | None = Field(default=None, ge=0)
+    max_tokens: int | None = Field(default=None, ge=1)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    seed: int | None = None
+    extra_body: dict[str, Any] | None = None
 
 
 class ModelSummary(_Model):
@@ -97,6 +147,10 @@ class ModelSummary(_Model):
         pass_rate_interval: Wilson interval of ``pass_rate`` at ``Report.confidence``.
         pass_at_k: Mean over tasks of the unbiased pass@k, over tasks with at least ``k`` graded
             samples; None when no task has.
+        pass_at_k_curve: pass@1, pass@2 ... pass@k, each the mean over tasks with at least that
+            many graded samples (None where no task has).
+        endpoint: The chat-completions URL the model was asked at (None: a local policy).
+        sampling: Its sampling parameters (None: a local policy).
     """
 
     model: str
@@ -110,6 +164,9 @@ class ModelSummary(_Model):
     pass_at_k: float | None = Field(ge=0.0, le=1.0)
     avg_score: float | None
     avg_duration_ms: float | None
+    pass_at_k_curve: list[float | None] = Field(default_factory=list)
+    endpoint: str | None = None
+    sampling: Sampling | None = None
 
 
 class TaskSummary(_Model):
@@ -141,14 +198,26 @@ class Verdict(_Model):
     winner: str | None
 
 
+class FailureExample(_Model):
+    """One episode of a failure group, to look at."""
+
+    task_key: str
+    model: str
+    sample: int = Field(ge=0)
+    session_id: str | None = None
+    transcript: str | None = None
+
+
 class FailureGroup(_Model):
-    """Failed or errored results sharing one reason."""
+    """Failed or errored results sharing one kind and reason, with a few example episodes."""
 
     reason: str
     status: Literal["failed", "errored"]
     count: int = Field(ge=1)
     models: list[str]
     task_keys: list[str]
+    kind: FailureKind | None = None
+    examples: list[FailureExample] = Field(default_factory=list, max_length=EXAMPLES_PER_GROUP)
 
 
 class Report(_Model):
@@ -165,6 +234,7 @@ class Report(_Model):
     results: list[Outcome]
     verdict: Verdict | None
     failure_groups: list[FailureGroup]
+    retried: int = Field(default=0, ge=0)
 
 
 class Source(_Model):
@@ -226,13 +296,28 @@ def _interval(passed: int, graded: int) -> Interval | None:
     return Interval(low=low, high=high)
 
 
-def _reason(outcome: Outcome, threshold: float) -> str:
-    if outcome.error:
-        first = outcome.error.strip().splitlines()[0] if outcome.error.strip() else outcome.error
-        return first[:_MAX_ERROR]
+def _first_line(text: str) -> str:
+    return (text.strip().splitlines() or [text])[0][:_MAX_ERROR]
+
+
+def _failure(outcome: Outcome, threshold: float) -> tuple[FailureKind, str]:
+    """The kind and reason of a failed or errored result (see the module docstring)."""
     if outcome.status == "errored":
-        return "not graded (no verifier result)"
-    return f"score below {threshold:g}"
+        reason = _first_line(outcome.error) if outcome.error else "not graded (no verifier result)"
+        if outcome.error_kind == "model":
+            return "model_error", reason
+        if outcome.error_kind == "verifier" or not outcome.error:
+            return "not_graded", reason
+        return "infrastructure_error", reason
+    if outcome.done_reason == "max_steps":
+        return "step_budget", "used every step of the budget"
+    if outcome.feedback:
+        return "verifier_feedback", _first_line(outcome.feedback)
+    if outcome.error:  # a failure reason the source gave (a platform job's session)
+        return "verifier_feedback", _first_line(outcome.error)
+    if outcome.last_tool_error:
+        return "tool_errors", _first_line(outcome.last_tool_error)
+    return "below_threshold", f"score below {threshold:g}"
 
 
 def _task_summary(task_key: str, model: str, rows: Sequence[Outcome], k: int) -> TaskSummary:
@@ -250,7 +335,22 @@ def _task_summary(task_key: str, model: str, rows: Sequence[Outcome], k: int) ->
     )
 
 
-def _model_summary(model: str, rows: Sequence[Outcome], tasks: Sequence[TaskSummary]) -> ModelSummary:
+def _curve(tasks: Sequence[TaskSummary], k: int) -> list[float | None]:
+    """pass@1 ... pass@k of a model: at each j, the mean over its tasks with at least j graded."""
+    return [
+        _mean([pass_at_k(t.graded, t.passed, j) for t in tasks if t.graded >= j]) for j in range(1, k + 1)
+    ]
+
+
+def _model_summary(
+    model: str,
+    rows: Sequence[Outcome],
+    *,
+    tasks: Sequence[TaskSummary],
+    k: int,
+    endpoint: str | None,
+    sampling: Sampling | None,
+) -> ModelSummary:
     counts = {s: sum(1 for r in rows if r.status == s) for s in ("passed", "failed", "errored")}
     graded = counts["passed"] + counts["failed"]
     scores = [r.score for r in rows if r.status in ("passed", "failed") and r.score is not None]
@@ -268,6 +368,9 @@ def _model_summary(model: str, rows: Sequence[Outcome], tasks: Sequence[TaskSumm
         pass_at_k=_mean(per_task),
         avg_score=_mean(scores),
         avg_duration_ms=_mean(durations),
+        pass_at_k_curve=_curve(tasks, k),
+        endpoint=endpoint,
+        sampling=sampling,
     )
 
 
@@ -289,11 +392,31 @@ def _verdict(summaries: Sequence[ModelSummary]) -> Verdict | None:
     return Verdict(ranking=entries, winner=winner)
 
 
+def _examples(rows: Sequence[Outcome]) -> list[FailureExample]:
+    """A few episodes of a group: those with a transcript or session first, spread over tasks."""
+    ranked = sorted(rows, key=lambda r: (r.transcript is None, r.session_id is None))
+    picked: list[Outcome] = []
+    for r in ranked:  # one per task first, then any
+        if r.task_key not in {p.task_key for p in picked}:
+            picked.append(r)
+    picked += [r for r in ranked if r not in picked]
+    return [
+        FailureExample(
+            task_key=r.task_key,
+            model=r.model,
+            sample=r.sample,
+            session_id=r.session_id,
+            transcript=r.transcript,
+        )
+        for r in picked[:EXAMPLES_PER_GROUP]
+    ]
+
+
 def _failure_groups(results: Sequence[Outcome], threshold: float) -> list[FailureGroup]:
-    grouped: dict[tuple[str, str], list[Outcome]] = defaultdict(list)
+    grouped: dict[tuple[str, FailureKind, str], list[Outcome]] = defaultdict(list)
     for r in results:
         if r.status in ("failed", "errored"):
-            grouped[(r.status, _reason(r, threshold))].append(r)
+            grouped[(r.status, *_failure(r, threshold))].append(r)
     groups = [
         FailureGroup(
             reason=reason,
@@ -301,10 +424,12 @@ def _failure_groups(results: Sequence[Outcome], threshold: float) -> list[Failur
             count=len(rows),
             models=sorted({r.model for r in rows}),
             task_keys=sorted({r.task_key for r in rows}),
+            kind=kind,
+            examples=_examples(rows),
         )
-        for (status, reason), rows in grouped.items()
+        for (status, kind, reason), rows in grouped.items()
     ]
-    return sorted(groups, key=lambda g: (-g.count, g.status, g.reason))
+    return sorted(groups, key=lambda g: (-g.count, g.status, g.kind or "", g.reason))
 
 
 def build_report(
@@ -318,6 +443,9 @@ def build_report(
     outcomes: Iterable[Outcome],
     created_at: str | None = None,
     pass_threshold: float = 1.0,
+    endpoints: Mapping[str, str] | None = None,
+    sampling: Mapping[str, Sampling] | None = None,
+    retried: int = 0,
 ) -> ReportEnvelope:
     """Build the envelope of a run; episodes planned but not in ``outcomes`` are ``pending``.
 
@@ -331,6 +459,9 @@ def build_report(
         outcomes: The finished episodes; later duplicates of one (task, model, sample) are ignored.
         created_at: When the run started (kept as given, so a re-render is byte-identical).
         pass_threshold: The score at which a graded episode passes.
+        endpoints: The chat-completions URL of each model asked at one.
+        sampling: The sampling parameters of each such model.
+        retried: Errored episodes played again (``--retry-errored``).
     """
     by_slot: dict[tuple[str, str, int], Outcome] = {}
     for outcome in outcomes:
@@ -356,7 +487,10 @@ def build_report(
         _model_summary(
             model,
             [r for r in results if r.model == model],
-            [t for t in task_rows if t.model == model],
+            tasks=[t for t in task_rows if t.model == model],
+            k=k,
+            endpoint=(endpoints or {}).get(model),
+            sampling=(sampling or {}).get(model),
         )
         for model in model_ids
     ]
@@ -371,6 +505,7 @@ def build_report(
         results=results,
         verdict=_verdict(summaries),
         failure_groups=_failure_groups(results, pass_threshold),
+        retried=retried,
     )
     return ReportEnvelope(
         run_id=run_id,

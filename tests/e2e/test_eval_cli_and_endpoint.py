@@ -58,7 +58,8 @@ async def test_runner_asks_an_openai_compatible_endpoint(
         k=1,
         model_endpoint=ModelEndpoint(chat_endpoint, api_key="sk-test-secret"),
     )
-    (request,) = _ChatCompletions.requests
+    probe, request = _ChatCompletions.requests  # one small request before the run, then the episode
+    assert probe["body"]["max_tokens"] == 1 and "tools" not in probe["body"]
     assert request["path"] == "/v1/chat/completions" and request["auth"] == "Bearer sk-test-secret"
     assert request["body"]["model"] == "my-model"
     assert any(t["function"]["name"] for t in request["body"]["tools"])

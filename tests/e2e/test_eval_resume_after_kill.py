@@ -1,7 +1,10 @@
 """``fleet-sdk eval`` killed half way (SIGKILL, a real subprocess) resumes without repeating an episode.
 
-Then ``fleet-sdk report`` renders the run in all three formats, byte for byte the same twice, and
-every number of the report agrees with the sessions the embedded server stored.
+With the local policies, ``fleet-sdk report`` then renders the run in all three formats, byte for
+byte the same twice, and every number of the report agrees with the sessions the embedded server
+stored. Against a chat-completions endpoint, the resume is given ``--out-dir`` alone: the endpoint,
+its sampling parameters and the rest come from the run directory (the key from the environment),
+and the report's totals equal those of the same run left uninterrupted.
 """
 
 from __future__ import annotations
@@ -15,14 +18,16 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
-from _cli import run_cli
+from _cli import CLI, run_cli
+from _fake_model import reference_model, serve_model
 from _procs import processes
 
 from fleet_local import LocalFleet
 from fleet_sdk.evaluation import RunDir, session_score
-from fleet_sdk.reports import ReportEnvelope
+from fleet_sdk.reports import Outcome, ReportEnvelope
 from fleet_sdk.tasks import Task
 
 K = 3
@@ -51,6 +56,49 @@ def _wait_gone(pid: int, deadline: float) -> None:
         time.sleep(0.1)
 
 
+def _same(played: Outcome, stored: Outcome) -> bool:
+    """The same episode, though the run has since copied its transcript into the run directory."""
+    return played.model_dump(exclude={"transcript"}) == stored.model_dump(exclude={"transcript"})
+
+
+def _kill_half_way(
+    argv: list[str],
+    run_dir: Path,
+    total: int,
+    tmp_path: Path,
+    *,
+    env: dict[str, str] | None = None,
+    before_kill: Callable[[], None] = lambda: None,
+) -> None:
+    """Run ``argv`` until half of its ``total`` episodes are stored, then SIGKILL it (and its server)."""
+    # stderr to a file: a pipe nobody reads would block the run once its buffer fills.
+    stderr_path = tmp_path / f"{run_dir.name}-killed.stderr"
+    with stderr_path.open("wb") as stderr:
+        first = subprocess.Popen(
+            argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True, env=env
+        )
+        deadline = time.monotonic() + 240
+        servers: list[int] = []
+        try:
+            while _finished(run_dir) < total // 2 and first.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert first.poll() is None, "the run ended before it could be killed half way"
+            before_kill()
+            servers += _children(first.pid)
+            os.kill(first.pid, signal.SIGKILL)
+            first.wait(timeout=30)
+        finally:
+            if first.poll() is None:
+                first.kill()
+                first.wait(timeout=30)
+            # the embedded server runs in its own session: stop the one this run started
+            for pid in servers:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+                _wait_gone(pid, time.monotonic() + 30)
+    assert first.returncode == -signal.SIGKILL, stderr_path.read_text(errors="replace")
+
+
 def test_eval_killed_half_way_resumes_and_reports(tmp_path: Path, bundled_tasks: list[Task]) -> None:
     by_env: dict[str, list[str]] = {}
     for task in bundled_tasks:
@@ -65,32 +113,7 @@ def test_eval_killed_half_way_resumes_and_reports(tmp_path: Path, bundled_tasks:
         argv += ["--task-key", key]
     for model in MODELS:
         argv += ["--model", model]
-
-    # stderr to a file: a pipe nobody reads would block the run once its buffer fills.
-    first_stderr = (tmp_path / "first.stderr").open("wb")
-    first = subprocess.Popen(
-        argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=first_stderr, start_new_session=True
-    )
-    deadline = time.monotonic() + 240
-    servers: list[int] = []
-    try:
-        while _finished(run_dir) < total // 2 and first.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert first.poll() is None, "the run ended before it could be killed half way"
-        servers += _children(first.pid)
-        os.kill(first.pid, signal.SIGKILL)
-        first.wait(timeout=30)
-    finally:
-        if first.poll() is None:
-            first.kill()
-            first.wait(timeout=30)
-        # the embedded server runs in its own session: stop the one this run started
-        for pid in servers:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-            _wait_gone(pid, time.monotonic() + 30)
-        first_stderr.close()
-    assert first.returncode == -signal.SIGKILL, (tmp_path / "first.stderr").read_text(errors="replace")
+    _kill_half_way(argv, run_dir, total, tmp_path)
 
     with RunDir(run_dir) as store:
         before = {(o.task_key, o.model, o.sample): o for o in store.outcomes()}
@@ -113,7 +136,7 @@ def test_eval_killed_half_way_resumes_and_reports(tmp_path: Path, bundled_tasks:
         after = {(o.task_key, o.model, o.sample): o for o in store.outcomes()}
         manifest = store.require_manifest()
     assert len(after) == total
-    assert all(after[slot] == outcome for slot, outcome in before.items())  # nothing replayed
+    assert all(_same(after[slot], outcome) for slot, outcome in before.items())  # nothing replayed
 
     # fleet-sdk report: all three formats, the same bytes twice
     rendered: dict[str, str] = {}
@@ -147,3 +170,83 @@ def test_eval_killed_half_way_resumes_and_reports(tmp_path: Path, bundled_tasks:
     assert scripted.passed == len(keys) * K  # the reference solutions pass every task
     # an episode in flight at the kill may have uploaded a session the run never recorded
     assert len(stored) - total <= 2
+
+
+def test_eval_against_a_chat_endpoint_killed_half_way_resumes_with_out_dir_alone(
+    tmp_path: Path, bundled_tasks: list[Task]
+) -> None:
+    """Regression: a resume used to forget the endpoint, error every remaining episode and exit 0."""
+    chosen = [
+        t
+        for env in ("orderdesk", "calendar")
+        for t in [t for t in bundled_tasks if t.env_key == env and t.task_modality == "tool_use"][:3]
+    ]
+    give_up = [chosen[1].task_key, chosen[4].task_key]  # graded and failed, in both runs alike
+    handler = reference_model(chosen, give_up=give_up)
+    k = 2
+    total = len(chosen) * k
+    env = {**os.environ, "FLEET_EVAL_MODEL_API_KEY": "sk-resume-secret"}
+    with serve_model(handler) as url:
+        flags = ["--model", "fake-gpt", "--model-base-url", url, "--temperature", "0", "--seed", "7"]
+        flags += ["--max-tokens", "512", "--extra-body", '{"top_k": 1}', "-k", str(k), "--concurrency", "2"]
+        for task in chosen:
+            flags += ["--task-key", task.task_key]
+        run_dir = tmp_path / "run"
+        try:
+            _kill_half_way(
+                [*CLI, "eval", *flags, "--out-dir", str(run_dir)],
+                run_dir,
+                total,
+                tmp_path,
+                env=env,
+                before_kill=handler.gate.clear,  # hold the episodes in flight: the run cannot end first
+            )
+        finally:
+            handler.gate.set()
+        with RunDir(run_dir) as store:
+            before = {(o.task_key, o.model, o.sample): o for o in store.outcomes()}
+        assert total // 2 <= len(before) < total
+        handler.requests.clear()
+
+        resumed = run_cli("eval", "--out-dir", str(run_dir), "--resume", cwd=tmp_path, env=env)
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        assert f"{len(before)}/{total} episodes" in resumed.stdout
+        played = [r for r in handler.requests if r["body"].get("tools")]
+        assert played, "the resumed run asked the model nothing"
+        for request in handler.requests:  # the endpoint, key and sampling came from the run directory
+            assert request["auth"] == "Bearer sk-resume-secret"
+            body = request["body"]
+            assert (body["model"], body["temperature"], body["seed"], body["top_k"]) == (
+                "fake-gpt",
+                0.0,
+                7,
+                1,
+            )
+        assert all(r["body"]["max_tokens"] == 512 for r in played)
+
+        uninterrupted = run_cli("eval", *flags, "--out-dir", str(tmp_path / "whole"), cwd=tmp_path, env=env)
+        assert uninterrupted.returncode == 0, uninterrupted.stdout + uninterrupted.stderr
+
+    with RunDir(run_dir) as store:
+        after = {(o.task_key, o.model, o.sample): o for o in store.outcomes()}
+        resumed_report = store.envelope()
+    assert all(_same(after[slot], outcome) for slot, outcome in before.items())  # nothing replayed
+    assert "sk-resume-secret" not in (run_dir / "run.sqlite3").read_bytes().decode("latin-1")
+    with RunDir(tmp_path / "whole") as store:
+        whole_report = store.envelope()
+    assert resumed_report.report.complete and whole_report.report.complete
+    assert [r.status for r in resumed_report.report.results] == [
+        r.status for r in whole_report.report.results
+    ]
+    assert not any(r.status == "errored" for r in resumed_report.report.results)
+
+    def totals(envelope: ReportEnvelope) -> list[tuple[object, ...]]:
+        fields = ("model", "sessions", "passed", "failed", "errored", "pending", "pass_rate")
+        fields += ("pass_rate_interval", "pass_at_k", "pass_at_k_curve", "endpoint", "sampling")
+        return [tuple(getattr(m, name) for name in fields) for m in envelope.report.models]
+
+    assert totals(resumed_report) == totals(whole_report)
+    (summary,) = resumed_report.report.models
+    assert (summary.passed, summary.failed) == (len(chosen) * k - len(give_up) * k, len(give_up) * k)
+    assert summary.sampling is not None and summary.sampling.temperature == 0.0
+    assert summary.sampling.extra_body == {"top_k": 1}

@@ -116,16 +116,21 @@ def test_job_report_matches_bare_names_and_errors_ungraded_sessions() -> None:
     assert results["a"].duration_ms == 2000
 
 
-async def test_client_runner_counts_unknown_models_as_errored(
+async def test_client_runner_refuses_models_it_cannot_play_before_the_first_episode(
     afleet: AsyncFleet, bundled_tasks: list[Task], tmp_path: Path
 ) -> None:
+    """Regression: a model with no endpoint used to be played anyway, every episode errored, and the
+    run ended as if it had worked; now the run fails before it starts, naming each model."""
     tasks = _orderdesk(bundled_tasks, 1)
-    envelope = await run_evaluation(
-        afleet, tmp_path / "run", tasks=tasks, models=["local/scripted", "vendor/model"], k=2, upload=False
-    )
-    unknown = next(s for s in envelope.report.models if s.model == "vendor/model")
-    assert (unknown.errored, unknown.pass_rate) == (2, None)
-    assert "needs a chat-completions endpoint" in (envelope.report.results[-1].error or "")
+    with pytest.raises(EvaluationError) as refused:
+        await run_evaluation(
+            afleet, tmp_path / "run", tasks=tasks, models=["local/scripted", "vendor/model", "local/randon"]
+        )
+    message = str(refused.value)
+    assert "vendor/model: needs a chat-completions endpoint" in message
+    assert "local/randon: no such local policy; did you mean 'local/random'?" in message
+    assert not RunDir.exists(tmp_path / "run")  # nothing was started
+    await run_evaluation(afleet, tmp_path / "run", tasks=tasks, models=["local/scripted"], upload=False)
     with pytest.raises(EvaluationError, match="already holds run"):
         await run_evaluation(afleet, tmp_path / "run", tasks=tasks, models=["local/scripted"])
     with pytest.raises(EvaluationError, match="concurrency"):

@@ -34,10 +34,11 @@ def _env(**extra: str) -> dict[str, str]:
 
 @dataclass
 class Served:
-    """A ``fleet-sdk serve`` run: its ready line, and its stderr once it has stopped."""
+    """A ``fleet-sdk serve`` run: its ready line, its process, and its stderr once it has stopped."""
 
     ready: dict[str, Any]
     stderr: str = ""
+    process: subprocess.Popen[str] | None = None
 
 
 def _read_line(stream: IO[str], timeout: float) -> str:
@@ -65,7 +66,7 @@ def serving(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> It
             start_new_session=True,
         )
         assert process.stdout is not None
-        served = Served({})
+        served = Served({}, process=process)
         try:
             line = _read_line(process.stdout, timeout=120)
             served.ready = json.loads(line) if line else {}
@@ -122,6 +123,20 @@ def test_allow_any_key_accepts_any_bearer_but_not_none(tmp_path: Path) -> None:
         assert _jobs(served.ready["url"], "whatever").status_code == 200
         assert _jobs(served.ready["url"], None).status_code == 401
     assert "every bearer key is accepted" in served.stderr
+
+
+def test_ctrl_c_stops_the_server_with_one_line_and_exit_130(tmp_path: Path) -> None:
+    """Regression: Ctrl-C printed a CancelledError ... KeyboardInterrupt traceback."""
+    with serving(tmp_path, "--allow-any-key") as served:
+        assert served.process is not None
+        assert _jobs(served.ready["url"], "any").status_code == 200
+        served.process.send_signal(signal.SIGINT)  # what a terminal's Ctrl-C sends
+        code = served.process.wait(timeout=60)
+        with pytest.raises(httpx.ConnectError):
+            _jobs(served.ready["url"], "any")
+    assert code == 130
+    assert "Traceback" not in served.stderr and "KeyboardInterrupt" not in served.stderr
+    assert served.stderr.splitlines()[-1] == "fleet-sdk serve: stopped (Ctrl-C)"
 
 
 def test_a_busy_port_is_one_line_and_exit_1(tmp_path: Path) -> None:

@@ -7,13 +7,22 @@ import datetime as dt
 import json
 import sqlite3
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 from _http import raw_client
 
 from fleet_local import LocalFleet
-from fleet_local._reports import DB_FILE, LOCK_SECONDS_ENV, MAX_BODY_BYTES, RATE_LIMIT
+from fleet_local._reports import (
+    DB_FILE,
+    LOCK_SECONDS_ENV,
+    MAX_BODY_BYTES,
+    RATE_LIMIT,
+    WINDOW_LIMIT,
+    WINDOW_MINUTES,
+)
 from fleet_sdk import ConflictError, NotFoundError
 from fleet_sdk.reports import Outcome, ReportEnvelope, Source, build_report, digest, to_html, to_markdown
 
@@ -66,8 +75,10 @@ def test_import_is_idempotent_by_digest_and_conflicts_on_change(service: LocalFl
         assert raw.status_code == 201
         first = raw.parse()
         assert (first.duplicate, first.digest, first.run_id) == (False, digest(envelope), "idem-1")
+        assert first.status == "completed" and first.id >= 1 and first.evaluation_id >= 1
         again = api.with_raw_response.import_evaluation_report(envelope.to_dict())  # type: ignore[arg-type]
         assert again.status_code == 200 and again.parse().duplicate is True
+        assert (again.parse().id, again.parse().evaluation_id) == (first.id, first.evaluation_id)
         with pytest.raises(ConflictError) as conflict:
             api.import_evaluation_report(_envelope("idem-1", score=0.0).to_dict())  # type: ignore[arg-type]
         assert conflict.value.status_code == 409
@@ -225,3 +236,79 @@ def test_trace_window_report(service: LocalFleet, http: httpx.Client) -> None:
     assert no_zone["start"] == decades["start"] == "2000-01-01T00:00:00+00:00"  # zone-less is UTC
     not_a_time = http.get("/v1/evaluation_trace_window", params={"start": "yesterday"})
     assert not_a_time.status_code == 422 and not_a_time.json()["detail"][0]["loc"] == ["query", "start"]
+
+
+def test_import_answers_the_platforms_id_evaluation_id_and_status(http: httpx.Client) -> None:
+    """The platform answers an import with the stored run's `id`, `evaluation_id` and `status`."""
+    one = _post(http, _envelope("ids-1")).json()
+    two = _post(http, _envelope("ids-2", task="t2")).json()  # the same suite: the same evaluation
+    pending = _post(http, _envelope("ids-3", pending=True)).json()
+    assert one["id"] != two["id"] and one["evaluation_id"] == two["evaluation_id"] == pending["evaluation_id"]
+    assert (one["status"], pending["status"]) == ("completed", "running")
+    other = build_report(
+        run_id="ids-4",
+        source=Source(kind="client"),
+        suite_name="another suite",
+        task_keys=["t1"],
+        models=["local/scripted"],
+        k=1,
+        outcomes=[Outcome(task_key="t1", model="local/scripted", status="passed", score=1.0)],
+    )
+    assert _post(http, other).json()["evaluation_id"] != one["evaluation_id"]
+
+
+def test_html_export_takes_a_theme(http: httpx.Client) -> None:
+    envelope = _envelope("theme-1")
+    assert _post(http, envelope).status_code == 201
+    for theme in ("light", "dark", "auto"):
+        page = http.get("/v1/evaluation_reports/theme-1", params={"format": "html", "theme": theme})
+        assert page.status_code == 200 and page.text == to_html(envelope, theme=theme)  # type: ignore[arg-type]
+        assert f'data-theme="{theme}"' in page.text
+    assert http.get("/v1/evaluation_reports/theme-1", params={"format": "html"}).text == to_html(envelope)
+    sepia = http.get("/v1/evaluation_reports/theme-1", params={"format": "html", "theme": "sepia"})
+    assert sepia.status_code == 422 and sepia.json()["detail"][0]["loc"] == ["query", "theme"]
+
+
+def test_trace_window_limit_and_minutes_are_clamped_as_the_schema_says(
+    service: LocalFleet, http: httpx.Client
+) -> None:
+    """Regression: out-of-range `limit` and `minutes` were 422s where the platform clamps them."""
+    parameters = {
+        p["name"]: p
+        for p in yaml.safe_load(
+            (Path(__file__).parents[2] / "schemas" / "evaluation-reports.yaml").read_text()
+        )["paths"]["/v1/evaluation_trace_window"]["get"]["parameters"]
+    }
+    assert (
+        parameters["limit"]["x-clamp"]["minimum"],
+        parameters["limit"]["x-clamp"]["maximum"],
+    ) == WINDOW_LIMIT
+    assert (
+        parameters["minutes"]["x-clamp"]["minimum"],
+        parameters["minutes"]["x-clamp"]["maximum"],
+    ) == WINDOW_MINUTES
+    with service.fleet() as fleet:
+        job = fleet.traces.create_job("clamps")
+        for model in ("a", "b"):
+            fleet.traces.upload_session(
+                job_id=job,
+                task_key="t",
+                model=model,
+                chat_history=[{"role": "user", "content": "hi"}],
+                reward=1.0,
+            )
+    none = http.get("/v1/evaluation_trace_window", params={"job_id": job, "limit": "0"}).json()
+    assert (none["total_count"], none["returned_count"]) == (2, 1)  # limit 0 counts as 1
+    many = http.get("/v1/evaluation_trace_window", params={"job_id": job, "limit": "5000"})
+    assert many.status_code == 200 and many.json()["returned_count"] == 2
+    short = http.get("/v1/evaluation_trace_window", params={"job_id": job, "minutes": "0"}).json()
+    span = dt.datetime.fromisoformat(short["end"]) - dt.datetime.fromisoformat(short["start"])
+    assert span == dt.timedelta(minutes=1) and short["total_count"] == 2
+    long = http.get(
+        "/v1/evaluation_trace_window", params={"minutes": str(10**9), "bucket_seconds": "86400"}
+    ).json()
+    span = dt.datetime.fromisoformat(long["end"]) - dt.datetime.fromisoformat(long["start"])
+    assert span == dt.timedelta(minutes=WINDOW_MINUTES[1])
+    for name in ("limit", "minutes"):
+        text = http.get("/v1/evaluation_trace_window", params={name: "many"})
+        assert text.status_code == 422 and text.json()["detail"][0]["loc"] == ["query", name]

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from _fake_model import ModelHandler, serve_model, tool_call_reply
 from _jobs_wait import wait_for_job_async
 
@@ -16,7 +18,9 @@ from fleet_sdk._exceptions import (
     ConflictError,
     EnvNotFoundError,
     NotFoundError,
+    UnprocessableEntityError,
 )
+from fleet_sdk.evaluation import PROVIDER_MODEL
 from fleet_sdk.types import env_instance as models
 from fleet_sdk.types import sessions_ingest as smodels
 
@@ -178,6 +182,18 @@ async def test_job_requests_are_validated(local: LocalFleet) -> None:
             )
         with pytest.raises(NotFoundError):
             await jobs.get_job("job_missing")
+        # Regression: a bare model id was accepted and the job errored after running every session.
+        # The SDK checks the same pattern before it creates a job (evaluate_job, fleet-sdk eval --jobs).
+        schema = yaml.safe_load((Path(__file__).parents[2] / "schemas" / "env-instance.yaml").read_text())
+        request = schema["paths"]["/v1/jobs"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+        assert request["properties"]["models"]["items"]["pattern"] == PROVIDER_MODEL.pattern
+        for bad, why in (("gpt-4o", "does not match"), ("local/scripted-v2", "not a local policy")):
+            with pytest.raises(UnprocessableEntityError) as refused:
+                await jobs.create_job(
+                    models.JobCreateRequest(models=["local/scripted", bad], task_keys=bundled[:1])
+                )
+            (issue,) = refused.value.body["detail"]
+            assert issue["loc"] == ["body", "models", 1] and why in issue["msg"]
 
         # The same Idempotency-Key replays the first job; another body with it is a conflict.
         body = models.JobCreateRequest(models=["local/scripted"], task_keys=bundled[:1])

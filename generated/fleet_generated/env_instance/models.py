@@ -1083,7 +1083,10 @@ class JobCreateRequest(BaseModel):
 
     models: Annotated[list[str], Field(max_length=100, min_length=1)]
     """
-    Models to evaluate, as `provider/model` ids, e.g. `anthropic/claude-sonnet-4.5`. Sessions report the bare model name (`claude-sonnet-4.5`).
+    Models to evaluate, as `provider/model` ids, e.g. `anthropic/claude-sonnet-4.5` (the
+    local server also runs `local/scripted` and `local/random`); a bare name is a 422
+    naming the item. Sessions report the bare model name (`claude-sonnet-4.5`).
+
     """
     name: Annotated[str | None, Field(max_length=255)] = None
     """

@@ -77,7 +77,8 @@ class AsyncEvaluationReportsClient(AsyncResource):
 
         Stores a version-1 report envelope under its `run_id`. Importing the same envelope again
         answers 200 with `duplicate: true` and stores nothing; a different envelope under a stored
-        `run_id` answers 409. The body must be `application/json` (415 otherwise) and at most
+        `run_id` answers 409. The answer names the stored report as the platform does (`id`, its
+        `evaluation_id`, `status`) beside `run_id`, `digest`, `duplicate` and `url`. The body must be `application/json` (415 otherwise) and at most
         5 MiB (413). An invalid envelope answers 422 naming the field. Safe to retry: the digest
         makes a repeat a no-op.
 
@@ -119,21 +120,24 @@ class AsyncEvaluationReportsClient(AsyncResource):
         *,
         format: Literal["json", "md", "html"] | None = None,
         download: bool | None = None,
+        theme: Literal["light", "dark", "auto"] | None = None,
         options: RequestOptions | None = None,
     ) -> models.ReportEnvelope:
         """Export an evaluation report as JSON, Markdown or HTML.
 
         Returns a stored report: the envelope as JSON (`format=json`, the default), its Markdown
         (`format=md`, `text/markdown`) or its self-contained HTML page (`format=html`,
-        `text/html`). `download=1` sends it as an attachment named `<run_id>.json`, `<run_id>.md`
-        or `<run_id>.html`. 404 for a `run_id` this key stored no report under; 422 for an unknown
-        format or a report that is not complete (it has pending results). The generated client
-        reads the JSON form; request the others with a raw response.
+        `text/html`, coloured by `theme`). `download=1` sends it as an attachment named
+        `<run_id>.json`, `<run_id>.md` or `<run_id>.html`. 404 for a `run_id` this key stored no
+        report under; 422 for an unknown format or theme, or a report that is not complete (it has
+        pending results). The generated client reads the JSON form; request the others with a raw
+        response.
 
         Args:
             run_id: The report's run id.
             format: `json` (default), `md` or `html`.
             download: Send as an attachment (`Content-Disposition: attachment; filename=...`).
+            theme: Colours of the HTML page: `light`, `dark`, or `auto` (the viewer's preference). Other formats ignore it.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -152,7 +156,7 @@ class AsyncEvaluationReportsClient(AsyncResource):
             OPERATIONS["get_evaluation_report"],
             models.ReportEnvelope,
             path_params={"run_id": run_id},
-            params={"format": format, "download": download},
+            params={"format": format, "download": download, "theme": theme},
             options=options,
         )
 
@@ -160,6 +164,7 @@ class AsyncEvaluationReportsClient(AsyncResource):
         self,
         *,
         start: str | None = None,
+        minutes: int | None = None,
         end: str | None = None,
         bucket_seconds: int | None = None,
         limit: int | None = None,
@@ -172,13 +177,18 @@ class AsyncEvaluationReportsClient(AsyncResource):
         newest `limit` of them. `total_count` is every session of the window, `returned_count`
         the listed ones, and `truncated` says the list is shorter than the window. A window of more
         than 10000 buckets gets wider buckets (the answer's `bucket_seconds` is the width used);
-        a window whose `end` is not after `start` is empty.
+        a window whose `end` is not after `start` is empty. `limit` and `minutes` are clamped into
+        their ranges (`x-clamp`) rather than refused, as the platform does: `limit=5000` lists
+        1000 sessions, `minutes=0` is a one-minute window; a value that is not an integer is a 422.
 
         Args:
-            start: Start of the window (inclusive), RFC 3339 (without a zone it is read as UTC); default one hour before `end`.
+            start: Start of the window (inclusive), RFC 3339 (without a zone it is read as UTC); default `minutes` before `end`.
+            minutes: Length of the window in minutes when `start` is not given (default 60). Clamped into
+                1..129600 (90 days): a smaller value counts as 1, a larger one as 129600.
             end: End of the window (exclusive), RFC 3339 (without a zone it is read as UTC); default now.
             bucket_seconds: Width of one bucket in seconds.
-            limit: Sessions listed at most (newest first).
+            limit: Sessions listed at most (newest first). Clamped into 1..1000: a smaller value counts as
+                1, a larger one as 1000.
             job_id: Only the sessions of this job.
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
@@ -197,6 +207,7 @@ class AsyncEvaluationReportsClient(AsyncResource):
             models.TraceWindowReport,
             params={
                 "start": start,
+                "minutes": minutes,
                 "end": end,
                 "bucket_seconds": bucket_seconds,
                 "limit": limit,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
-from typing import Annotated, Literal
+from pydantic import BaseModel, ConfigDict, Field, RootModel
+from typing import Annotated, Any, Literal
 from datetime import datetime
 
 
@@ -132,59 +132,67 @@ class ReportResult(BaseModel):
     """
     Wall-clock milliseconds.
     """
-
-
-class ModelSummary(BaseModel):
+    error_kind: Literal["model", "verifier", "infrastructure"] | None = None
     """
-    One model over the run.
+    For an errored result: `model` (the model endpoint failed), `verifier` (it could not grade) or `infrastructure` (anything else).
+    """
+    done_reason: str | None = None
+    """
+    How the episode ended (`agent`, `submitted`, `max_steps`, `closed`).
+    """
+    feedback: Annotated[str | None, Field(max_length=500)] = None
+    """
+    What the verifier said was wrong (its error lists, else what it printed).
+    """
+    tool_errors: Annotated[int | None, Field(ge=0)] = None
+    """
+    Tool calls that answered an error.
+    """
+    last_tool_error: str | None = None
+    """
+    The last of them, as `tool(): message`.
+    """
+    last_action: str | None = None
+    """
+    The last tool call, as `tool({...arguments})`.
+    """
+    transcript: str | None = None
+    """
+    The episode's transcript file, relative to the run directory it was written in.
+    """
+
+
+class PassAtKCurveItem(RootModel[float | None]):
+    root: Annotated[float | None, Field(ge=0.0, le=1.0)]
+
+
+class Sampling(BaseModel):
+    """
+    Sampling parameters of a chat-completions model; an absent or null one was left to the endpoint.
     """
 
     model_config = ConfigDict(
         extra="forbid",
     )
-    model: str
+    temperature: Annotated[float | None, Field(ge=0.0)] = None
     """
-    The model id.
+    Sampling temperature.
     """
-    sessions: Annotated[int, Field(ge=0)]
+    max_tokens: Annotated[int | None, Field(ge=1)] = None
     """
-    Results of this model.
+    Most tokens per reply.
     """
-    passed: Annotated[int, Field(ge=0)]
+    top_p: Annotated[float | None, Field(gt=0.0, le=1.0)] = None
     """
-    Passed results.
+    Nucleus sampling mass.
     """
-    failed: Annotated[int, Field(ge=0)]
+    seed: int | None = None
     """
-    Failed results.
+    The endpoint's sampling seed.
     """
-    errored: Annotated[int, Field(ge=0)]
+    extra_body: dict[str, Any] | None = None
     """
-    Errored results (never graded).
-    """
-    pending: Annotated[int, Field(ge=0)]
-    """
-    Unfinished results.
-    """
-    pass_rate: Annotated[float | None, Field(ge=0.0, le=1.0)]
-    """
-    passed / (passed + failed); null when nothing was graded.
-    """
-    pass_rate_interval: Interval | None
-    """
-    Wilson interval of the pass rate at the report's confidence.
-    """
-    pass_at_k: Annotated[float | None, Field(ge=0.0, le=1.0)]
-    """
-    Mean unbiased pass@k over tasks with at least k graded samples.
-    """
-    avg_score: float | None
-    """
-    Mean score of the graded results.
-    """
-    avg_duration_ms: float | None
-    """
-    Mean duration of the finished results.
+    Further request fields sent as given.
     """
 
 
@@ -274,9 +282,39 @@ class Verdict(BaseModel):
     """
 
 
+class FailureExample(BaseModel):
+    """
+    One result of a failure group, to look at.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    task_key: str
+    """
+    The task.
+    """
+    model: str
+    """
+    The model id.
+    """
+    sample: Annotated[int, Field(ge=0)]
+    """
+    Which of the k samples.
+    """
+    session_id: str | None = None
+    """
+    The stored session.
+    """
+    transcript: str | None = None
+    """
+    Its transcript file, relative to the run directory.
+    """
+
+
 class FailureGroup(BaseModel):
     """
-    Failed or errored results sharing one reason.
+    Failed or errored results sharing one kind and reason.
     """
 
     model_config = ConfigDict(
@@ -284,7 +322,7 @@ class FailureGroup(BaseModel):
     )
     reason: str
     """
-    The shared reason.
+    The shared reason (for `verifier_feedback`, what the verifier said).
     """
     status: Literal["failed", "errored"]
     """
@@ -302,59 +340,26 @@ class FailureGroup(BaseModel):
     """
     Tasks with such a result.
     """
+    kind: (
+        Literal[
+            "model_error",
+            "not_graded",
+            "infrastructure_error",
+            "step_budget",
+            "verifier_feedback",
+            "tool_errors",
+            "below_threshold",
+        ]
+        | None
+    ) = None
+    """
+    Why: `model_error`, `not_graded`, `infrastructure_error` (errored); `step_budget`,
+    `verifier_feedback`, `tool_errors`, `below_threshold` (failed).
 
-
-class ReportBody(BaseModel):
     """
-    The report itself.
+    examples: Annotated[list[FailureExample] | None, Field(max_length=3)] = None
     """
-
-    model_config = ConfigDict(
-        extra="forbid",
-    )
-    k: Annotated[int, Field(ge=1)]
-    """
-    The k of pass@k.
-    """
-    pass_threshold: float
-    """
-    The score at which a graded result passes.
-    """
-    interval_method: Literal["wilson"] = "wilson"
-    """
-    How intervals are computed.
-    """
-    confidence: Annotated[float, Field(ge=0.5, le=0.999)]
-    """
-    The intervals' confidence level, e.g. 0.95.
-    """
-    complete: bool
-    """
-    False while any result is pending.
-    """
-    created_at: str | None = None
-    """
-    When the run started.
-    """
-    models: list[ModelSummary]
-    """
-    Per-model summaries.
-    """
-    tasks: list[TaskSummary]
-    """
-    Per task-and-model aggregates.
-    """
-    results: list[ReportResult]
-    """
-    Every result.
-    """
-    verdict: Verdict | None
-    """
-    The verdict; null for a single model.
-    """
-    failure_groups: list[FailureGroup]
-    """
-    Failures grouped by reason, largest first.
+    A few results of the group, one per task first.
     """
 
 
@@ -363,6 +368,18 @@ class ImportResult(BaseModel):
     The outcome of an import.
     """
 
+    id: Annotated[int, Field(ge=1)]
+    """
+    The stored report's id (the same for a duplicate).
+    """
+    evaluation_id: Annotated[int, Field(ge=1)]
+    """
+    The evaluation the report belongs to, one per suite name for this key.
+    """
+    status: Literal["completed", "running"]
+    """
+    `completed` when every result is final, `running` while some are pending.
+    """
     run_id: str
     """
     The stored run.
@@ -488,6 +505,130 @@ class ErrorResponse(BaseModel):
     """
 
 
+class ModelSummary(BaseModel):
+    """
+    One model over the run.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    model: str
+    """
+    The model id.
+    """
+    sessions: Annotated[int, Field(ge=0)]
+    """
+    Results of this model.
+    """
+    passed: Annotated[int, Field(ge=0)]
+    """
+    Passed results.
+    """
+    failed: Annotated[int, Field(ge=0)]
+    """
+    Failed results.
+    """
+    errored: Annotated[int, Field(ge=0)]
+    """
+    Errored results (never graded).
+    """
+    pending: Annotated[int, Field(ge=0)]
+    """
+    Unfinished results.
+    """
+    pass_rate: Annotated[float | None, Field(ge=0.0, le=1.0)]
+    """
+    passed / (passed + failed); null when nothing was graded.
+    """
+    pass_rate_interval: Interval | None
+    """
+    Wilson interval of the pass rate at the report's confidence.
+    """
+    pass_at_k: Annotated[float | None, Field(ge=0.0, le=1.0)]
+    """
+    Mean unbiased pass@k over tasks with at least k graded samples.
+    """
+    avg_score: float | None
+    """
+    Mean score of the graded results.
+    """
+    avg_duration_ms: float | None
+    """
+    Mean duration of the finished results.
+    """
+    pass_at_k_curve: list[PassAtKCurveItem | None] | None = None
+    """
+    pass@1, pass@2 ... pass@k, each the mean over tasks with at least that many graded results.
+    """
+    endpoint: str | None = None
+    """
+    The chat-completions URL the model was asked at; null for a local policy.
+    """
+    sampling: Sampling | None = None
+    """
+    The sampling parameters the model was asked with; null for a local policy.
+    """
+
+
+class ReportBody(BaseModel):
+    """
+    The report itself.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    k: Annotated[int, Field(ge=1)]
+    """
+    The k of pass@k.
+    """
+    pass_threshold: float
+    """
+    The score at which a graded result passes.
+    """
+    interval_method: Literal["wilson"] = "wilson"
+    """
+    How intervals are computed.
+    """
+    confidence: Annotated[float, Field(ge=0.5, le=0.999)]
+    """
+    The intervals' confidence level, e.g. 0.95.
+    """
+    complete: bool
+    """
+    False while any result is pending.
+    """
+    created_at: str | None = None
+    """
+    When the run started.
+    """
+    models: list[ModelSummary]
+    """
+    Per-model summaries.
+    """
+    tasks: list[TaskSummary]
+    """
+    Per task-and-model aggregates.
+    """
+    results: list[ReportResult]
+    """
+    Every result.
+    """
+    verdict: Verdict | None
+    """
+    The verdict; null for a single model.
+    """
+    failure_groups: list[FailureGroup]
+    """
+    Failures grouped by kind and reason, largest first.
+    """
+    retried: Annotated[int, Field(ge=0)] = 0
+    """
+    Errored episodes played again (`fleet-sdk eval --retry-errored`).
+    """
+
+
 class ReportEnvelope(BaseModel):
     """
     The version-1 evaluation report envelope.
@@ -511,15 +652,18 @@ class ReportEnvelope(BaseModel):
 
 __all__ = [
     "ErrorResponse",
+    "FailureExample",
     "FailureGroup",
     "ImportResult",
     "Interval",
     "ModelSummary",
+    "PassAtKCurveItem",
     "ReportBody",
     "ReportEnvelope",
     "ReportResult",
     "ReportSource",
     "ReportSuite",
+    "Sampling",
     "TaskSummary",
     "TraceWindowBucket",
     "TraceWindowReport",
