@@ -15,12 +15,11 @@ import logging
 import uuid
 from typing import TYPE_CHECKING
 
-from fleet_generated.env_instance import models
-
 from ._retry import retry_async
 from ._runtime import Deadline, RequestOptions, RetryPolicy, is_transient, within
 
 if TYPE_CHECKING:
+    from fleet_generated.env_instance import models
     from fleet_generated.env_instance.client import AsyncControlPlaneClient
 
 __all__ = ["PROVISIONING_RETRY", "create_instance", "is_transient_provisioning_error"]

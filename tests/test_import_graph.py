@@ -260,7 +260,7 @@ def test_the_walker_sees_the_edges_it_must() -> None:
     """Guards the test itself: known edges of each import form are found."""
     graph = _graph()
     assert "fleet_generated._transport" in graph["fleet_generated._resource"]  # relative, level 1
-    assert "fleet_generated.env_instance.models" in graph["fleet_sdk.env"]  # from X import module
+    assert "fleet_generated.env_instance.models" in graph["fleet_sdk.remote_verifier"]  # from X import module
     assert "fleet_sdk.protocol" in graph["fleet_sdk.policies"]  # relative
     assert "fleet_sdk.policies" in graph["fleet_local._episodes"]  # absolute, across roots
     assert "fleet_generated" in graph["fleet_api"]  # the alias points one way
