@@ -8,7 +8,6 @@ databases and diffs, and to the instance's MCP endpoints for tools. The sync
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping
@@ -20,6 +19,8 @@ from ._exceptions import DatabaseError, FleetError, NotFoundError, ToolNotFoundE
 from ._twin import sync_method, sync_view
 
 if TYPE_CHECKING:
+    import asyncio
+
     from fleet_generated.env_instance import models
 
     from ._api import AsyncAPIOwner
@@ -226,6 +227,8 @@ class AsyncEnv:
             period = interval / 2 if interval else 30.0
         if period <= 0:
             raise ValueError(f"period must be positive, got {period}")
+        import asyncio
+
         self._heartbeats = asyncio.get_running_loop().create_task(
             self._beat(period), name=f"fleet-heartbeat-{self.instance_id}"
         )
@@ -254,6 +257,8 @@ class AsyncEnv:
         self._closed = True
         if self._heartbeats is not None:
             self._heartbeats.cancel()
+            import asyncio
+
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heartbeats
         try:

@@ -75,6 +75,7 @@ class AnthropicRequest(TypedDict):
     system: str | None
     messages: list[AnthropicMessage]
 
+
 _DATA_URL = re.compile(r"^data:(?P<mime>[\w/+.-]+);base64,(?P<data>.*)$", re.DOTALL)
 
 

@@ -50,7 +50,8 @@ class Task(BaseModel):
         metadata: Anything else (reference solutions, tags...).
     """
 
-    model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
+    # defer_build: the schema is built on first use, not when the SDK is imported.
+    model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True, defer_build=True)
 
     task_key: str = Field(validation_alias=AliasChoices("task_key", "key"), min_length=1)
     prompt: str

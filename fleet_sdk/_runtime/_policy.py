@@ -9,7 +9,6 @@ POST/PATCH that carries an idempotency key) and the failure is transient
 
 from __future__ import annotations
 
-import email.utils
 import json
 import random
 import time
@@ -216,6 +215,8 @@ def parse_retry_after(response: httpx.Response) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         pass
+    import email.utils  # an HTTP date is rare: the import (~10 ms) waits for one
+
     try:
         parsed = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
