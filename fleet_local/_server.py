@@ -92,7 +92,7 @@ def _announce_jail(settings: LocalSettings) -> None:
         sys.stderr.flush()
 
 
-_jail_told: list[str] = []  # the notice given in this process (at most one)
+_jail_told = threading.Event()  # set once the notice is given: at most once per process
 _jail_told_lock = threading.Lock()
 
 
@@ -100,9 +100,9 @@ def _tell_about_jail(allow_unjailed: bool) -> None:
     """Say once per process, on stderr, that verifiers run without the OS jail here (if they do)."""
     notice = jail_notice(allow_unjailed=allow_unjailed, opt_in="LocalFleet(allow_unjailed=True)")
     with _jail_told_lock:
-        if notice is None or _jail_told:
+        if notice is None or _jail_told.is_set():
             return
-        _jail_told.append(notice)
+        _jail_told.set()
     sys.stderr.write(f"fleet_local: {notice}\n")
     sys.stderr.flush()
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
 
+from ._exceptions import FleetError
 from ._runtime import Surface
 
 if TYPE_CHECKING:
@@ -36,10 +37,10 @@ if TYPE_CHECKING:
 
     from ._runtime import AsyncHTTPClient, CallPolicy, FleetConfig, HTTPClient
 
-__all__ = ["AsyncAPIOwner", "AsyncFleetAPI", "FleetAPI", "SyncAPIOwner", "manager_url"]
+__all__ = ["AsyncAPIOwner", "AsyncFleetAPI", "FleetAPI", "SyncAPIOwner"]
 
 
-def manager_url(instance: InstanceResponse | str) -> str:
+def _manager_url(instance: InstanceResponse | str) -> str:
     """The instance manager API's URL of an instance (``urls.manager.api``), or the URL itself.
 
     Args:
@@ -52,8 +53,6 @@ def manager_url(instance: InstanceResponse | str) -> str:
     if isinstance(instance, str):
         return instance
     if instance.urls is None:
-        from ._exceptions import FleetError
-
         raise FleetError(
             f"instance {instance.instance_id!r} has no URLs yet (status {instance.status!r}); "
             "wait until it is running"
@@ -154,7 +153,7 @@ class FleetAPI:
         headers = {"X-Runner-Token": runner_token} if runner_token else None
         return InstanceManagerClient(
             HTTPClient(
-                manager_url(instance),
+                _manager_url(instance),
                 api_key=None,
                 policy=self._policy,
                 default_headers=headers,
@@ -256,7 +255,7 @@ class AsyncFleetAPI:
         headers = {"X-Runner-Token": runner_token} if runner_token else None
         return AsyncInstanceManagerClient(
             AsyncHTTPClient(
-                manager_url(instance),
+                _manager_url(instance),
                 api_key=None,
                 policy=self._policy,
                 default_headers=headers,

@@ -269,7 +269,11 @@ def add_commands(commands: Any) -> None:
     Args:
         commands: The ``add_subparsers()`` object of the main parser.
     """
-    ev = commands.add_parser("eval", help="evaluate tasks across models (pass@k), resumable")
+    ev = commands.add_parser(
+        "eval",
+        help="evaluate tasks across models (pass@k), resumable",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     ev.add_argument("--env", action="append", help="run every task of this environment (repeatable)")
     ev.add_argument("--tasks-file", action="append", help="a task file, JSON (repeatable)")
     ev.add_argument("--task-key", action="append", help="run this task (repeatable)")

@@ -193,6 +193,10 @@ def test_version_and_help_show_defaults() -> None:
         "(default: 127.0.0.1)",
     ):
         assert expected in text
+    shown = subprocess.run([*CLI, "eval", "--help"], capture_output=True, text=True, timeout=60, check=True)
+    text = " ".join(shown.stdout.split())
+    for expected in ("(the k of pass@k) (default: 1)", "at once (default: 4)", "per episode (default: 30)"):
+        assert expected in text
 
 
 @pytest.mark.parametrize(
