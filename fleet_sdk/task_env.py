@@ -129,11 +129,11 @@ class StepInfo(TypedDict):
     verifier_error: str | None
 
 
-VERIFIER_PREVIEW_LINES = 8
+_PREVIEW_LINES = 8
 """Lines of a verifier's code logged with its failure (each cut at 160 characters)."""
 
 
-def code_preview(code: str, lines: int = VERIFIER_PREVIEW_LINES, width: int = 160) -> str:
+def _code_preview(code: str, lines: int = _PREVIEW_LINES, width: int = 160) -> str:
     """The first ``lines`` non-blank lines of ``code``, each cut at ``width`` characters, indented
     for a log line, and how many lines were left out.
 
@@ -654,7 +654,7 @@ class TaskEnv:
                 "task %s: %s\n%s",
                 self.task.task_key,
                 self.verifier_error,
-                code_preview(self.task.verifier_code),
+                _code_preview(self.task.verifier_code),
             )
             self.final_reward = None
             return None
@@ -667,7 +667,7 @@ class TaskEnv:
                 "task %s: verifier failed: %s\n%s",
                 self.task.task_key,
                 self.verifier_error,
-                code_preview(self.task.verifier_code),
+                _code_preview(self.task.verifier_code),
             )
         self.final_reward = reward_from_outcome(outcome, partial=self.partial_reward)
         return self.final_reward
