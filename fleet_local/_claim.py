@@ -65,8 +65,11 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 def _lock(data_dir: Path) -> int:
-    data_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)  # not inherited by children
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)  # not inherited by children
+    except OSError as exc:
+        raise ConfigurationError(f"cannot use the data dir {data_dir}: {exc.strerror or exc}") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -74,9 +77,9 @@ def _lock(data_dir: Path) -> int:
         os.close(fd)
         by = f" (pid {holder})" if holder.isdigit() else ""
         raise ConfigurationError(f"the data dir {data_dir} is in use by another local server{by}") from None
-    except OSError:
+    except OSError as exc:
         os.close(fd)
-        raise
+        raise ConfigurationError(f"cannot lock the data dir {data_dir}: {exc.strerror or exc}") from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
@@ -91,8 +94,8 @@ def claim_server(host: str, port: int, data_dir: Path) -> ServerClaim:
         data_dir: The server's data dir (created when missing).
 
     Raises:
-        ConfigurationError: The port is in use (or cannot be bound), or another server holds
-            the data dir (the message names its pid).
+        ConfigurationError: The port is in use (or cannot be bound), another server holds the
+            data dir (the message names its pid), or the data dir cannot be created or locked.
     """
     sock = _listen(host, port)
     try:

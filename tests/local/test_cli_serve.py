@@ -162,6 +162,16 @@ def test_a_data_dir_another_server_holds_is_refused_in_one_line(tmp_path: Path) 
         assert again.ready["event"] == "ready"
 
 
+def test_a_data_dir_that_cannot_be_made_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    data_dir = tmp_path / "file" / "data"
+    result = _serve_refused("--port", "0", "--data-dir", str(data_dir))
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"fleet-sdk serve: error: cannot use the data dir {data_dir}: Not a directory"
+    ]
+
+
 def test_a_sigkilled_server_leaves_its_data_dir_free(tmp_path: Path) -> None:
     """The lock is the open file's, so it dies with its holder: no stale lock to clean up."""
     argv = [*CLI, "serve", "--port", "0", "--no-s3", "--data-dir", str(tmp_path / "data"), "--quiet"]
