@@ -57,9 +57,8 @@ def imports(rounds: int) -> None:
     print(f"{'':<{width}}  {'wall':>8}  {'ratio':>5}  {'CPU':>8}  {'ratio':>5}")
     for name in IMPORTS:
         w, c = statistics.median(wall[name]), statistics.median(cpu[name])
-        print(
-            f"{name:<{width}}  {w * 1000:5.0f} ms  {w / base_wall:5.2f}  {c * 1000:5.0f} ms  {c / base_cpu:5.2f}"
-        )
+        columns = f"{w * 1000:5.0f} ms  {w / base_wall:5.2f}  {c * 1000:5.0f} ms  {c / base_cpu:5.2f}"
+        print(f"{name:<{width}}  {columns}")
     print(f"(medians of {rounds} rounds; ratios to import fleet; target for AsyncFleet, TaskEnv: <= 0.6)")
 
 
