@@ -118,3 +118,4 @@ def typecheck(session: nox.Session) -> None:
     _install(session)
     session.run("mypy", *session.posargs)
     session.run("python", "-m", "codegen.typecheck_fixture")
+    session.run("python", "tests/typecheck_readme.py")

@@ -4,7 +4,6 @@ a child process managed by ``LocalFleet`` (tests, scripts, the demo)."""
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import secrets
@@ -24,6 +23,7 @@ import httpx
 from fleet_sdk import ConfigurationError, FleetError
 from fleet_sdk.process_groups import guard_group, release_group
 
+from ._claim import ServerClaim, claim_server
 from ._state import LocalSettings, LocalState
 
 if TYPE_CHECKING:
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from fleet_sdk.traces import ScreenshotSink
 
 API_KEY_ENV = "FLEET_LOCAL_API_KEY"
+MODEL_API_KEY_ENV = "FLEET_LOCAL_MODEL_API_KEY"
+"""Where ``fleet-sdk serve`` reads the key of ``--model-base-url`` (never from its command line)."""
 S3_ACCESS_KEY_ID = "fleet-local"
 """Access key id of the local S3 endpoint's credentials (any works; the secret is the API key)."""
 READY_EVENT = "ready"
@@ -60,24 +62,59 @@ def build_state(settings: LocalSettings) -> LocalState:
     return state
 
 
-def _announce_jail(settings: LocalSettings) -> None:
-    """Say on stderr, at startup, whether verifiers run in the OS jail (and if not, whether at all)."""
+def jail_notice(*, allow_unjailed: bool, opt_in: str) -> str | None:
+    """What to say when the verifier OS jail cannot start here (None when it can).
+
+    Args:
+        allow_unjailed: Every verifier may run under the audit hook alone.
+        opt_in: How the reader allows that (a flag, a keyword).
+    """
     from fleet_sdk.verifiers import jail_status
 
     status = jail_status()
     if status.available:
-        return
-    if settings.allow_unjailed_verifiers:
-        outcome = "verifiers run under the audit hook alone (--allow-unjailed-verifiers)"
+        return None
+    if allow_unjailed:
+        outcome = f"verifiers run under the audit hook alone ({opt_in})"
     else:
-        outcome = "verifier runs are refused (503); start with --allow-unjailed-verifiers to accept that"
-    warning = f"WARNING: the verifier OS jail is unavailable: {status.reason}; {outcome}"
-    sys.stderr.write(f"fleet-sdk local server: {warning}\n")
+        outcome = (
+            "the bundled tasks' own verifiers run under the audit hook alone; other verifier runs "
+            f"are refused (503) unless you opt in with {opt_in}"
+        )
+    return f"the verifier OS jail is unavailable: {status.reason}; {outcome}"
+
+
+def _announce_jail(settings: LocalSettings) -> None:
+    """Say on stderr, at startup, whether verifiers run in the OS jail (and if not, which do)."""
+    notice = jail_notice(
+        allow_unjailed=settings.allow_unjailed_verifiers, opt_in="--allow-unjailed-verifiers"
+    )
+    if notice is not None:
+        sys.stderr.write(f"fleet-sdk local server: WARNING: {notice}\n")
+        sys.stderr.flush()
+
+
+_jail_told = threading.Event()  # set once the notice is given: at most once per process
+_jail_told_lock = threading.Lock()
+
+
+def _tell_about_jail(allow_unjailed: bool) -> None:
+    """Say once per process, on stderr, that verifiers run without the OS jail here (if they do)."""
+    notice = jail_notice(allow_unjailed=allow_unjailed, opt_in="LocalFleet(allow_unjailed=True)")
+    with _jail_told_lock:
+        if notice is None or _jail_told.is_set():
+            return
+        _jail_told.set()
+    sys.stderr.write(f"fleet_local: {notice}\n")
     sys.stderr.flush()
 
 
 def serve(
-    settings: LocalSettings, *, announce: bool = True, ready_fields: Mapping[str, Any] | None = None
+    settings: LocalSettings,
+    *,
+    announce: bool = True,
+    ready_fields: Mapping[str, Any] | None = None,
+    claim: ServerClaim | None = None,
 ) -> None:
     """Serve until SIGINT/SIGTERM, printing one JSON ``ready`` line once started.
 
@@ -85,27 +122,29 @@ def serve(
         settings: Server configuration.
         announce: Print ``{"event": "ready", "url": ..., "s3_url": ...}`` to stdout when ready.
         ready_fields: More fields for the ready line (a generated ``api_key``).
+        claim: The address and data dir already taken (``claim_server``, as the command line
+            does before anything else); taken here when None. Released when serving ends.
 
     Raises:
-        ConfigurationError: The address cannot be bound (port in use, no such interface).
+        ConfigurationError: The address cannot be bound (port in use, no such interface) or
+            another server holds the data dir.
     """
+    if claim is None:
+        claim = claim_server(settings.host, settings.port, settings.data_dir)
+    try:
+        _serve_claimed(settings, claim, announce=announce, ready_fields=ready_fields)
+    finally:
+        claim.release()
+
+
+def _serve_claimed(
+    settings: LocalSettings, claim: ServerClaim, *, announce: bool, ready_fields: Mapping[str, Any] | None
+) -> None:
     import uvicorn
 
     from ._app import create_app
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    # Accepted sockets inherit this: without it small responses wait ~40 ms on delayed ACKs.
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    try:
-        sock.bind((settings.host, settings.port))
-    except OSError as exc:
-        sock.close()
-        reason = "the port is already in use" if exc.errno == errno.EADDRINUSE else exc.strerror or str(exc)
-        raise ConfigurationError(f"cannot listen on {settings.host}:{settings.port}: {reason}") from None
-    # Listen now: the ready line is printed from the lifespan, before uvicorn starts accepting,
-    # and a bound socket that is not listening refuses the connections of a fast client.
-    sock.listen(2048)
+    sock = claim.socket
     host, port = sock.getsockname()[:2]
     state = build_state(settings)
     state.public_url = f"http://{host}:{port}"
@@ -144,7 +183,6 @@ def serve(
         Server(config).run(sockets=[sock])
     finally:
         state.store.close()
-        sock.close()
 
 
 class LocalFleet:
@@ -155,14 +193,35 @@ class LocalFleet:
     (``fleet()``, ``async_fleet()``) send every surface to it, screenshots included
     (``screenshot_store()``), never to production.
 
+    Where the verifier OS jail cannot start (no bubblewrap), it says so once per process on
+    stderr; the bundled tasks' own verifiers then run under the audit hook alone, and any other
+    verifier (an imported task's, a bundle a client sends) is refused unless ``allow_unjailed``.
+
     Args:
-        data_dir: State directory; a temporary one (deleted on stop) when None.
+        data_dir: State directory; a temporary one (deleted on stop) when None. One server at
+            a time may use a data dir: a second one fails to start, naming the first's pid.
         api_key: The bearer key the server requires (also the secret of its S3
             endpoint); random when None.
         faults: Enable the fault-injection admin API.
         s3: Start the S3-compatible screenshot endpoint.
+        allow_unjailed: Run every verifier under the audit hook alone where the OS jail cannot
+            start (``fleet-sdk serve --allow-unjailed-verifiers``), not only the bundled ones.
+        verifier_timeout: Default wall-clock seconds of a verifier run.
+        verifier_memory_mb: Address-space limit of a verifier process.
+        job_concurrency: Sessions a job runs at once.
+        job_browser_concurrency: Browser leases (a Chromium each) a job holds at once.
+        model_base_url: OpenAI-compatible chat-completions URL for the jobs' model policies.
+        model_api_key: Key for ``model_base_url`` (handed over in the environment, never argv).
+        instance_ttl_seconds: Default TTL of an instance.
+        reaper_interval: Seconds between two passes of the TTL reaper.
+        mcp_session_idle_timeout: Seconds an idle MCP session lives.
+        query_timeout: Seconds one SQL request may take.
+        query_concurrency: SQL statements run at once.
+        max_body_bytes: The largest request body accepted (413 beyond).
         startup_timeout: Seconds to wait for the server to be ready.
-        settings: Further ``LocalSettings`` fields (``verifier_timeout``, ``job_concurrency``...).
+
+    Every setting left None keeps the server's default (``LocalSettings``, ``fleet-sdk serve
+    --help``).
 
     Attributes:
         base_url: Where every surface is served, e.g. ``http://127.0.0.1:43121``.
@@ -177,16 +236,44 @@ class LocalFleet:
         api_key: str | None = None,
         faults: bool = False,
         s3: bool = True,
+        allow_unjailed: bool = False,
+        verifier_timeout: float | None = None,
+        verifier_memory_mb: int | None = None,
+        job_concurrency: int | None = None,
+        job_browser_concurrency: int | None = None,
+        model_base_url: str | None = None,
+        model_api_key: str | None = None,
+        instance_ttl_seconds: int | None = None,
+        reaper_interval: float | None = None,
+        mcp_session_idle_timeout: float | None = None,
+        query_timeout: float | None = None,
+        query_concurrency: int | None = None,
+        max_body_bytes: int | None = None,
         startup_timeout: float = 30.0,
-        **settings: Any,
     ) -> None:
         self._temp_dir = None if data_dir is not None else tempfile.mkdtemp(prefix="fleet-local-")
         self.data_dir = Path(data_dir if data_dir is not None else self._temp_dir or "")
         self.api_key = api_key or f"local-{secrets.token_urlsafe(24)}"
-        self._faults = faults
-        self._s3 = s3
+        self._allow_unjailed = allow_unjailed
+        self._model_api_key = model_api_key
         self._startup_timeout = startup_timeout
-        self._settings = settings
+        # The command line of ``fleet-sdk serve`` is the one interface to the server process.
+        self._flags: dict[str, object] = {
+            "enable_faults": faults,
+            "no_s3": not s3,
+            "allow_unjailed_verifiers": allow_unjailed,
+            "verifier_timeout": verifier_timeout,
+            "verifier_memory_mb": verifier_memory_mb,
+            "job_concurrency": job_concurrency,
+            "job_browser_concurrency": job_browser_concurrency,
+            "model_base_url": model_base_url,
+            "instance_ttl_seconds": instance_ttl_seconds,
+            "reaper_interval": reaper_interval,
+            "mcp_session_idle_timeout": mcp_session_idle_timeout,
+            "query_timeout": query_timeout,
+            "query_concurrency": query_concurrency,
+            "max_body_bytes": max_body_bytes,
+        }
         self._process: subprocess.Popen[str] | None = None
         self._stderr: list[str] = []
         self.base_url = ""
@@ -201,7 +288,12 @@ class LocalFleet:
         return self._process.pid if self._process is not None else None
 
     def start(self) -> LocalFleet:
-        """Start the server and wait until it is ready; returns self."""
+        """Start the server and wait until it is ready; returns self.
+
+        Raises:
+            FleetError: The server exited (its stderr's last lines say why: a data dir another
+                server holds...) or was not ready within ``startup_timeout``.
+        """
         if self._process is not None:
             return self
         argv = [
@@ -214,17 +306,18 @@ class LocalFleet:
             "--port",
             "0",
         ]
-        if self._faults:
-            argv.append("--enable-faults")
-        if not self._s3:
-            argv.append("--no-s3")
-        for name, value in self._settings.items():
+        for name, value in self._flags.items():
             flag = f"--{name.replace('_', '-')}"
             if isinstance(value, bool):  # store_true flags take no value
                 argv += [flag] if value else []
-            else:
+            elif value is not None:
                 argv += [flag, str(value)]
         env = {**os.environ, API_KEY_ENV: self.api_key, "PYTHONUNBUFFERED": "1"}
+        if self._model_api_key is not None:
+            env[MODEL_API_KEY_ENV] = self._model_api_key
+        # The jail probe (a jailed interpreter, ~0.1-1 s) runs while the server starts.
+        probe = threading.Thread(target=_tell_about_jail, args=(self._allow_unjailed,), daemon=True)
+        probe.start()
         self._process = subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
         )
@@ -234,6 +327,7 @@ class LocalFleet:
         threading.Thread(target=self._drain_stderr, daemon=True).start()
         ready = self._wait_ready()
         self.base_url, self.s3_url = ready["url"], ready.get("s3_url")
+        probe.join()  # bounded: the probe has a timeout of its own
         return self
 
     def _drain_stderr(self) -> None:

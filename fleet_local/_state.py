@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -125,6 +126,16 @@ class LocalState:
     def data_dir(self) -> Path:
         """The data directory."""
         return self.settings.data_dir
+
+    @functools.cached_property
+    def bundled_verifiers(self) -> frozenset[str]:
+        """The verifier code of the bundled tasks, as it ships with this package.
+
+        Where the OS jail cannot start, this code (and only this, compared as text, so an
+        imported or edited task's verifier never passes for it) runs under the audit hook
+        alone without ``allow_unjailed_verifiers``.
+        """
+        return frozenset(task["verifier_code"] for env in self.environments.values() for task in env.tasks)
 
     def instance_dir(self, instance_id: str) -> Path:
         """Folder holding an instance's ``seed.db`` and ``current.db``."""

@@ -270,7 +270,8 @@ async def run_code(
 
     Raises:
         LocalAPIError: 404 ``instance_not_found`` when the instance is unknown or terminated;
-            503 ``verifier_jail_unavailable`` when the OS jail cannot start and the server was
+            503 ``verifier_jail_unavailable`` when the OS jail cannot start, the code is not a
+            bundled task's own verifier (``LocalState.bundled_verifiers``) and the server was
             not started with ``--allow-unjailed-verifiers``.
     """
     seed = await anyio.to_thread.run_sync(_instances.database_path, state, instance_id, "seed")
@@ -290,7 +291,7 @@ async def run_code(
             function_name=entry,
             timeout=run_timeout,
             memory_mb=state.settings.verifier_memory_mb,
-            allow_unjailed=state.settings.allow_unjailed_verifiers,
+            allow_unjailed=state.settings.allow_unjailed_verifiers or code in state.bundled_verifiers,
             scratch_root=scratch_root(state),
         )
         error = outcome.error.model_dump() if outcome.error is not None else None

@@ -24,7 +24,6 @@ from typing import Any, TextIO
 from fleet_sdk import AsyncFleet, Task, TaskEnv
 from fleet_sdk.episodes import EpisodeResult, play_episode
 from fleet_sdk.policies import RANDOM_MODEL, SCRIPTED_MODEL, make_policy
-from fleet_sdk.verifiers import jail_status
 
 __all__ = ["run_demo"]
 
@@ -110,18 +109,8 @@ async def run_demo(
 
     print("Starting the embedded local Fleet server...", file=out)
     server_data = out_dir / "server-data"  # kept, so the uploaded sessions can be read back later
-    server_settings: dict[str, Any] = {}
-    jail = jail_status()
-    if not jail.available:
-        # The demo grades only the bundled tasks, whose verifiers ship with this package, so it
-        # opts in to running them under the audit hook alone rather than grading nothing.
-        print(
-            f"The verifier OS jail is unavailable ({jail.reason}); the demo runs its bundled "
-            "verifiers under the audit hook alone. Install bubblewrap (apt) for the jail.",
-            file=out,
-        )
-        server_settings["allow_unjailed_verifiers"] = True
-    async with LocalFleet(server_data, **server_settings) as local:
+    # Without the OS jail (no bubblewrap) LocalFleet says so; the bundled tasks it grades still run.
+    async with LocalFleet(server_data) as local:
         fleet = local.async_fleet()
         try:
             tasks = [

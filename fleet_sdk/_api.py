@@ -4,31 +4,66 @@
 ``FleetConfig``; the facades (environments, tasks, traces) reach the platform only through
 them. ``AsyncAPIOwner`` is what those facades need of a client: its ``api``. They are typed
 with it rather than with ``AsyncFleet``, so ``_client`` (which builds them) is imported by none.
+
+Each surface's client (and its generated models) is imported and built on first use: a trainer
+that never reads a browser lease never loads that surface's models (``benchmarks/bench_startup.py``
+measures what importing the SDK costs).
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from functools import cached_property
+from typing import TYPE_CHECKING, Protocol
 
-import httpx
-from fleet_generated.browser_lease.client import AsyncBrowserLeaseClient, BrowserLeaseClient
-from fleet_generated.env_instance.client import (
-    AsyncControlPlaneClient,
-    AsyncInstanceManagerClient,
-    ControlPlaneClient,
-    InstanceManagerClient,
-)
-from fleet_generated.evaluation_reports.client import AsyncEvaluationReportsClient, EvaluationReportsClient
-from fleet_generated.sessions_ingest.client import AsyncSessionsClient, SessionsClient
-from fleet_generated.traces_jobs.client import AsyncTracesJobsClient, TracesJobsClient
+from ._exceptions import FleetError
+from ._runtime import Surface
 
-from ._runtime import AsyncHTTPClient, CallPolicy, FleetConfig, HTTPClient, Surface
+if TYPE_CHECKING:
+    import httpx
+    from fleet_generated.browser_lease.client import AsyncBrowserLeaseClient, BrowserLeaseClient
+    from fleet_generated.env_instance.client import (
+        AsyncControlPlaneClient,
+        AsyncInstanceManagerClient,
+        ControlPlaneClient,
+        InstanceManagerClient,
+    )
+    from fleet_generated.env_instance.models import InstanceResponse
+    from fleet_generated.evaluation_reports.client import (
+        AsyncEvaluationReportsClient,
+        EvaluationReportsClient,
+    )
+    from fleet_generated.sessions_ingest.client import AsyncSessionsClient, SessionsClient
+    from fleet_generated.traces_jobs.client import AsyncTracesJobsClient, TracesJobsClient
+
+    from ._runtime import AsyncHTTPClient, CallPolicy, FleetConfig, HTTPClient
 
 __all__ = ["AsyncAPIOwner", "AsyncFleetAPI", "FleetAPI", "SyncAPIOwner"]
 
 
+def _manager_url(instance: InstanceResponse | str) -> str:
+    """The instance manager API's URL of an instance (``urls.manager.api``), or the URL itself.
+
+    Args:
+        instance: The instance as the control plane described it, or its manager URL.
+
+    Raises:
+        FleetError: The instance has no URLs yet (the schema lets a not-yet-provisioned
+            instance come back without them).
+    """
+    if isinstance(instance, str):
+        return instance
+    if instance.urls is None:
+        raise FleetError(
+            f"instance {instance.instance_id!r} has no URLs yet (status {instance.status!r}); "
+            "wait until it is running"
+        )
+    return instance.urls.manager.api
+
+
 class FleetAPI:
     """The generated typed clients of every surface, sharing one pool (sync).
+
+    Each surface's client is built on first use.
 
     Attributes:
         control_plane: Environments, instances, tasks, verifiers, jobs.
@@ -39,19 +74,55 @@ class FleetAPI:
     """
 
     def __init__(self, config: FleetConfig, pool: httpx.Client, policy: CallPolicy) -> None:
+        self._config = config
         self._pool = pool
         self._policy = policy
 
-        def http(surface: Surface) -> HTTPClient:
-            return HTTPClient(
-                config.url_for(surface), api_key=config.key_for(surface), policy=policy, http_client=pool
-            )
+    def _http(self, surface: Surface) -> HTTPClient:
+        from ._runtime import HTTPClient
 
-        self.control_plane = ControlPlaneClient(http(Surface.CONTROL_PLANE))
-        self.sessions = SessionsClient(http(Surface.SESSIONS))
-        self.traces = TracesJobsClient(http(Surface.TRACES))
-        self.browser = BrowserLeaseClient(http(Surface.BROWSER))
-        self.evaluation_reports = EvaluationReportsClient(http(Surface.TRACES))
+        config = self._config
+        return HTTPClient(
+            config.url_for(surface),
+            api_key=config.key_for(surface),
+            policy=self._policy,
+            http_client=self._pool,
+        )
+
+    @cached_property
+    def control_plane(self) -> ControlPlaneClient:
+        """Environments, instances, tasks, verifiers, jobs."""
+        from fleet_generated.env_instance.client import ControlPlaneClient
+
+        return ControlPlaneClient(self._http(Surface.CONTROL_PLANE))
+
+    @cached_property
+    def sessions(self) -> SessionsClient:
+        """Session ingest and read-back."""
+        from fleet_generated.sessions_ingest.client import SessionsClient
+
+        return SessionsClient(self._http(Surface.SESSIONS))
+
+    @cached_property
+    def traces(self) -> TracesJobsClient:
+        """Trace jobs (platform host)."""
+        from fleet_generated.traces_jobs.client import TracesJobsClient
+
+        return TracesJobsClient(self._http(Surface.TRACES))
+
+    @cached_property
+    def browser(self) -> BrowserLeaseClient:
+        """Browser leases (platform host, browser key chain)."""
+        from fleet_generated.browser_lease.client import BrowserLeaseClient
+
+        return BrowserLeaseClient(self._http(Surface.BROWSER))
+
+    @cached_property
+    def evaluation_reports(self) -> EvaluationReportsClient:
+        """Evaluation report import/export (platform host)."""
+        from fleet_generated.evaluation_reports.client import EvaluationReportsClient
+
+        return EvaluationReportsClient(self._http(Surface.TRACES))
 
     @property
     def http_client(self) -> httpx.Client:
@@ -63,17 +134,26 @@ class FleetAPI:
         """Timeouts, retries and the per-call deadline of every surface's calls."""
         return self._policy
 
-    def manager(self, manager_url: str, *, runner_token: str | None = None) -> InstanceManagerClient:
+    def manager(
+        self, instance: InstanceResponse | str, *, runner_token: str | None = None
+    ) -> InstanceManagerClient:
         """The instance manager API of one instance.
 
         Args:
-            manager_url: The instance's ``urls.manager.api``.
+            instance: The instance (``create_instance``'s answer) or its ``urls.manager.api``.
             runner_token: Optional ``X-Runner-Token``; the manager takes no API key.
+
+        Raises:
+            FleetError: The instance has no URLs yet.
         """
+        from fleet_generated.env_instance.client import InstanceManagerClient
+
+        from ._runtime import HTTPClient
+
         headers = {"X-Runner-Token": runner_token} if runner_token else None
         return InstanceManagerClient(
             HTTPClient(
-                manager_url,
+                _manager_url(instance),
                 api_key=None,
                 policy=self._policy,
                 default_headers=headers,
@@ -83,22 +163,68 @@ class FleetAPI:
 
 
 class AsyncFleetAPI:
-    """The generated typed clients of every surface, sharing one pool (async)."""
+    """The generated typed clients of every surface, sharing one pool (async).
+
+    Each surface's client is built on first use.
+
+    Attributes:
+        control_plane: Environments, instances, tasks, verifiers, jobs.
+        sessions: Session ingest and read-back.
+        traces: Trace jobs (platform host).
+        browser: Browser leases (platform host, browser key chain).
+        evaluation_reports: Evaluation report import/export (platform host).
+    """
 
     def __init__(self, config: FleetConfig, pool: httpx.AsyncClient, policy: CallPolicy) -> None:
+        self._config = config
         self._pool = pool
         self._policy = policy
 
-        def http(surface: Surface) -> AsyncHTTPClient:
-            return AsyncHTTPClient(
-                config.url_for(surface), api_key=config.key_for(surface), policy=policy, http_client=pool
-            )
+    def _http(self, surface: Surface) -> AsyncHTTPClient:
+        from ._runtime import AsyncHTTPClient
 
-        self.control_plane = AsyncControlPlaneClient(http(Surface.CONTROL_PLANE))
-        self.sessions = AsyncSessionsClient(http(Surface.SESSIONS))
-        self.traces = AsyncTracesJobsClient(http(Surface.TRACES))
-        self.browser = AsyncBrowserLeaseClient(http(Surface.BROWSER))
-        self.evaluation_reports = AsyncEvaluationReportsClient(http(Surface.TRACES))
+        config = self._config
+        return AsyncHTTPClient(
+            config.url_for(surface),
+            api_key=config.key_for(surface),
+            policy=self._policy,
+            http_client=self._pool,
+        )
+
+    @cached_property
+    def control_plane(self) -> AsyncControlPlaneClient:
+        """Environments, instances, tasks, verifiers, jobs."""
+        from fleet_generated.env_instance.client import AsyncControlPlaneClient
+
+        return AsyncControlPlaneClient(self._http(Surface.CONTROL_PLANE))
+
+    @cached_property
+    def sessions(self) -> AsyncSessionsClient:
+        """Session ingest and read-back."""
+        from fleet_generated.sessions_ingest.client import AsyncSessionsClient
+
+        return AsyncSessionsClient(self._http(Surface.SESSIONS))
+
+    @cached_property
+    def traces(self) -> AsyncTracesJobsClient:
+        """Trace jobs (platform host)."""
+        from fleet_generated.traces_jobs.client import AsyncTracesJobsClient
+
+        return AsyncTracesJobsClient(self._http(Surface.TRACES))
+
+    @cached_property
+    def browser(self) -> AsyncBrowserLeaseClient:
+        """Browser leases (platform host, browser key chain)."""
+        from fleet_generated.browser_lease.client import AsyncBrowserLeaseClient
+
+        return AsyncBrowserLeaseClient(self._http(Surface.BROWSER))
+
+    @cached_property
+    def evaluation_reports(self) -> AsyncEvaluationReportsClient:
+        """Evaluation report import/export (platform host)."""
+        from fleet_generated.evaluation_reports.client import AsyncEvaluationReportsClient
+
+        return AsyncEvaluationReportsClient(self._http(Surface.TRACES))
 
     @property
     def http_client(self) -> httpx.AsyncClient:
@@ -110,17 +236,26 @@ class AsyncFleetAPI:
         """Timeouts, retries and the per-call deadline of every surface's calls."""
         return self._policy
 
-    def manager(self, manager_url: str, *, runner_token: str | None = None) -> AsyncInstanceManagerClient:
+    def manager(
+        self, instance: InstanceResponse | str, *, runner_token: str | None = None
+    ) -> AsyncInstanceManagerClient:
         """The instance manager API of one instance.
 
         Args:
-            manager_url: The instance's ``urls.manager.api``.
+            instance: The instance (``create_instance``'s answer) or its ``urls.manager.api``.
             runner_token: Optional ``X-Runner-Token``; the manager takes no API key.
+
+        Raises:
+            FleetError: The instance has no URLs yet.
         """
+        from fleet_generated.env_instance.client import AsyncInstanceManagerClient
+
+        from ._runtime import AsyncHTTPClient
+
         headers = {"X-Runner-Token": runner_token} if runner_token else None
         return AsyncInstanceManagerClient(
             AsyncHTTPClient(
-                manager_url,
+                _manager_url(instance),
                 api_key=None,
                 policy=self._policy,
                 default_headers=headers,

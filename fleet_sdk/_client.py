@@ -9,11 +9,9 @@ themselves.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 import anyio
-import httpx
-from fleet_generated.env_instance import models
 
 from ._api import AsyncFleetAPI, FleetAPI
 from ._exceptions import FleetError
@@ -29,12 +27,14 @@ from ._runtime import (
     within,
 )
 from ._runtime._bridge import run_sync
-from ._runtime._pool import async_pool_client, pool_client
-from ._runtime._threaded import async_client_over
 from ._tasks_resource import AsyncTasks, Tasks
 from ._twin import sync_method
 from .env import AsyncEnv, Env
 from .traces import AsyncTraces, ScreenshotSink, Traces
+
+if TYPE_CHECKING:
+    import httpx
+    from fleet_generated.env_instance import models
 
 __all__ = [
     "AsyncFleet",
@@ -183,6 +183,8 @@ class AsyncFleet(_FleetBase):
             deadline=deadline,
             environ=environ,
         )
+        from ._runtime._pool import async_pool_client  # httpx loads with the first client, not the import
+
         self._owns_pool = http_client is None
         self._pool = http_client or async_pool_client()
         self.api = AsyncFleetAPI(self.config, self._pool, self._policy)
@@ -247,6 +249,8 @@ class AsyncFleet(_FleetBase):
             provision_deadline: Overall seconds for creation, retries and waiting.
             retry: Backoff policy between provisioning attempts (default: ``PROVISIONING_RETRY``).
         """
+        from fleet_generated.env_instance import models  # loaded with the control plane's client
+
         env_ref = parse_ref(env, what="env")
         data_ref = parse_ref(data_key, version=data_version, what="data") if data_key else None
         fields: dict[str, Any] = {
@@ -393,6 +397,8 @@ class Fleet(_FleetBase):
             deadline=deadline,
             environ=environ,
         )
+        from ._runtime._pool import pool_client
+
         self._owns_pool = http_client is None
         self._pool = http_client or pool_client()
         self._async_pool = async_http_client
@@ -415,6 +421,8 @@ class Fleet(_FleetBase):
         if self._async is None:
             pool = self._async_pool
             if pool is None and not self._owns_pool:
+                from ._runtime._threaded import async_client_over
+
                 # The caller's sync client carries the async traffic too: never the network around it.
                 pool = self._derived_pool = async_client_over(self._pool)
             self._async = AsyncFleet(**self._settings(), http_client=pool)

@@ -21,13 +21,13 @@ import uuid
 from typing import TYPE_CHECKING
 
 import anyio
-from fleet_generated.env_instance import models
 
 from ._exceptions import ConflictError, NotFoundError
 from ._retry import retry_async
 from ._runtime import Deadline, RequestOptions, RetryPolicy, is_transient, within
 
 if TYPE_CHECKING:
+    from fleet_generated.env_instance import models
     from fleet_generated.env_instance.client import AsyncControlPlaneClient
 
 __all__ = [

@@ -19,9 +19,10 @@ Both multimodal modalities get the long TTL of ``MULTIMODAL_TTL_SECONDS`` by def
 from __future__ import annotations
 
 import base64
+import json
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 from urllib.parse import urlsplit
 
 import anyio
@@ -29,6 +30,7 @@ import anyio
 from ._exceptions import APIStatusError, BrowserStartError, FleetError, MCPError, ToolNotFoundError
 from ._runtime import Deadline
 from .mcp import MCPClient
+from .messages import ContentBlock
 from .png import is_blank_png
 from .tools import Tool
 
@@ -40,6 +42,8 @@ __all__ = [
     "MULTIMODAL_TTL_SECONDS",
     "BrowserSession",
     "BrowserStartError",
+    "ComputerResult",
+    "ToolFailure",
     "computer_use_make_kwargs",
     "is_blank_png",
     "multimodal_ttl",
@@ -54,6 +58,31 @@ COMPUTER = "computer"
 POLL_INTERVAL = 0.5
 CLOSE_DEADLINE = 30.0
 """Seconds ``close`` may take to delete the lease, even in a cancelled task."""
+
+
+class ToolFailure(TypedDict):
+    """What a failed tool call answers the agent (docs/wire.md#mcp): the tool's message."""
+
+    error: str
+
+
+ComputerResult = list[ContentBlock] | ToolFailure
+"""What a ``computer`` action answers: its content blocks (the screenshot as an ``image_url``
+block, and any text), or ``{"error": ...}``."""
+
+
+def _computer_result(value: Any) -> ComputerResult:
+    """A lease tool's agent-facing value as a ``ComputerResult``: blocks and failures as they are,
+    anything else (text, JSON) as one text block."""
+    if isinstance(value, dict) and set(value) == {"error"}:
+        return {"error": str(value["error"])}
+    if isinstance(value, list) and all(
+        isinstance(block, dict) and block.get("type") in ("text", "image_url") for block in value
+    ):
+        blocks: list[ContentBlock] = value
+        return blocks
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return [{"type": "text", "text": text}]
 
 
 def multimodal_ttl(modality: str, ttl_seconds: int | None) -> int | None:
@@ -96,7 +125,7 @@ class BrowserSession:
         mcp: The MCP client of the lease's ``mcp_url``.
         start_url: The instance's web UI.
         tools: The lease's tools (the ``computer`` tool).
-        screenshot: The health-check screenshot (agent-facing image blocks).
+        screenshot: The health-check screenshot (agent-facing image blocks), once ``open`` took it.
     """
 
     def __init__(self, fleet: AsyncFleet, lease_id: str, mcp: MCPClient | None, start_url: str) -> None:
@@ -105,7 +134,7 @@ class BrowserSession:
         self._mcp = mcp  # None until ``open`` sees the lease running
         self.start_url = start_url
         self.tools: list[Tool] = []
-        self.screenshot: Any = None
+        self.screenshot: list[ContentBlock] | None = None
         self._closed = False
 
     @property
@@ -196,7 +225,7 @@ class BrowserSession:
         self.tools = [tool for tool in tools if tool.name == COMPUTER]
         await self.show_start_page(call_deadline)
 
-    async def show_start_page(self, call_deadline: float = 120.0) -> Any:
+    async def show_start_page(self, call_deadline: float = 120.0) -> list[ContentBlock]:
         """Navigate to the web UI and health-check it; returns (and keeps) the screenshot.
 
         Args:
@@ -209,31 +238,38 @@ class BrowserSession:
             moved = await self.call_tool(
                 COMPUTER, {"action": "navigate", "url": self.start_url}, deadline=call_deadline
             )
-            if isinstance(moved, dict) and "error" in moved:
+            if isinstance(moved, dict):
                 raise BrowserStartError(
                     f"browser lease {self.lease_id} could not open {self.start_url}: {moved['error']}"
                 )
             shot = await self.call_tool(COMPUTER, {"action": "screenshot"}, deadline=call_deadline)
         except (MCPError, ToolNotFoundError) as exc:
             raise BrowserStartError(f"browser lease {self.lease_id} failed its health check: {exc}") from exc
+        if isinstance(shot, dict):
+            raise BrowserStartError(f"browser lease {self.lease_id} failed its health check: {shot['error']}")
         png = _png_from_value(shot)
         if png is None or is_blank_png(png):
-            detail = shot.get("error") if isinstance(shot, dict) else "no image or a blank one"
-            raise BrowserStartError(f"browser lease {self.lease_id} failed its health check: {detail}")
+            raise BrowserStartError(
+                f"browser lease {self.lease_id} failed its health check: no image or a blank one"
+            )
         self.screenshot = shot
         return shot
 
     async def call_tool(
         self, name: str, arguments: Mapping[str, Any] | None = None, *, deadline: float | None = None
-    ) -> Any:
-        """Call a tool of the lease (the ``computer`` tool) and return its agent-facing value.
+    ) -> ComputerResult:
+        """Call a tool of the lease (the ``computer`` tool) and return what the agent sees.
 
         Args:
             name: Tool name.
-            arguments: Tool arguments.
+            arguments: Tool arguments, e.g. ``{"action": "left_click", "coordinate": [x, y]}``.
             deadline: Wall-clock seconds for the call, retries included.
+
+        Returns:
+            The action's content blocks (every action answers with a screenshot, an
+            ``image_url`` block with a data URL), or ``{"error": message}`` when it failed.
         """
-        return await self.mcp.call_tool(name, arguments, deadline=deadline)
+        return _computer_result(await self.mcp.call_tool(name, arguments, deadline=deadline))
 
     async def close(self) -> None:
         """Delete the lease (an already-ended one is fine) and close the MCP client; idempotent."""

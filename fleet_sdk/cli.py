@@ -8,8 +8,12 @@ import secrets
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ._version import __version__
+
+if TYPE_CHECKING:
+    from fleet_local import ServerClaim
 
 
 def _api_key(args: argparse.Namespace) -> tuple[str | None, bool]:
@@ -24,17 +28,32 @@ def _api_key(args: argparse.Namespace) -> tuple[str | None, bool]:
     return f"local-{secrets.token_urlsafe(24)}", True
 
 
-def _serve(args: argparse.Namespace) -> int:
-    from fleet_local import LocalSettings, serve
+def _claim(args: argparse.Namespace, data_dir: Path) -> ServerClaim | None:
+    """Take the port and the data dir before anything else starts (None: refused, said in one line)."""
+    from fleet_local import claim_server
 
     from ._exceptions import ConfigurationError
 
+    try:
+        return claim_server(args.host, args.port, data_dir)
+    except ConfigurationError as exc:
+        print(f"fleet-sdk serve: error: {exc}", file=sys.stderr)
+        return None
+
+
+def _serve(args: argparse.Namespace) -> int:
     if args.allow_any_key and args.api_key:
         print("fleet-sdk serve: error: --api-key and --allow-any-key exclude each other", file=sys.stderr)
         return 2
+    data_dir = Path(args.data_dir).expanduser().resolve()
+    claim = _claim(args, data_dir)
+    if claim is None:
+        return 1
+    from fleet_local import LocalSettings, serve
+
     api_key, generated = _api_key(args)
     settings = LocalSettings(
-        data_dir=Path(args.data_dir).expanduser().resolve(),
+        data_dir=data_dir,
         api_key=api_key,
         host=args.host,
         port=args.port,
@@ -61,9 +80,11 @@ def _serve(args: argparse.Namespace) -> int:
             print(f"fleet-sdk local server: generated API key {api_key}", file=sys.stderr)
         elif api_key is None:
             print("fleet-sdk local server: --allow-any-key: every bearer key is accepted", file=sys.stderr)
+    from ._exceptions import ConfigurationError
+
     try:
         # A key the user chose is theirs to know; only a generated one is announced.
-        serve(settings, ready_fields={"api_key": api_key} if generated else None)
+        serve(settings, ready_fields={"api_key": api_key} if generated else None, claim=claim)
     except ConfigurationError as exc:
         print(f"fleet-sdk serve: error: {exc}", file=sys.stderr)
         return 1

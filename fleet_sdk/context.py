@@ -73,14 +73,16 @@ _MAX_MATCHES = {
     "description": f"Most matches to return (default {DEFAULT_MAX_MATCHES}).",
 }
 
+# Built without validation (literals of this module; tests/test_tool_shapes.py checks they are
+# valid): validating would build Tool's schema when the SDK is imported, not when first used.
 CONTEXT_TOOLS: list[Tool] = [
-    Tool(
+    Tool.model_construct(
         name="check_context",
         description="Report the size of your context: turns and messages kept, characters, estimated "
         "tokens, turns dropped so far, and the tool outputs that were truncated (with their ids).",
         input_schema={"type": "object", "properties": {}, "required": []},
     ),
-    Tool(
+    Tool.model_construct(
         name="manage_context",
         description="Drop old turns from your context to make room, keeping the most recent ones. "
         "System messages, the task prompt and the latest turn are always kept. Dropped turns stay "
@@ -97,7 +99,7 @@ CONTEXT_TOOLS: list[Tool] = [
             "required": ["keep_recent_turns"],
         },
     ),
-    Tool(
+    Tool.model_construct(
         name="search_history",
         description="Search every message of the episode, including turns dropped from your context, "
         "with a regular expression. Returns the turn, role and an excerpt of each match.",
@@ -110,7 +112,7 @@ CONTEXT_TOOLS: list[Tool] = [
             "required": ["pattern"],
         },
     ),
-    Tool(
+    Tool.model_construct(
         name="search_tool_output",
         description="Search the full text of tool outputs that were truncated, with a regular "
         "expression. Returns the output id, character offset, page and an excerpt of each match.",
@@ -127,7 +129,7 @@ CONTEXT_TOOLS: list[Tool] = [
             "required": ["pattern"],
         },
     ),
-    Tool(
+    Tool.model_construct(
         name="view_tool_output",
         description="Read one page of the full text of a truncated tool output. Pages are fixed "
         "character ranges: page N of size S covers characters (N-1)*S up to N*S.",

@@ -8,22 +8,24 @@ databases and diffs, and to the instance's MCP endpoints for tools. The sync
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
-from fleet_generated.env_instance import models
 
 from ._exceptions import DatabaseError, FleetError, NotFoundError, ToolNotFoundError
 from ._twin import sync_method, sync_view
-from .mcp import MCPClient
-from .tools import Tool
 
 if TYPE_CHECKING:
+    import asyncio
+
+    from fleet_generated.env_instance import models
+
     from ._api import AsyncAPIOwner
+    from .mcp import MCPClient
+    from .tools import Tool
 
 __all__ = ["AsyncDatabase", "AsyncEnv", "Database", "Env", "Modality"]
 
@@ -83,8 +85,9 @@ class AsyncDatabase:
             DatabaseError: The database refused the statement (bad SQL, a constraint); carries
                 the database's message.
         """
-        request = models.QueryRequest(query=sql, args=args, read_only=read_only)
-        response = await self._env.manager.query_database(self.name, request)
+        response = await self._env.manager.query_database(
+            self.name, query=sql, args=args, read_only=read_only
+        )
         if not response.success:
             raise DatabaseError(
                 response.error or response.message or "statement failed", sql=sql, database=self.name
@@ -110,19 +113,16 @@ class AsyncEnv:
         mcp_endpoints: list[str] | None = None,
         call_deadline: float = 120.0,
     ) -> None:
+        from .mcp import MCPClient
+
         self._fleet = fleet
         self.instance = instance
+        self.manager = fleet.api.manager(instance)  # a FleetError while the instance has no URLs
         urls = instance.urls
-        if urls is None:
-            # The schema lets a not-yet-provisioned instance come back without URLs.
-            raise FleetError(
-                f"instance {instance.instance_id!r} has no URLs yet (status {instance.status!r}); "
-                "wait until it is running"
-            )
+        assert urls is not None  # manager() checked
         root = urls.root if urls.root.endswith("/") else urls.root + "/"
-        self.manager = fleet.api.manager(urls.manager.api)
         # MCP rides the fleet's pool: the user's transport, proxies and limits, and warm connections.
-        self.mcp = MCPClient(
+        self.mcp: MCPClient = MCPClient(
             mcp_endpoints or [f"{root}mcp", f"{root}api/v1/mcp"],
             http_client=fleet.api.http_client,
             timeout=fleet.api.call_policy.timeout,
@@ -150,8 +150,9 @@ class AsyncEnv:
         Args:
             seed: Optional seed forwarded to the instance.
         """
-        request = models.ResetRequest(seed=seed) if seed is not None else models.ResetRequest()
-        return await self.manager.reset_instance(request)
+        if seed is None:
+            return await self.manager.reset_instance()
+        return await self.manager.reset_instance(seed=seed)
 
     def db(self, name: str = "current") -> AsyncDatabase:
         """A database resource.
@@ -171,8 +172,9 @@ class AsyncEnv:
         Args:
             ignore: Tables, fields and per-table fields to leave out.
         """
-        request = models.DiffRequest(ignore_config=ignore) if ignore is not None else models.DiffRequest()
-        return await self.manager.structured_diff(request)
+        if ignore is None:
+            return await self.manager.structured_diff()
+        return await self.manager.structured_diff(ignore_config=ignore)
 
     async def list_tools(self, modality: Modality = "tool_use", *, refresh: bool = False) -> list[Tool]:
         """The tools for a task modality, the union over the instance's MCP endpoints.
@@ -197,9 +199,7 @@ class AsyncEnv:
 
     async def heartbeat(self) -> models.HeartbeatResponse:
         """Extend the instance's TTL."""
-        return await self._fleet.api.control_plane.heartbeat_instance(
-            self.instance_id, models.HeartbeatRequest()
-        )
+        return await self._fleet.api.control_plane.heartbeat_instance(self.instance_id)
 
     async def keep_alive(self, period: float | None = None) -> None:
         """Send heartbeats in the background until the env is closed (or its process ends).
@@ -227,6 +227,8 @@ class AsyncEnv:
             period = interval / 2 if interval else 30.0
         if period <= 0:
             raise ValueError(f"period must be positive, got {period}")
+        import asyncio
+
         self._heartbeats = asyncio.get_running_loop().create_task(
             self._beat(period), name=f"fleet-heartbeat-{self.instance_id}"
         )
@@ -255,6 +257,8 @@ class AsyncEnv:
         self._closed = True
         if self._heartbeats is not None:
             self._heartbeats.cancel()
+            import asyncio
+
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heartbeats
         try:

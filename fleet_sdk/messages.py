@@ -2,8 +2,10 @@
 
 ``TaskEnv`` keeps its history as OpenAI chat-completions messages (``system``, ``user``,
 ``assistant`` with ``tool_calls``, ``tool``). :func:`to_anthropic` renders such a history as the
-arguments of Anthropic's Messages API: a ``system`` string and ``messages`` that alternate
-``user`` / ``assistant``, tool calls as ``tool_use`` blocks and results as ``tool_result`` blocks.
+arguments of Anthropic's Messages API (:class:`AnthropicRequest`): a ``system`` string and
+``messages`` that alternate ``user`` / ``assistant``, tool calls as ``tool_use`` blocks and
+results as ``tool_result`` blocks. :data:`ContentBlock` is the OpenAI content block an image
+observation is made of (``image_url`` with a data URL, and ``text``).
 """
 
 from __future__ import annotations
@@ -12,9 +14,67 @@ import copy
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Literal, TypedDict
 
-__all__ = ["to_anthropic", "to_openai"]
+__all__ = [
+    "AnthropicMessage",
+    "AnthropicRequest",
+    "ContentBlock",
+    "ImageBlock",
+    "ImageURL",
+    "TextBlock",
+    "to_anthropic",
+    "to_openai",
+]
+
+
+class TextBlock(TypedDict):
+    """An OpenAI text content block."""
+
+    type: Literal["text"]
+    text: str
+
+
+class ImageURL(TypedDict):
+    """Where an image block's image is: a ``data:`` URL (base64) or an http(s) URL."""
+
+    url: str
+
+
+class ImageBlock(TypedDict):
+    """An OpenAI image content block (``{"type": "image_url", "image_url": {"url": ...}}``)."""
+
+    type: Literal["image_url"]
+    image_url: ImageURL
+
+
+ContentBlock = TextBlock | ImageBlock
+"""One block of an OpenAI message's list ``content``: what a screenshot observation is made of."""
+
+
+class AnthropicMessage(TypedDict):
+    """One message of Anthropic's Messages API: its role and its content blocks.
+
+    Attributes:
+        role: ``user`` or ``assistant`` (they alternate).
+        content: ``text``, ``image``, ``tool_use`` and ``tool_result`` blocks.
+    """
+
+    role: Literal["user", "assistant"]
+    content: list[dict[str, Any]]
+
+
+class AnthropicRequest(TypedDict):
+    """A history rendered for Anthropic's Messages API (``TaskEnv.messages("anthropic")``).
+
+    Attributes:
+        system: The system and developer messages joined, or None when there were none.
+        messages: The rest, alternating ``user`` / ``assistant``.
+    """
+
+    system: str | None
+    messages: list[AnthropicMessage]
+
 
 _DATA_URL = re.compile(r"^data:(?P<mime>[\w/+.-]+);base64,(?P<data>.*)$", re.DOTALL)
 
@@ -67,7 +127,7 @@ def _arguments(raw: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"_value": value}
 
 
-def to_anthropic(messages: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def to_anthropic(messages: Iterable[Mapping[str, Any]]) -> AnthropicRequest:
     """Render OpenAI-format messages for Anthropic's Messages API.
 
     Consecutive messages of one role are merged (Anthropic needs alternating roles); tool
@@ -81,9 +141,9 @@ def to_anthropic(messages: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         ``{"system": str | None, "messages": [...]}``, ready as keyword arguments.
     """
     system: list[str] = []
-    rendered: list[dict[str, Any]] = []
+    rendered: list[AnthropicMessage] = []
 
-    def append(role: str, blocks: list[dict[str, Any]]) -> None:
+    def append(role: Literal["user", "assistant"], blocks: list[dict[str, Any]]) -> None:
         if not blocks:
             return
         if rendered and rendered[-1]["role"] == role:

@@ -19,7 +19,8 @@ __all__ = ["SUBMIT_FINAL_ANSWER", "SUBMIT_TOOL", "bare_model", "normalize_versio
 SUBMIT_FINAL_ANSWER = "submit_final_answer"
 """The tool a ``tool_use`` episode ends with when the task's prompt mentions it."""
 
-SUBMIT_TOOL = Tool(
+# Built without validation, like fleet_sdk.context.CONTEXT_TOOLS (and checked the same way).
+SUBMIT_TOOL = Tool.model_construct(
     name=SUBMIT_FINAL_ANSWER,
     description="Submit your final answer to the task. This ends the episode.",
     input_schema={

@@ -27,7 +27,7 @@ import logging
 import sys
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, overload
 
 import anyio
 
@@ -36,7 +36,7 @@ from ._twin import sync_method
 from .actions import Action, ToolCall, parse_action
 from .context import CONTEXT_TOOL_NAMES, CONTEXT_TOOLS, ContextManager
 from .env import AsyncEnv, filter_tools
-from .messages import to_anthropic, to_openai
+from .messages import AnthropicRequest, to_anthropic, to_openai
 from .protocol import SUBMIT_FINAL_ANSWER, SUBMIT_TOOL
 from .tasks import Task, as_task
 from .tools import Tool
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from .remote_verifier import RemoteVerifierOutcome
     from .traces import ScreenshotSink
 
-__all__ = ["SUBMIT_FINAL_ANSWER", "DoneReason", "Observation", "TaskEnv", "ToolResult"]
+__all__ = ["SUBMIT_FINAL_ANSWER", "DoneReason", "Observation", "StepInfo", "TaskEnv", "ToolResult"]
 
 log = logging.getLogger("fleet_sdk.task_env")
 
@@ -105,6 +105,48 @@ class Observation(TypedDict):
     tool_call_id: str | None
     content: Any
     results: list[ToolResult]
+
+
+class StepInfo(TypedDict):
+    """The ``info`` of ``step``: the same keys every time.
+
+    Attributes:
+        step: Steps used so far.
+        done_reason: Why the episode ended (``agent``, ``submitted``, ``max_steps``, ``closed``),
+            None while it runs.
+        tool_error: The last tool error of this step, or None.
+        tool_errors: This step's tool errors, as ``"tool(): message"``.
+        verifier_execution_id: The platform's id of the verifier run (None until it ran, or
+            unknown).
+        verifier_error: Why the verifier failed or could not run (None when it graded).
+    """
+
+    step: int
+    done_reason: DoneReason | None
+    tool_error: str | None
+    tool_errors: list[str]
+    verifier_execution_id: str | None
+    verifier_error: str | None
+
+
+_PREVIEW_LINES = 8
+"""Lines of a verifier's code logged with its failure (each cut at 160 characters)."""
+
+
+def _code_preview(code: str, lines: int = _PREVIEW_LINES, width: int = 160) -> str:
+    """The first ``lines`` non-blank lines of ``code``, each cut at ``width`` characters, indented
+    for a log line, and how many lines were left out.
+
+    Args:
+        code: The source.
+        lines: Lines to keep.
+        width: Characters to keep of each line.
+    """
+    kept = [line.rstrip() for line in code.splitlines() if line.strip()]
+    shown = [line if len(line) <= width else line[: width - 3] + "..." for line in kept[:lines]]
+    if len(kept) > lines:
+        shown.append(f"... ({len(kept) - lines} more lines)")
+    return "\n".join(f"    | {line}" for line in shown)
 
 
 def _itself(env: TaskEnv) -> TaskEnv:
@@ -261,12 +303,24 @@ class TaskEnv:
         """Every message of the episode, OpenAI shape (see the class docstring)."""
         return self.context.history
 
-    def messages(self, format: Literal["openai", "anthropic"] = "openai", *, context: bool = False) -> Any:
-        """The chat history rendered for a model API.
+    @overload
+    def messages(
+        self, format: Literal["openai"] = "openai", *, context: bool = False
+    ) -> list[dict[str, Any]]: ...
+
+    @overload
+    def messages(self, format: Literal["anthropic"], *, context: bool = False) -> AnthropicRequest: ...
+
+    def messages(
+        self, format: Literal["openai", "anthropic"] = "openai", *, context: bool = False
+    ) -> list[dict[str, Any]] | AnthropicRequest:
+        """The chat history rendered for a model API (a copy: change it freely).
 
         Args:
-            format: ``openai`` (a list of chat-completions messages) or ``anthropic``
-                (``{"system", "messages"}``, keyword arguments of the Messages API).
+            format: ``openai``: a list of chat-completions messages (``system``, ``user``,
+                ``assistant`` with ``tool_calls``, ``tool``), for ``messages=``. ``anthropic``: an
+                ``AnthropicRequest``, ``{"system": str | None, "messages": [...]}`` with roles
+                alternating and tool calls and results as ``tool_use`` / ``tool_result`` blocks.
             context: Only the live context (without the turns ``manage_context`` dropped).
         """
         history = self.context.messages if context else self.context.history
@@ -340,7 +394,8 @@ class TaskEnv:
         """Start an episode: provision or restore the instance, list tools, return the first observation.
 
         Args:
-            seed: Forwarded to the instance's reset.
+            seed: Forwarded to the instance's reset, the first one (right after the instance is
+                provisioned) included.
 
         Returns:
             The ``Observation``: prompt, tools (OpenAI format), ``step`` 0, and as ``content`` a
@@ -360,6 +415,8 @@ class TaskEnv:
                 ttl_seconds=ttl,
                 **computer_use_make_kwargs(self.task.task_modality, self.make_kwargs),
             )
+            if seed is not None:  # a fresh instance holds its seed data; the seed still goes to it
+                await self.env.reset(seed)
         else:
             await self.env.reset(seed)
         all_tools = await self._browser_tools(ttl) or await self.env.mcp.list_tools()
@@ -383,7 +440,7 @@ class TaskEnv:
             self.context.add_message({"role": "user", "content": observation["content"]})
         return observation
 
-    async def step_async(self, action: Any) -> tuple[Observation, float | None, bool, dict[str, Any]]:
+    async def step_async(self, action: Any) -> tuple[Observation, float | None, bool, StepInfo]:
         """Run one action: every tool call in it, in order.
 
         Args:
@@ -394,9 +451,9 @@ class TaskEnv:
 
         Returns:
             ``(observation, reward, done, info)``. The reward is 0.0 until the episode ends, then
-            the verifier's reward (``None`` when unknown). ``info`` has ``step``, ``done_reason``,
-            ``tool_error`` (the last), ``tool_errors`` (this step's), ``verifier_execution_id``
-            and ``verifier_error``.
+            the verifier's reward (``None`` when unknown). ``info`` is a ``StepInfo``: ``step``,
+            ``done_reason``, ``tool_error`` (the last), ``tool_errors`` (this step's),
+            ``verifier_execution_id`` and ``verifier_error``.
 
         Raises:
             ActionError: The action has no accepted shape (no step is used; ``field`` says where).
@@ -432,7 +489,7 @@ class TaskEnv:
         if self.done_reason is not None:  # this step ended the episode
             reward = await self._end_episode()
         errors = [r["error"] for r in results if r["error"] is not None]
-        info = {
+        info: StepInfo = {
             "step": self.step_count,
             "done_reason": self.done_reason,
             "tool_error": errors[-1] if errors else None,
@@ -593,7 +650,12 @@ class TaskEnv:
             )
         except FleetError as exc:
             self.verifier_error = f"verifier could not be executed: {exc}"
-            log.warning("task %s: %s", self.task.task_key, self.verifier_error)
+            log.warning(
+                "task %s: %s\n%s",
+                self.task.task_key,
+                self.verifier_error,
+                _code_preview(self.task.verifier_code),
+            )
             self.final_reward = None
             return None
         self.verifier_outcome = outcome
@@ -601,7 +663,12 @@ class TaskEnv:
         self.verifier_execution_id = outcome.execution_id
         if outcome.error is not None:
             self.verifier_error = f"{outcome.error.type}: {outcome.error.message}"
-            log.warning("task %s: verifier failed: %s", self.task.task_key, self.verifier_error)
+            log.warning(
+                "task %s: verifier failed: %s\n%s",
+                self.task.task_key,
+                self.verifier_error,
+                _code_preview(self.task.verifier_code),
+            )
         self.final_reward = reward_from_outcome(outcome, partial=self.partial_reward)
         return self.final_reward
 

@@ -33,8 +33,12 @@ TaskModality = Literal["tool_use", "computer_use", "browser_use"]
 class Task(BaseModel):
     """One task: a prompt, the environment it runs in, and the verifier that grades it.
 
+    What ``fleet.tasks`` (``list``, ``get``, ``load``) returns and ``TaskEnv`` runs. The API's own
+    models (``TaskResponse`` from ``fleet.api.control_plane.list_tasks``) convert with
+    ``Task.model_validate(response)``; ``TaskEnv`` takes either.
+
     Attributes:
-        task_key: Unique key (alias ``key``).
+        task_key: Unique key (alias ``key``, also readable as ``task.key``).
         prompt: What the agent is asked to do.
         env_key: Environment key (alias ``env_id``).
         env_version: Environment version (alias ``version``); ``1.2.3`` becomes ``v1.2.3``.
@@ -46,7 +50,8 @@ class Task(BaseModel):
         metadata: Anything else (reference solutions, tags...).
     """
 
-    model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
+    # defer_build: the schema is built on first use, not when the SDK is imported.
+    model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True, defer_build=True)
 
     task_key: str = Field(validation_alias=AliasChoices("task_key", "key"), min_length=1)
     prompt: str
@@ -75,6 +80,11 @@ class Task(BaseModel):
     def _none_is_empty(cls, value: Any) -> Any:
         # The wire format allows null for both; the model holds an empty dict instead.
         return {} if value is None else value
+
+    @property
+    def key(self) -> str:
+        """``task_key``, under the name task files and the platform's exports give it."""
+        return self.task_key
 
     @property
     def env_spec(self) -> str:

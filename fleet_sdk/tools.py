@@ -19,7 +19,8 @@ class Tool(BaseModel):
         endpoint: The MCP endpoint that owns the tool (the first one that listed it).
     """
 
-    model_config = ConfigDict(frozen=True)
+    # Its schema is built on first use, not when the SDK is imported (benchmarks/bench_startup.py).
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     name: str
     description: str = ""

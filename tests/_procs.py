@@ -1,15 +1,17 @@
 """The processes of this machine as the tests see them, read from ``/proc``.
 
 One reader for every test that checks no process outlives what started it (servers, verifier
-sandboxes, browsers, an eval run killed half way).
+sandboxes, browsers, an eval run killed half way); and ``path_without``, the ``PATH`` a child
+gets to play a machine where a program (``bwrap``) is not installed.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Proc", "alive_in", "chromium_groups", "descendants", "processes"]
+__all__ = ["Proc", "alive_in", "chromium_groups", "descendants", "path_without", "processes"]
 
 
 @dataclass(frozen=True)
@@ -76,3 +78,10 @@ def chromium_groups(data_dir: Path) -> set[int]:
 def alive_in(groups: set[int]) -> list[int]:
     """Live processes of the given process groups."""
     return [p.pid for p in processes() if p.alive and p.pgrp in groups]
+
+
+def path_without(program: str) -> str:
+    """This process's ``PATH`` without the directories holding ``program``: this machine as one
+    where it is not installed."""
+    entries = os.environ.get("PATH", "").split(os.pathsep)
+    return os.pathsep.join(entry for entry in entries if entry and not (Path(entry) / program).exists())

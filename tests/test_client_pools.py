@@ -222,3 +222,51 @@ def test_the_threaded_async_client_decodes_the_body_once() -> None:
     assert response.json() == {"ok": True}
     run_sync(client.aclose())
     assert not http.is_closed
+
+
+def test_the_manager_api_takes_an_instance_and_refuses_one_without_urls() -> None:
+    """``fleet.api.manager(instance.urls.manager.api)`` fails strict typing (``urls`` is optional
+    while an instance is pending): the instance itself is taken, and one without URLs is named."""
+    from fleet_sdk import Fleet, FleetError
+    from fleet_sdk.types import env_instance
+
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(str(request.url))
+        return httpx.Response(200, json={"success": True, "message": "reset"})
+
+    instance = {
+        "instance_id": "i-1",
+        "env_key": "orderdesk",
+        "version": "v1",
+        "status": "running",
+        "subdomain": "i-1",
+        "created_at": "2026-01-01T00:00:00Z",
+        "updated_at": "2026-01-01T00:00:00Z",
+        "team_id": "t",
+        "region": "local",
+        "urls": {
+            "root": "http://i-1.test/",
+            "app": [],
+            "manager": {
+                name: f"http://i-1.test/api/v1/env{path}"
+                for name, path in (
+                    ("api", ""),
+                    ("docs", "/docs"),
+                    ("reset", "/reset"),
+                    ("diff", "/diff/structured"),
+                    ("snapshot", "/snapshot"),
+                    ("execute_verifier_function", "/execute_verifier_function"),
+                    ("execute_verifier_function_with_upload", "/execute_verifier_function_with_upload"),
+                )
+            },
+        },
+    }
+    running = env_instance.InstanceResponse.model_validate(instance)
+    pending = env_instance.InstanceResponse.model_validate({**instance, "status": "pending", "urls": None})
+    with Fleet("sk-test-123456", http_client=httpx.Client(transport=httpx.MockTransport(handler))) as fleet:
+        assert fleet.api.manager(running).reset_instance().success
+        assert seen == ["http://i-1.test/api/v1/env/reset"]
+        with pytest.raises(FleetError, match="instance 'i-1' has no URLs yet"):
+            fleet.api.manager(pending)

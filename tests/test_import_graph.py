@@ -260,7 +260,7 @@ def test_the_walker_sees_the_edges_it_must() -> None:
     """Guards the test itself: known edges of each import form are found."""
     graph = _graph()
     assert "fleet_generated._transport" in graph["fleet_generated._resource"]  # relative, level 1
-    assert "fleet_generated.env_instance.models" in graph["fleet_sdk.env"]  # from X import module
+    assert "fleet_generated.env_instance.models" in graph["fleet_sdk.remote_verifier"]  # from X import module
     assert "fleet_sdk.protocol" in graph["fleet_sdk.policies"]  # relative
     assert "fleet_sdk.policies" in graph["fleet_local._episodes"]  # absolute, across roots
     assert "fleet_generated" in graph["fleet_api"]  # the alias points one way
@@ -374,6 +374,27 @@ def test_import_fleet_sdk_verifiers_loads_no_http_stack(heavy: str) -> None:
     code = f"import fleet_sdk.verifiers, sys; print({heavy!r} in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+def test_the_first_import_of_a_trainer_loads_no_surface_nor_http_stack() -> None:
+    """``from fleet_sdk import AsyncFleet, TaskEnv`` loaded all five surfaces' clients and models
+    and httpx (1.54x the public SDK's ``import fleet``): each now loads on first use
+    (``benchmarks/bench_startup.py`` measures the time)."""
+    code = (
+        "import sys\n"
+        "from fleet_sdk import AsyncFleet, TaskEnv\n"
+        "heavy = ('httpx', 'asyncio', 'fleet_generated.env_instance', 'fleet_generated.traces_jobs',\n"
+        "         'fleet_generated.sessions_ingest', 'fleet_generated.browser_lease',\n"
+        "         'fleet_generated.evaluation_reports')\n"
+        "print(sorted(name for name in heavy if name in sys.modules))\n"
+        "fleet = AsyncFleet('key-0123456789', environ={})\n"
+        "fleet.api.traces\n"
+        "print(sorted(name for name in heavy if name in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    first, after_a_client = result.stdout.splitlines()
+    assert first == "[]"
+    assert after_a_client == "['asyncio', 'fleet_generated.traces_jobs', 'httpx']"
 
 
 def test_import_fleet_sdk_loads_no_server() -> None:

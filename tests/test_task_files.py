@@ -30,6 +30,28 @@ def test_task_aliases_are_accepted() -> None:
     assert task.env_spec == "fira:v1.0"
     assert task.data_spec == "d:v2"
     assert task.task_modality == "tool_use"
+    assert task.key == "t1"  # read under the name the config gave it
+
+
+def test_the_apis_task_converts_to_the_sdks() -> None:
+    """Two task types met a newcomer: ``TaskResponse`` (``list_tasks``) and ``fleet_sdk.Task``
+    (``fleet.tasks``); ``Task.model_validate`` takes the former, its optional fields as defaults."""
+    from fleet_sdk.types import env_instance
+
+    response = env_instance.TaskResponse.model_validate(
+        {
+            "key": "t1",
+            "task_key": "t1",
+            "prompt": "p",
+            "env_key": "fira",
+            "environment_id": "fira",
+            "team_id": "team",
+            "created_at": "2026-01-01T00:00:00Z",
+            "metadata": None,
+        }
+    )
+    task = Task.model_validate(response)
+    assert (task.key, task.env_key, task.metadata, task.env_variables) == ("t1", "fira", {}, {})
 
 
 def test_load_tasks_accepts_wrapped_and_bare_lists(tmp_path: Path) -> None:

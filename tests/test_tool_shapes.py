@@ -45,3 +45,14 @@ def test_modality_filtering() -> None:
     assert [t.name for t in filter_tools(tools, "browser_use")] == ["computer"]
     with pytest.raises(ToolNotFoundError, match="'computer' tool"):
         filter_tools(tools[1:], "computer_use")
+
+
+def test_the_sdks_own_tools_are_valid_tools() -> None:
+    """The submit and context tools are built without validation (so importing the SDK does not
+    build Tool's schema): each must be exactly what validating its fields gives."""
+    from fleet_sdk.context import CONTEXT_TOOLS
+    from fleet_sdk.protocol import SUBMIT_TOOL
+
+    for tool in (SUBMIT_TOOL, *CONTEXT_TOOLS):
+        assert Tool.model_validate(tool.model_dump()) == tool
+        assert tool.input_schema["type"] == "object" and tool.description

@@ -1,26 +1,36 @@
 """The one HTTP policy of ``fleet_sdk``: URLs, auth, timeouts, deadlines, retries,
 errors and redaction. ``HTTPClient`` / ``AsyncHTTPClient`` are the transports handed to the
 generated clients (``fleet_generated``, whose ``_transport`` protocols they satisfy); nothing
-above this package knows about retries or auth."""
+above this package knows about retries or auth.
 
-from fleet_generated._transport import QueryValue, RequestOptions
+A name is imported from its module on first use: the settings and the call policy
+(``FleetConfig``, ``CallPolicy``...) load without httpx, which only the transports need, so
+building a client's configuration, or importing ``fleet_sdk.AsyncFleet``, does not load the
+HTTP stack before a client is made (``benchmarks/bench_startup.py``).
+"""
 
-from ._async import AsyncHTTPClient
-from ._base import REQUEST_ID_HEADER, BaseHTTPClient
-from ._config import ORCHESTRATOR_URL, PLATFORM_URL, FleetConfig, Surface
-from ._policy import (
-    IDEMPOTENCY_HEADER,
-    TRANSIENT_MESSAGES,
-    CallPolicy,
-    Deadline,
-    RetryPolicy,
-    Timeout,
-    is_transient,
-    within,
-)
-from ._redact import REDACTED, Redactor
-from ._response import APIResponse
-from ._sync import HTTPClient
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fleet_generated._transport import QueryValue, RequestOptions
+
+    from ._async import AsyncHTTPClient
+    from ._base import REQUEST_ID_HEADER, BaseHTTPClient
+    from ._config import ORCHESTRATOR_URL, PLATFORM_URL, FleetConfig, Surface
+    from ._policy import (
+        IDEMPOTENCY_HEADER,
+        TRANSIENT_MESSAGES,
+        CallPolicy,
+        Deadline,
+        RetryPolicy,
+        Timeout,
+        is_transient,
+        within,
+    )
+    from ._redact import REDACTED, Redactor
+    from ._response import APIResponse
+    from ._sync import HTTPClient
 
 __all__ = [
     "IDEMPOTENCY_HEADER",
@@ -45,3 +55,40 @@ __all__ = [
     "is_transient",
     "within",
 ]
+
+_HOMES = {
+    "QueryValue": "fleet_generated._transport",
+    "RequestOptions": "fleet_generated._transport",
+    "AsyncHTTPClient": "._async",
+    "REQUEST_ID_HEADER": "._base",
+    "BaseHTTPClient": "._base",
+    "ORCHESTRATOR_URL": "._config",
+    "PLATFORM_URL": "._config",
+    "FleetConfig": "._config",
+    "Surface": "._config",
+    "IDEMPOTENCY_HEADER": "._policy",
+    "TRANSIENT_MESSAGES": "._policy",
+    "CallPolicy": "._policy",
+    "Deadline": "._policy",
+    "RetryPolicy": "._policy",
+    "Timeout": "._policy",
+    "is_transient": "._policy",
+    "within": "._policy",
+    "REDACTED": "._redact",
+    "Redactor": "._redact",
+    "APIResponse": "._response",
+    "HTTPClient": "._sync",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

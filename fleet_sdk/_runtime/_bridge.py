@@ -12,12 +12,14 @@ from two loops.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import os
 import threading
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    import asyncio
 
 T = TypeVar("T")
 
@@ -36,6 +38,8 @@ class LoopBridge:
             if self._pid != os.getpid():  # after fork the thread is gone; start afresh
                 self._loop, self._thread, self._pid = None, None, os.getpid()
             if self._loop is None or self._thread is None or not self._thread.is_alive():
+                import asyncio  # with the first sync call, not with the import (~30 ms)
+
                 loop = asyncio.new_event_loop()
                 started = threading.Event()
 
@@ -70,6 +74,8 @@ class LoopBridge:
         if self.in_bridge_thread():
             coro.close()
             raise RuntimeError("a sync fleet_sdk method was called from inside an async fleet_sdk callback")
+        import asyncio
+
         future = asyncio.run_coroutine_threadsafe(coro, self._ensure())
         try:
             return future.result(timeout)

@@ -9,17 +9,17 @@ POST/PATCH that carries an idempotency key) and the failure is transient
 
 from __future__ import annotations
 
-import email.utils
 import json
 import random
 import time
 from dataclasses import dataclass, replace
-from typing import Any
-
-import httpx
-from fleet_generated._transport import RequestOptions, TimeoutLike
+from typing import TYPE_CHECKING, Any
 
 from .._exceptions import APIConnectionError, APIStatusError, read_error_body
+
+if TYPE_CHECKING:
+    import httpx
+    from fleet_generated._transport import RequestOptions, TimeoutLike
 
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 RETRYABLE_STATUS = frozenset({408, 429, 502, 503, 504})
@@ -53,6 +53,8 @@ def is_transient(error: BaseException, *, server_errors: bool = False) -> bool:
             that carries an idempotency key. Also consults ``TRANSIENT_MESSAGES``, which
             are provisioning messages: a plain safe call is never retried by its error text.
     """
+    import httpx  # loaded by then: the error came from a call
+
     if isinstance(error, APIConnectionError | httpx.TransportError):
         return True
     if not isinstance(error, APIStatusError):
@@ -94,6 +96,8 @@ class Timeout:
 
     def to_httpx(self, remaining: float | None) -> httpx.Timeout:
         """An ``httpx.Timeout`` for one attempt, never longer than the time left."""
+        import httpx
+
         total = self.total if remaining is None else max(0.001, min(self.total, remaining))
         return httpx.Timeout(total, connect=min(self.connect, total))
 
@@ -211,6 +215,8 @@ def parse_retry_after(response: httpx.Response) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         pass
+    import email.utils  # an HTTP date is rare: the import (~10 ms) waits for one
+
     try:
         parsed = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):

@@ -13,7 +13,9 @@ from collections.abc import Iterable, Mapping
 
 REDACTED = "<redacted>"
 
-_BEARER = re.compile(r"(?i)(bearer\s+)[^\s\"',;]+")
+# A token ends at whitespace, a quote (a backtick too: Markdown quotes code with it) or a
+# separator. A placeholder such as ``<key>`` is no credential: a message may show what to send.
+_BEARER = re.compile(r"(?i)(bearer\s+)(?!<[\w-]+>(?:[\s\"'`,;]|$))[^\s\"'`,;]+")
 _SENSITIVE_HEADERS = frozenset({"authorization", "x-api-key", "x-runner-token", "cookie", "set-cookie"})
 
 

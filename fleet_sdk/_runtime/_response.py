@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
-import httpx
+if TYPE_CHECKING:
+    import httpx
 
 T = TypeVar("T")
 

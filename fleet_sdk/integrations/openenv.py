@@ -16,7 +16,11 @@ Serve it with OpenEnv's own server and talk to it with its client::
 
 Each WebSocket session of the server gets its own environment, hence its own instance. (The
 server's stateless ``POST /reset`` and ``/step`` routes build a fresh environment per request,
-so an episode needs the WebSocket client.)
+so an episode needs the WebSocket client.) ``FleetAction(done=True)`` with no tool ends the
+episode and grades it, for tasks that offer no ``submit_final_answer`` tool.
+
+Importing this module loads OpenEnv's client side only: its server (FastAPI, fastmcp, and gradio
+for the web interface) loads when ``create_fleet_app`` is called (``_openenv_packages`` says how).
 """
 
 from __future__ import annotations
@@ -25,12 +29,15 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
+from pydantic import Field
+
+from . import _openenv_packages  # noqa: F401  (first: OpenEnv's client then loads without its server)
+
+# isort: split
 from openenv.core.client_types import StepResult
 from openenv.core.env_client import EnvClient
-from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, Observation, State
-from pydantic import Field
 
 from .._client import Fleet
 from ..task_env import TaskEnv
@@ -39,6 +46,7 @@ from ._common import build_task_env
 if TYPE_CHECKING:
     from fastapi import FastAPI
     from pydantic import BaseModel
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
     from .._client import AsyncFleet
     from ..task_env import Observation as TaskObservation
@@ -56,6 +64,9 @@ __all__ = [
 
 class FleetAction(Action):
     """One MCP-style action: call a tool, list the tools, or end the episode.
+
+    ``FleetAction(done=True)`` alone ends the episode without a call (the verifier grades it),
+    for tasks that offer no ``submit_final_answer`` tool.
 
     Attributes:
         type: ``call_tool`` (the default) or ``list_tools`` (no step is used).
@@ -375,6 +386,28 @@ class FleetEnvClient(EnvClient[FleetAction, FleetObservation, FleetState]):
         return FleetState(**payload)
 
 
+class _QuietClientClose:
+    """ASGI middleware: a WebSocket client that leaves first is not an error.
+
+    OpenEnv's WebSocket route closes the socket once it has destroyed the session (grading an
+    abandoned episode, deleting the instance); a client that already closed its end makes that
+    close raise ``WebSocketDisconnect``, which uvicorn logged as a 60-line traceback after every
+    episode. The session itself ended normally.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from starlette.websockets import WebSocketDisconnect
+
+        try:
+            await self.app(scope, receive, send)
+        except WebSocketDisconnect:
+            if scope["type"] != "websocket":
+                raise
+
+
 def create_fleet_app(
     task_config: Task | Mapping[str, Any] | BaseModel,
     *,
@@ -383,6 +416,8 @@ def create_fleet_app(
     **environment_options: Any,
 ) -> FastAPI:
     """OpenEnv's FastAPI app serving ``FleetTaskEnvironment`` (run it with uvicorn).
+
+    OpenEnv's server modules are imported here, not with this module.
 
     Args:
         task_config: The task every session starts with (``reset(task_config=...)`` changes it).
@@ -399,7 +434,10 @@ def create_fleet_app(
         env._made = env._settings["fleet"]  # the session owns the client it was given
         return env
 
+    from openenv.core.env_server.http_server import create_app
+
     app: FastAPI = create_app(
         factory, FleetAction, FleetObservation, env_name="fleet", max_concurrent_envs=max_concurrent_envs
     )
+    app.add_middleware(_QuietClientClose)
     return app

@@ -176,6 +176,7 @@ class FleetTextEnv(BaseTextEnv):
         """
         self.turns += 1
         env = self.task_env
+        parse_error: str | None = None
         try:
             parsed = parse_text_action(
                 action, offers_submit=any(t.name == "submit_final_answer" for t in env.tools)
@@ -192,7 +193,7 @@ class FleetTextEnv(BaseTextEnv):
                     metadata={"parse_error": str(exc), "tool_errors": [], "done_reason": None},
                 )
             obs, reward, done, info = env.step({"done": True})  # out of turns: grade what was done
-            info = {**info, "parse_error": str(exc)}
+            parse_error = str(exc)
         self.tool_calls += len(obs["results"])
         unknown = done and reward is None
         if unknown:
@@ -204,7 +205,7 @@ class FleetTextEnv(BaseTextEnv):
             metadata={
                 "done_reason": info["done_reason"],
                 "tool_errors": info["tool_errors"],
-                "parse_error": info.get("parse_error"),
+                "parse_error": parse_error,
                 "reward_unknown": unknown,
                 "verifier_error": info["verifier_error"],
             },

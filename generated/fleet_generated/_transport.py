@@ -10,9 +10,10 @@ no hand-written code and type checkers hold any runtime to it structurally.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar
 
-import httpx
+if TYPE_CHECKING:  # for annotations only: importing the clients does not load httpx
+    import httpx
 
 __all__ = [
     "AsyncTransport",

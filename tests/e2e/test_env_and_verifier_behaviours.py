@@ -5,6 +5,7 @@ instance and judge errors, and per-episode feedback. Each docstring says what is
 from __future__ import annotations
 
 import json
+import logging
 
 import httpx
 import pytest
@@ -154,3 +155,47 @@ async def test_feedback_properties_do_not_leak_across_episodes(afleet: AsyncFlee
             None,
             None,
         )
+
+
+async def test_the_first_reset_sends_the_seed(local: LocalFleet) -> None:
+    """``reset_async(seed=...)`` dropped the seed on the reset that provisions the instance: only
+    later resets sent it to the instance."""
+    sent: list[tuple[str, bytes]] = []
+
+    async def record(request: httpx.Request) -> None:
+        sent.append((request.url.path, request.content))
+
+    async with (
+        httpx.AsyncClient(event_hooks={"request": [record]}) as pool,
+        local.async_fleet(http_client=pool) as fleet,
+        TaskEnv(task_with("def verify(env):\n    return 1\n"), fleet=fleet) as env,
+    ):
+        await env.reset_async(seed=7)
+        assert env.env is not None
+        instance = env.env.instance_id
+
+        def resets() -> list[object]:
+            return [json.loads(body) for path, body in sent if instance in path and path.endswith("/reset")]
+
+        assert resets() == [{"seed": 7}]
+        await env.reset_async()  # no seed: none is sent, as before
+        assert resets() == [{"seed": 7}, {}]
+
+
+async def test_a_failed_verifier_is_logged_with_a_preview_of_its_code(
+    afleet: AsyncFleet, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The log said which task failed and why, but not which code: the first lines now come
+    with it (bounded, however long the verifier)."""
+    body = "".join(f"    step_{n} = {n}\n" for n in range(40))
+    code = f"def verify(env):\n{body}    raise ValueError('nope')\n"
+    caplog.set_level(logging.WARNING, logger="fleet_sdk.task_env")
+    async with TaskEnv(task_with(code), fleet=afleet) as env:
+        await env.reset_async()
+        await env.step_async({"done": True})
+    [record] = [r for r in caplog.records if r.name == "fleet_sdk.task_env"]
+    message = record.getMessage()
+    assert "seed-regression" in message and "nope" in message
+    assert "| def verify(env):" in message and "|     step_0 = 0" in message
+    assert "step_39" not in message and "more lines)" in message
+    assert len(message) < 2000

@@ -1,10 +1,13 @@
 """The OpenEnv adapter served by OpenEnv's own HTTP server and driven by its own client,
-against the local server: a reference episode to reward 1.0, tool errors, list_tools, state."""
+against the local server: a reference episode to reward 1.0, tool errors, list_tools, state; and
+the client side importing without OpenEnv's server."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -158,3 +161,22 @@ def test_sync_reset_to_another_task_on_an_async_client_deletes_the_old_instance(
     finally:
         env.close()
         run_sync(afleet.close())
+
+
+CLIENT_ONLY = """
+import sys
+from fleet_sdk.integrations.openenv import FleetAction, FleetEnvClient
+server = ("gradio", "fastapi", "fastmcp", "openenv.core.env_server.http_server")
+print(sorted(name for name in server if name in sys.modules))
+import openenv.core  # a user's own OpenEnv import afterwards sees the whole package
+print(openenv.core.EnvClient is FleetEnvClient.__mro__[1], openenv.core.env_server.create_app.__name__)
+"""
+
+
+def test_the_client_side_imports_without_openenv_server() -> None:
+    """``import fleet_sdk.integrations.openenv`` took 26-90 s, gradio included: OpenEnv's package
+    init imports its server even for the client."""
+    result = subprocess.run(
+        [sys.executable, "-c", CLIENT_ONLY], capture_output=True, text=True, timeout=300, check=True
+    )
+    assert result.stdout.split("\n")[:2] == ["[]", "True create_app"], result.stdout + result.stderr

@@ -1,5 +1,6 @@
 """``fleet-sdk serve`` and auth: a key is always required unless ``--allow-any-key``, a
-generated key is announced, the 401 says what to send, a busy port is one line and exit 1."""
+generated key is announced, the 401 says what to send (and reads right through the SDK's
+redaction), a busy port or a data dir another server holds is one line and exit 1."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ from typing import IO, Any
 import httpx
 import pytest
 
+from fleet_local import LocalFleet
 from fleet_local._auth import X_API_KEY_REFUSAL, auth_refusal
-from fleet_sdk import __version__
+from fleet_sdk import AuthenticationError, Fleet, __version__
 
 CLI = [sys.executable, "-m", "fleet_sdk.cli"]
 
@@ -139,25 +141,68 @@ def test_ctrl_c_stops_the_server_with_one_line_and_exit_130(tmp_path: Path) -> N
     assert served.stderr.splitlines()[-1] == "fleet-sdk serve: stopped (Ctrl-C)"
 
 
-def test_a_busy_port_is_one_line_and_exit_1(tmp_path: Path) -> None:
+def _serve_refused(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, "serve", *args], capture_output=True, text=True, timeout=60, env=_env(), check=False
+    )
+
+
+def test_a_busy_port_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    """A busy port used to be found only once the server stack was loaded, a key generated and
+    printed and the state built (11-12 s on a busy machine): now nothing is said but the refusal."""
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        result = subprocess.run(
-            [*CLI, "serve", "--port", str(port), "--data-dir", str(tmp_path), "--allow-any-key", "--quiet"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=_env(),
-            check=False,
-        )
+        result = _serve_refused("--port", str(port), "--data-dir", str(tmp_path / "data"))
     assert result.returncode == 1
-    assert (
-        result.stderr.strip()
-        == f"fleet-sdk serve: error: cannot listen on 127.0.0.1:{port}: the port is already in use"
+    assert result.stderr.splitlines() == [
+        f"fleet-sdk serve: error: cannot listen on 127.0.0.1:{port}: the port is already in use"
+    ]
+    assert not (tmp_path / "data").exists(), "nothing was created for a server that cannot listen"
+
+
+def test_a_data_dir_another_server_holds_is_refused_in_one_line(tmp_path: Path) -> None:
+    """Two servers on one data dir used to both run, writing one SQLite store and one S3 tree."""
+    data_dir = tmp_path / "data"
+    with serving(tmp_path) as served:
+        result = _serve_refused("--port", "0", "--data-dir", str(data_dir))
+        assert result.returncode == 1
+        assert result.stderr.splitlines() == [
+            f"fleet-sdk serve: error: the data dir {data_dir} is in use by another local server "
+            f"(pid {served.ready['pid']})"
+        ]
+        assert result.stdout == ""
+    with serving(tmp_path) as again:  # once the first stops, the data dir is free
+        assert again.ready["event"] == "ready"
+
+
+def test_a_data_dir_that_cannot_be_made_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    data_dir = tmp_path / "file" / "data"
+    result = _serve_refused("--port", "0", "--data-dir", str(data_dir))
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"fleet-sdk serve: error: cannot use the data dir {data_dir}: Not a directory"
+    ]
+
+
+def test_a_sigkilled_server_leaves_its_data_dir_free(tmp_path: Path) -> None:
+    """The lock is the open file's, so it dies with its holder: no stale lock to clean up."""
+    argv = [*CLI, "serve", "--port", "0", "--no-s3", "--data-dir", str(tmp_path / "data"), "--quiet"]
+    process = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=_env(), start_new_session=True
     )
-    assert result.stdout == ""
+    assert process.stdout is not None
+    try:
+        assert json.loads(_read_line(process.stdout, timeout=120))["event"] == "ready"
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        process.stdout.close()
+    assert (tmp_path / "data" / "server.lock").exists()
+    with serving(tmp_path) as served:
+        assert served.ready["event"] == "ready"
 
 
 def test_version_and_help_show_defaults() -> None:
@@ -172,6 +217,10 @@ def test_version_and_help_show_defaults() -> None:
         "(default: 8765)",
         "(default: 127.0.0.1)",
     ):
+        assert expected in text
+    shown = subprocess.run([*CLI, "eval", "--help"], capture_output=True, text=True, timeout=60, check=True)
+    text = " ".join(shown.stdout.split())
+    for expected in ("(the k of pass@k) (default: 1)", "at once (default: 4)", "per episode (default: 30)"):
         assert expected in text
 
 
@@ -197,3 +246,17 @@ def test_auth_refusal(
         assert refusal is None
     else:
         assert refusal is not None and refusal.status == 401 and refusal.detail.startswith(detail)
+
+
+def test_the_401_reads_right_through_the_sdks_redaction(local: LocalFleet) -> None:
+    """The SDK's redactor took ``<key>`` and the closing backtick of the hint for a bearer token:
+    ``send `Authorization: Bearer <redacted> with this server's key``."""
+    wrong_key = "wrong-key-0123456789"
+    url = local.base_url
+    with (
+        Fleet(wrong_key, base_url=url, platform_url=url, environ={}) as fleet,
+        pytest.raises(AuthenticationError) as info,
+    ):
+        fleet.api.control_plane.list_envs()
+    assert "send `Authorization: Bearer <key>` with this server's key" in str(info.value)
+    assert wrong_key not in str(info.value) and wrong_key not in repr(info.value)

@@ -529,7 +529,7 @@ def test_without_the_jail_the_server_warns_and_refuses_verifiers(
         body = assert_refused(refused, 503, "verifier_jail_unavailable")
         assert "bubblewrap" in body["detail"]
         assert warned(local), "".join(local._stderr)
-    with LocalFleet(s3=False, allow_unjailed_verifiers=True) as local, local.fleet() as fleet:
+    with LocalFleet(s3=False, allow_unjailed=True) as local, local.fleet() as fleet:
         created = fleet.api.control_plane.create_instance(models.InstanceRequest(env_key="orderdesk"))
         with httpx.Client(base_url=local.base_url, timeout=60) as client:
             allowed = client.post(

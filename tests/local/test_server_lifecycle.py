@@ -229,7 +229,7 @@ def test_a_sigkilled_server_leaves_no_unjailed_verifier_behind(monkeypatch: pyte
     """Without bubblewrap (none on the server's PATH) nothing like ``--die-with-parent`` ends a
     verifier run: the guard alone must."""
     monkeypatch.setenv("PATH", "/nonexistent")
-    server = LocalFleet(allow_unjailed_verifiers=True).start()
+    server = LocalFleet(allow_unjailed=True).start()
     try:
         sandbox = _start_slow_verifier(server)
         procs = [p for p in _procs_of(server) if p.pid in sandbox]
