@@ -777,7 +777,6 @@ def add_commands(commands: Any) -> None:
         "every endpoint model, or MODEL=VALUE for one of them. Keys come from the environment "
         "(FLEET_EVAL_MODEL_API_KEY, FLEET_API_KEY), never from the run directory.",
         epilog=f"exit codes: {codes}",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     ev.add_argument("--env", action="append", help="run every task of this environment (repeatable)")
     ev.add_argument("--tasks-file", action="append", help="a task file, JSON (repeatable)")
