@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Proc", "alive_in", "chromium_groups", "descendants", "processes"]
+__all__ = ["Proc", "alive_in", "chromium_groups", "descendants", "processes", "thread_cpu_ticks"]
 
 
 @dataclass(frozen=True)
@@ -76,3 +76,15 @@ def chromium_groups(data_dir: Path) -> set[int]:
 def alive_in(groups: set[int]) -> list[int]:
     """Live processes of the given process groups."""
     return [p.pid for p in processes() if p.alive and p.pgrp in groups]
+
+
+def thread_cpu_ticks(pid: int) -> dict[int, int]:
+    """CPU time (user + system, in clock ticks) each live thread of ``pid`` has used, by thread id."""
+    ticks = {}
+    for task in (Path("/proc") / str(pid) / "task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended while we looked
+            continue
+        ticks[int(task.name)] = int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks
