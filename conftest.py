@@ -4,17 +4,19 @@ Markers (registered in ``pyproject.toml``; ``tests/README.md`` says what each on
 given here by where a test lives, so a new test in a marked place is marked too:
 
 - ``e2e``: everything in ``tests/e2e/``; ``integrations``: everything in ``tests/integrations/``;
-- ``browser``: everything in a module whose name says ``browser`` or ``chromium``, and the tests
-  listed in :data:`BROWSER` (those that start a Chromium from another module);
-- ``slow``: the modules and tests listed in :data:`SLOW` (each takes seconds on a quiet machine).
+- ``browser``: everything in a module whose name says ``browser`` or ``chromium`` (they start a
+  Chromium, or are about browser leases), and the tests listed in :data:`BROWSER` (those that
+  start a Chromium from another module);
+- ``slow``: the modules and tests listed in :data:`SLOW` (each takes a second or more).
 
 The quick subset is what none of them marks: ``pytest -m "not slow and not browser and not
-integrations and not e2e"`` (``nox -s quick``).
+integrations and not e2e"`` (``nox -s quick``). An ``-m`` of that form (``not a and not b``) keeps
+the directories of the markers it leaves out from being imported at all.
 
 ``--shuffle-seed SEED`` runs the modules in a shuffled order and the tests inside each module
 shuffled too (SEED is an integer, or ``random`` for a new one); the header and the summary name
-the seed, so ``--shuffle-seed <it>`` replays the order. ``.ci/run`` runs the suite this way once. Without
-the option tests run in file order.
+the seed, so ``--shuffle-seed <it>`` replays the order. ``.ci/run`` runs the suite this way
+once. Without the option tests run in file order.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Iterable
+from pathlib import Path
 
 import pytest
 
@@ -67,6 +70,7 @@ machine (servers of their own, subprocesses, deadlines that must run out, fuzzin
 
 _BY_DIRECTORY = {"tests/e2e/": "e2e", "tests/integrations/": "integrations"}
 _SEED = pytest.StashKey[int | None]()
+_LEFT_OUT = pytest.StashKey[frozenset[str]]()
 
 
 def _matches(nodeid: str, prefixes: Iterable[str]) -> bool:
@@ -89,6 +93,19 @@ def pytest_configure(config: pytest.Config) -> None:
     if seed is not None and not seed.isdigit():
         raise pytest.UsageError(f"--shuffle-seed takes an integer or 'random', not {seed!r}")
     config.stash[_SEED] = None if seed is None else int(seed)
+    # -m "not a and not b": markers no selected test can carry (any other form: none known).
+    expression = (config.getoption("markexpr") or "").strip()
+    plain = re.fullmatch(r"not \w+(?: and not \w+)*", expression)
+    config.stash[_LEFT_OUT] = frozenset(re.findall(r"not (\w+)", expression) if plain else ())
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """A directory whose marker ``-m`` leaves out is not even imported (the quick subset skips
+    importing OpenEnv, SkyRL and Ray, which takes seconds)."""
+    for directory, marker in _BY_DIRECTORY.items():
+        if marker in config.stash[_LEFT_OUT] and collection_path == config.rootpath / directory:
+            return True
+    return None
 
 
 def _order(config: pytest.Config) -> str:
