@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 BROWSER_MODULE = re.compile(r"browser|chromium")
-"""A module whose name matches starts a Chromium in (nearly) every test."""
+"""A module whose name matches is about browsers: its tests start a Chromium or use browser leases."""
 
 BROWSER = (
     "tests/e2e/test_episodes.py::test_64_concurrent_episodes_complete",

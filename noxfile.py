@@ -39,8 +39,8 @@ def _install(session: nox.Session, *extras: str) -> None:
 
 @nox.session(python=PYTHON)
 def quick(session: nox.Session) -> None:
-    """The fast loop: the tests no marker calls slow, browser, integrations or e2e (under a minute
-    on two quiet cores); extra arguments go to pytest."""
+    """The fast loop: the tests none of the markers slow, browser, integrations and e2e marks
+    (under a minute on two quiet cores); extra arguments go to pytest."""
     _install(session, "test")
     # The trainer frameworks are not installed here: -m leaves tests/integrations out, and the
     # root conftest.py then does not import it at all.

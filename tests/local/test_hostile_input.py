@@ -203,7 +203,7 @@ async def test_forty_runaway_queries_do_not_starve_the_server() -> None:
     stops them (the server is killed at the end), so a probe that had to wait for them would
     never be answered.
     """
-    with LocalFleet(query_timeout=3600, s3=False) as server:
+    async with LocalFleet(query_timeout=3600, s3=False) as server:
         assert server.pid is not None
         limits = httpx.Limits(max_connections=100)
         async with raw_async_client(server, timeout=PATIENCE, limits=limits) as client:
@@ -235,7 +235,7 @@ async def test_forty_runaway_queries_do_not_starve_the_server() -> None:
 
 
 async def test_runaway_queries_are_stopped_at_the_deadline_and_the_server_answers_after() -> None:
-    with LocalFleet(query_timeout=RUNAWAY_TIMEOUT, s3=False) as server:
+    async with LocalFleet(query_timeout=RUNAWAY_TIMEOUT, s3=False) as server:
         limits = httpx.Limits(max_connections=100)
         async with raw_async_client(server, timeout=PATIENCE, limits=limits) as client:
             created = await client.post("/v1/env/instances", json={"env_key": "orderdesk"})
