@@ -1,8 +1,12 @@
-"""Developer and CI entry points: ``nox -s tests|contracts|fidelity|record|generate|lint|typecheck``.
+"""Developer and CI entry points:
+``nox -s quick|tests|mcp|contracts|fidelity|record|generate|lint|typecheck``.
 
-Every session installs the project with its ``dev`` extra, which pins the tools whose
-output is committed (``datamodel-code-generator``, ``ruff``), so ``nox -s generate``
-reproduces ``generated/fleet_generated/`` byte for byte on any machine.
+Each session installs the project with the extra it needs and no more (``pyproject.toml``):
+the pytest sessions, ``fidelity`` and ``record`` install ``test`` (``tests`` adds the trainer
+frameworks), ``generate`` ``codegen``, ``lint`` ``lint``, ``typecheck`` ``typecheck``. Only
+``tests`` installs OpenEnv and SkyRL, and only ``tests`` and ``typecheck`` Ray. The ``codegen``
+extra pins the tools whose output is committed (``datamodel-code-generator``, ``ruff``), so
+``nox -s generate`` reproduces ``generated/fleet_generated/`` byte for byte on any machine.
 """
 
 from __future__ import annotations
@@ -19,22 +23,34 @@ LINT_TARGETS = (
     "contracts",
     "benchmarks",
     "noxfile.py",
+    "conftest.py",
 )
-PYTEST_NO_TESTS_COLLECTED = 5
+QUICK = "not slow and not browser and not integrations and not e2e"
+"""The quick subset's marker expression (markers: conftest.py at the root, tests/README.md)."""
 
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_venv = "yes"
 nox.options.sessions = ["lint", "typecheck", "tests", "contracts"]
 
 
-def _install(session: nox.Session) -> None:
-    session.install("-e", ".[dev]")
+def _install(session: nox.Session, *extras: str) -> None:
+    session.install("-e", f".[{','.join(extras)}]")
+
+
+@nox.session(python=PYTHON)
+def quick(session: nox.Session) -> None:
+    """The fast loop: the tests none of the markers slow, browser, integrations and e2e marks
+    (under a minute on two quiet cores); extra arguments go to pytest."""
+    _install(session, "test")
+    # The trainer frameworks are not installed here: -m leaves tests/integrations out, and the
+    # root conftest.py then does not import it at all.
+    session.run("pytest", "-m", QUICK, *session.posargs)
 
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """Unit tests (``tests/``); extra arguments go to pytest, e.g. ``nox -s tests -- -k codegen``."""
-    _install(session)
+    _install(session, "test", "openenv", "skyrl", "ray")
     session.run("pytest", *(session.posargs or ["tests"]))
 
 
@@ -54,22 +70,20 @@ MCP_TESTS = (
 def mcp(session: nox.Session, major: str) -> None:
     """MCP client and local MCP server on the latest ``mcp`` of a major: ``nox -s "mcp(major='1')"``.
 
-    The dev extra resolves to the latest 2.x (what ``tests`` runs); this keeps 1.x working too.
+    The test extra resolves to the latest 2.x (what ``tests`` runs); this keeps 1.x working too.
     """
-    _install(session)
+    _install(session, "test")
     session.install(f"mcp>={major},<{int(major) + 1}")
     session.run("pytest", *(session.posargs or MCP_TESTS))
 
 
 @nox.session(python=PYTHON)
 def contracts(session: nox.Session) -> None:
-    """Contract tests (``contracts/``); an empty suite is not a failure."""
-    _install(session)
+    """Contract tests (``contracts/``); like any pytest run, it fails when it collects no test."""
+    _install(session, "test")
     # The normal test command fuzzes 5 examples per operation; this session digs deeper.
     env = {"FLEET_CONTRACT_EXAMPLES": session.env.get("FLEET_CONTRACT_EXAMPLES", "30")}
-    session.run(
-        "pytest", "contracts", *session.posargs, env=env, success_codes=[0, PYTEST_NO_TESTS_COLLECTED]
-    )
+    session.run("pytest", "contracts", *session.posargs, env=env)
 
 
 @nox.session(python=PYTHON)
@@ -79,7 +93,7 @@ def fidelity(session: nox.Session) -> None:
     Prints every difference; fails on one that ``contracts/fidelity_allowlist.yaml`` does not
     list. The same check runs in the normal test command (``contracts/test_fidelity.py``).
     """
-    _install(session)
+    _install(session, "test")
     session.run("python", "-m", "contracts.fidelity", *session.posargs)
 
 
@@ -89,7 +103,7 @@ def record(session: nox.Session) -> None:
 
     ``-- <scenario> ...`` records only those; ``-- --list`` lists them. Not a default session.
     """
-    _install(session)
+    _install(session, "test")
     session.run("python", "-m", "contracts.recording", *session.posargs)
 
 
@@ -97,7 +111,7 @@ def record(session: nox.Session) -> None:
 def generate(session: nox.Session) -> None:
     """Regenerate ``generated/fleet_generated`` from ``schemas/`` and print the API changes since the
     previous commit, breaking ones marked (``-- --check`` only diffs, ``-- --against REV``)."""
-    _install(session)
+    _install(session, "codegen")
     session.run("python", "-m", "codegen", *session.posargs)
 
 
@@ -105,7 +119,7 @@ def generate(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """``ruff check``, ``ruff format --check`` and codegen determinism (a drift check under
     another hash seed). Static checks run here and in ``.ci/run``, not inside pytest."""
-    _install(session)
+    _install(session, "lint")
     session.run("ruff", "check", *LINT_TARGETS)
     session.run("ruff", "format", "--check", *LINT_TARGETS)
     session.run("python", "-m", "codegen", "--check", env={"PYTHONHASHSEED": "12345"})
@@ -115,7 +129,7 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     """Strict ``mypy`` (pyproject config) on ``fleet_sdk``, the generated package and the codegen
     fixture surface."""
-    _install(session)
+    _install(session, "typecheck")
     session.run("mypy", *session.posargs)
     session.run("python", "-m", "codegen.typecheck_fixture")
     session.run("python", "tests/typecheck_readme.py")

@@ -98,6 +98,10 @@ def _setup(client: httpx.Client, target: ContractTarget) -> None:
         if instance is not None:
             control["instance_id"] = [instance["instance_id"]]
             target.manager_url = instance["urls"]["manager"]["api"].rstrip("/")
+            # A backup from the start, so POST .../restore can succeed whichever operation runs first.
+            backup = client.post(f"/v1/env/instances/{instance['instance_id']}/snapshot")
+            if backup.status_code != 200:
+                notes.append(f"POST .../snapshot -> {backup.status_code}: {backup.text[:200]}")
         victim = create_instance()
         if victim is not None:
             target.victims["DELETE /v1/env/instances/{instance_id}"] = {

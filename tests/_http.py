@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+from _waits import PATIENCE
 
 from fleet_local import LocalFleet
 
@@ -16,11 +17,11 @@ def bearer(server: LocalFleet) -> dict[str, str]:
     return {"Authorization": f"Bearer {server.api_key}"}
 
 
-def raw_client(server: LocalFleet, timeout: float = 30, **kwargs: Any) -> httpx.Client:
+def raw_client(server: LocalFleet, timeout: float = PATIENCE, **kwargs: Any) -> httpx.Client:
     """A sync client of ``server`` with its key (``kwargs`` go to ``httpx.Client``)."""
     return httpx.Client(base_url=server.base_url, headers=bearer(server), timeout=timeout, **kwargs)
 
 
-def raw_async_client(server: LocalFleet, timeout: float = 30, **kwargs: Any) -> httpx.AsyncClient:
+def raw_async_client(server: LocalFleet, timeout: float = PATIENCE, **kwargs: Any) -> httpx.AsyncClient:
     """An async client of ``server`` with its key (``kwargs`` go to ``httpx.AsyncClient``)."""
     return httpx.AsyncClient(base_url=server.base_url, headers=bearer(server), timeout=timeout, **kwargs)

@@ -11,7 +11,15 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Proc", "alive_in", "chromium_groups", "descendants", "path_without", "processes"]
+__all__ = [
+    "Proc",
+    "alive_in",
+    "chromium_groups",
+    "descendants",
+    "path_without",
+    "processes",
+    "thread_cpu_ticks",
+]
 
 
 @dataclass(frozen=True)
@@ -85,3 +93,15 @@ def path_without(program: str) -> str:
     where it is not installed."""
     entries = os.environ.get("PATH", "").split(os.pathsep)
     return os.pathsep.join(entry for entry in entries if entry and not (Path(entry) / program).exists())
+
+
+def thread_cpu_ticks(pid: int) -> dict[int, int]:
+    """CPU time (user + system, in clock ticks) each live thread of ``pid`` has used, by thread id."""
+    ticks = {}
+    for task in (Path("/proc") / str(pid) / "task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended while we looked
+            continue
+        ticks[int(task.name)] = int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks

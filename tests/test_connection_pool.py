@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager, contextmanager
 import httpcore
 import httpx
 import pytest
+from _waits import wait_until_async
 
 from fleet_sdk import AsyncFleet, Fleet
 from fleet_sdk._runtime import _pool
@@ -183,11 +184,8 @@ async def test_idle_connections_beyond_keepalive_are_closed(monkeypatch: pytest.
         await client.get(f"{server.url}/")  # a pass after they all went idle
         pool = _pool_of(client)
         assert len(pool.connections) <= 3  # type: ignore[attr-defined]
-        for _ in range(100):  # the surplus sockets are closed, not only forgotten
-            if server.open <= 3:
-                break
-            await asyncio.sleep(0.01)
-        assert server.open <= 3
+        # the surplus sockets are closed, not only forgotten
+        await wait_until_async(lambda: server.open <= 3, "the server saw the surplus sockets close")
 
 
 async def test_a_connection_the_server_closed_is_not_reused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -196,10 +194,7 @@ async def test_a_connection_the_server_closed_is_not_reused(monkeypatch: pytest.
     async with serving() as server, async_pool_client() as client:
         await asyncio.gather(*(client.get(f"{server.url}/wait/20") for _ in range(4)))
         assert server.close_idle() == 4
-        for _ in range(100):  # the FINs reach the client's sockets
-            if server.open == 0:
-                break
-            await asyncio.sleep(0.01)
+        await wait_until_async(lambda: server.open == 0, "the server closed its side of every socket")
         for _ in range(4):
             assert (await client.get(f"{server.url}/")).text == "ok"
         assert server.accepted == 5

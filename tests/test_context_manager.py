@@ -206,7 +206,9 @@ async def test_a_backtracking_search_is_a_tool_error_and_the_loop_keeps_running(
         with pytest.raises(ContextToolError, match=r"ran past its .* limit"):
             await context.acall("search_history", {"pattern": "(a+)+$"})
         group.cancel_scope.cancel()
-    assert ticks >= 5  # the loop ran while the search did (it stops itself after SEARCH_TIMEOUT)
+    # The loop ran while the search did (it stops itself after SEARCH_TIMEOUT); a search that
+    # blocked the loop would leave at most one tick, however fast or loaded the machine.
+    assert ticks >= 3
     assert (await context.acall("search_history", {"pattern": "a{3}b"}))["total_matches"] == 1
     with pytest.raises(ContextToolError, match="at most 1000 characters"):
         await context.acall("search_tool_output", {"pattern": "x" * 1001})

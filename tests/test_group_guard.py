@@ -21,13 +21,14 @@ from types import ModuleType
 
 import pytest
 from _procs import processes
+from _waits import PATIENCE
 
 from fleet_sdk import process_groups as _group_guard
 from fleet_sdk.process_groups import GATE_OPEN, gated
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 
-DEADLINE = 30.0
+DEADLINE = PATIENCE
 
 HOLDER = """
 import subprocess, sys

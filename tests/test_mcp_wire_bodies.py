@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import uvicorn
+from _waits import PATIENCE, wait_until
 from starlette.types import Receive, Scope, Send
 
 try:  # mcp 2.x renamed FastMCP to MCPServer
@@ -70,14 +70,10 @@ def base_url() -> Iterator[str]:
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    for _ in range(400):  # up to 20 s
-        if server.started:
-            break
-        time.sleep(0.05)
-    assert server.started, "the MCP server did not start"
+    wait_until(lambda: server.started, "the MCP server started")
     yield f"http://127.0.0.1:{port}"
     server.should_exit = True
-    thread.join(20)
+    thread.join(PATIENCE)
 
 
 async def test_a_crlf_sse_stream_with_a_notification_first_yields_the_response(base_url: str) -> None:

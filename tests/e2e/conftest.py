@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fleet_local import LocalFleet
+from fleet_local.environments import registry
 from fleet_sdk.tasks import Task
 
 
@@ -16,6 +17,14 @@ def server(local: LocalFleet) -> LocalFleet:
 
 @pytest.fixture(scope="session")
 def bundled_tasks(local: LocalFleet) -> list[Task]:
+    """The tasks the local server ships with, as it serves them.
+
+    Only those: other tests import tasks into the shared server too. Regression: every listed task
+    was taken, so tests that ran after tests/local/test_control_plane.py played its imports.
+    """
+    shipped = {task["task_key"] for env in registry().values() for task in env.tasks}
     with local.fleet() as client:
         listed = client.api.control_plane.list_tasks().tasks
-    return [Task.model_validate(t.model_dump()) for t in listed]
+    tasks = [Task.model_validate(t.model_dump()) for t in listed if t.task_key in shipped]
+    assert len(tasks) == len(shipped), "the server lists every bundled task"
+    return tasks

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import anyio
 import pytest
+from _waits import PATIENCE
 
 from fleet_local import LocalFleet
 from fleet_sdk import AsyncFleet, FleetError
@@ -38,7 +39,7 @@ async def test_heartbeats_keep_an_env_alive_until_it_is_closed(reaping: LocalFle
         kept = await fleet.make(ENV, heartbeat_interval=INTERVAL)
         unkept = await fleet.make(ENV, heartbeat_interval=INTERVAL, keep_alive=False)
         try:
-            with anyio.fail_after(15):  # window 3 s, reaper every 0.2 s
+            with anyio.fail_after(PATIENCE):  # window 3 s, reaper every 0.2 s
                 while await _status(fleet, unkept.instance_id) != "terminated":
                     await anyio.sleep(0.1)
             # The same age, the same window: only the beats tell them apart.
@@ -86,8 +87,8 @@ def test_the_env_of_a_killed_worker_is_reclaimed_and_a_live_one_is_not(reaping: 
                 assert cp.get_instance(instance_id).status == "running"
                 time.sleep(0.2)
             worker.send_signal(signal.SIGKILL)
-            worker.wait(10)
-            deadline = time.monotonic() + 15
+            worker.wait(PATIENCE)
+            deadline = time.monotonic() + PATIENCE
             while cp.get_instance(instance_id).status != "terminated":
                 assert time.monotonic() < deadline, "the dead worker's instance was never reclaimed"
                 time.sleep(0.1)

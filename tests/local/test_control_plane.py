@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import time
 import uuid
 from pathlib import Path
 
 import pytest
+from _waits import PATIENCE, wait_until
 
 from fleet_local import LocalFleet
 from fleet_sdk import (
@@ -36,7 +36,7 @@ def _request(
     *,
     key: str = "adhoc",
     final_answer: object = None,
-    timeout: int = 20,
+    timeout: int = int(PATIENCE),
     with_bundle: bool = True,
 ) -> models.VerifiersExecuteRequest:
     return models.VerifiersExecuteRequest(
@@ -305,7 +305,7 @@ async def test_verifier_faults_are_structured(
         outcomes = await asyncio.gather(
             *(
                 cp.execute_verifier(
-                    _request(code, instance.instance_id, timeout=2 if kind == "timeout" else 20)
+                    _request(code, instance.instance_id, timeout=2 if kind == "timeout" else int(PATIENCE))
                 )
                 for kind, code in FAULTS.items()
             )
@@ -327,10 +327,10 @@ def test_ttl_expiry_and_restart(tmp_path: Path) -> None:
         short = cp.create_instance(models.InstanceRequest(env_key=ENV, ttl_seconds=1))
         kept = cp.create_instance(models.InstanceRequest(env_key=ENV, ttl_seconds=600))
         cp.import_task(models.TaskRequest(task_key="survivor", prompt="p", env_key=ENV))
-        deadline = time.monotonic() + 10
-        while cp.get_instance(short.instance_id).status != "terminated":
-            assert time.monotonic() < deadline, "the reaper never terminated the expired instance"
-            time.sleep(0.1)
+        wait_until(
+            lambda: cp.get_instance(short.instance_id).status == "terminated",
+            "the reaper terminated the expired instance",
+        )
         assert cp.get_instance(kept.instance_id).status == "running"
         assert not (data_dir / "instances" / short.instance_id).exists()
     with LocalFleet(data_dir, s3=False) as server, server.fleet() as client:

@@ -23,6 +23,7 @@ import pytest
 from _fake_model import ModelHandler, serve_model, tool_call_reply
 from _jobs_wait import TERMINAL_JOB
 from _procs import alive_in, chromium_groups
+from _waits import PATIENCE
 
 from fleet_local import LocalFleet
 from fleet_local._job_browser import session_lease_id
@@ -62,11 +63,11 @@ async def _run_watching_browsers(
         await asyncio.sleep(0.2)
 
 
-async def _still_alive(groups: set[int], within: float = 10.0) -> list[int]:
-    """Live processes of ``groups`` once they had ``within`` seconds to exit (a killed Chromium's
-    processes take a moment to die; the test only needs them gone, not instantly)."""
+async def _still_alive(groups: set[int]) -> list[int]:
+    """Live processes of ``groups`` once they had :data:`PATIENCE` seconds to exit (a killed
+    Chromium's processes take a moment to die; the test only needs them gone, not instantly)."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
+    deadline = loop.time() + PATIENCE
     while alive_in(groups) and loop.time() < deadline:
         await asyncio.sleep(0.1)
     return alive_in(groups)

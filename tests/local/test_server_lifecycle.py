@@ -20,6 +20,7 @@ import httpx
 import pytest
 from _http import bearer
 from _procs import Proc, descendants, processes
+from _waits import PATIENCE
 
 from fleet_local import LocalFleet
 from fleet_sdk.mcp import MCPClient
@@ -78,12 +79,12 @@ def verify(env, final_answer=None):
 def _start_slow_verifier(server: LocalFleet) -> set[int]:
     """Run :data:`SLOW_VERIFIER` on ``server`` in a thread; the pids of its sandbox once it runs."""
     headers = bearer(server)
-    envs = httpx.get(f"{server.base_url}/v1/env/", headers=headers).json()
+    envs = httpx.get(f"{server.base_url}/v1/env/", headers=headers, timeout=PATIENCE).json()
     instance = httpx.post(
         f"{server.base_url}/v1/env/instances",
         json={"env_key": envs[0]["env_key"]},
         headers=headers,
-        timeout=30,
+        timeout=PATIENCE,
     ).json()
     body = {
         "key": "slow-verifier",
@@ -100,7 +101,7 @@ def _start_slow_verifier(server: LocalFleet) -> set[int]:
 
     before = descendants(server.pid or 0)
     threading.Thread(target=run, daemon=True).start()
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + PATIENCE
     while not (sandbox := {p.pid for p in _procs_of(server) if b"_child.py" in p.cmdline()}):
         assert time.monotonic() < deadline, "the verifier sandbox never started"
         time.sleep(0.05)
@@ -125,7 +126,7 @@ def test_stop_ends_running_verifier_sandboxes() -> None:
 
 async def _screenshot(mcp_url: str) -> None:
     """Use a lease's ``computer`` tool once, which starts its Chromium."""
-    client = MCPClient([mcp_url], call_deadline=60)
+    client = MCPClient([mcp_url], call_deadline=PATIENCE)
     try:
         await client.call_tool("computer", {"action": "screenshot"})
     finally:
@@ -174,7 +175,7 @@ def _sigkill_leaves_nothing(server: LocalFleet, procs: list[Proc]) -> None:
 
     os.kill(server.pid, signal.SIGKILL)
     killed_at = int(float(Path("/proc/uptime").read_text().split()[0]) * os.sysconf("SC_CLK_TCK")) + 1
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + PATIENCE
     try:
         while remaining := left():
             assert time.monotonic() < deadline, f"outlived the SIGKILLed server: {_described(remaining)}"
@@ -265,8 +266,8 @@ def test_a_server_dies_with_the_sigkilled_process_that_started_it(tmp_path: Path
             server_pid = int(starter.stdout.readline())
             assert _alive(server_pid)
             starter.kill()
-            starter.wait(10)
-            deadline = time.monotonic() + 30
+            starter.wait(PATIENCE)
+            deadline = time.monotonic() + PATIENCE
             while _alive(server_pid):
                 assert time.monotonic() < deadline, "the server outlived the process that started it"
                 time.sleep(0.05)
@@ -320,11 +321,12 @@ def test_cli_serve_prints_ready_line(tmp_path: Path) -> None:
             f"{ready['url']}/v1/traces/jobs",
             json={"name": "cli"},
             headers={"Authorization": "Bearer cli-key"},
+            timeout=PATIENCE,
         )
         assert response.status_code == 200, response.text
         process.send_signal(signal.SIGTERM)
         # uvicorn shuts down gracefully, then re-raises the signal: the conventional -SIGTERM exit.
-        assert process.wait(timeout=15) in (0, -signal.SIGTERM)
+        assert process.wait(timeout=PATIENCE) in (0, -signal.SIGTERM)
         assert process.stderr is not None
         assert "Traceback" not in process.stderr.read()
     finally:

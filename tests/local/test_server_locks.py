@@ -14,13 +14,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _waits import PATIENCE
 
 from fleet_local._instances import create_instance, delete_instance, heartbeat, reset_instance
 from fleet_local._server import build_state
 from fleet_local._state import LocalSettings, LocalState
 from fleet_sdk.types import env_instance as models
 
-WAIT = 30.0  # bound of every wait on another thread
+WAIT = PATIENCE  # bound of every wait on another thread
 
 
 @pytest.fixture

@@ -1,0 +1,157 @@
+"""How a test run is put together, for ``tests/`` and ``contracts/`` alike.
+
+Markers (registered in ``pyproject.toml``; ``tests/README.md`` says what each one means) are
+given here by where a test lives, so a new test in a marked place is marked too:
+
+- ``e2e``: everything in ``tests/e2e/``; ``integrations``: everything in ``tests/integrations/``;
+- ``browser``: everything in a module whose name says ``browser`` or ``chromium`` (they start a
+  Chromium, or are about browser leases), and the tests listed in :data:`BROWSER` (those that
+  start a Chromium from another module);
+- ``slow``: the modules and tests listed in :data:`SLOW` (each takes a second or more).
+
+The quick subset is what none of them marks: ``pytest -m "not slow and not browser and not
+integrations and not e2e"`` (``nox -s quick``). An ``-m`` of that form (``not a and not b``) keeps
+the directories of the markers it leaves out from being imported at all.
+
+``--shuffle-seed SEED`` runs the modules in a shuffled order and the tests inside each module
+shuffled too (SEED is an integer, or ``random`` for a new one); the header and the summary name
+the seed, so ``--shuffle-seed <it>`` replays the order. ``.ci/run`` runs the suite this way
+once. Without the option tests run in file order.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+
+BROWSER_MODULE = re.compile(r"browser|chromium")
+"""A module whose name matches is about browsers: its tests start a Chromium or use browser leases."""
+
+BROWSER = (
+    "tests/e2e/test_episodes.py::test_64_concurrent_episodes_complete",
+    "tests/e2e/test_episodes.py::test_every_bundled_task_scores_1_with_its_reference_and_0_when_empty",
+    "tests/local/test_server_lifecycle.py::test_a_sigkilled_server_leaves_no_browser_driver_or_verifier_behind",
+)
+"""Node-id prefixes of the tests that start a Chromium outside a browser module (found by
+watching which tests start one)."""
+
+SLOW = (
+    "contracts/test_fidelity.py",
+    "contracts/test_schemathesis.py",
+    "tests/local/test_cli_serve.py",
+    "tests/local/test_server_lifecycle.py",
+    "tests/test_codegen.py",
+    "tests/test_readme.py",
+    "tests/local/test_control_plane.py::test_ttl_expiry_and_restart",
+    "tests/local/test_control_plane.py::test_verifier_faults_are_structured",
+    "tests/local/test_evaluation_report_service.py::test_import_is_idempotent_by_digest_and_conflicts_on_change",
+    "tests/local/test_evaluation_report_service.py::test_more_than_30_new_reports_a_minute_is_429",
+    "tests/local/test_hostile_input.py::test_forty_runaway_queries_do_not_starve_the_server",
+    "tests/local/test_hostile_input.py::test_runaway_queries_are_stopped_at_the_deadline_and_the_server_answers_after",
+    "tests/local/test_hostile_input.py::test_without_the_jail_the_server_warns_and_refuses_verifiers",
+    "tests/local/test_hostile_input.py::test_a_restart_after_kill_9_releases_the_instances_of_interrupted_sessions",
+    "tests/local/test_hostile_input.py::test_a_restart_removes_verifier_scratch_dirs",
+    "tests/local/test_jobs.py::test_chat_completions_policy_drives_the_tools",
+    "tests/local/test_jobs.py::test_scripted_policy_solves_every_task_of_an_environment",
+    "tests/local/test_s3.py::test_objects_and_session_urls_survive_a_restart",
+    "tests/local/test_s3.py::test_without_s3_screenshots_keep_their_data_urls_and_go_nowhere",
+    "tests/test_context_manager.py::test_a_backtracking_search_is_a_tool_error_and_the_loop_keeps_running",
+    "tests/test_import_graph.py::test_the_deprecated_local_alias_gives_the_server_package_itself",
+    "tests/test_verifier_sandbox.py::test_infinite_loop_is_killed_at_the_timeout_and_output_is_capped",
+    "tests/test_verifier_sandbox.py::test_async_run_times_out",
+)
+"""Node-id prefixes (a module, or a test with all its parameters) of the slow tests the other
+markers leave in the quick subset: each took a second or more of a full run on a busy 2-core
+machine (servers of their own, subprocesses, deadlines that must run out, fuzzing)."""
+
+_BY_DIRECTORY = {"tests/e2e/": "e2e", "tests/integrations/": "integrations"}
+_SEED = pytest.StashKey[int | None]()
+_LEFT_OUT = pytest.StashKey[frozenset[str]]()
+
+
+def _matches(nodeid: str, prefixes: Iterable[str]) -> bool:
+    """Whether ``nodeid`` is one of ``prefixes`` or a test inside one (``::`` or ``[`` follows)."""
+    return any(nodeid == p or nodeid.startswith((f"{p}::", f"{p}[")) for p in prefixes)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--shuffle-seed",
+        metavar="SEED",
+        help="shuffle modules, and the tests inside each, with SEED (an integer, or 'random')",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    seed = config.getoption("--shuffle-seed")
+    if seed == "random":
+        seed = str(random.SystemRandom().randrange(10**6))
+    if seed is not None and not seed.isdigit():
+        raise pytest.UsageError(f"--shuffle-seed takes an integer or 'random', not {seed!r}")
+    config.stash[_SEED] = None if seed is None else int(seed)
+    # -m "not a and not b": markers no selected test can carry (any other form: none known).
+    expression = (config.getoption("markexpr") or "").strip()
+    plain = re.fullmatch(r"not \w+(?: and not \w+)*", expression)
+    config.stash[_LEFT_OUT] = frozenset(re.findall(r"not (\w+)", expression) if plain else ())
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """A directory whose marker ``-m`` leaves out is not even imported (the quick subset skips
+    importing OpenEnv, SkyRL and Ray, which takes seconds)."""
+    for directory, marker in _BY_DIRECTORY.items():
+        if marker in config.stash[_LEFT_OUT] and collection_path == config.rootpath / directory:
+            return True
+    return None
+
+
+def _order(config: pytest.Config) -> str:
+    seed = config.stash[_SEED]
+    if seed is None:
+        return "test order: file order (--shuffle-seed SEED|random shuffles it)"
+    return f"test order: shuffled, --shuffle-seed {seed}"
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return _order(config)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    if config.stash[_SEED] is not None:  # again beside the failures, and under -q too
+        terminalreporter.write_line(_order(config))
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker and fixtures regroup the order
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        nodeid = item.nodeid
+        for directory, marker in _BY_DIRECTORY.items():
+            if nodeid.startswith(directory):
+                item.add_marker(marker)
+        module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+        if BROWSER_MODULE.search(module) or _matches(nodeid, BROWSER):
+            item.add_marker("browser")
+        if _matches(nodeid, SLOW):
+            item.add_marker("slow")
+    seed = config.stash[_SEED]
+    if seed is not None:
+        items[:] = _shuffled(items, random.Random(seed))
+
+
+def _shuffled(items: list[pytest.Item], rng: random.Random) -> list[pytest.Item]:
+    """Modules in a random order; in each, its classes and functions in a random order, and the
+    tests of each of those (a class's methods, a function's parameters) too. A module's tests stay
+    together, so its module-scoped fixtures are still set up once."""
+    modules: dict[str, dict[str, list[pytest.Item]]] = {}
+    for item in items:
+        module, _, rest = item.nodeid.partition("::")
+        unit = rest.split("::", 1)[0].split("[", 1)[0]  # the class, or the function
+        modules.setdefault(module, {}).setdefault(unit, []).append(item)
+    order: list[pytest.Item] = []
+    for units in rng.sample(list(modules.values()), len(modules)):
+        for tests in rng.sample(list(units.values()), len(units)):
+            order += rng.sample(tests, len(tests))
+    return order
