@@ -12,6 +12,7 @@ Playwright connection (the ``computer`` tool) and every ``cdp_url`` client are c
   result) and those attached for it (``Target.attachedToTarget`` on one of its sessions);
 * every message is checked by ``_cdp_policy`` (refused methods, URLs outside the lease's hosts,
   downloads turned into ``deny``) and sent re-serialised, so the browser reads what was checked;
+  a context a client makes gets ``deny`` for downloads before the client hears of it;
 * when it disconnects, its browser session is detached, which detaches its child sessions and
   disposes the contexts it made with ``disposeOnDetach`` (Playwright's ``new_context``).
 
@@ -130,6 +131,8 @@ class CDPClient:
             logger.info("CDP %s refused: %s", method, why)
             self.deliver(_error(message_id, why, shown))
             return
+        if method == "Target.createBrowserContext":
+            self._connection.new_contexts.add((session, message_id))
         out = {"id": message_id, "method": method, "params": rewritten(method, params), "sessionId": session}
         try:
             await self._connection.write(out)
@@ -160,6 +163,8 @@ class CDPConnection:
         self._ids = itertools.count(1)
         self._owners: dict[str, CDPClient] = {}
         self._own_ids: set[int] = set()
+        self.new_contexts: set[tuple[str, int]] = set()
+        """(session, id) of each ``Target.createBrowserContext`` not answered yet."""
         self.closed = False
 
     async def open(self) -> None:
@@ -313,6 +318,12 @@ class CDPConnection:
             if isinstance(result, dict) and isinstance(result.get("sessionId"), str):
                 client.sessions.add(result["sessionId"])
                 self._owners[result["sessionId"]] = client
+            if (session, message["id"]) in self.new_contexts:
+                self.new_contexts.discard((session, message["id"]))
+                if isinstance(result, dict) and isinstance(result.get("browserContextId"), str):
+                    # Sent before the client hears of the context: no download in it is ever allowed.
+                    deny = {"behavior": "deny", "browserContextId": result["browserContextId"]}
+                    self._send_own("Browser.setDownloadBehavior", deny)
         return True
 
     def _root_message(self, message: dict[str, Any]) -> None:

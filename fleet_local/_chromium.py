@@ -41,6 +41,7 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +57,7 @@ from ._socks import SocksProxy
 if TYPE_CHECKING:
     from playwright.async_api import Browser, Page, Playwright, Route
     from websockets.asyncio.server import Server, ServerConnection
+    from websockets.http11 import Request, Response
 
 __all__ = [
     "START_DEADLINE",
@@ -258,7 +260,12 @@ class BrowserPool:
                 from websockets.asyncio.server import serve
 
                 self._internal = await serve(
-                    self._serve_internal, "127.0.0.1", 0, compression=None, max_size=INTERNAL_MAX_MESSAGE
+                    self._serve_internal,
+                    "127.0.0.1",
+                    0,
+                    compression=None,
+                    max_size=INTERNAL_MAX_MESSAGE,
+                    process_request=self._check_internal,
                 )
             return self._playwright  # type: ignore[no-any-return]
 
@@ -267,15 +274,26 @@ class BrowserPool:
         port = next(iter(self._internal.sockets)).getsockname()[1]
         return f"ws://127.0.0.1:{port}/{self._token}/{lease_id}"
 
+    def _internal_connection(self, path: str) -> CDPConnection | None:
+        """The browser a private WebSocket path names (``/<token>/<lease id>``), if the token is right."""
+        token, _, lease_id = path.removeprefix("/").partition("/")
+        if not secrets.compare_digest(token.encode(), self._token.encode()):
+            return None
+        return self._connections.get(lease_id)
+
+    def _check_internal(self, websocket: ServerConnection, request: Request) -> Response | None:
+        """Refuse, before the handshake, every path but a live browser's with the token."""
+        if self._internal_connection(request.path) is None:
+            return websocket.respond(HTTPStatus.NOT_FOUND, "not found\n")
+        return None
+
     async def _serve_internal(self, websocket: ServerConnection) -> None:
-        """The server's own Playwright, on the private WebSocket: ``/<token>/<lease id>``."""
+        """The server's own Playwright, on the private WebSocket."""
         from websockets.exceptions import ConnectionClosed
 
-        path = websocket.request.path if websocket.request is not None else ""
-        _, _, rest = path.partition("/")
-        token, _, lease_id = rest.partition("/")
-        connection = self._connections.get(lease_id)
-        if not secrets.compare_digest(token.encode(), self._token.encode()) or connection is None:
+        assert websocket.request is not None
+        connection = self._internal_connection(websocket.request.path)
+        if connection is None:  # its browser ended during the handshake
             await websocket.close(1008, "unknown browser")
             return
         client = await connection.attach()

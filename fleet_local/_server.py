@@ -54,7 +54,9 @@ def build_state(settings: LocalSettings) -> LocalState:
         environments=registry(),
         faults=FaultInjector(enabled=settings.faults_enabled),
     )
-    state.browser_leases = LeaseBook(state.store, state.data_dir, lambda: state.public_url)
+    state.browser_leases = LeaseBook(
+        state.store, state.data_dir, lambda: state.public_url, max_browsers=settings.max_browsers
+    )
     state.mcp_sessions = session_manager(state)
     state.mcp_sessionless = sessionless_manager(state)
     state.lease_mcp_sessions = _lease_endpoints.session_manager(state)
