@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import json
 import math
 import os
 import re
@@ -19,7 +20,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
@@ -247,6 +248,23 @@ async def test_a_lease_created_pending_gets_the_mcp_url_it_has_once_running(
         await fleet.close()
 
 
+async def _cdp_call(
+    client: _cdp.CDPClient, method: str, params: dict[str, Any], session: str | None = None
+) -> dict[str, Any]:
+    """One command on a CDP proxy client; its result (events on the way are dropped)."""
+    message: dict[str, Any] = {"id": 1, "method": method, "params": params}
+    if session is not None:
+        message["sessionId"] = session
+    await client.send(json.dumps(message))
+    while True:
+        raw = await asyncio.wait_for(client.receive(), 30)
+        assert raw is not None, "the browser went away"
+        reply = json.loads(raw)
+        if reply.get("id") == 1:
+            assert "result" in reply, reply
+            return dict(reply["result"])
+
+
 async def _shows(page: Page, pattern: str) -> bool:
     with contextlib.suppress(Exception):  # a page between two documents has no content yet
         return re.search(pattern, await page.content()) is not None
@@ -383,11 +401,23 @@ async def test_chromium_reaches_only_allowed_hosts_even_past_the_cdp_proxy(
         for url in (other_url, server.base_url.replace("127.0.0.1", "localhost")):
             with pytest.raises(Exception, match="ERR_SOCKS_CONNECTION_FAILED"):
                 await page.goto(url, timeout=15_000)
-        assert len(lease.proxy.refused) == 2
-        direct = await (await lease.browser.new_context(proxy={"server": "direct://"})).new_page()
-        for url in (f"{server.base_url}/healthz", other_url):
-            with pytest.raises(Exception, match="ERR_CONNECTION_REFUSED"):
-                await direct.goto(url, timeout=15_000)
+        server_port = server.base_url.rsplit(":", 1)[1]
+        assert {f"127.0.0.1:{other.getsockname()[1]}", f"localhost:{server_port}"} <= set(lease.proxy.refused)
+        # Raw CDP: Playwright would read "direct://" as an HTTP proxy at host "direct".
+        cdp = await lease.cdp.attach()
+        try:
+            context = await _cdp_call(cdp, "Target.createBrowserContext", {"proxyServer": "direct://"})
+            created = {"url": "about:blank", "browserContextId": context["browserContextId"]}
+            target = await _cdp_call(cdp, "Target.createTarget", created)
+            attach = {"targetId": target["targetId"], "flatten": True}
+            session = (await _cdp_call(cdp, "Target.attachToTarget", attach))["sessionId"]
+            went = await _cdp_call(cdp, "Page.navigate", {"url": f"{server.base_url}/healthz"}, session)
+            assert went.get("errorText") == "net::ERR_CONNECTION_REFUSED", went  # no way out
+            went = await _cdp_call(cdp, "Page.navigate", {"url": other_url}, session)
+            # The server's Playwright guards this page too (it adopts every page it sees).
+            assert went.get("errorText") in ("net::ERR_CONNECTION_REFUSED", "net::ERR_BLOCKED_BY_CLIENT")
+        finally:
+            cdp.close()
         with pytest.raises(BlockingIOError):
             other.accept()  # nothing ever connected to the forbidden listener
     finally:

@@ -28,6 +28,8 @@ from websockets.asyncio.client import ClientConnection, connect
 from fleet_local import LocalFleet
 from fleet_local._chromium_launch import BROWSER_UID
 from fleet_local._hosts import host_allowed
+from fleet_sdk import RateLimitError
+from fleet_sdk.browser import BrowserSession
 from fleet_sdk.mcp import MCPClient
 from fleet_sdk.types import browser_lease as bm
 
@@ -392,6 +394,42 @@ def test_browsers_are_capped_server_wide_with_429_and_retry_after(tmp_path: Path
             == 200
         )
         assert api.post("/v1/browser", json={"ttl_seconds": 60}).status_code == 429  # the instance took it
+
+
+async def test_a_browser_session_waits_for_a_free_browser(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With every browser taken, ``BrowserSession.open`` creates its lease again after each
+    429's ``Retry-After``, within its ready deadline, rather than failing the episode."""
+    with LocalFleet(tmp_path / "server", max_browsers=1) as local:
+        fleet = local.async_fleet()
+        holder = await fleet.api.browser.create_browser_lease(bm.BrowserLeaseRequest(ttl_seconds=60))
+        env = await fleet.make("orderdesk")
+        refusals: list[int] = []
+        create = fleet.api.browser.create_browser_lease
+
+        async def counted(body: bm.BrowserLeaseRequest) -> bm.BrowserLease:
+            try:
+                return await create(body)
+            except RateLimitError as exc:
+                refusals.append(exc.status_code)
+                raise
+
+        monkeypatch.setattr(fleet.api.browser, "create_browser_lease", counted)
+        opening = asyncio.ensure_future(BrowserSession.open(fleet, env, ready_deadline=60))
+        try:
+            end = time.monotonic() + 30
+            while not refusals:
+                assert time.monotonic() < end and not opening.done(), "the session never met the cap"
+                await asyncio.sleep(0.05)
+            await fleet.api.browser.delete_browser_lease(holder.lease_id)
+            session = await opening
+            assert session.screenshot is not None and refusals[0] == 429
+            await session.close()
+        finally:
+            opening.cancel()
+            await env.close()
+            await fleet.close()
 
 
 # ---------------------------------------------------------------- the model, through navigate
