@@ -7,8 +7,9 @@ and its ``mcp_url`` / ``cdp_url`` / ``stream_url`` point at this server under
 and killed, process group and all, when the lease ends. ``mcp_url`` serves the
 ``computer`` tool over MCP (``_computer``, ``_lease_endpoints``), ``cdp_url``
 the browser's DevTools endpoint (with the bearer key, through the CDP proxy);
-``stream_url`` (a live video stream) is not served, so ``stream_ready`` stays false. ``GET /v1/browser/{lease_id}/mcp-tools``
-lists the ``computer`` tool with its input schema (``COMPUTER_TOOL``).
+``stream_url`` (a live video stream) is not served, so ``stream_ready`` stays false.
+``GET /v1/browser/{lease_id}/mcp-tools`` lists the ``computer`` tool with its input schema
+(``COMPUTER_TOOL``).
 
 Leases end three ways: ``DELETE`` (status ``terminated``), their TTL
 (``expired``), or the server shutting down (every browser is killed; the lease
