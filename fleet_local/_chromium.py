@@ -348,8 +348,11 @@ class BrowserPool:
             browser = await self._started(lease_id, allowed_hosts, launched)
             try:
                 await asyncio.wait_for(browser.attach(playwright, self._endpoint(lease_id)), START_DEADLINE)
-            except BaseException:
+            except BaseException as exc:
+                exited = browser.process.poll()
                 self._retire(browser)
+                if exited is not None and isinstance(exc, Exception):
+                    raise BrowserStartError(f"chromium exited with status {exited} at start") from exc
                 raise
             if start_url is not None and browser.page is not None:
                 try:

@@ -137,7 +137,7 @@ def cover_for(root: Path, ids: tuple[int, int] | None) -> str | None:
         root: The pool's root, where profiles are made.
         ids: The browser's uid and gid (None: the server's own).
     """
-    root = root.resolve()
+    root = root.absolute()
     cover = _blocking_ancestor(root, ids) or root.parent
     return None if cover == Path("/") else str(cover)
 
@@ -193,6 +193,7 @@ def launch(executable: str, root: Path, flags: list[str]) -> Launched:
     Raises:
         BrowserStartError: It did not start.
     """
+    root = root.absolute()
     root.mkdir(parents=True, exist_ok=True)
     profile = Path(tempfile.mkdtemp(prefix=PROFILE_PREFIX, dir=root))
     ids = browser_ids()
@@ -207,7 +208,7 @@ def launch(executable: str, root: Path, flags: list[str]) -> Launched:
         "cdp_out": cdp_out_write,
         "profile": str(profile),
         "cover": cover_for(root, ids),
-        "reachable": _blocking_ancestor(root.resolve(), ids) is None,
+        "reachable": _blocking_ancestor(root, ids) is None,
         "uid": ids[0] if ids else None,
         "gid": ids[1] if ids else None,
         "argv": [executable, *flags, f"--user-data-dir={profile}", "about:blank"],

@@ -180,6 +180,8 @@ def _serve_claimed(
         # Longer than clients keep idle pooled connections, so the server never closes one
         # under a request a client is just sending (a load balancer's idle timeout is similar).
         timeout_keep_alive=75,
+        # CDP WebSockets carry screenshots: compressing them costs the event loop ~10 ms each.
+        ws_per_message_deflate=False,
     )
     try:
         Server(config).run(sockets=[sock])
