@@ -154,7 +154,7 @@ def session_manager(state: LocalState) -> StreamableHTTPSessionManager:
     return StreamableHTTPSessionManager(_build_server(state), json_response=True, stateless=True)
 
 
-def _not_found(exc: LocalAPIError) -> JSONResponse:
+def _error_response(exc: LocalAPIError) -> JSONResponse:
     return JSONResponse(exc.body(), status_code=exc.status)
 
 
@@ -170,7 +170,7 @@ class _LeaseMCPEndpoint:
         try:
             live_lease(self._state, lease_id)
         except LocalAPIError as exc:
-            await _not_found(exc)(scope, receive, send)
+            await _error_response(exc)(scope, receive, send)
             return
         await self._state.lease_mcp_sessions.handle_request({**scope, _SCOPE_KEY: lease_id}, receive, send)
 
@@ -194,12 +194,12 @@ def _cdp_endpoint(state: LocalState, which: str) -> Any:
     async def endpoint(request: Request) -> Response:
         refusal = _key_refusal(state, request.headers)
         if refusal is not None:
-            return _not_found(refusal)
+            return _error_response(refusal)
         lease_id = request.path_params["lease_id"]
         try:
             browser = await lease_browser(state, lease_id)
         except LocalAPIError as exc:
-            return _not_found(exc)
+            return _error_response(exc)
         except BrowserStartError as exc:
             return _unavailable(exc)
         base = _devtools_base(request.url, lease_id)
@@ -239,7 +239,7 @@ def _cdp_endpoint(state: LocalState, which: str) -> Any:
 async def _refuse_socket(websocket: WebSocket, exc: LocalAPIError | Exception) -> None:
     """Refuse a WebSocket before accepting it: an HTTP answer where the server can send one."""
     if "websocket.http.response" in websocket.scope.get("extensions", {}):
-        answer = _not_found(exc) if isinstance(exc, LocalAPIError) else _unavailable(exc)
+        answer = _error_response(exc) if isinstance(exc, LocalAPIError) else _unavailable(exc)
         await websocket.send_denial_response(answer)
     else:
         await websocket.close(code=1008)
@@ -256,11 +256,12 @@ def _cdp_socket(state: LocalState) -> Any:
         try:
             browser = await lease_browser(state, lease_id)
             client = await browser.cdp.attach(target)
-        except LocalAPIError as exc:
+        except (LocalAPIError, BrowserStartError) as exc:
             await _refuse_socket(websocket, exc)
             return
-        except (BrowserStartError, CDPError) as exc:
-            await _refuse_socket(websocket, exc)
+        except CDPError as exc:  # no such page (or not one a client may attach to), or no browser
+            refused = LocalAPIError(404, str(exc), code="not_found", retryable=False) if target else exc
+            await _refuse_socket(websocket, refused)
             return
         await websocket.accept()
 
@@ -294,9 +295,9 @@ def mount(app: FastAPI, state: LocalState) -> None:
     ):
         for slash in ("", "/"):
             routes.append(Route(CDP_PATH + suffix + slash, _cdp_endpoint(state, which), methods=["GET"]))
-    socket = _cdp_socket(state)
+    devtools = _cdp_socket(state)
     for path in ("/devtools/browser", "/devtools/browser/{browser_id}", "/devtools/page/{target_id}"):
-        routes.append(WebSocketRoute(CDP_PATH + path, socket))
+        routes.append(WebSocketRoute(CDP_PATH + path, devtools))
     app.router.routes[0:0] = routes
 
 

@@ -31,6 +31,7 @@ from fleet_local import LocalFleet, _cdp, _chromium
 from fleet_local._chromium import BrowserPool
 from fleet_local._chromium_launch import Launched
 from fleet_local._lease_book import REAPER_INTERVAL
+from fleet_sdk import BrowserStartError
 from fleet_sdk.browser import is_blank_png
 from fleet_sdk.mcp import MCPClient
 from fleet_sdk.task_env import TaskEnv
@@ -423,3 +424,19 @@ async def test_chromium_reaches_only_allowed_hosts_even_past_the_cdp_proxy(
     finally:
         other.close()
         await pool.aclose()
+
+
+async def test_a_chromium_that_dies_at_start_is_named_in_the_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The confining helper reports before Chromium runs; a browser that then exits at once fails
+    the start with its exit status, and leaves no process or profile behind."""
+    monkeypatch.setenv("FLEET_CHROMIUM", "/bin/false")
+    pool = BrowserPool(tmp_path / "browsers")
+    try:
+        with pytest.raises(BrowserStartError, match="exited with status 1 at start"):
+            await pool.get("lease-dies", ["127.0.0.1"])
+        assert pool.live == {}
+    finally:
+        await pool.aclose()
+    assert not list((tmp_path / "browsers").iterdir())
