@@ -135,7 +135,7 @@ class CDPClient:
             self._connection.new_contexts.add((session, message_id))
         out = {"id": message_id, "method": method, "params": rewritten(method, params), "sessionId": session}
         try:
-            await self._connection.write(out)
+            self._connection.write(out)
         except ValueError:  # NaN or Infinity: not JSON
             self.deliver(_error(message_id, "params must be JSON (no NaN or Infinity)", shown, -32602))
 
@@ -180,8 +180,8 @@ class CDPConnection:
         self._reader, self._writer = reader, transport
         self._reading = asyncio.ensure_future(self._read_loop())
 
-    async def write(self, message: dict[str, Any]) -> None:
-        """Send one message to the browser.
+    def write(self, message: dict[str, Any]) -> None:
+        """Send one message to the browser (buffered by the pipe's transport; Chromium reads fast).
 
         Raises:
             ValueError: ``message`` is not JSON (NaN, Infinity).
@@ -202,7 +202,7 @@ class CDPConnection:
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._calls[message_id] = future
         try:
-            await self.write({"id": message_id, "method": method, "params": params or {}})
+            self.write({"id": message_id, "method": method, "params": params or {}})
             async with asyncio.timeout(CALL_TIMEOUT):
                 answer = await future
         except TimeoutError:
