@@ -214,6 +214,8 @@ class LocalFleet:
         verifier_memory_mb: Address-space limit of a verifier process.
         job_concurrency: Sessions a job runs at once.
         job_browser_concurrency: Browser leases (a Chromium each) a job holds at once.
+        instance_browsers: Instances whose ``cdp`` resource may hold a browser at once.
+        max_browsers: Browser leases live at once, server-wide (429 beyond).
         model_base_url: OpenAI-compatible chat-completions URL for the jobs' model policies.
         model_api_key: Key for ``model_base_url`` (handed over in the environment, never argv).
         instance_ttl_seconds: Default TTL of an instance.
@@ -245,6 +247,8 @@ class LocalFleet:
         verifier_memory_mb: int | None = None,
         job_concurrency: int | None = None,
         job_browser_concurrency: int | None = None,
+        instance_browsers: int | None = None,
+        max_browsers: int | None = None,
         model_base_url: str | None = None,
         model_api_key: str | None = None,
         instance_ttl_seconds: int | None = None,
@@ -270,6 +274,8 @@ class LocalFleet:
             "verifier_memory_mb": verifier_memory_mb,
             "job_concurrency": job_concurrency,
             "job_browser_concurrency": job_browser_concurrency,
+            "instance_browsers": instance_browsers,
+            "max_browsers": max_browsers,
             "model_base_url": model_base_url,
             "instance_ttl_seconds": instance_ttl_seconds,
             "reaper_interval": reaper_interval,

@@ -258,7 +258,7 @@ async def _cdp_call(
         message["sessionId"] = session
     await client.send(json.dumps(message))
     while True:
-        raw = await asyncio.wait_for(client.receive(), 30)
+        raw = await asyncio.wait_for(client.receive(), PATIENCE)
         assert raw is not None, "the browser went away"
         reply = json.loads(raw)
         if reply.get("id") == 1:
@@ -361,7 +361,7 @@ async def test_a_context_of_the_cdp_client_cannot_leave_allowed_hosts(server: Lo
             response = await page.goto(f"{server.base_url}/healthz")
             assert response is not None  # the lease's own host loads (a refused proxy raises)
             with pytest.raises(Exception, match=r"Page.navigate to .* is refused"):
-                await page.goto(other_url, timeout=15_000)
+                await page.goto(other_url, timeout=PATIENCE * 1000)
             # A link to it, which CDP does not see: refused by the route guard (the server's
             # Playwright guards every page it sees) or the lease's proxy.
             await page.set_content(f'<a href="{other_url}">other</a>')
@@ -401,7 +401,7 @@ async def test_chromium_reaches_only_allowed_hosts_even_past_the_cdp_proxy(
         assert await page.goto(f"{server.base_url}/healthz") is not None
         for url in (other_url, server.base_url.replace("127.0.0.1", "localhost")):
             with pytest.raises(Exception, match="ERR_SOCKS_CONNECTION_FAILED"):
-                await page.goto(url, timeout=15_000)
+                await page.goto(url, timeout=PATIENCE * 1000)
         server_port = server.base_url.rsplit(":", 1)[1]
         assert {f"127.0.0.1:{other.getsockname()[1]}", f"localhost:{server_port}"} <= set(lease.proxy.refused)
         # Raw CDP: Playwright would read "direct://" as an HTTP proxy at host "direct".

@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import socket
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import httpx
 import pytest
 from _http import bearer
 from _procs import chromium_groups, descendants, processes
+from _waits import PATIENCE, wait_until_async
 from websockets.asyncio.client import ClientConnection, connect
 
 from fleet_local import LocalFleet
@@ -44,8 +44,8 @@ def server() -> Iterator[LocalFleet]:
 async def live_lease(server: LocalFleet, **request: Any) -> AsyncIterator[bm.BrowserLease]:
     """A lease whose browser runs (one screenshot taken), deleted afterwards."""
     fleet = server.async_fleet()
-    lease = await fleet.api.browser.create_browser_lease(bm.BrowserLeaseRequest(ttl_seconds=300, **request))
-    mcp = MCPClient([lease.mcp_url or ""], call_deadline=60)
+    lease = await fleet.api.browser.create_browser_lease(bm.BrowserLeaseRequest(ttl_seconds=600, **request))
+    mcp = MCPClient([lease.mcp_url or ""], call_deadline=PATIENCE)
     try:
         shot = await mcp.call_tool("computer", {"action": "screenshot"})
         assert isinstance(shot, list), shot
@@ -70,26 +70,27 @@ class RawCDP:
         self._next += 1
         await self._ws.send(json.dumps({"id": self._next, "method": method, "params": params or {}, **extra}))
         while True:
-            message = json.loads(await asyncio.wait_for(self._ws.recv(), 30))
+            message = json.loads(await asyncio.wait_for(self._ws.recv(), PATIENCE))
             if message.get("id") == self._next:
                 return dict(message)
             self.events.append(message)
 
-    async def event(self, matches: Callable[[dict[str, Any]], bool], deadline: float = 30) -> dict[str, Any]:
+    async def event(self, matches: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
         """The first event (seen or still to come) that ``matches``."""
-        end = time.monotonic() + deadline
-        while True:
-            for event in self.events:
-                if matches(event):
-                    return event
-            assert time.monotonic() < end, "no such event in time"
-            with contextlib.suppress(TimeoutError):
-                self.events.append(json.loads(await asyncio.wait_for(self._ws.recv(), 1)))
+
+        async def seen() -> dict[str, Any] | None:
+            found = next((event for event in self.events if matches(event)), None)
+            if found is None:
+                with contextlib.suppress(TimeoutError):
+                    self.events.append(json.loads(await asyncio.wait_for(self._ws.recv(), 0.5)))
+            return found
+
+        return await wait_until_async(seen, "the CDP event")
 
 
 @contextlib.asynccontextmanager
 async def raw_cdp(server: LocalFleet, lease: bm.BrowserLease) -> AsyncIterator[RawCDP]:
-    async with httpx.AsyncClient(headers=bearer(server), timeout=30) as http:
+    async with httpx.AsyncClient(headers=bearer(server), timeout=PATIENCE) as http:
         version = (await http.get(f"{lease.cdp_url}/json/version")).json()
     async with connect(
         version["webSocketDebuggerUrl"], additional_headers=bearer(server), max_size=None
@@ -145,20 +146,20 @@ async def test_a_live_lease_browser_listens_on_no_port(server: LocalFleet) -> No
             for port in _listening_ports(pid)
         }
         assert ports  # the server's own port at least
-        async with httpx.AsyncClient(timeout=5) as http:
+        async with httpx.AsyncClient(timeout=PATIENCE) as http:
             for port in ports:
                 for path in ("/json/version", "/json/list", "/json"):
                     with contextlib.suppress(httpx.HTTPError):
                         answer = await http.get(f"http://127.0.0.1:{port}{path}")
                         assert "webSocketDebuggerUrl" not in answer.text, (port, path)
                 with pytest.raises(Exception):  # noqa: B017 - any refusal will do, a session must not open
-                    async with connect(f"ws://127.0.0.1:{port}/devtools/browser", open_timeout=5):
+                    async with connect(f"ws://127.0.0.1:{port}/devtools/browser", open_timeout=PATIENCE):
                         pass
 
 
 async def test_cdp_discovery_and_its_websockets_need_the_key(server: LocalFleet) -> None:
     async with live_lease(server) as lease:
-        async with httpx.AsyncClient(timeout=30) as http:
+        async with httpx.AsyncClient(timeout=PATIENCE) as http:
             for path in ("", "/json/version", "/json/list", "/json"):
                 for headers in ({}, {"Authorization": "Bearer wrong"}, {"X-API-Key": server.api_key}):
                     answer = await http.get(f"{lease.cdp_url}{path}", headers=headers)
@@ -169,7 +170,7 @@ async def test_cdp_discovery_and_its_websockets_need_the_key(server: LocalFleet)
         for url in (version["webSocketDebuggerUrl"], pages[0]["webSocketDebuggerUrl"]):
             for headers in ({}, {"Authorization": "Bearer wrong"}):
                 with pytest.raises(Exception, match="401"):
-                    async with connect(url, additional_headers=headers, open_timeout=10):
+                    async with connect(url, additional_headers=headers, open_timeout=PATIENCE):
                         pass
         # With the key, a page's own endpoint (as chrome-remote-interface uses) works.
         async with connect(pages[0]["webSocketDebuggerUrl"], additional_headers=bearer(server)) as ws:
@@ -377,11 +378,11 @@ def test_browsers_are_capped_server_wide_with_429_and_retry_after(tmp_path: Path
     ``max_browsers`` is a 429 with ``Retry-After``, lease and instance browsers counted together."""
     with (
         LocalFleet(tmp_path / "server", max_browsers=2) as local,
-        httpx.Client(base_url=local.base_url, headers=bearer(local), timeout=30) as api,
+        httpx.Client(base_url=local.base_url, headers=bearer(local), timeout=PATIENCE) as api,
     ):
-        leases = [api.post("/v1/browser", json={"ttl_seconds": 60}) for _ in range(2)]
+        leases = [api.post("/v1/browser", json={"ttl_seconds": 600}) for _ in range(2)]
         assert [r.status_code for r in leases] == [200, 200]
-        full = api.post("/v1/browser", json={"ttl_seconds": 60})
+        full = api.post("/v1/browser", json={"ttl_seconds": 600})
         assert full.status_code == 429, full.text
         assert full.json()["code"] == "browser_limit" and full.json()["retryable"] is True
         assert 1 <= int(full.headers["Retry-After"]) <= 5
@@ -393,7 +394,7 @@ def test_browsers_are_capped_server_wide_with_429_and_retry_after(tmp_path: Path
             api.get(f"/instances/{instance['instance_id']}/api/v1/env/resources/cdp/describe").status_code
             == 200
         )
-        assert api.post("/v1/browser", json={"ttl_seconds": 60}).status_code == 429  # the instance took it
+        assert api.post("/v1/browser", json={"ttl_seconds": 600}).status_code == 429  # the instance took it
 
 
 async def test_a_browser_session_waits_for_a_free_browser(
@@ -403,7 +404,7 @@ async def test_a_browser_session_waits_for_a_free_browser(
     429's ``Retry-After``, within its ready deadline, rather than failing the episode."""
     with LocalFleet(tmp_path / "server", max_browsers=1) as local:
         fleet = local.async_fleet()
-        holder = await fleet.api.browser.create_browser_lease(bm.BrowserLeaseRequest(ttl_seconds=60))
+        holder = await fleet.api.browser.create_browser_lease(bm.BrowserLeaseRequest(ttl_seconds=600))
         env = await fleet.make("orderdesk")
         refusals: list[int] = []
         create = fleet.api.browser.create_browser_lease
@@ -416,12 +417,10 @@ async def test_a_browser_session_waits_for_a_free_browser(
                 raise
 
         monkeypatch.setattr(fleet.api.browser, "create_browser_lease", counted)
-        opening = asyncio.ensure_future(BrowserSession.open(fleet, env, ready_deadline=60))
+        opening = asyncio.ensure_future(BrowserSession.open(fleet, env, ready_deadline=2 * PATIENCE))
         try:
-            end = time.monotonic() + 30
-            while not refusals:
-                assert time.monotonic() < end and not opening.done(), "the session never met the cap"
-                await asyncio.sleep(0.05)
+            await wait_until_async(lambda: refusals or opening.done(), "the session met the cap")
+            assert not opening.done(), "it opened past the cap"
             await fleet.api.browser.delete_browser_lease(holder.lease_id)
             session = await opening
             assert session.screenshot is not None and refusals[0] == 429
@@ -459,14 +458,14 @@ async def test_a_backslash_in_a_navigation_url_fails_the_host_check(server: Loca
     check as a URL of the allowed host and the browser went to 127.0.0.2."""
     port = server.base_url.rsplit(":", 1)[1]
     async with live_lease(server) as lease:
-        mcp = MCPClient([lease.mcp_url or ""], call_deadline=60)
+        mcp = MCPClient([lease.mcp_url or ""], call_deadline=PATIENCE)
         try:
             sneaky = f"http://127.0.0.2:18080\\@127.0.0.1:{port}/"
             value = await mcp.call_tool("computer", {"action": "navigate", "url": sneaky})
             assert isinstance(value, dict) and "not in the lease's allowed_hosts" in value["error"], value
         finally:
             await mcp.aclose()
-    async with httpx.AsyncClient(base_url=server.base_url, headers=bearer(server), timeout=60) as api:
+    async with httpx.AsyncClient(base_url=server.base_url, headers=bearer(server), timeout=PATIENCE) as api:
         instance = (await api.post("/v1/env/instances", json={"env_key": "orderdesk"})).json()["instance_id"]
         try:
             started = await api.post(
