@@ -43,6 +43,8 @@ from .png import is_blank_png
 from .tools import Tool
 
 if TYPE_CHECKING:
+    from fleet_generated.browser_lease.models import BrowserLease, BrowserLeaseRequest
+
     from ._client import AsyncFleet
     from .env import AsyncEnv
 
@@ -125,7 +127,7 @@ def _png_from_value(value: Any) -> bytes | None:
     return None
 
 
-async def _create_lease(fleet: AsyncFleet, request: Any, ready: Deadline) -> Any:
+async def _create_lease(fleet: AsyncFleet, request: BrowserLeaseRequest, ready: Deadline) -> BrowserLease:
     """Create the lease, waiting out 429s (no browser free: browser-lease.yaml) until ``ready`` ends.
 
     A refused create made nothing, so making it again is safe.
