@@ -1,5 +1,8 @@
-"""Browser leases on the local server: screenshot latency (action to PNG) and memory per live lease.
+"""Browser leases on the local server: start-up time, screenshot latency (action to PNG) and
+memory per live lease.
 
+Start-up is a lease's first ``computer`` call, from the create to its PNG: Chromium's start (and
+its confinement), the Playwright attach and one screenshot; each lease is deleted before the next.
 Latency is measured over MCP, as an agent sees it, and printed as a ratio to a plain tool call on
 the instance's own MCP endpoint measured in the same rounds (A/B/A/B). Memory is the proportional
 set size (PSS, so shared pages are not counted twice) of every process in the leases' Chromium
@@ -54,9 +57,33 @@ async def timed(client: MCPClient, name: str, args: dict[str, object]) -> float:
     return elapsed
 
 
-async def main(rounds: int, levels: list[int]) -> None:
+async def startup(fleet: AsyncFleet, starts: int) -> None:
+    """Time ``starts`` cold starts: create a lease, take its first screenshot, delete it."""
+    times = []
+    for _ in range(starts + 1):  # the first also starts the Playwright driver: not counted
+        started = time.perf_counter()
+        lease = await fleet.api.browser.create_browser_lease(bm.BrowserLeaseRequest(ttl_seconds=300))
+        client = MCPClient([lease.mcp_url or ""])
+        try:
+            await timed(client, "computer", {"action": "screenshot"})
+            times.append(time.perf_counter() - started)
+        finally:
+            await client.aclose()
+            await fleet.api.browser.delete_browser_lease(lease.lease_id)
+    counted = sorted(times[1:])
+    p90 = counted[min(len(counted) - 1, int(len(counted) * 0.9))]
+    median = statistics.median(counted)
+    print(
+        f"start-up (create to first PNG), {starts} starts: median {median * 1000:6.0f} ms, "
+        f"p90 {p90 * 1000:6.0f} ms, min {counted[0] * 1000:6.0f} ms"
+    )
+
+
+async def main(rounds: int, levels: list[int], starts: int) -> None:
     async with LocalFleet() as local:
         fleet: AsyncFleet = local.async_fleet()
+        if starts:
+            await startup(fleet, starts)
         env = await fleet.make("orderdesk")
         page = f"{env.instance.urls.app[0]}orders"
         tool = (env.mcp, "get_order", {"order_id": 1013})
@@ -100,5 +127,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--leases", default="1,2,4", help="live leases per measurement, comma-separated")
+    parser.add_argument("--starts", type=int, default=10, help="cold starts to time (0: none)")
     args = parser.parse_args()
-    asyncio.run(main(args.rounds, [int(x) for x in args.leases.split(",")]))
+    levels = [int(x) for x in args.leases.split(",") if x]
+    asyncio.run(main(args.rounds, levels, args.starts))

@@ -260,7 +260,9 @@ async def test_instance_resources(
         cdp_url = await browser.cdp_url()
         assert cdp_url.startswith(server.base_url)
         async with async_playwright() as playwright:
-            connected = await playwright.chromium.connect_over_cdp(cdp_url)
+            # The local server's CDP needs the key the SDK was made with (docs/threat-model.md).
+            key = {"Authorization": f"Bearer {server.api_key}"}
+            connected = await playwright.chromium.connect_over_cdp(cdp_url, headers=key)
             page = connected.contexts[0].pages[0]
             assert page.url == env.urls.root  # the instance's web UI
             await connected.close()

@@ -6,9 +6,10 @@ and its ``mcp_url`` / ``cdp_url`` / ``stream_url`` point at this server under
 (``_chromium``), started on the lease's first use of ``mcp_url`` or ``cdp_url``
 and killed, process group and all, when the lease ends. ``mcp_url`` serves the
 ``computer`` tool over MCP (``_computer``, ``_lease_endpoints``), ``cdp_url``
-the browser's DevTools endpoint; ``stream_url`` (a live video stream) is not
-served, so ``stream_ready`` stays false. ``GET /v1/browser/{lease_id}/mcp-tools``
-lists the ``computer`` tool with its input schema (``COMPUTER_TOOL``).
+the browser's DevTools endpoint (with the bearer key, through the CDP proxy);
+``stream_url`` (a live video stream) is not served, so ``stream_ready`` stays false.
+``GET /v1/browser/{lease_id}/mcp-tools`` lists the ``computer`` tool with its input schema
+(``COMPUTER_TOOL``).
 
 Leases end three ways: ``DELETE`` (status ``terminated``), their TTL
 (``expired``), or the server shutting down (every browser is killed; the lease
@@ -17,7 +18,8 @@ a lease is read, and by a reaper task started in ``lifespan`` so the store
 reflects it without a read. Deleting an ended lease answers 410, an unknown one
 404. ``Idempotency-Key`` on create returns the lease first created with that key
 and body (another body is a 409); a client-chosen ``lease_id`` that is still live
-is a 409 too, while the id of an ended lease starts a new lease.
+is a 409 too, while the id of an ended lease starts a new lease. Past ``max_browsers``
+live leases a create is a 429 with ``Retry-After`` (``_lease_book``).
 """
 
 from __future__ import annotations
@@ -101,7 +103,8 @@ def router(state: LocalState) -> APIRouter:
         body: models.BrowserLeaseRequest,
         idempotency_key: IdempotencyKey = None,
     ) -> dict[str, Any]:
-        """Start a lease, ``running`` at once; the same ``Idempotency-Key`` and body return the same lease."""
+        """Start a lease, ``running`` at once; the same ``Idempotency-Key`` and body return the same
+        lease; 429 ``browser_limit`` past ``max_browsers`` live leases."""
         return _book(state).create(body, idempotency_key)
 
     @api.get("/v1/browser/{lease_id}", response_model=models.BrowserLease)

@@ -1,10 +1,17 @@
-"""One headless Chromium per browser lease, driven over CDP with Playwright.
+"""One headless Chromium per browser lease, confined, driven over a pipe, with Playwright on top.
 
 The browser is the system's Chromium (``chromium`` on Debian; ``FLEET_CHROMIUM`` overrides the
-path): browser downloads are not needed. Each lease gets its own process, started with a fresh
-profile directory and ``--remote-debugging-port=0``; the port Chromium picked is read from the
-``DevToolsActivePort`` file it writes into the profile. Playwright then attaches with
-``connect_over_cdp``, and the same port serves the lease's ``cdp_url`` (``_browser``).
+path): browser downloads are not needed. Each lease gets its own process on a fresh profile
+directory, started confined (``_chromium_launch``, ``_chromium_confine``): a network namespace of
+its own, the server's data dir hidden, an unprivileged uid with Chromium's sandbox on, as far as
+the machine allows (:attr:`BrowserPool.confinement` says what held; the server warns once when
+something did not).
+
+No TCP DevTools port: Chromium speaks CDP on ``--remote-debugging-pipe``, and that pipe is held by
+a :class:`~fleet_local._cdp.CDPConnection` in the server, which every client shares, each through
+the CDP proxy's checks (``_cdp_policy``). The server's own Playwright (for the ``computer`` tool)
+connects through a private loopback WebSocket whose path holds a random token; key holders
+connect through the lease's ``cdp_url`` (``_lease_endpoints``).
 
 Chromium runs in a process group of its own (``start_new_session``), so ending a lease kills the
 browser and every renderer/utility child it forked with one ``killpg``: no orphan processes, even
@@ -14,12 +21,13 @@ until it is reaped, so it dies with the server even when the server is SIGKILLed
 shutdown. (The Playwright driver needs no guard: it exits when its stdin pipe from the server
 closes, ``tests/local/test_server_lifecycle.py``.)
 
-``allowed_hosts`` is enforced on three levels: ``navigate`` refuses a URL outside them before the
-browser sees it, a route on the default context aborts every request (links, forms, redirects,
-sub-resources) to any other host, and Chromium itself is started with a proxy that refuses every
-connection and a bypass list of exactly the allowed hosts (loopback included: ``<-loopback>``), so
-a client holding ``cdp_url`` that opens a context of its own cannot reach any other host either,
-IP literals included.
+``allowed_hosts`` is enforced on four levels: ``navigate`` refuses a URL outside them before the
+browser sees it; a route on the default context aborts every request (links, forms, redirects,
+sub-resources) to any other host; the CDP proxy refuses navigations and targets outside them and
+any context with a proxy of its own; and every connection Chromium makes goes through the lease's
+SOCKS proxy (``_socks``), which connects only to the allowed hosts. In its own network namespace
+that proxy is Chromium's only way out, so even a context that CDP could switch to ``direct://``
+reaches nothing.
 """
 
 from __future__ import annotations
@@ -28,28 +36,34 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
+import secrets
 import shutil
-import signal
-import socket
 import subprocess
-import tempfile
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from fleet_sdk import BrowserStartError
-from fleet_sdk.process_groups import guard_group, release_group
+
+from ._cdp import CDPConnection, pump
+from ._chromium_launch import PROFILE_PREFIX, START_DEADLINE, Confinement, Launched, kill_group
+from ._chromium_launch import launch as _launch
+from ._chromium_launch import reap as _reap
+from ._hosts import host_allowed
+from ._socks import SocksProxy
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser, Page, Playwright, Route
+    from websockets.asyncio.server import Server, ServerConnection
+    from websockets.http11 import Request, Response
 
 __all__ = [
+    "START_DEADLINE",
     "VIEWPORT",
     "BrowserPool",
+    "Confinement",
     "LeaseBrowser",
     "browser_unavailable",
     "chromium_executable",
@@ -59,18 +73,11 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-PROFILE_PREFIX = "chromium-"
-"""Name prefix of each browser's profile directory under the pool's root."""
-
 VIEWPORT = {"width": 1280, "height": 800}
 """Size of every lease's page, in CSS pixels (screenshots have this size)."""
 
-START_DEADLINE = 30.0
-"""Seconds Chromium gets to write its DevTools port."""
-
 CHROMIUM_FLAGS = (
     "--headless",
-    "--no-sandbox",
     "--disable-gpu",
     "--disable-quic",
     "--no-first-run",
@@ -79,10 +86,14 @@ CHROMIUM_FLAGS = (
     "--disable-component-update",
     "--disable-sync",
     "--disable-dev-shm-usage",
-    "--remote-debugging-address=127.0.0.1",
-    "--remote-debugging-port=0",
+    "--remote-debugging-pipe",
+    # WebRTC sends UDP past any proxy; where there is no network namespace this keeps it off.
+    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
     f"--window-size={VIEWPORT['width']},{VIEWPORT['height']}",
 )
+
+INTERNAL_MAX_MESSAGE = 64 * 1024 * 1024
+"""Largest message the server's own Playwright may send on its private WebSocket."""
 
 
 def chromium_executable() -> str | None:
@@ -116,56 +127,31 @@ def missing_chromium() -> str:
     return "no Chromium found (install the 'chromium' package or set FLEET_CHROMIUM)"
 
 
-def host_allowed(url: str, allowed_hosts: Sequence[str]) -> bool:
-    """Whether ``url`` may be opened under ``allowed_hosts``.
-
-    An entry matches the URL's ``host:port`` or its bare host; ``*.example.com`` matches subdomains.
-    ``about:`` and ``data:`` URLs never leave the browser and are always allowed.
-    """
-    parts = urlsplit(url)
-    if parts.scheme in ("about", "data", "blob"):
-        return True
-    if parts.scheme not in ("http", "https", "ws", "wss"):
-        return False
-    host = (parts.hostname or "").lower()
-    netloc = parts.netloc.rsplit("@", 1)[-1].lower()
-    for allowed in allowed_hosts:
-        entry = allowed.strip().lower()
-        if not entry:
-            continue
-        if entry in (host, netloc):
-            return True
-        if entry.startswith("*.") and (host.endswith(entry[1:]) or host == entry[2:]):
-            return True
-    return False
-
-
 @dataclass
 class LeaseBrowser:
-    """The Chromium of one lease: its process group, DevTools port and Playwright page.
+    """The Chromium of one lease: its process group, CDP connection, proxy and Playwright page.
 
     Attributes:
         lease_id: The lease.
         allowed_hosts: Hosts the page may load from.
         process: The Chromium process (leader of its own process group).
         profile_dir: Its ``--user-data-dir``, removed on close.
-        devtools_port: The loopback port of its DevTools endpoint.
+        cdp: The CDP pipe every client of the browser shares.
+        proxy: The SOCKS proxy its connections go through.
+        confinement: What confines it.
     """
 
     lease_id: str
     allowed_hosts: list[str]
     process: subprocess.Popen[bytes]
     profile_dir: Path
-    devtools_port: int
+    cdp: CDPConnection
+    proxy: SocksProxy
+    confinement: Confinement
     browser: Browser | None = None
     page: Page | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     closed: bool = False
-
-    @property
-    def devtools_url(self) -> str:
-        """``http://127.0.0.1:<port>``: the browser's own DevTools HTTP endpoint."""
-        return f"http://127.0.0.1:{self.devtools_port}"
 
     async def _guard(self, route: Route) -> None:
         if host_allowed(route.request.url, self.allowed_hosts):
@@ -173,9 +159,14 @@ class LeaseBrowser:
         else:
             await route.abort("blockedbyclient")
 
-    async def attach(self, playwright: Playwright) -> None:
-        """Connect Playwright over CDP, install the host guard and size the page."""
-        self.browser = await playwright.chromium.connect_over_cdp(self.devtools_url)
+    async def attach(self, playwright: Playwright, endpoint: str) -> None:
+        """Connect Playwright through the CDP proxy, install the host guard and size the page.
+
+        Args:
+            playwright: The pool's Playwright driver.
+            endpoint: The private WebSocket URL of this browser.
+        """
+        self.browser = await playwright.chromium.connect_over_cdp(endpoint)
         context = self.browser.contexts[0] if self.browser.contexts else await self.browser.new_context()
         await context.route("**/*", self._guard)
         self.page = context.pages[0] if context.pages else await context.new_page()
@@ -184,15 +175,15 @@ class LeaseBrowser:
     def kill(self) -> None:
         """Kill the browser's whole process group now (idempotent, never raises, never blocks).
 
-        Reaping the process and removing the profile is :func:`_reap`'s, which may block.
+        Closing its CDP pipe and proxy and reaping the process is the pool's (``_retire``).
         """
         self.closed = True
-        _kill_group(self.process)
+        kill_group(self.process)
 
-
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
+    async def aclose_links(self) -> None:
+        """Close its CDP connection (disconnecting every client) and its proxy."""
+        await self.cdp.aclose()
+        await self.proxy.aclose()
 
 
 def _profile_in_use(profile: Path) -> bool:
@@ -216,83 +207,12 @@ def _profile_in_use(profile: Path) -> bool:
         return True
 
 
-def _reap(process: subprocess.Popen[bytes], profile: Path) -> None:
-    """Wait for a killed Chromium and remove its profile (blocking: disk and a process wait)."""
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=10)
-        release_group(process.pid)  # reaped: the id may be reused (else the guard keeps it)
-    shutil.rmtree(profile, ignore_errors=True)
-
-
-# What may go into one bypass-list entry: a host, an IP literal, a port, a leading "*." wildcard.
-_BYPASS_ENTRY = re.compile(r"^(\*\.)?[a-z0-9.\-\[\]:]+$")
-
-
-def host_flags(allowed_hosts: Sequence[str], refusing_proxy: int) -> list[str]:
-    """Chromium flags that send every connection outside ``allowed_hosts`` to a proxy that refuses it.
-
-    Args:
-        allowed_hosts: The lease's hosts, as :func:`host_allowed` reads them.
-        refusing_proxy: A loopback port that refuses connections.
-    """
-    bypass = ["<-loopback>"]  # else Chromium never proxies loopback, whatever the port
-    for allowed in allowed_hosts:
-        entry = allowed.strip().lower()
-        if _BYPASS_ENTRY.match(entry):
-            bypass.append(entry)
-            if entry.startswith("*."):
-                bypass.append(entry[2:])  # host_allowed lets the bare domain through too
-    return [f"--proxy-server=http://127.0.0.1:{refusing_proxy}", f"--proxy-bypass-list={';'.join(bypass)}"]
-
-
-def _refusing_socket() -> socket.socket:
-    """A loopback port that refuses every connection: bound (so no one else takes it), never listening."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    return sock
-
-
-def _launch(
-    executable: str, root: Path, flags: Sequence[str] = ()
-) -> tuple[subprocess.Popen[bytes], Path, int]:
-    """Start Chromium and wait for its DevTools port (blocking; runs in a worker thread)."""
-    root.mkdir(parents=True, exist_ok=True)
-    profile = Path(tempfile.mkdtemp(prefix=PROFILE_PREFIX, dir=root))
-    process = subprocess.Popen(
-        [executable, *CHROMIUM_FLAGS, *flags, f"--user-data-dir={profile}", "about:blank"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    guard_group(process.pid)
-    port_file = profile / "DevToolsActivePort"
-    deadline = time.monotonic() + START_DEADLINE
-    try:
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise BrowserStartError(f"chromium exited with status {process.returncode} at start")
-            with contextlib.suppress(FileNotFoundError, ValueError, IndexError):
-                port = int(port_file.read_text().splitlines()[0])
-                if port > 0:
-                    return process, profile, port
-            time.sleep(0.05)  # a worker thread, not the event loop
-        raise BrowserStartError(f"chromium did not open its DevTools port within {START_DEADLINE:.0f}s")
-    except BaseException:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
-        release_group(process.pid)
-        shutil.rmtree(profile, ignore_errors=True)
-        raise
-
-
 class BrowserPool:
     """The live Chromium of every lease that has one, on the server's event loop.
 
     A lease's browser starts on its first use (MCP, CDP), so a lease nobody drives costs nothing,
     and stops when the lease ends. One Playwright driver serves every browser; it starts with the
-    first browser and stops with the pool.
+    first browser and stops with the pool, as does the private WebSocket it connects through.
 
     Args:
         root: Where profile directories are created.
@@ -308,12 +228,17 @@ class BrowserPool:
                 shutil.rmtree(stale, ignore_errors=True)
         self._browsers: dict[str, LeaseBrowser] = {}
         self._starting: dict[str, asyncio.Lock] = {}
+        self._connections: dict[str, CDPConnection] = {}
         self._ended: set[str] = set()
         self._playwright: Any = None
         self._driver: Any = None
         self._driver_lock = asyncio.Lock()
         self._reaping: set[asyncio.Future[None]] = set()
-        self._refusing: socket.socket | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._internal: Server | None = None
+        self._token = secrets.token_urlsafe(32)
+        self.confinement: Confinement | None = None
+        """What confined the last browser started (None before the first)."""
 
     @property
     def live(self) -> dict[str, LeaseBrowser]:
@@ -331,7 +256,55 @@ class BrowserPool:
                     ) from exc
                 self._driver = async_playwright()
                 self._playwright = await self._driver.start()
+            if self._internal is None:
+                from websockets.asyncio.server import serve
+
+                self._internal = await serve(
+                    self._serve_internal,
+                    "127.0.0.1",
+                    0,
+                    compression=None,
+                    max_size=INTERNAL_MAX_MESSAGE,
+                    process_request=self._check_internal,
+                )
             return self._playwright  # type: ignore[no-any-return]
+
+    def _endpoint(self, lease_id: str) -> str:
+        assert self._internal is not None
+        port = next(iter(self._internal.sockets)).getsockname()[1]
+        return f"ws://127.0.0.1:{port}/{self._token}/{lease_id}"
+
+    def _internal_connection(self, path: str) -> CDPConnection | None:
+        """The browser a private WebSocket path names (``/<token>/<lease id>``), if the token is right."""
+        token, _, lease_id = path.removeprefix("/").partition("/")
+        if not secrets.compare_digest(token.encode(), self._token.encode()):
+            return None
+        return self._connections.get(lease_id)
+
+    def _check_internal(self, websocket: ServerConnection, request: Request) -> Response | None:
+        """Refuse, before the handshake, every path but a live browser's with the token."""
+        if self._internal_connection(request.path) is None:
+            return websocket.respond(HTTPStatus.NOT_FOUND, "not found\n")
+        return None
+
+    async def _serve_internal(self, websocket: ServerConnection) -> None:
+        """The server's own Playwright, on the private WebSocket."""
+        from websockets.exceptions import ConnectionClosed
+
+        assert websocket.request is not None
+        connection = self._internal_connection(websocket.request.path)
+        if connection is None:  # its browser ended during the handshake
+            await websocket.close(1008, "unknown browser")
+            return
+        client = await connection.attach()
+
+        async def receive() -> str | bytes | None:
+            try:
+                return await websocket.recv()
+            except ConnectionClosed:
+                return None
+
+        await pump(client, receive, websocket.send)
 
     async def get(
         self, lease_id: str, allowed_hosts: Sequence[str], start_url: str | None = None
@@ -361,22 +334,25 @@ class BrowserPool:
             if executable is None:
                 raise BrowserStartError(missing_chromium())
             playwright = await self._driver_instance()
-            if self._refusing is None:
-                self._refusing = _refusing_socket()
-            flags = host_flags(allowed_hosts, self._refusing.getsockname()[1])
-            launch = asyncio.ensure_future(asyncio.to_thread(_launch, executable, self._root, flags))
+            self._loop = asyncio.get_running_loop()
+            launch = asyncio.ensure_future(
+                asyncio.to_thread(_launch, executable, self._root, list(CHROMIUM_FLAGS))
+            )
             try:
-                process, profile, port = await asyncio.shield(launch)
+                launched = await asyncio.shield(launch)
             except asyncio.CancelledError:
                 # The thread goes on starting Chromium (in a session of its own): once it is up,
                 # kill it, or it outlives the server unrecorded.
                 launch.add_done_callback(self._discard_launch)
                 raise
-            browser = LeaseBrowser(lease_id, list(allowed_hosts), process, profile, port)
+            browser = await self._started(lease_id, allowed_hosts, launched)
             try:
-                await asyncio.wait_for(browser.attach(playwright), START_DEADLINE)
-            except BaseException:
+                await asyncio.wait_for(browser.attach(playwright, self._endpoint(lease_id)), START_DEADLINE)
+            except BaseException as exc:
+                exited = browser.process.poll()
                 self._retire(browser)
+                if exited is not None and isinstance(exc, Exception):
+                    raise BrowserStartError(f"chromium exited with status {exited} at start") from exc
                 raise
             if start_url is not None and browser.page is not None:
                 try:
@@ -389,17 +365,67 @@ class BrowserPool:
             self._browsers[lease_id] = browser
             return browser
 
-    def _discard_launch(self, launch: asyncio.Future[tuple[subprocess.Popen[bytes], Path, int]]) -> None:
+    async def _started(self, lease_id: str, allowed_hosts: Sequence[str], launched: Launched) -> LeaseBrowser:
+        """Take a started Chromium over: its CDP pipe and its proxy listener."""
+        self._note(launched.confinement)
+        cdp = CDPConnection(launched.cdp_read, launched.cdp_write, allowed_hosts)
+        proxy = SocksProxy(launched.listener, allowed_hosts)
+        browser = LeaseBrowser(
+            lease_id,
+            list(allowed_hosts),
+            launched.process,
+            launched.profile,
+            cdp,
+            proxy,
+            launched.confinement,
+        )
+        try:
+            await cdp.open()
+            await proxy.start()
+        except BaseException:
+            self._retire(browser)
+            raise
+        self._connections[lease_id] = cdp
+        return browser
+
+    def _note(self, confinement: Confinement) -> None:
+        first = self.confinement is None
+        self.confinement = confinement
+        if first and not confinement.complete:
+            missing = "; ".join(confinement.problems) or "Chromium's sandbox is off"
+            logger.warning(
+                "lease browsers run confined only in part (uid %d, sandbox %s): %s (docs/threat-model.md)",
+                confinement.uid,
+                "on" if confinement.sandbox else "off",
+                missing,
+            )
+
+    def _discard_launch(self, launch: asyncio.Future[Launched]) -> None:
         if launch.cancelled() or launch.exception() is not None:
-            return  # _launch killed what it started
-        process, profile, _ = launch.result()
-        _kill_group(process)
-        self._reap_later(process, profile)
+            return  # launch killed what it started
+        launched = launch.result()
+        kill_group(launched.process)
+        launched.close_ends()
+        self._reap_later(launched.process, launched.profile)
 
     def _retire(self, browser: LeaseBrowser) -> None:
-        """Kill the browser's process group now; reap it and remove its profile off the loop."""
+        """Kill the browser's process group now; close its links and reap it off the loop."""
         browser.kill()
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # a worker thread (an instance ending): the links live on the loop
+            if self._loop is not None and not self._loop.is_closed():
+                self._loop.call_soon_threadsafe(self._close_links, browser)
+        else:
+            self._close_links(browser)
         self._reap_later(browser.process, browser.profile_dir)
+
+    def _close_links(self, browser: LeaseBrowser) -> None:
+        if self._connections.get(browser.lease_id) is browser.cdp:
+            del self._connections[browser.lease_id]
+        links = asyncio.ensure_future(browser.aclose_links())
+        self._reaping.add(links)
+        links.add_done_callback(self._reaping.discard)
 
     def _reap_later(self, process: subprocess.Popen[bytes], profile: Path) -> None:
         try:
@@ -429,14 +455,16 @@ class BrowserPool:
 
     async def aclose(self) -> None:
         """Kill every browser, wait until each is reaped and its profile removed, and stop the
-        Playwright driver."""
+        Playwright driver and the private WebSocket."""
         for lease_id in list(self._browsers):
             self.end(lease_id)
         while self._reaping:
             await asyncio.gather(*self._reaping, return_exceptions=True)
-        if self._refusing is not None:
-            self._refusing.close()
-            self._refusing = None
+        if self._internal is not None:
+            internal, self._internal = self._internal, None
+            internal.close()
+            with contextlib.suppress(Exception):
+                await internal.wait_closed()
         if self._driver is not None:
             driver, self._driver, self._playwright = self._driver, None, None
             with contextlib.suppress(Exception):

@@ -15,7 +15,8 @@ import base64
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
-from ._chromium import VIEWPORT, host_allowed
+from ._chromium import VIEWPORT
+from ._hosts import host_allowed
 
 if TYPE_CHECKING:
     from playwright.async_api import Page

@@ -11,7 +11,9 @@ a web UI, so every instance gets one when the server can run Chromium (``_chromi
 * its Chromium starts on first use of those URLs (or on ``start``), with the instance's web UI
   open, so an instance nobody drives a browser on costs nothing;
 * at most ``LocalSettings.instance_browsers`` instances hold one at once (each Chromium takes
-  250-400 MiB); past that, ``describe`` answers 503 ``browser_limit`` (retryable);
+  250-400 MiB); past that, ``describe`` answers 503 ``browser_limit`` (retryable). That cap is
+  a part of the server-wide ``max_browsers`` (``_lease_book``: 429 past it), kept because the
+  manager API takes no key: instance browsers never take every browser the server runs;
 * the lease ends, and its Chromium is killed, when the instance ends (:func:`release`, one of
   ``LocalState.instance_end_hooks``, which ``_instances.delete_instance`` runs on every path:
   delete, batch delete, TTL).
@@ -105,7 +107,8 @@ def describe(state: LocalState, instance_id: str) -> models.CDPDescribeResponse:
     """The DevTools URLs of an instance's browser (blocking: run in a worker thread).
 
     Raises:
-        LocalAPIError: 404 ``instance_not_found``; 503 ``browser_unavailable`` / ``browser_limit``.
+        LocalAPIError: 404 ``instance_not_found``; 503 ``browser_unavailable`` / ``browser_limit``;
+            429 ``browser_limit`` when the server runs ``max_browsers`` leases already.
     """
     cdp = str(_lease(state, instance_id)["cdp_url"])
     return models.CDPDescribeResponse(

@@ -2,10 +2,18 @@
 
 The records live in the server's store; each live lease's Chromium is in the ``BrowserPool``
 (``_chromium``). The HTTP routes over them are in ``_browser``.
+
+Every live lease may run a Chromium (250-400 MiB each), started on its first use, so the cap on
+browsers is a cap on live leases, checked when a lease is created: whether its browser starts
+then or later, no lease can start one past the cap. Lease browsers, instance ``cdp`` browsers and
+job sessions' browsers are all leases here, so one count holds them all; past it a create
+answers 429 ``browser_limit`` with ``Retry-After``.
 """
 
 from __future__ import annotations
 
+import math
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -29,6 +37,7 @@ __all__ = [
     "LEASE_KIND",
     "LIVE_STATUSES",
     "LeaseBook",
+    "default_max_browsers",
     "now_ms",
 ]
 
@@ -42,6 +51,28 @@ REAPER_INTERVAL = 0.5
 
 LEASE_BROWSERS_DIR = "browsers"
 """Subdirectory of the data dir holding the leases' Chromium profiles."""
+
+BROWSERS_PER_CORE = 4
+BYTES_PER_BROWSER = 2 * 1024**3
+"""RAM set aside per browser when sizing the cap: a Chromium takes 250-400 MiB, its pages more."""
+RETRY_AFTER_SECONDS = 5
+"""``Retry-After`` of a create refused for the cap (sooner when a lease expires sooner)."""
+
+
+def _memory_bytes() -> int:
+    """RAM this process may use: the machine's, or its cgroup's limit when lower."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+    except OSError:
+        return total
+    return min(total, int(limit)) if limit.isdigit() else total
+
+
+def default_max_browsers() -> int:
+    """The cap on live browser leases for this machine: 4 per core, one per 2 GB of RAM, at least 1."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(BROWSERS_PER_CORE * cores, _memory_bytes() // BYTES_PER_BROWSER))
 
 
 def now_ms() -> int:
@@ -59,11 +90,15 @@ class LeaseBook:
         store: The server's store, where lease records live.
         data_dir: The server's data directory (the leases' browser profiles go under it).
         public_url: The base URL clients reach the server at (known once it is bound).
+        max_browsers: Leases live at once (None: :func:`default_max_browsers`).
     """
 
-    def __init__(self, store: Store, data_dir: Path, public_url: Callable[[], str]) -> None:
+    def __init__(
+        self, store: Store, data_dir: Path, public_url: Callable[[], str], *, max_browsers: int | None = None
+    ) -> None:
         self._store = store
         self._public_url = public_url
+        self.max_browsers = max(0, max_browsers) if max_browsers is not None else default_max_browsers()
         self._lock = threading.Lock()
         self.browsers = BrowserPool(data_dir / LEASE_BROWSERS_DIR)
         self._live: dict[str, int] = {}
@@ -84,7 +119,8 @@ class LeaseBook:
 
         Raises:
             LocalAPIError: 409 ``idempotency_conflict`` when the key was used with another body;
-                409 ``conflict`` when ``lease_id`` names a live lease.
+                409 ``conflict`` when ``lease_id`` names a live lease; 429 ``browser_limit`` when
+                ``max_browsers`` leases are live.
         """
         store = self._store
         digest = body_digest(body.model_dump(mode="json", exclude_none=True))
@@ -107,6 +143,7 @@ class LeaseBook:
                     code="conflict",
                     retryable=False,
                 )
+            self._check_capacity()
             lease = self._new_lease(lease_id, body)
             if start_url is not None:
                 lease["_start_url"] = start_url
@@ -116,6 +153,23 @@ class LeaseBook:
             if idempotency_key is not None:
                 store.put(IDEMPOTENCY_KIND, idempotency_key, {"lease_id": lease_id, "digest": digest})
             return lease
+
+    def _check_capacity(self) -> None:
+        """Expire what is due, then refuse a lease past ``max_browsers`` (the lock is held)."""
+        self._expire_due()
+        if len(self._live) < self.max_browsers:
+            return
+        deadline = now_ms()
+        soonest = math.ceil((min(self._live.values(), default=deadline) - deadline) / 1000)
+        retry_after = max(1, min(RETRY_AFTER_SECONDS, soonest))
+        raise LocalAPIError(
+            429,
+            f"{len(self._live)} browser leases are live, the most this server runs at once "
+            f"(max_browsers={self.max_browsers}); retry once one ends",
+            code="browser_limit",
+            retryable=True,
+            headers={"Retry-After": str(retry_after)},
+        )
 
     def _new_lease(self, lease_id: str, body: models.BrowserLeaseRequest) -> dict[str, Any]:
         public_url = self._public_url()
@@ -187,10 +241,13 @@ class LeaseBook:
 
     def reap(self) -> list[str]:
         """Expire every live lease past its TTL; returns their ids."""
-        deadline = now_ms()
         with self._lock:
-            due = [lease_id for lease_id, expires in self._live.items() if expires <= deadline]
-            for lease_id in due:
-                self._read(lease_id)
-                self._live.pop(lease_id, None)
+            return self._expire_due()
+
+    def _expire_due(self) -> list[str]:
+        deadline = now_ms()
+        due = [lease_id for lease_id, expires in self._live.items() if expires <= deadline]
+        for lease_id in due:
+            self._read(lease_id)
+            self._live.pop(lease_id, None)
         return due

@@ -4,14 +4,18 @@
   instance's endpoint in ``_mcp``). ``tools/list`` returns the ``computer`` tool; ``tools/call``
   runs one action on the lease's Chromium and answers with the PNG screenshot taken after it as an
   image block (``_computer``). Any failure, the screenshot included, is ``isError: true`` with a
-  text message: an image block is only ever a real PNG.
+  text message: an image block is only ever a real PNG. Like an instance's MCP endpoint it takes
+  no bearer key: the lease id is the capability, and the tool does only what a model may (act on
+  pages of the lease's allowed hosts). Production clients of the tool (``fleet_sdk.browser``'s
+  ``BrowserSession``) send none.
 * ``/browser/{lease_id}/cdp`` answers like a browser's DevTools HTTP endpoint (``/json/version``,
-  ``/json/list``), so ``playwright.chromium.connect_over_cdp(cdp_url)`` or any CDP client attaches
-  to the lease's browser. The ``webSocketDebuggerUrl`` it returns is the browser's own loopback
-  socket (the local server does not proxy WebSockets).
+  ``/json/list``) and serves its WebSockets (``/devtools/browser/...``, ``/devtools/page/<id>``),
+  only with the server's bearer key: CDP reaches far more than the computer tool, so
+  ``playwright.chromium.connect_over_cdp(cdp_url, headers={"Authorization": "Bearer <key>"})``
+  (the headers go with the WebSocket too). Every WebSocket is a client of the lease's CDP proxy
+  (``_cdp``, ``_cdp_policy``); Chromium itself has no DevTools port.
 
-Like an instance's MCP endpoint these take no bearer key: the lease id is the capability. An
-unknown or ended lease is a 404 before MCP or CDP is spoken.
+An unknown or ended lease is a 404 before MCP or CDP is spoken (after the key check on ``cdp_url``).
 """
 
 from __future__ import annotations
@@ -22,18 +26,20 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import httpx
 from fastapi import FastAPI
 from mcp import types
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
+from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from fleet_sdk import BrowserStartError
 
+from ._auth import auth_refusal
 from ._browser import book, live_lease
+from ._cdp import CDPError, pump
 from ._computer import COMPUTER_TOOL, ComputerError, png_base64, run_action
 from ._errors import LocalAPIError
 from ._mcp import UnknownToolError, low_level_server
@@ -148,7 +154,7 @@ def session_manager(state: LocalState) -> StreamableHTTPSessionManager:
     return StreamableHTTPSessionManager(_build_server(state), json_response=True, stateless=True)
 
 
-def _not_found(exc: LocalAPIError) -> JSONResponse:
+def _error_response(exc: LocalAPIError) -> JSONResponse:
     return JSONResponse(exc.body(), status_code=exc.status)
 
 
@@ -164,31 +170,123 @@ class _LeaseMCPEndpoint:
         try:
             live_lease(self._state, lease_id)
         except LocalAPIError as exc:
-            await _not_found(exc)(scope, receive, send)
+            await _error_response(exc)(scope, receive, send)
             return
         await self._state.lease_mcp_sessions.handle_request({**scope, _SCOPE_KEY: lease_id}, receive, send)
 
 
+def _key_refusal(state: LocalState, headers: Any) -> LocalAPIError | None:
+    return auth_refusal(
+        headers.get("authorization", ""), state.settings.api_key, x_api_key="x-api-key" in headers
+    )
+
+
+def _unavailable(exc: Exception) -> JSONResponse:
+    return JSONResponse({"detail": str(exc), "code": "browser_unavailable", "retryable": True}, 503)
+
+
+def _devtools_base(url: Any, lease_id: str) -> str:
+    scheme = "wss" if url.scheme == "https" else "ws"
+    return f"{scheme}://{url.netloc}{CDP_PATH.format(lease_id=lease_id)}/devtools"
+
+
 def _cdp_endpoint(state: LocalState, which: str) -> Any:
     async def endpoint(request: Request) -> Response:
+        refusal = _key_refusal(state, request.headers)
+        if refusal is not None:
+            return _error_response(refusal)
         lease_id = request.path_params["lease_id"]
         try:
             browser = await lease_browser(state, lease_id)
         except LocalAPIError as exc:
-            return _not_found(exc)
+            return _error_response(exc)
         except BrowserStartError as exc:
-            return JSONResponse({"detail": str(exc), "code": "browser_unavailable", "retryable": True}, 503)
-        async with httpx.AsyncClient(timeout=10.0) as client:
-            answer = await client.get(f"{browser.devtools_url}/json/{which}")
-        return Response(answer.content, status_code=answer.status_code, media_type="application/json")
+            return _unavailable(exc)
+        base = _devtools_base(request.url, lease_id)
+        try:
+            if which == "version":
+                info = await browser.cdp.call("Browser.getVersion")
+                return JSONResponse(
+                    {
+                        "Browser": info.get("product"),
+                        "Protocol-Version": info.get("protocolVersion"),
+                        "User-Agent": info.get("userAgent"),
+                        "V8-Version": info.get("jsVersion"),
+                        "WebKit-Version": info.get("revision"),
+                        "webSocketDebuggerUrl": f"{base}/browser/{lease_id}",
+                    }
+                )
+            targets = (await browser.cdp.call("Target.getTargets")).get("targetInfos", [])
+        except CDPError as exc:
+            return _unavailable(exc)
+        pages = [
+            {
+                "description": "",
+                "id": t["targetId"],
+                "title": t.get("title", ""),
+                "type": "page",
+                "url": t.get("url", ""),
+                "webSocketDebuggerUrl": f"{base}/page/{t['targetId']}",
+            }
+            for t in targets
+            if t.get("type") == "page"
+        ]
+        return JSONResponse(pages)
+
+    return endpoint
+
+
+async def _refuse_socket(websocket: WebSocket, exc: LocalAPIError | Exception) -> None:
+    """Refuse a WebSocket before accepting it: an HTTP answer where the server can send one."""
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        answer = _error_response(exc) if isinstance(exc, LocalAPIError) else _unavailable(exc)
+        await websocket.send_denial_response(answer)
+    else:
+        await websocket.close(code=1008)
+
+
+def _cdp_socket(state: LocalState) -> Any:
+    async def endpoint(websocket: WebSocket) -> None:
+        refusal = _key_refusal(state, websocket.headers)
+        if refusal is not None:
+            await _refuse_socket(websocket, refusal)
+            return
+        lease_id = websocket.path_params["lease_id"]
+        target = websocket.path_params.get("target_id")
+        try:
+            browser = await lease_browser(state, lease_id)
+            client = await browser.cdp.attach(target)
+        except (LocalAPIError, BrowserStartError) as exc:
+            await _refuse_socket(websocket, exc)
+            return
+        except CDPError as exc:  # no such page (or not one a client may attach to), or no browser
+            refused = LocalAPIError(404, str(exc), code="not_found", retryable=False) if target else exc
+            await _refuse_socket(websocket, refused)
+            return
+        await websocket.accept()
+
+        async def receive() -> str | bytes | None:
+            try:
+                message = await websocket.receive()
+            except WebSocketDisconnect:
+                return None
+            if message["type"] == "websocket.disconnect":
+                return None
+            text = message.get("text")
+            return text if text is not None else message.get("bytes")
+
+        await pump(client, receive, websocket.send_text)
+        with contextlib.suppress(Exception):
+            await websocket.close()
 
     return endpoint
 
 
 def mount(app: FastAPI, state: LocalState) -> None:
-    """Mount the lease MCP endpoint and the CDP discovery routes, ahead of any catch-all route."""
+    """Mount the lease MCP endpoint, the CDP discovery routes and the CDP WebSockets, ahead of
+    any catch-all route."""
     mcp_endpoint = _LeaseMCPEndpoint(state)
-    routes = [Route(MCP_PATH + suffix, mcp_endpoint) for suffix in ("", "/")]
+    routes: list[Route | WebSocketRoute] = [Route(MCP_PATH + suffix, mcp_endpoint) for suffix in ("", "/")]
     for suffix, which in (
         ("", "version"),
         ("/json/version", "version"),
@@ -197,6 +295,9 @@ def mount(app: FastAPI, state: LocalState) -> None:
     ):
         for slash in ("", "/"):
             routes.append(Route(CDP_PATH + suffix + slash, _cdp_endpoint(state, which), methods=["GET"]))
+    devtools = _cdp_socket(state)
+    for path in ("/devtools/browser", "/devtools/browser/{browser_id}", "/devtools/page/{target_id}"):
+        routes.append(WebSocketRoute(CDP_PATH + path, devtools))
     app.router.routes[0:0] = routes
 
 

@@ -54,7 +54,9 @@ def build_state(settings: LocalSettings) -> LocalState:
         environments=registry(),
         faults=FaultInjector(enabled=settings.faults_enabled),
     )
-    state.browser_leases = LeaseBook(state.store, state.data_dir, lambda: state.public_url)
+    state.browser_leases = LeaseBook(
+        state.store, state.data_dir, lambda: state.public_url, max_browsers=settings.max_browsers
+    )
     state.mcp_sessions = session_manager(state)
     state.mcp_sessionless = sessionless_manager(state)
     state.lease_mcp_sessions = _lease_endpoints.session_manager(state)
@@ -178,6 +180,8 @@ def _serve_claimed(
         # Longer than clients keep idle pooled connections, so the server never closes one
         # under a request a client is just sending (a load balancer's idle timeout is similar).
         timeout_keep_alive=75,
+        # CDP WebSockets carry screenshots: compressing them costs the event loop ~10 ms each.
+        ws_per_message_deflate=False,
     )
     try:
         Server(config).run(sockets=[sock])
@@ -210,7 +214,8 @@ class LocalFleet:
         verifier_memory_mb: Address-space limit of a verifier process.
         job_concurrency: Sessions a job runs at once.
         job_browser_concurrency: Browser leases (a Chromium each) a job holds at once.
-        instance_browsers: Instances whose ``cdp`` resource has a live browser at once.
+        instance_browsers: Instances whose ``cdp`` resource may hold a browser at once.
+        max_browsers: Browser leases live at once, server-wide (429 beyond).
         model_base_url: OpenAI-compatible chat-completions URL for the jobs' model policies.
         model_api_key: Key for ``model_base_url`` (handed over in the environment, never argv).
         instance_ttl_seconds: Default TTL of an instance.
@@ -243,6 +248,7 @@ class LocalFleet:
         job_concurrency: int | None = None,
         job_browser_concurrency: int | None = None,
         instance_browsers: int | None = None,
+        max_browsers: int | None = None,
         model_base_url: str | None = None,
         model_api_key: str | None = None,
         instance_ttl_seconds: int | None = None,
@@ -269,6 +275,7 @@ class LocalFleet:
             "job_concurrency": job_concurrency,
             "job_browser_concurrency": job_browser_concurrency,
             "instance_browsers": instance_browsers,
+            "max_browsers": max_browsers,
             "model_base_url": model_base_url,
             "instance_ttl_seconds": instance_ttl_seconds,
             "reaper_interval": reaper_interval,

@@ -42,7 +42,11 @@ class LocalSettings:
         job_browser_concurrency: Browser leases (one headless Chromium each, 250-400 MiB) a job
             holds at once for its browser_use / computer_use sessions; within ``job_concurrency``.
         instance_browsers: Instances whose ``cdp`` resource may hold a browser lease at once
-            (one headless Chromium each once used, 250-400 MiB; ``_instance_browser``).
+            (one headless Chromium each once used, 250-400 MiB; ``_instance_browser``): a part of
+            ``max_browsers`` that keyless manager calls can take, so they never take it all.
+        max_browsers: Browser leases live at once, server-wide (lease browsers, instance ``cdp``
+            browsers and job sessions' browsers alike; each may run one Chromium); 429 with
+            ``Retry-After`` beyond. None sizes it to the machine (``default_max_browsers``).
         model_base_url: OpenAI-compatible chat-completions URL for non-local policies.
         model_api_key: Key for ``model_base_url``.
         instance_ttl_seconds: Default TTL of an instance.
@@ -67,6 +71,7 @@ class LocalSettings:
     job_concurrency: int = 8
     job_browser_concurrency: int = 2
     instance_browsers: int = 2
+    max_browsers: int | None = None
     model_base_url: str | None = None
     model_api_key: str | None = field(default=None, repr=False)
     instance_ttl_seconds: int = 3600

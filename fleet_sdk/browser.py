@@ -27,14 +27,24 @@ from urllib.parse import urlsplit
 
 import anyio
 
-from ._exceptions import APIStatusError, BrowserStartError, FleetError, MCPError, ToolNotFoundError
+from ._exceptions import (
+    APIStatusError,
+    BrowserStartError,
+    FleetError,
+    MCPError,
+    RateLimitError,
+    ToolNotFoundError,
+)
 from ._runtime import Deadline
+from ._runtime._policy import parse_retry_after
 from .mcp import MCPClient
 from .messages import ContentBlock
 from .png import is_blank_png
 from .tools import Tool
 
 if TYPE_CHECKING:
+    from fleet_generated.browser_lease.models import BrowserLease, BrowserLeaseRequest
+
     from ._client import AsyncFleet
     from .env import AsyncEnv
 
@@ -117,6 +127,22 @@ def _png_from_value(value: Any) -> bytes | None:
     return None
 
 
+async def _create_lease(fleet: AsyncFleet, request: BrowserLeaseRequest, ready: Deadline) -> BrowserLease:
+    """Create the lease, waiting out 429s (no browser free: browser-lease.yaml) until ``ready`` ends.
+
+    A refused create made nothing, so making it again is safe.
+    """
+    while True:
+        try:
+            return await fleet.api.browser.create_browser_lease(request)
+        except RateLimitError as exc:
+            wait = parse_retry_after(exc.response) or POLL_INTERVAL * 4
+            if not ready.allows(wait):
+                raise BrowserStartError(f"no browser was free before the deadline: {exc}") from exc
+            log.info("no browser free (429): creating the lease again in %.1fs", wait)
+            await anyio.sleep(wait)
+
+
 class BrowserSession:
     """A ready browser lease and its ``computer`` tool (create with ``open``).
 
@@ -169,8 +195,10 @@ class BrowserSession:
             lease_id: The lease's id (None: the platform picks one).
 
         Raises:
-            BrowserStartError: The lease ended, did not start in time, lacks the ``computer``
-                tool, or its first screenshot was blank or failed. The lease is deleted first.
+            BrowserStartError: No browser was free within ``ready_deadline`` (each create
+                refused with 429 is tried again after its ``Retry-After``), the lease ended, did
+                not start in time, lacks the ``computer`` tool, or its first screenshot was blank
+                or failed. The lease is deleted first.
         """
         from fleet_generated.browser_lease import models
 
@@ -179,16 +207,19 @@ class BrowserSession:
             raise BrowserStartError(f"instance {env.instance_id} has no URLs yet: no web UI to open")
         start_url = urls.app[0] if urls.app else urls.root
         host = urlsplit(start_url).netloc
-        lease = await fleet.api.browser.create_browser_lease(
+        ready = Deadline(ready_deadline)
+        lease = await _create_lease(
+            fleet,
             models.BrowserLeaseRequest(
                 ttl_seconds=ttl_seconds, allowed_hosts=[host], **({"lease_id": lease_id} if lease_id else {})
-            )
+            ),
+            ready,
         )
         # A pending lease has no mcp_url yet (browser-lease.yaml): the MCP client is built on the
         # running lease, on the fleet's pool and call policy like AsyncEnv's.
         session = cls(fleet, lease.lease_id, None, start_url)
         try:
-            running = await session._wait_running(lease, Deadline(ready_deadline))
+            running = await session._wait_running(lease, ready)
             session._mcp = MCPClient(
                 [running.mcp_url],
                 http_client=fleet.http_client,

@@ -64,6 +64,7 @@ def _serve(args: argparse.Namespace) -> int:
         job_concurrency=args.job_concurrency,
         job_browser_concurrency=args.job_browser_concurrency,
         instance_browsers=args.instance_browsers,
+        max_browsers=args.max_browsers,
         model_base_url=args.model_base_url,
         model_api_key=os.environ.get("FLEET_LOCAL_MODEL_API_KEY") or None,
         instance_ttl_seconds=args.instance_ttl_seconds,
@@ -157,6 +158,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=2,
         help="instances whose cdp resource may hold a browser (a Chromium each, 250-400 MiB) at once",
+    )
+    serve.add_argument(
+        "--max-browsers",
+        type=int,
+        default=None,
+        help="browser leases live at once, server-wide (default: 4 per core, 1 per 2 GB of RAM)",
     )
     serve.add_argument("--model-base-url", default=None, help="OpenAI-compatible URL for model policies")
     serve.add_argument("--instance-ttl-seconds", type=int, default=3600, help="default instance TTL")

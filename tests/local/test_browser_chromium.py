@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import json
 import math
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -18,20 +20,26 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
 from _procs import alive_in, chromium_groups
 from _waits import PATIENCE, wait_until, wait_until_async
 
-from fleet_local import LocalFleet, _chromium
+from fleet_local import LocalFleet, _cdp, _chromium
 from fleet_local._chromium import BrowserPool
+from fleet_local._chromium_launch import Launched
 from fleet_local._lease_book import REAPER_INTERVAL
+from fleet_sdk import BrowserStartError
 from fleet_sdk.browser import is_blank_png
 from fleet_sdk.mcp import MCPClient
 from fleet_sdk.task_env import TaskEnv
 from fleet_sdk.tasks import Task
 from fleet_sdk.types import browser_lease as bm
+
+if TYPE_CHECKING:
+    from playwright.async_api import Page
 
 
 @pytest.fixture(scope="module")
@@ -95,23 +103,24 @@ async def test_cdp_url_serves_devtools_and_allowed_hosts_holds_there_too(server:
 
     fleet = server.async_fleet()
     lease = await fleet.api.browser.create_browser_lease(bm.BrowserLeaseRequest(ttl_seconds=600))
+    key = {"Authorization": f"Bearer {server.api_key}"}
     try:
-        async with httpx.AsyncClient(trust_env=False) as http:
+        async with httpx.AsyncClient(trust_env=False, headers=key) as http:
             version = (await http.get(f"{lease.cdp_url}/json/version")).json()
-        assert version["webSocketDebuggerUrl"].startswith("ws://127.0.0.1:")
+        assert version["webSocketDebuggerUrl"].startswith(f"{server.base_url.replace('http', 'ws')}/browser/")
         assert "Chrome" in version["Browser"]
         async with async_playwright() as pw:
-            browser = await pw.chromium.connect_over_cdp(lease.cdp_url or "")
+            browser = await pw.chromium.connect_over_cdp(lease.cdp_url or "", headers=key)
             page = browser.contexts[0].pages[0]
             response = await page.goto(f"{server.base_url}/healthz")
             assert response is not None  # loaded (its status is the server's business)
             other = server.base_url.replace("127.0.0.1", "localhost")  # same server, host not allowed
-            with pytest.raises(Exception, match="ERR_BLOCKED_BY_CLIENT"):
+            with pytest.raises(Exception, match=r"Page.navigate to .* is refused"):  # by the CDP proxy
                 await page.goto(f"{other}/healthz")
     finally:
         await fleet.api.browser.delete_browser_lease(lease.lease_id)
         await fleet.close()
-    async with httpx.AsyncClient(trust_env=False) as http:
+    async with httpx.AsyncClient(trust_env=False, headers=key) as http:
         assert (await http.get(f"{lease.cdp_url}/json/version")).status_code == 404
 
 
@@ -240,6 +249,29 @@ async def test_a_lease_created_pending_gets_the_mcp_url_it_has_once_running(
         await fleet.close()
 
 
+async def _cdp_call(
+    client: _cdp.CDPClient, method: str, params: dict[str, Any], session: str | None = None
+) -> dict[str, Any]:
+    """One command on a CDP proxy client; its result (events on the way are dropped)."""
+    message: dict[str, Any] = {"id": 1, "method": method, "params": params}
+    if session is not None:
+        message["sessionId"] = session
+    await client.send(json.dumps(message))
+    while True:
+        raw = await asyncio.wait_for(client.receive(), PATIENCE)
+        assert raw is not None, "the browser went away"
+        reply = json.loads(raw)
+        if reply.get("id") == 1:
+            assert "result" in reply, reply
+            return dict(reply["result"])
+
+
+async def _shows(page: Page, pattern: str) -> bool:
+    with contextlib.suppress(Exception):  # a page between two documents has no content yet
+        return re.search(pattern, await page.content()) is not None
+    return False
+
+
 async def test_ending_a_lease_reaps_its_browser_off_the_loop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -274,11 +306,11 @@ async def test_a_browser_start_cancelled_midway_leaves_no_chromium(
     """The server stopping while a lease's Chromium starts: the start goes on in its thread, and
     the browser it brings up is killed and its profile removed, though no lease ever owned it."""
     pool = BrowserPool(tmp_path / "browsers")
-    launched: list[tuple[subprocess.Popen[bytes], Path, int]] = []
+    launched: list[Launched] = []
     entered, go_on = threading.Event(), threading.Event()
     real_launch = _chromium._launch
 
-    def launch(executable: str, root: Path, flags: list[str]) -> tuple[subprocess.Popen[bytes], Path, int]:
+    def launch(executable: str, root: Path, flags: list[str]) -> Launched:
         entered.set()
         go_on.wait(60)  # the cancellation lands while the start is in this thread
         result = real_launch(executable, root, flags)
@@ -294,7 +326,7 @@ async def test_a_browser_start_cancelled_midway_leaves_no_chromium(
             await starting
         go_on.set()
         await wait_until_async(lambda: launched, "the browser was launched")
-        process, profile, _ = launched[0]
+        process, profile = launched[0].process, launched[0].profile
         await wait_until_async(
             lambda: process.returncode is not None and not profile.exists(),
             "the browser no lease owned was killed and its profile removed",
@@ -303,14 +335,14 @@ async def test_a_browser_start_cancelled_midway_leaves_no_chromium(
         assert pool.live == {}
     finally:
         go_on.set()
-        for process, _, _ in launched:
+        for started in launched:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
+                os.killpg(started.process.pid, signal.SIGKILL)
         await pool.aclose()
 
 
 async def test_a_context_of_the_cdp_client_cannot_leave_allowed_hosts(server: LocalFleet) -> None:
-    """The route guard covers the default context only; Chromium's own proxy settings cover every
+    """The route guard covers the default context only; the lease's SOCKS proxy covers every
     context a ``cdp_url`` client opens, loopback IP literals on another port included."""
     from playwright.async_api import async_playwright
 
@@ -322,13 +354,24 @@ async def test_a_context_of_the_cdp_client_cannot_leave_allowed_hosts(server: Lo
     lease = await fleet.api.browser.create_browser_lease(bm.BrowserLeaseRequest(ttl_seconds=600))
     try:
         async with async_playwright() as pw:
-            browser = await pw.chromium.connect_over_cdp(lease.cdp_url or "")
+            key = {"Authorization": f"Bearer {server.api_key}"}
+            browser = await pw.chromium.connect_over_cdp(lease.cdp_url or "", headers=key)
             context = await browser.new_context()
             page = await context.new_page()
             response = await page.goto(f"{server.base_url}/healthz")
             assert response is not None  # the lease's own host loads (a refused proxy raises)
-            with pytest.raises(Exception, match=r"ERR_BLOCKED_BY_CLIENT|ERR_PROXY_CONNECTION_FAILED"):
-                await page.goto(other_url, timeout=15_000)
+            with pytest.raises(Exception, match=r"Page.navigate to .* is refused"):
+                await page.goto(other_url, timeout=PATIENCE * 1000)
+            # A link to it, which CDP does not see: refused by the route guard (the server's
+            # Playwright guards every page it sees) or the lease's proxy.
+            await page.set_content(f'<a href="{other_url}">other</a>')
+            await page.click("a")
+            await wait_until_async(
+                lambda: _shows(page, r'"errorCode":"ERR_(BLOCKED_BY_CLIENT|SOCKS_CONN)'), "an error page"
+            )
+            other.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                other.accept()  # nothing ever connected to it
             await context.close()
     finally:
         other.close()
@@ -336,33 +379,64 @@ async def test_a_context_of_the_cdp_client_cannot_leave_allowed_hosts(server: Lo
         await fleet.close()
 
 
-async def test_chromium_itself_refuses_hosts_outside_allowed_hosts(
-    server: LocalFleet, tmp_path: Path
+async def test_chromium_reaches_only_allowed_hosts_even_past_the_cdp_proxy(
+    server: LocalFleet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The launch flags alone, with no Playwright route anywhere: only the allowed host:port is
-    reached; another port of the same loopback IP goes to the refusing proxy."""
-    from playwright.async_api import async_playwright
-
-    executable = _chromium.chromium_executable()
-    assert executable is not None
-    refusing = _chromium._refusing_socket()
-    other = socket.socket()
+    """The SOCKS proxy and the network namespace alone, with the CDP proxy's checks switched off
+    and no Playwright route on new contexts: only the allowed host:port is reached, and a context
+    switched to ``direct://`` (which skips any proxy Chromium was started with) reaches nothing,
+    the allowed host included: its proxy is the browser's only way out."""
+    monkeypatch.setattr(_cdp, "refusal", lambda *args: None)
+    other = socket.socket()  # same loopback IP, a port the lease does not allow
     other.bind(("127.0.0.1", 0))
     other.listen()
-    allowed = server.base_url.split("://", 1)[1]
-    flags = _chromium.host_flags([allowed], refusing.getsockname()[1])
-    process, profile, port = await asyncio.to_thread(_chromium._launch, executable, tmp_path, flags)
+    other.setblocking(False)
+    other_url = f"http://127.0.0.1:{other.getsockname()[1]}/"
+    pool = BrowserPool(tmp_path / "browsers")
     try:
-        async with async_playwright() as pw:
-            browser = await pw.chromium.connect_over_cdp(f"http://127.0.0.1:{port}")
-            page = await (await browser.new_context()).new_page()
-            assert await page.goto(f"{server.base_url}/healthz") is not None
-            with pytest.raises(Exception, match="ERR_PROXY_CONNECTION_FAILED"):
-                await page.goto(f"http://127.0.0.1:{other.getsockname()[1]}/", timeout=15_000)
-            with pytest.raises(Exception, match="ERR_PROXY_CONNECTION_FAILED"):
-                await page.goto(server.base_url.replace("127.0.0.1", "localhost"), timeout=15_000)
+        lease = await pool.get("lease-layers", [server.base_url.split("://", 1)[1]])
+        assert lease.confinement.netns, lease.confinement.problems
+        assert lease.browser is not None
+        page = await (await lease.browser.new_context()).new_page()
+        assert await page.goto(f"{server.base_url}/healthz") is not None
+        for url in (other_url, server.base_url.replace("127.0.0.1", "localhost")):
+            with pytest.raises(Exception, match="ERR_SOCKS_CONNECTION_FAILED"):
+                await page.goto(url, timeout=PATIENCE * 1000)
+        server_port = server.base_url.rsplit(":", 1)[1]
+        assert {f"127.0.0.1:{other.getsockname()[1]}", f"localhost:{server_port}"} <= set(lease.proxy.refused)
+        # Raw CDP: Playwright would read "direct://" as an HTTP proxy at host "direct".
+        cdp = await lease.cdp.attach()
+        try:
+            context = await _cdp_call(cdp, "Target.createBrowserContext", {"proxyServer": "direct://"})
+            created = {"url": "about:blank", "browserContextId": context["browserContextId"]}
+            target = await _cdp_call(cdp, "Target.createTarget", created)
+            attach = {"targetId": target["targetId"], "flatten": True}
+            session = (await _cdp_call(cdp, "Target.attachToTarget", attach))["sessionId"]
+            went = await _cdp_call(cdp, "Page.navigate", {"url": f"{server.base_url}/healthz"}, session)
+            assert went.get("errorText") == "net::ERR_CONNECTION_REFUSED", went  # no way out
+            went = await _cdp_call(cdp, "Page.navigate", {"url": other_url}, session)
+            # The server's Playwright guards this page too (it adopts every page it sees).
+            assert went.get("errorText") in ("net::ERR_CONNECTION_REFUSED", "net::ERR_BLOCKED_BY_CLIENT")
+        finally:
+            cdp.close()
+        with pytest.raises(BlockingIOError):
+            other.accept()  # nothing ever connected to the forbidden listener
     finally:
-        os.killpg(process.pid, signal.SIGKILL)
-        await asyncio.to_thread(_chromium._reap, process, profile)
         other.close()
-        refusing.close()
+        await pool.aclose()
+
+
+async def test_a_chromium_that_dies_at_start_is_named_in_the_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The confining helper reports before Chromium runs; a browser that then exits at once fails
+    the start with its exit status, and leaves no process or profile behind."""
+    monkeypatch.setenv("FLEET_CHROMIUM", "/bin/false")
+    pool = BrowserPool(tmp_path / "browsers")
+    try:
+        with pytest.raises(BrowserStartError, match="exited with status 1 at start"):
+            await pool.get("lease-dies", ["127.0.0.1"])
+        assert pool.live == {}
+    finally:
+        await pool.aclose()
+    assert not list((tmp_path / "browsers").iterdir())

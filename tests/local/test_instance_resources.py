@@ -4,7 +4,6 @@ database and the ``cdp`` browser (``fleet_local._action_log``, ``fleet_local._in
 from __future__ import annotations
 
 import json
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,12 +70,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFleet]:
         yield local
 
 
-def port_open(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.settimeout(1)
-        return probe.connect_ex(("127.0.0.1", port)) == 0
-
-
 async def test_the_cdp_resource_is_a_browser_on_the_web_ui_that_dies_with_the_instance(
     server: LocalFleet,
 ) -> None:
@@ -96,8 +89,9 @@ async def test_the_cdp_resource_is_a_browser_on_the_web_ui_that_dies_with_the_in
             fleet.api.manager(second.urls.manager.api).describe_browser()
         assert (full.value.code, full.value.retryable) == ("browser_limit", True)
 
+        key = {"Authorization": f"Bearer {server.api_key}"}
         async with async_playwright() as pw:
-            browser = await pw.chromium.connect_over_cdp(described.cdp_browser_url)
+            browser = await pw.chromium.connect_over_cdp(described.cdp_browser_url, headers=key)
             page = browser.contexts[0].pages[0]
             assert page.url == first.urls.root  # it opened the instance's web UI
             assert first.instance_id in await page.title()
@@ -106,15 +100,14 @@ async def test_the_cdp_resource_is_a_browser_on_the_web_ui_that_dies_with_the_in
         assert started.success and "1024x700" in started.message
         groups = chromium_groups(server.data_dir)
         assert len(groups) == 1
-        version = httpx.get(f"{described.cdp_browser_url}/json/version", timeout=10).json()
-        port = int(version["webSocketDebuggerUrl"].split(":")[2].split("/")[0])
-        assert port_open(port)
+        assert httpx.get(described.cdp_devtools_url, headers=key, timeout=10).status_code == 200
 
         fleet.api.control_plane.delete_instance(first.instance_id)
         deadline = time.monotonic() + 30
         while alive_in(groups) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert alive_in(groups) == [] and not port_open(port)
+        assert alive_in(groups) == []
+        assert httpx.get(described.cdp_devtools_url, headers=key, timeout=10).status_code == 404
         assert fleet.api.browser.get_browser_lease(f"lease_{first.instance_id}").status == "terminated"
         # Its slot is free again.
         assert fleet.api.manager(second.urls.manager.api).describe_browser().success
