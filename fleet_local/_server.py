@@ -60,19 +60,28 @@ def build_state(settings: LocalSettings) -> LocalState:
     return state
 
 
-def _announce_jail(settings: LocalSettings) -> None:
-    """Say on stderr, at startup, whether verifiers run in the OS jail (and if not, whether at all)."""
+def _announce_jail(state: LocalState) -> None:
+    """Say once on stderr, at startup, what bounds a verifier run here (and which run at all)."""
     from fleet_sdk.verifiers import jail_status
+
+    from ._verifier_exec import verifier_concurrency
 
     status = jail_status()
     if status.available:
-        return
-    if settings.allow_unjailed_verifiers:
-        outcome = "verifiers run under the audit hook alone (--allow-unjailed-verifiers)"
+        line = f"{status.summary()}. At most {verifier_concurrency(state)} verifier runs at once"
     else:
-        outcome = "verifier runs are refused (503); start with --allow-unjailed-verifiers to accept that"
-    warning = f"WARNING: the verifier OS jail is unavailable: {status.reason}; {outcome}"
-    sys.stderr.write(f"fleet-sdk local server: {warning}\n")
+        if state.settings.allow_unjailed_verifiers:
+            outcome = (
+                "requests bearing the server's key run their verifiers under the audit hook alone "
+                "(--allow-unjailed-verifiers: trusted code only); others only the bundled tasks' own"
+            )
+        else:
+            outcome = (
+                "only the bundled tasks' own verifiers run (under the audit hook alone); others are "
+                "refused (503) unless started with --allow-unjailed-verifiers (trusted code only)"
+            )
+        line = f"WARNING: the verifier OS jail is unavailable: {status.reason}; {outcome}"
+    sys.stderr.write(f"fleet-sdk local server: {line}\n")
     sys.stderr.flush()
 
 
@@ -117,7 +126,7 @@ def serve(
             sys.stdout.write(json.dumps(line) + "\n")
             sys.stdout.flush()
         # The probe starts a jailed interpreter (~0.1-1 s): once ready, not in startup's way.
-        threading.Thread(target=_announce_jail, args=(settings,), name="fleet-jail", daemon=True).start()
+        threading.Thread(target=_announce_jail, args=(state,), name="fleet-jail", daemon=True).start()
 
     state.on_ready = ready
 
