@@ -218,9 +218,10 @@ def _prepare(
 def _confine(job: _Job, pid: int) -> None:
     """Put the run's first process (still at its gate) into its cgroup and lower its priority.
 
-    Everything the run starts inherits both. The priority is the process's nice value and its
-    session's autogroup (the scheduler shares CPU between sessions first, and the run has a
-    session of its own); the jail refuses ``setsid``, so the run cannot leave that session.
+    Everything the run starts inherits both. The run is a process group in this process's
+    session, so its nice value counts against this process's threads: the scheduler shares CPU
+    between sessions (autogroups) first, and a session of its own would have made the run the
+    server's equal. The jail refuses ``setsid``, so the run cannot leave the session either.
 
     Raises:
         SandboxError: The process could not be moved into its cgroup.
@@ -232,13 +233,10 @@ def _confine(job: _Job, pid: int) -> None:
             raise SandboxError(f"could not move the verifier into its cgroup: {exc}") from exc
     with contextlib.suppress(OSError):
         os.setpriority(os.PRIO_PROCESS, pid, PRIORITY_NICE)
-    # No autogroups (CONFIG_SCHED_AUTOGROUP) or no /proc: the nice value alone.
-    with contextlib.suppress(OSError), open(f"/proc/{pid}/autogroup", "w") as autogroup:
-        autogroup.write(str(PRIORITY_NICE))
 
 
 def _kill_group(pid: int) -> None:
-    """SIGKILL the child's process group (it leads it: ``start_new_session=True``)."""
+    """SIGKILL the child's process group (it leads it: ``process_group=0``)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
 
@@ -476,7 +474,7 @@ async def _run_job_async(job: _Job) -> VerifierOutcome:
                 stderr=asyncio.subprocess.PIPE,
                 cwd=None if job.root is None else job.root / "work",
                 env={},
-                start_new_session=True,
+                process_group=0,  # its own group, in this session: see _confine
                 pass_fds=job.child_fds,
             )
         except OSError as exc:
