@@ -35,7 +35,6 @@ from ._seccomp import seccomp_program
 __all__ = [
     "INNER_CODE_DIR",
     "INNER_SCRATCH",
-    "PRIORITY_NICE",
     "THREAD_LIMIT",
     "JailStatus",
     "jail_argv",
@@ -52,9 +51,6 @@ INNER_CODE_DIR = "/opt/fleet-verifier"
 
 THREAD_LIMIT = 64
 """Processes and threads of one run together (``pids.max``, else ``RLIMIT_NPROC``)."""
-
-PRIORITY_NICE = 10
-"""The nice value a run starts with: below the server's, in the server's session."""
 
 _INNER_DATABASES = "/databases"
 _NOBODY = "65534"
@@ -106,8 +102,10 @@ class JailStatus:
                     "threads, beyond what RLIMIT_AS leaves room for (RLIMIT_NPROC does not apply to "
                     "root's uid and there is no cgroup)"
                 )
-            bounded.append(
-                f"CPU time (RLIMIT_CPU), and share by nice {PRIORITY_NICE} in the server's session"
+            bounded.append("CPU time (RLIMIT_CPU)")
+            unbounded.append(
+                "CPU share: a run is scheduled as its own session, the server's equal (no cgroup; "
+                "at most verifier_concurrency runs at once)"
             )
         if self.seccomp:
             bounded.append("one process per run (seccomp)")
@@ -196,13 +194,10 @@ def jail_argv(
     args = [status.bwrap, "--unshare-all", "--unshare-user"]
     if status.userns_disabled:
         args.append("--disable-userns")
-    # No --new-session: in the server's session its lowered priority counts against the
-    # server's (a session of its own would be scheduled as the server's equal; seccomp refuses
-    # setsid). The session's terminal, if it has one, is out of reach: /dev/tty is masked below
-    # and the TIOCSTI/TIOCLINUX ioctls are refused.
+    # No --new-session: the run's session is its own already (made by its parent: no
+    # controlling terminal), and seccomp refuses setsid and the TIOCSTI/TIOCLINUX ioctls.
     args += ["--die-with-parent", "--cap-drop", "ALL", "--uid", _NOBODY, "--gid", _NOBODY]
     args += ["--hostname", "verifier", "--clearenv", *_runtime_binds(), "--dev", "/dev"]
-    args += ["--ro-bind", "/dev/null", "/dev/tty"]
     # No /proc: its mountinfo would show the host paths of every bind mount below.
     for tmpfs in (INNER_SCRATCH, "/tmp"):
         if status.sized_tmpfs:

@@ -4,8 +4,8 @@ Each run starts ``python -I -S _child.py`` (the real interpreter behind ``sys.ex
 inside the OS jail of ``_jail.py`` (bubblewrap: no network, own PID and user namespaces, a
 filesystem view of only the runtime, its bundle, its databases and a scratch tmpfs of a fixed
 size, an empty environment, a seccomp filter refusing new processes), with
-``RLIMIT_AS``/``RLIMIT_CPU`` limits, a lowered CPU priority, a cgroup of its own where this
-process can make one (``_cgroup.py``), and an audit hook (see ``_audit.py``) installed before
+``RLIMIT_AS``/``RLIMIT_CPU`` limits, a cgroup of its own where this process can make one
+(``_cgroup.py``), and an audit hook (see ``_audit.py``) installed before
 the verifier's code runs, as a second layer. Where the jail cannot start, runs are refused
 (:class:`JailUnavailableError`) unless the caller opts in with ``allow_unjailed=True``, which
 is for trusted code only; ``VerifierOutcome.sandbox`` says which layers protected the run.
@@ -47,7 +47,7 @@ from .._twin import sync_function
 from ..process_groups import GATE_OPEN, gated, guard_group, release_group
 from ._cgroup import RunCgroup
 from ._entry import CallConvention, call_arguments
-from ._jail import INNER_CODE_DIR, PRIORITY_NICE, THREAD_LIMIT, jail_argv, jail_status, seccomp_fd
+from ._jail import INNER_CODE_DIR, THREAD_LIMIT, jail_argv, jail_status, seccomp_fd
 from ._outcome import ErrorType, SandboxLayers, VerifierError, VerifierOutcome
 from ._plain_pickle import PlainDataError, dump_plain
 
@@ -216,12 +216,13 @@ def _prepare(
 
 
 def _confine(job: _Job, pid: int) -> None:
-    """Put the run's first process (still at its gate) into its cgroup and lower its priority.
+    """Put the run's first process, still at its gate, into its cgroup (everything it starts
+    follows it there).
 
-    Everything the run starts inherits both. The run is a process group in this process's
-    session, so its nice value counts against this process's threads: the scheduler shares CPU
-    between sessions (autogroups) first, and a session of its own would have made the run the
-    server's equal. The jail refuses ``setsid``, so the run cannot leave the session either.
+    Without a cgroup the run keeps the CPU priority it started with: it is a session of its
+    own, which the scheduler weighs as any other session's equal. A lower nice value would
+    count against the other sessions of the machine too (a busy trainer's, say), not against
+    the server alone, as ``cpu.weight`` does.
 
     Raises:
         SandboxError: The process could not be moved into its cgroup.
@@ -231,12 +232,10 @@ def _confine(job: _Job, pid: int) -> None:
             job.cgroup.add(pid)
         except OSError as exc:
             raise SandboxError(f"could not move the verifier into its cgroup: {exc}") from exc
-    with contextlib.suppress(OSError):
-        os.setpriority(os.PRIO_PROCESS, pid, PRIORITY_NICE)
 
 
 def _kill_group(pid: int) -> None:
-    """SIGKILL the child's process group (it leads it: ``process_group=0``)."""
+    """SIGKILL the child's process group (it leads it: ``start_new_session=True``)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
 
@@ -389,8 +388,8 @@ async def run_sandboxed_async(
     the Python runtime, the given databases (read-only) and two tmpfs mounts of ``scratch_mb``
     each, its scratch directory (cwd) and ``/tmp``. A seccomp filter refuses new processes (threads are
     fine), namespaces and mounts. ``RLIMIT_AS = memory_mb`` MiB and ``RLIMIT_CPU`` just above
-    ``timeout`` apply, at a lowered CPU priority; where this process can make cgroups, the run
-    also gets one bounding its memory and tmpfs together, its threads and its CPU share
+    ``timeout`` apply; where this process can make cgroups, the run also gets one bounding its
+    memory and tmpfs together, its threads, and its CPU share below this process's
     (:meth:`~fleet_sdk.verifiers.JailStatus.summary` says what is bounded here). As a second
     layer, an audit hook denies opening anything but those files, starting processes, sending
     signals, the network, ``ctypes`` and frame introspection; a denied call raises
@@ -474,7 +473,7 @@ async def _run_job_async(job: _Job) -> VerifierOutcome:
                 stderr=asyncio.subprocess.PIPE,
                 cwd=None if job.root is None else job.root / "work",
                 env={},
-                process_group=0,  # its own group, in this session: see _confine
+                start_new_session=True,
                 pass_fds=job.child_fds,
             )
         except OSError as exc:

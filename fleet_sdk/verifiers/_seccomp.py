@@ -11,8 +11,8 @@ holds for every thread of the run and for anything that interpreter ``exec``s. I
   ``pidfd_*``, ``kcmp``, ``keyctl``, ``bpf``, ``perf_event_open``, ``userfaultfd``,
   ``io_uring_*``, ``open_by_handle_at``, modules, ``kexec``, ``reboot``, ``swapon``...;
 - memory outside the address-space limit: ``memfd_create``, ``memfd_secret``;
-- ``setsid`` (a session of its own would be scheduled as the server's equal, its lowered
-  priority void) and the ``TIOCSTI``/``TIOCLINUX`` ioctls (typing into a terminal).
+- ``setsid`` (the run stays one process group and session) and the ``TIOCSTI``/``TIOCLINUX``
+  ioctls (typing into a terminal).
 
 Refused calls fail with ``EPERM``. A call made through another ABI than the interpreter's
 (32-bit ``int 0x80``, x32) kills the process. :func:`seccomp_program` returns ``None`` on an
