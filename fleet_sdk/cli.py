@@ -24,6 +24,14 @@ def _api_key(args: argparse.Namespace) -> tuple[str | None, bool]:
     return f"local-{secrets.token_urlsafe(24)}", True
 
 
+def _positive_int(text: str) -> int:
+    """An argparse type: an int of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def _serve(args: argparse.Namespace) -> int:
     from fleet_local import LocalSettings, serve
 
@@ -128,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--verifier-concurrency",
-        type=int,
+        type=_positive_int,
         default=None,
         help="verifier runs at once (more wait, then 503); default: 2 per core, as memory allows",
     )

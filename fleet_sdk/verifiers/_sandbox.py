@@ -202,10 +202,10 @@ def _prepare(
             "cpu_seconds": math.ceil(timeout) + 1,
             "result_limit": OUTPUT_LIMIT_BYTES,
         }
-        job.argv, job.payload = argv, json.dumps(payload).encode("utf-8")
-    except (TypeError, ValueError) as exc:
-        job.cleanup()
-        raise SandboxError(f"final_answer must be JSON-serializable: {exc}") from None
+        try:
+            job.argv, job.payload = argv, json.dumps(payload).encode("utf-8")
+        except (TypeError, ValueError) as exc:
+            raise SandboxError(f"final_answer must be JSON-serializable: {exc}") from None
     except OSError as exc:
         job.cleanup()
         raise SandboxError(f"could not prepare the verifier's run: {exc}") from exc
