@@ -115,8 +115,10 @@ class JailStatus:
             bounded.append("scratch and /tmp (a tmpfs of scratch_mb each)")
         else:
             unbounded.append("scratch and /tmp (this bubblewrap has no --size)")
-        if not self.userns_disabled:
-            unbounded.append("nested user namespaces (this bubblewrap has no --disable-userns)")
+        if not self.userns_disabled:  # bubblewrap before 0.8, or a kernel that refused it
+            (bounded if self.seccomp else unbounded).append(
+                "nested user namespaces (no --disable-userns here)"
+            )
         text = "verifier jail (bubblewrap): bounded: " + "; ".join(bounded)
         if unbounded:
             text += ". Not bounded: " + "; ".join(unbounded)
