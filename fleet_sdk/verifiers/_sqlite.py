@@ -165,6 +165,23 @@ class _Proxy:
         return value
 
 
+def _attribute(name: str, doc: str, *, writable: bool = False) -> Any:
+    """A property reading (and setting) the held object's attribute ``name``."""
+
+    def get(proxy: _Proxy) -> Any:
+        return proxy._do("get", name)
+
+    def set_(proxy: _Proxy, value: Any) -> None:
+        proxy._do("set", name, value)
+
+    return property(get, set_ if writable else None, doc=doc)
+
+
+_ROW_FACTORY_DOC = (
+    "How rows are made (a factory other than ``sqlite3.Row`` gets a cursor holding only ``description``)."
+)
+
+
 class ReadOnlyCursor(_Proxy):
     """A cursor of a :class:`ReadOnlyConnection`: ``sqlite3.Cursor``'s reading and running
     methods, with ``connection`` being the read-only connection."""
@@ -219,41 +236,11 @@ class ReadOnlyCursor(_Proxy):
     def setoutputsize(self, size: Any, column: Any = None, /) -> None:
         """Does nothing (DB-API)."""
 
-    @property
-    def description(self) -> Any:
-        """Column names of the last query (DB-API 7-tuples)."""
-        return self._do("get", "description")
-
-    @property
-    def rowcount(self) -> int:
-        """Rows changed by the last statement, or -1."""
-        count: int = self._do("get", "rowcount")
-        return count
-
-    @property
-    def lastrowid(self) -> int | None:
-        """The rowid of the last inserted row."""
-        rowid: int | None = self._do("get", "lastrowid")
-        return rowid
-
-    @property
-    def arraysize(self) -> int:
-        """Rows ``fetchmany`` returns by default."""
-        size: int = self._do("get", "arraysize")
-        return size
-
-    @arraysize.setter
-    def arraysize(self, value: int) -> None:
-        self._do("set", "arraysize", value)
-
-    @property
-    def row_factory(self) -> Any:
-        """How rows are made (the factory gets a cursor holding only ``description``)."""
-        return self._do("get", "row_factory")
-
-    @row_factory.setter
-    def row_factory(self, factory: Any) -> None:
-        self._do("set", "row_factory", factory)
+    description = _attribute("description", "Column names of the last query (DB-API 7-tuples).")
+    rowcount = _attribute("rowcount", "Rows changed by the last statement, or -1.")
+    lastrowid = _attribute("lastrowid", "The rowid of the last inserted row.")
+    arraysize = _attribute("arraysize", "Rows ``fetchmany`` returns by default.", writable=True)
+    row_factory = _attribute("row_factory", _ROW_FACTORY_DOC, writable=True)
 
     def __iter__(self) -> ReadOnlyCursor:
         return self
@@ -338,34 +325,10 @@ class ReadOnlyConnection(_Proxy):
         """Call ``callback`` with each statement run."""
         self._do("set_trace_callback", callback)
 
-    @property
-    def in_transaction(self) -> bool:
-        """Whether a transaction is open."""
-        return bool(self._do("get", "in_transaction"))
-
-    @property
-    def total_changes(self) -> int:
-        """Rows changed since the connection opened."""
-        changes: int = self._do("get", "total_changes")
-        return changes
-
-    @property
-    def row_factory(self) -> Any:
-        """How rows are made (the factory gets a cursor holding only ``description``)."""
-        return self._do("get", "row_factory")
-
-    @row_factory.setter
-    def row_factory(self, factory: Any) -> None:
-        self._do("set", "row_factory", factory)
-
-    @property
-    def text_factory(self) -> Any:
-        """How TEXT values are made."""
-        return self._do("get", "text_factory")
-
-    @text_factory.setter
-    def text_factory(self, factory: Any) -> None:
-        self._do("set", "text_factory", factory)
+    in_transaction = _attribute("in_transaction", "Whether a transaction is open.")
+    total_changes = _attribute("total_changes", "Rows changed since the connection opened.")
+    row_factory = _attribute("row_factory", _ROW_FACTORY_DOC, writable=True)
+    text_factory = _attribute("text_factory", "How TEXT values are made.", writable=True)
 
     def set_authorizer(self, *args: Any, **kwargs: Any) -> None:
         """Refused: the authorizer is what keeps ``ATTACH`` out."""
