@@ -606,9 +606,10 @@ async def test_the_async_runner_checks_the_jail_and_cleans_up_off_the_loop(
 def test_the_marker_file_of_the_frame_walk_is_nowhere(databases: dict[str, str], tmp_path: Path) -> None:
     """The frame walk stops at ``sys._getframe``, before its ``touch pwned`` runs.
 
-    Inside the jail the verifier can write only its scratch and result directories, both made
-    under ``scratch_root`` and removed after the run; so the marker is looked for in the whole
-    scratch root (and in the test's own directories), which must be left empty.
+    Inside the jail the verifier can write only its scratch tmpfs and ``/tmp``, which vanish
+    with the run; nothing of it is made under ``scratch_root`` (only unjailed runs make their
+    directory there). The marker is looked for in the scratch root and the test's own
+    directories, which must be left empty.
     """
     scratch_root = tmp_path / "scratch"
     scratch_root.mkdir()
