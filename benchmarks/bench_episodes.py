@@ -12,18 +12,28 @@ process and the children it waited for), and how many cores the whole machine ke
 follows the ceiling of any concurrency on this machine: cores / busy(N=1), when the CPU per
 episode stays flat.
 
+``--baseline DIR`` measures this checkout's server against another's (``git archive main | tar -x
+-C DIR``) instead: both servers run at once, and each round measures every level on one, then on
+the other, in alternating order (A/B at every level, then B/A...), driven by this checkout's
+client. Printed: each side's episodes/s per round; then, per level, the median ratio
+this/baseline and every round's ratio.
+
 ``python benchmarks/bench_episodes.py [--episodes 32] [--concurrency 1,16,64] [--rounds 2] [--burst 256]``
+``python benchmarks/bench_episodes.py --baseline DIR [--episodes 64] [--concurrency 1,16] [--rounds 8]``
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import statistics
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from fleet_local import LocalFleet
 from fleet_sdk import AsyncFleet, TaskEnv
@@ -112,14 +122,74 @@ async def measure(
     return Run(episodes / elapsed, errors, counter.retries, cpu_ms, server_cpu_ms, busy_cores)
 
 
+async def tool_use_tasks(fleet: AsyncFleet) -> list[Task]:
+    return [
+        Task.model_validate(t.model_dump())
+        for t in (await fleet.api.control_plane.list_tasks()).tasks
+        if t.task_modality in (None, "tool_use")  # browser tasks: benchmarks/bench_browser.py
+    ]
+
+
+@contextlib.contextmanager
+def server_code(checkout: Path) -> Iterator[None]:
+    """Servers started inside run ``checkout``'s ``fleet_local``: ``LocalFleet`` passes on the
+    environment and the working directory (``python -m`` puts it first on the path). This
+    process keeps its own client."""
+    before, cwd = os.environ.get("PYTHONPATH"), Path.cwd()
+    os.environ["PYTHONPATH"] = f"{checkout}{os.pathsep}{checkout / 'generated'}"
+    os.chdir(checkout)
+    try:
+        yield
+    finally:
+        os.chdir(cwd)
+        if before is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = before
+
+
+async def compare(checkouts: dict[str, Path], episodes: int, levels: list[int], rounds: int) -> None:
+    """This checkout's server against the baseline's, both running at once and measured in turn
+    (A/B, then B/A...) at each level of each round: per level, the median ratio and its spread."""
+    async with contextlib.AsyncExitStack() as stack:
+        fleets: dict[str, AsyncFleet] = {}
+        pids: dict[str, int | None] = {}
+        for name, checkout in checkouts.items():
+            with server_code(checkout):
+                local = await stack.enter_async_context(LocalFleet(s3=False))
+            fleets[name] = await stack.enter_async_context(local.async_fleet())
+            pids[name] = local.pid
+        tasks = await tool_use_tasks(fleets["this"])
+        for fleet in fleets.values():
+            await measure(fleet, tasks, 4, 4)  # warm up (seed databases, imports)
+        runs: dict[tuple[str, int], list[Run]] = {(name, level): [] for name in fleets for level in levels}
+        for round_ in range(rounds):
+            order = list(fleets) if round_ % 2 == 0 else list(reversed(fleets))
+            line = []
+            for level in levels:
+                for name in order:
+                    run = await measure(fleets[name], tasks, max(episodes, level), level, pids[name])
+                    runs[name, level].append(run)
+                    line.append(
+                        f"N={level} {name} {run.rate:5.2f}"
+                        + (f" ({run.errors} errors)" if run.errors else "")
+                    )
+            print(f"round {round_ + 1}: " + "  ".join(line), flush=True)
+        for level in levels:
+            this = [r.rate for r in runs["this", level]]
+            base = [r.rate for r in runs["baseline", level]]
+            ratios = sorted(a / b for a, b in zip(this, base, strict=True))
+            print(
+                f"N={level:3d}: this median {statistics.median(this):6.2f} episodes/s, baseline"
+                f" {statistics.median(base):6.2f}; this/baseline median {statistics.median(ratios):4.2f}x"
+                f" (rounds, sorted: {', '.join(f'{r:.2f}' for r in ratios)})"
+            )
+
+
 async def main(episodes: int, levels: list[int], rounds: int, burst: int) -> None:
     async with LocalFleet(s3=False) as local:
         fleet = local.async_fleet()
-        tasks = [
-            Task.model_validate(t.model_dump())
-            for t in (await fleet.api.control_plane.list_tasks()).tasks
-            if t.task_modality in (None, "tool_use")  # browser tasks: benchmarks/bench_browser.py
-        ]
+        tasks = await tool_use_tasks(fleet)
         await measure(fleet, tasks, 4, 4)  # warm up (seed databases, imports)
         runs: dict[int, list[Run]] = {level: [] for level in levels}
         for _ in range(rounds):
@@ -162,6 +232,11 @@ if __name__ == "__main__":
     parser.add_argument("--concurrency", default="1,16,64")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--burst", type=int, default=0)
+    parser.add_argument("--baseline", type=Path, default=None)
     args = parser.parse_args()
     levels = [int(x) for x in args.concurrency.split(",")]
-    asyncio.run(main(args.episodes, levels, args.rounds, args.burst))
+    if args.baseline is not None:
+        checkouts = {"this": Path(__file__).resolve().parent.parent, "baseline": args.baseline.resolve()}
+        asyncio.run(compare(checkouts, args.episodes, levels, args.rounds))
+    else:
+        asyncio.run(main(args.episodes, levels, args.rounds, args.burst))

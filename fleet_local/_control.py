@@ -362,7 +362,7 @@ def router(state: LocalState) -> APIRouter:
     @api.post("/v1/verifiers/execute", response_model=models.VerifiersExecuteResponse)
     async def execute_verifier(body: models.VerifiersExecuteRequest) -> models.VerifiersExecuteResponse:
         """Run a verifier against the instance named in ``args.instance_id``."""
-        return await _verifier_exec.execute_verifier(state, body, None)
+        return await _verifier_exec.execute_verifier(state, body, None, keyed=True)
 
     return api
 

@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse
 from starlette.background import BackgroundTask
@@ -30,6 +30,7 @@ from fleet_sdk.verifiers import harden_connection
 
 from . import _action_log, _instance_browser, _instances, _verifier_exec
 from ._action_log import ACTION_LOG
+from ._auth import auth_refusal
 from ._errors import LocalAPIError
 from ._sql_work import run_sql, timed_out
 from ._state import LocalState, iso
@@ -253,6 +254,12 @@ def router(state: LocalState) -> APIRouter:
     """Routes of the instance manager API."""
     api = APIRouter(prefix=MANAGER_PREFIX, tags=["instance-manager"])
 
+    def _bears_key(request: Request) -> bool:
+        """Whether a request to these keyless routes bore the server's key anyway (a key holder
+        using the public SDK's manager URL): it may run what only key holders may."""
+        authorization = request.headers.get("authorization", "")
+        return auth_refusal(authorization, state.settings.api_key) is None
+
     @api.get("/health", response_model=models.HealthResponse)
     def manager_health(instance_id: str) -> models.HealthResponse:
         """200 while the instance is live (404 ``instance_not_found`` otherwise)."""
@@ -369,21 +376,24 @@ def router(state: LocalState) -> APIRouter:
         response_model=models.VerifiersExecuteResponse | models.ExecuteFunctionResponse,
     )
     async def execute_verifier_function(
-        instance_id: str, body: models.VerifiersExecuteRequest | models.ExecuteFunctionRequest
+        instance_id: str,
+        body: models.VerifiersExecuteRequest | models.ExecuteFunctionRequest,
+        request: Request,
     ) -> models.VerifiersExecuteResponse | models.ExecuteFunctionResponse:
         """Run a verifier against this instance, answering in the shape of the request: a bundle
         as ``/v1/verifiers/execute`` does, or the public SDK's function source."""
+        keyed = _bears_key(request)
         if isinstance(body, models.ExecuteFunctionRequest):
-            return await _verifier_exec.execute_function(state, body, instance_id)
-        return await _verifier_exec.execute_verifier(state, body, instance_id)
+            return await _verifier_exec.execute_function(state, body, instance_id, keyed=keyed)
+        return await _verifier_exec.execute_verifier(state, body, instance_id, keyed=keyed)
 
     # ``urls.manager.execute_verifier_function_with_upload`` points here: the bundle travels in the body.
     @api.post("/execute_verifier_function_with_upload", response_model=models.VerifiersExecuteResponse)
     async def execute_verifier_function_with_upload(
-        instance_id: str, body: models.VerifiersExecuteRequest
+        instance_id: str, body: models.VerifiersExecuteRequest, request: Request
     ) -> models.VerifiersExecuteResponse:
         """Run a verifier bundle against this instance (same contract as ``/v1/verifiers/execute``)."""
-        return await _verifier_exec.execute_verifier(state, body, instance_id)
+        return await _verifier_exec.execute_verifier(state, body, instance_id, keyed=_bears_key(request))
 
     @api.get("/docs", response_class=HTMLResponse, include_in_schema=False)
     def manager_docs(instance_id: str) -> HTMLResponse:

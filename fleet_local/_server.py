@@ -67,8 +67,10 @@ def build_state(settings: LocalSettings) -> LocalState:
 def jail_notice(*, allow_unjailed: bool, opt_in: str) -> str | None:
     """What to say when the verifier OS jail cannot start here (None when it can).
 
+    The rule it describes is ``_verifier_exec.may_run_unjailed``'s.
+
     Args:
-        allow_unjailed: Every verifier may run under the audit hook alone.
+        allow_unjailed: The server runs trusted code under the audit hook alone.
         opt_in: How the reader allows that (a flag, a keyword).
     """
     from fleet_sdk.verifiers import jail_status
@@ -77,23 +79,33 @@ def jail_notice(*, allow_unjailed: bool, opt_in: str) -> str | None:
     if status.available:
         return None
     if allow_unjailed:
-        outcome = f"verifiers run under the audit hook alone ({opt_in})"
+        outcome = (
+            "requests bearing the server's key run their verifiers under the audit hook alone "
+            f"({opt_in}: trusted code only); others only the bundled tasks' own"
+        )
     else:
         outcome = (
-            "the bundled tasks' own verifiers run under the audit hook alone; other verifier runs "
-            f"are refused (503) unless you opt in with {opt_in}"
+            "only the bundled tasks' own verifiers run (under the audit hook alone); others are "
+            f"refused (503) unless you opt in with {opt_in} (trusted code only)"
         )
     return f"the verifier OS jail is unavailable: {status.reason}; {outcome}"
 
 
-def _announce_jail(settings: LocalSettings) -> None:
-    """Say on stderr, at startup, whether verifiers run in the OS jail (and if not, which do)."""
+def _announce_jail(state: LocalState) -> None:
+    """Say once on stderr, at startup, what bounds a verifier run here (and which run at all)."""
+    from fleet_sdk.verifiers import jail_status
+
+    from ._verifier_exec import verifier_concurrency
+
     notice = jail_notice(
-        allow_unjailed=settings.allow_unjailed_verifiers, opt_in="--allow-unjailed-verifiers"
+        allow_unjailed=state.settings.allow_unjailed_verifiers, opt_in="--allow-unjailed-verifiers"
     )
-    if notice is not None:
-        sys.stderr.write(f"fleet-sdk local server: WARNING: {notice}\n")
-        sys.stderr.flush()
+    if notice is None:
+        line = f"{jail_status().summary()}. At most {verifier_concurrency(state)} verifier runs at once"
+    else:
+        line = f"WARNING: {notice}"
+    sys.stderr.write(f"fleet-sdk local server: {line}\n")
+    sys.stderr.flush()
 
 
 _jail_told = threading.Event()  # set once the notice is given: at most once per process
@@ -158,7 +170,7 @@ def _serve_claimed(
             sys.stdout.write(json.dumps(line) + "\n")
             sys.stdout.flush()
         # The probe starts a jailed interpreter (~0.1-1 s): once ready, not in startup's way.
-        threading.Thread(target=_announce_jail, args=(settings,), name="fleet-jail", daemon=True).start()
+        threading.Thread(target=_announce_jail, args=(state,), name="fleet-jail", daemon=True).start()
 
     state.on_ready = ready
 
@@ -212,6 +224,8 @@ class LocalFleet:
             start (``fleet-sdk serve --allow-unjailed-verifiers``), not only the bundled ones.
         verifier_timeout: Default wall-clock seconds of a verifier run.
         verifier_memory_mb: Address-space limit of a verifier process.
+        verifier_scratch_mb: Size of a jailed verifier's scratch tmpfs, and of its ``/tmp``.
+        verifier_concurrency: Verifier runs at once (default: 2 per core, as memory allows).
         job_concurrency: Sessions a job runs at once.
         job_browser_concurrency: Browser leases (a Chromium each) a job holds at once.
         instance_browsers: Instances whose ``cdp`` resource may hold a browser at once.
@@ -245,6 +259,8 @@ class LocalFleet:
         allow_unjailed: bool = False,
         verifier_timeout: float | None = None,
         verifier_memory_mb: int | None = None,
+        verifier_scratch_mb: int | None = None,
+        verifier_concurrency: int | None = None,
         job_concurrency: int | None = None,
         job_browser_concurrency: int | None = None,
         instance_browsers: int | None = None,
@@ -272,6 +288,8 @@ class LocalFleet:
             "allow_unjailed_verifiers": allow_unjailed,
             "verifier_timeout": verifier_timeout,
             "verifier_memory_mb": verifier_memory_mb,
+            "verifier_scratch_mb": verifier_scratch_mb,
+            "verifier_concurrency": verifier_concurrency,
             "job_concurrency": job_concurrency,
             "job_browser_concurrency": job_browser_concurrency,
             "instance_browsers": instance_browsers,

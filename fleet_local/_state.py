@@ -38,6 +38,10 @@ class LocalSettings:
         s3: Start the S3-compatible endpoint for screenshots.
         verifier_timeout: Default wall-clock seconds for a verifier run.
         verifier_memory_mb: Address-space limit of a verifier process.
+        verifier_scratch_mb: Size of a jailed verifier's scratch tmpfs, and of its ``/tmp``.
+        verifier_concurrency: Verifier runs at once; more wait for a slot within their run's
+            timeout, then get 503 ``verifier_busy``. None sizes it to the machine
+            (``_verifier_exec.default_verifier_concurrency``).
         job_concurrency: Sessions a job runs at once.
         job_browser_concurrency: Browser leases (one headless Chromium each, 250-400 MiB) a job
             holds at once for its browser_use / computer_use sessions; within ``job_concurrency``.
@@ -57,8 +61,10 @@ class LocalSettings:
         query_timeout: Seconds one SQL request may take (waiting included) before it is stopped.
         query_concurrency: SQL statements run at once; more wait, within their deadline.
         max_body_bytes: The largest request body accepted (413 beyond).
-        allow_unjailed_verifiers: Run verifiers under the audit hook alone when the OS jail
-            (bubblewrap) cannot start; by default such runs are refused with 503.
+        allow_unjailed_verifiers: Where the OS jail (bubblewrap) cannot start, run the verifiers
+            of requests bearing the server's key under the audit hook alone: trusted code only
+            (docs/threat-model.md). Requests without the key are refused (503) all the same;
+            so is every run without this setting, but the bundled tasks' own verifiers.
     """
 
     data_dir: Path
@@ -68,6 +74,8 @@ class LocalSettings:
     s3: bool = True
     verifier_timeout: float = 30.0
     verifier_memory_mb: int = 512
+    verifier_scratch_mb: int = 64
+    verifier_concurrency: int | None = None
     job_concurrency: int = 8
     job_browser_concurrency: int = 2
     instance_browsers: int = 2
@@ -107,6 +115,7 @@ class LocalState:
         on_ready: Called once every lifespan has started (the ready line).
         sql_limiters: The gate SQL requests wait at and the threads' own limiter
             (``_sql_work``; made on first use, inside the loop).
+        verifier_gate: The slots verifier runs wait for (``_verifier_exec``; made on first use).
 
     ``build_state`` (``fleet_local._server``) creates one with every service in place.
     """
@@ -126,6 +135,7 @@ class LocalState:
     job_client: AsyncFleet | None = None
     on_ready: Callable[[], None] | None = None
     sql_limiters: tuple[anyio.CapacityLimiter, anyio.CapacityLimiter] | None = None
+    verifier_gate: anyio.Semaphore | None = None
 
     @property
     def data_dir(self) -> Path:

@@ -12,20 +12,29 @@ every fault of the verifier comes back as ``success: false`` with a structured
 ``error`` (HTTP 200). The public SDK's ``{function_code, function_name}`` body
 of the manager endpoint runs the same way (:func:`execute_function`). Each run
 is stored as a ``"verifier_execution"`` document.
+
+At most ``verifier_concurrency`` runs go at once; the others wait for a slot
+within their run's timeout, then answer 503 ``verifier_busy`` (``Retry-After``;
+nothing ran, so resending is safe). Where the OS jail cannot start, which code
+may run under the audit hook alone is decided in one place,
+:func:`may_run_unjailed`.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import io
 import json
 import logging
 import math
+import os
 import shutil
 import textwrap
 import zipfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -52,10 +61,13 @@ __all__ = [
     "EXECUTION_KIND",
     "check_bundle",
     "decode_bundle",
+    "default_verifier_concurrency",
     "execute_function",
     "execute_verifier",
     "get_verifier",
+    "may_run_unjailed",
     "run_code",
+    "verifier_concurrency",
     "verifier_id_of",
 ]
 
@@ -65,6 +77,7 @@ BUNDLE_KIND = "verifier_bundle"
 EXECUTION_KIND = "verifier_execution"
 TASK_KIND = "task"
 JAIL_UNAVAILABLE = "verifier_jail_unavailable"
+VERIFIER_BUSY = "verifier_busy"
 # Both the zip and its uncompressed contents: a small zip can hold a gigabyte of zeros.
 _MAX_BUNDLE_BYTES = 5 * 1024 * 1024
 _MAX_BUNDLE_FILES = 64
@@ -84,6 +97,48 @@ def clear_scratch(state: LocalState) -> None:
     root = scratch_root(state)
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True, exist_ok=True)
+
+
+def default_verifier_concurrency(memory_mb: int, scratch_mb: int) -> int:
+    """Verifier runs at once when the server is not told: two per core, and no more than fit
+    in memory at their limits (``memory_mb`` plus two tmpfs mounts of ``scratch_mb`` each).
+
+    Args:
+        memory_mb: A run's address-space limit.
+        scratch_mb: A run's scratch tmpfs (and ``/tmp``) size.
+    """
+    cores = os.cpu_count() or 1
+    try:
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // (1024 * 1024)
+    except (ValueError, OSError, AttributeError):  # not POSIX: cores alone
+        memory = 0
+    by_memory = memory // (memory_mb + 2 * scratch_mb) if memory else 2 * cores
+    return max(1, min(2 * cores, by_memory))
+
+
+def verifier_concurrency(state: LocalState) -> int:
+    """The verifier runs this server allows at once."""
+    settings = state.settings
+    if settings.verifier_concurrency is not None:
+        return settings.verifier_concurrency
+    return default_verifier_concurrency(settings.verifier_memory_mb, settings.verifier_scratch_mb)
+
+
+def may_run_unjailed(state: LocalState, code: str, *, keyed: bool) -> bool:
+    """Whether ``code`` may run under the audit hook alone where the OS jail cannot start.
+
+    The one place this is decided. The hook is a second layer, no sandbox for untrusted code
+    (docs/threat-model.md), so: the bundled tasks' own verifiers (they ship with this package)
+    always may; any other code only on a server started with ``--allow-unjailed-verifiers``,
+    and only for a request bearing the server's key. A request without it (the manager routes
+    need only an instance id) runs nothing else unjailed.
+
+    Args:
+        state: Server state.
+        code: The verifier source.
+        keyed: The request bore the server's key.
+    """
+    return code in state.bundled_verifiers or (keyed and state.settings.allow_unjailed_verifiers)
 
 
 def _verifier_id(sha256: str) -> str:
@@ -256,13 +311,15 @@ async def run_code(
     timeout_seconds: float | None = None,
     key: str | None = None,
     sha256: str | None = None,
+    keyed: bool,
 ) -> dict[str, Any]:
     """Run verifier ``code`` against a live instance and store the execution record.
 
     Verifier faults never raise: they come back with ``success: False`` and ``error``.
     ``arguments`` (``(args, kwargs)``) call ``verify(env, *args, **kwargs)`` instead of passing
     ``final_answer``; ``convention`` is the sandbox's (``"snapshots"`` for the public SDK's
-    ``fn(before, after, transcript)``).
+    ``fn(before, after, transcript)``). ``keyed``: the request bore the server's key (see
+    :func:`may_run_unjailed`).
 
     Returns:
         The record: ``VerifiersExecuteResponse`` fields plus ``score``, ``key``, ``sha256``,
@@ -270,39 +327,49 @@ async def run_code(
 
     Raises:
         LocalAPIError: 404 ``instance_not_found`` when the instance is unknown or terminated;
-            503 ``verifier_jail_unavailable`` when the OS jail cannot start, the code is not a
-            bundled task's own verifier (``LocalState.bundled_verifiers``) and the server was
-            not started with ``--allow-unjailed-verifiers``.
+            503 ``verifier_jail_unavailable`` when the OS jail cannot start and the code may not
+            run without it (:func:`may_run_unjailed`); 503 ``verifier_busy`` when no run slot
+            was free within the run's timeout.
     """
     seed = await anyio.to_thread.run_sync(_instances.database_path, state, instance_id, "seed")
     current = seed.with_name("current.db")
-    limit = float(state.settings.verifier_timeout)
+    settings = state.settings
+    limit = float(settings.verifier_timeout)
     run_timeout = min(float(timeout_seconds), limit) if timeout_seconds is not None else limit
     digest = sha256 or bundle_sha256(code)
     entry = function_name if function_name and function_name != "verify" else None
-    try:
-        outcome: VerifierOutcome = await run_sandboxed_async(
-            code,
-            databases={"seed": seed, "current": current},
-            final_answer=final_answer,
-            args=arguments[0] if arguments is not None else None,
-            kwargs=arguments[1] if arguments is not None else None,
-            convention=convention,
-            function_name=entry,
-            timeout=run_timeout,
-            memory_mb=state.settings.verifier_memory_mb,
-            allow_unjailed=state.settings.allow_unjailed_verifiers or code in state.bundled_verifiers,
-            scratch_root=scratch_root(state),
-        )
-        error = outcome.error.model_dump() if outcome.error is not None else None
-        success, score, result = outcome.success, outcome.score, _jsonable(outcome.result)
-        stdout, elapsed = outcome.stdout, outcome.execution_time_ms
-    except JailUnavailableError as exc:
-        raise LocalAPIError(503, str(exc), code=JAIL_UNAVAILABLE, retryable=False) from None
-    except Exception as exc:  # the runner itself failed (e.g. a final_answer that is not JSON)
-        _log.warning("verifier runner failed: %s", exc)
-        error = _error("exception", f"the verifier could not be run: {type(exc).__name__}: {exc}")
-        success, score, result, stdout, elapsed = False, None, None, "", 0.0
+    unjailed = may_run_unjailed(state, code, keyed=keyed)
+    async with _run_slot(state, run_timeout):
+        try:
+            outcome: VerifierOutcome = await run_sandboxed_async(
+                code,
+                databases={"seed": seed, "current": current},
+                final_answer=final_answer,
+                args=arguments[0] if arguments is not None else None,
+                kwargs=arguments[1] if arguments is not None else None,
+                convention=convention,
+                function_name=entry,
+                timeout=run_timeout,
+                memory_mb=settings.verifier_memory_mb,
+                scratch_mb=settings.verifier_scratch_mb,
+                allow_unjailed=unjailed,
+                scratch_root=scratch_root(state),
+            )
+            error = outcome.error.model_dump() if outcome.error is not None else None
+            success, score, result = outcome.success, outcome.score, _jsonable(outcome.result)
+            stdout, elapsed = outcome.stdout, outcome.execution_time_ms
+        except JailUnavailableError as exc:
+            detail = str(exc)
+            if settings.allow_unjailed_verifiers and not keyed:
+                detail += (
+                    "; without the jail only requests bearing the server's key run verifiers "
+                    "(unjailed runs are for trusted code only)"
+                )
+            raise LocalAPIError(503, detail, code=JAIL_UNAVAILABLE, retryable=False) from None
+        except Exception as exc:  # the runner itself failed (e.g. a final_answer that is not JSON)
+            _log.warning("verifier runner failed: %s", exc)
+            error = _error("exception", f"the verifier could not be run: {type(exc).__name__}: {exc}")
+            success, score, result, stdout, elapsed = False, None, None, "", 0.0
     if score is not None and not math.isfinite(score):
         score = None
     return await _save_execution(
@@ -318,6 +385,33 @@ async def run_code(
         stdout=stdout,
         score=score,
     )
+
+
+@contextlib.asynccontextmanager
+async def _run_slot(state: LocalState, wait: float) -> AsyncIterator[None]:
+    """Hold one of the server's verifier run slots, waiting at most ``wait`` seconds for it.
+
+    Raises:
+        LocalAPIError: 503 ``verifier_busy`` (retryable, ``Retry-After``) when none came free.
+    """
+    if state.verifier_gate is None:  # made inside the loop, on first use
+        state.verifier_gate = anyio.Semaphore(verifier_concurrency(state))
+    gate = state.verifier_gate
+    try:
+        with anyio.fail_after(wait):
+            await gate.acquire()
+    except TimeoutError:
+        raise LocalAPIError(
+            503,
+            f"every verifier run slot stayed busy for {wait:g}s; nothing ran, retry shortly",
+            code=VERIFIER_BUSY,
+            retryable=True,
+            headers={"Retry-After": "1"},
+        ) from None
+    try:
+        yield
+    finally:
+        gate.release()
 
 
 async def _save_execution(
@@ -375,7 +469,7 @@ def _invocation(req: models.VerifiersExecuteRequest) -> tuple[str | None, Any, I
 
 
 async def execute_verifier(
-    state: LocalState, req: models.VerifiersExecuteRequest, instance_id: str | None
+    state: LocalState, req: models.VerifiersExecuteRequest, instance_id: str | None, *, keyed: bool
 ) -> models.VerifiersExecuteResponse:
     """Run the verifier a request names against an instance.
 
@@ -384,6 +478,7 @@ async def execute_verifier(
         req: The request; ``args.instance_id`` (or the ``{"env": ...}`` entry of ``args_array``)
             names the instance unless ``instance_id`` is given.
         instance_id: The instance the route is bound to (the manager's endpoint), or None.
+        keyed: The request bore the server's key (always on ``/v1/verifiers/execute``).
 
     Raises:
         RequestValidationError: ``VerifierArgs`` without an instance (422 naming ``args.instance_id``).
@@ -417,6 +512,7 @@ async def execute_verifier(
         timeout_seconds=float(req.timeout),
         key=req.key,
         sha256=req.sha256,
+        keyed=keyed,
     )
     return models.VerifiersExecuteResponse.model_validate(
         {
@@ -429,7 +525,7 @@ async def execute_verifier(
 
 
 async def execute_function(
-    state: LocalState, req: models.ExecuteFunctionRequest, instance_id: str
+    state: LocalState, req: models.ExecuteFunctionRequest, instance_id: str, *, keyed: bool
 ) -> models.ExecuteFunctionResponse:
     """Run the public SDK's ``{function_code, function_name}`` body against an instance.
 
@@ -444,9 +540,11 @@ async def execute_function(
         state: Server state.
         req: The request.
         instance_id: The instance the manager serves.
+        keyed: The request bore the server's key.
 
     Raises:
-        LocalAPIError: 404 ``instance_not_found``; 503 ``verifier_jail_unavailable``.
+        LocalAPIError: 404 ``instance_not_found``; 503 ``verifier_jail_unavailable`` or
+            ``verifier_busy``.
     """
     record = await run_code(
         state,
@@ -456,6 +554,7 @@ async def execute_function(
         final_answer=req.text_solution,
         convention="snapshots",
         function_name=req.function_name,
+        keyed=keyed,
     )
     error = record.get("error")
     if error is None or error.get("type") == "invalid_result":

@@ -28,6 +28,14 @@ def _api_key(args: argparse.Namespace) -> tuple[str | None, bool]:
     return f"local-{secrets.token_urlsafe(24)}", True
 
 
+def _positive_int(text: str) -> int:
+    """An argparse type: an int of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def _claim(args: argparse.Namespace, data_dir: Path) -> ServerClaim | None:
     """Take the port and the data dir before anything else starts (None: refused, said in one line)."""
     from fleet_local import claim_server
@@ -61,6 +69,8 @@ def _serve(args: argparse.Namespace) -> int:
         faults_enabled=args.enable_faults,
         verifier_timeout=args.verifier_timeout,
         verifier_memory_mb=args.verifier_memory_mb,
+        verifier_scratch_mb=args.verifier_scratch_mb,
+        verifier_concurrency=args.verifier_concurrency,
         job_concurrency=args.job_concurrency,
         job_browser_concurrency=args.job_browser_concurrency,
         instance_browsers=args.instance_browsers,
@@ -146,6 +156,18 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--enable-faults", action="store_true", help="serve the fault-injection admin API")
     serve.add_argument("--verifier-timeout", type=float, default=30.0, help="seconds per verifier run")
     serve.add_argument("--verifier-memory-mb", type=int, default=512, help="memory limit per verifier run")
+    serve.add_argument(
+        "--verifier-scratch-mb",
+        type=int,
+        default=64,
+        help="size of a verifier run's scratch tmpfs and its /tmp",
+    )
+    serve.add_argument(
+        "--verifier-concurrency",
+        type=_positive_int,
+        default=None,
+        help="verifier runs at once (more wait, then 503); default: 2 per core, as memory allows",
+    )
     serve.add_argument("--job-concurrency", type=int, default=8, help="sessions a job runs at once")
     serve.add_argument(
         "--job-browser-concurrency",
@@ -179,7 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--allow-unjailed-verifiers",
         action="store_true",
-        help="run verifiers under the audit hook alone when the OS jail (bubblewrap) cannot start",
+        help="when the OS jail (bubblewrap) cannot start, run the verifiers of requests bearing the key "
+        "under the audit hook alone: trusted code only (requests without the key are still refused)",
     )
     serve.add_argument("--quiet", action="store_true", help="print only the ready line")
     serve.set_defaults(handler=_serve)

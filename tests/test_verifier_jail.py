@@ -14,16 +14,17 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _jail_runs import probes, run_without_audit_hook
 from _procs import processes
 
 from fleet_sdk.verifiers import (
     DENIED_PREFIX,
     JailUnavailableError,
-    VerifierOutcome,
     _jail,
     _sandbox,
     run_sandboxed,
@@ -51,27 +52,6 @@ def secret_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     for name in ("FLEET_API_KEY", "FLEET_LOCAL_API_KEY", "AWS_SECRET_ACCESS_KEY", "OPENAI_API_KEY"):
         monkeypatch.setenv(name, secret)
     yield secret
-
-
-def run_without_audit_hook(code: str, databases: dict[str, str], timeout: float = 20.0) -> VerifierOutcome:
-    """Run with the OS jail only: as if the verifier had switched the audit hook off."""
-    job = _sandbox._prepare(
-        code,
-        databases=databases,
-        final_answer=None,
-        function_name=None,
-        timeout=timeout,
-        memory_mb=512,
-        allow_unjailed=False,
-        audit_hook=False,
-    )
-    return _sandbox._run_job(job)
-
-
-def probes(outcome: VerifierOutcome) -> dict[str, Any]:
-    assert outcome.success, outcome.error
-    assert isinstance(outcome.result, dict)
-    return outcome.result
 
 
 # ---------------------------------------------------------------- the audit hook holds
@@ -213,22 +193,42 @@ def test_the_connection_refuses_a_new_authorizer_and_attach(
 def test_attach_of_the_server_database_fails_even_with_the_authorizer_gone(
     databases: dict[str, str], server_db: Path
 ) -> None:
+    """The read-only connection is a proxy: ``sqlite3.Connection.set_authorizer(conn, None)``
+    used to strip a subclass's authorizer. With the hook on, the real connection is out of
+    reach; with it off, a frame walk finds it, strips the authorizer, and the jail still has no
+    file to attach."""
     code = (
         "import sqlite3\n"
         "def verify(env):\n"
         "    conn = env.db('current').connect()\n"
-        "    sqlite3.Connection.set_authorizer(conn, None)\n"
-        "    sqlite3.Connection.setlimit(conn, sqlite3.SQLITE_LIMIT_ATTACHED, 10)\n"
+        "    out = {'score': 1}\n"
+        "    try:\n"
+        "        sqlite3.Connection.set_authorizer(conn, None)\n"
+        "    except TypeError as exc:\n"
+        "        out['proxy'] = str(exc)\n"
+        "    try:\n"
+        "        raw = conn._held.gi_frame.f_locals['target']\n"
+        "        sqlite3.Connection.set_authorizer(raw, None)\n"
+        "        sqlite3.Connection.setlimit(raw, sqlite3.SQLITE_LIMIT_ATTACHED, 10)\n"
+        "        conn = raw\n"
+        "    except Exception as exc:\n"
+        "        out['frame'] = type(exc).__name__ + ': ' + str(exc)\n"
         "    try:\n"
         f"        conn.execute(\"ATTACH DATABASE 'file:{server_db}?mode=ro' AS s\")\n"
-        "        return {'score': 1, 'read': conn.execute('SELECT body FROM s.docs').fetchall()}\n"
+        "        out['read'] = conn.execute('SELECT body FROM s.docs').fetchall()\n"
         "    except sqlite3.Error as exc:\n"
-        "        return {'score': 1, 'error': str(exc)}\n"
+        "        out['error'] = str(exc)\n"
+        "    return out\n"
     )
-    for outcome in (run_sandboxed(code, databases=databases), run_without_audit_hook(code, databases)):
-        result = probes(outcome)
+    hooked = probes(run_sandboxed(code, databases=databases))
+    assert "doesn't apply to a 'ReadOnlyConnection' object" in hooked["proxy"]
+    assert hooked["frame"].startswith(f"PermissionError: {DENIED_PREFIX}: reading gi_frame")
+    assert hooked["error"] == "not authorized"
+    jailed = probes(run_without_audit_hook(code, databases))
+    assert "frame" not in jailed  # the authorizer is gone: only the jail is left
+    assert "unable to open database" in jailed["error"]
+    for result in (hooked, jailed):
         assert "read" not in result, result
-        assert "unable to open database" in result["error"]
     with sqlite3.connect(server_db) as conn:
         assert conn.execute("SELECT count(*) FROM docs").fetchone() == (1,)
     conn.close()
@@ -259,25 +259,24 @@ def test_without_the_hook_the_host_files_are_absent(databases: dict[str, str], s
     assert result["home"] == "FileNotFoundError"
 
 
-def test_without_the_hook_no_secret_is_in_the_environment_or_proc(
+def test_without_the_hook_no_secret_is_in_the_environment_and_there_is_no_proc(
     databases: dict[str, str], secret_env: str
 ) -> None:
     code = (
         "import os\n"
         "def verify(env):\n"
-        "    seen = [repr(dict(os.environ))]\n"
-        "    for pid in os.listdir('/proc'):\n"
-        "        if pid.isdigit():\n"
-        "            try:\n"
-        "                with open(f'/proc/{pid}/environ', 'rb') as f:\n"
-        "                    seen.append(f.read().decode('latin-1'))\n"
-        "            except OSError:\n"
-        "                pass\n"
-        "    return {'score': 1, 'seen': seen, 'ppid': os.getppid(), 'uid': os.getuid()}\n"
+        "    out = {'score': 1, 'env': repr(dict(os.environ)), 'ppid': os.getppid(), 'uid': os.getuid()}\n"
+        "    for path in ('/proc', '/proc/1/environ', '/sys'):\n"
+        "        try:\n"
+        "            out[path] = os.listdir(path) if not path.endswith('environ') else open(path).read()\n"
+        "        except OSError as exc:\n"
+        "            out[path] = type(exc).__name__\n"
+        "    return out\n"
     )
     result = probes(run_without_audit_hook(code, databases))
-    assert all(secret_env not in text for text in result["seen"])
-    assert not any(key in text for text in result["seen"] for key in ("FLEET_", "AWS_", "OPENAI_"))
+    assert secret_env not in result["env"]
+    assert not any(key in result["env"] for key in ("FLEET_", "AWS_", "OPENAI_"))
+    assert result["/proc"] == result["/proc/1/environ"] == result["/sys"] == "FileNotFoundError"
     assert result["ppid"] == 1  # its parent is the jail's init: the host's processes are invisible
     assert result["uid"] == 65534
 
@@ -307,7 +306,16 @@ def host_processes_with(token: str) -> list[int]:
     return [p.pid for p in processes() if token.encode() in p.cmdline()]
 
 
-def test_without_the_hook_a_setsid_grandchild_does_not_outlive_the_run(databases: dict[str, str]) -> None:
+@pytest.fixture
+def without_seccomp(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The jail as on an architecture without a seccomp table: processes may start."""
+    status = replace(_jail.jail_status(), seccomp=False)
+    monkeypatch.setattr(_sandbox, "jail_status", lambda: status)
+
+
+def test_without_the_hook_a_setsid_grandchild_does_not_outlive_the_run(
+    databases: dict[str, str], without_seccomp: None
+) -> None:
     token = f"0.{uuid.uuid4().int % 10**12:012d}"  # a unique extra duration for sleep(1)
     code = (
         "import os, time\n"
@@ -315,16 +323,13 @@ def test_without_the_hook_a_setsid_grandchild_does_not_outlive_the_run(databases
         "    if os.fork() == 0:\n"
         "        os.setsid()\n"
         "        if os.fork() == 0:\n"
+        "            open('/tmp/started', 'w').close()\n"
         f"            os.execv('/usr/bin/sleep', ['sleep', '300', {token!r}])\n"
         "        os._exit(0)\n"
         "    for _ in range(100):\n"
         "        time.sleep(0.05)\n"
-        "        for pid in filter(str.isdigit, os.listdir('/proc')):\n"
-        "            try:\n"
-        f"                if {token!r} in open(f'/proc/{{pid}}/cmdline').read():\n"
-        "                    return {'score': 1, 'started': True}\n"
-        "            except OSError:\n"
-        "                pass\n"
+        "        if os.path.exists('/tmp/started'):\n"
+        "            return {'score': 1, 'started': True}\n"
         "    return {'score': 1, 'started': False}\n"
     )
     outcome = run_without_audit_hook(code, databases)
@@ -332,7 +337,9 @@ def test_without_the_hook_a_setsid_grandchild_does_not_outlive_the_run(databases
     assert host_processes_with(token) == []
 
 
-def test_without_the_hook_a_shell_runs_as_nobody_and_sees_nothing(databases: dict[str, str]) -> None:
+def test_without_the_hook_a_shell_runs_as_nobody_and_sees_nothing(
+    databases: dict[str, str], without_seccomp: None
+) -> None:
     code = (
         "import os, subprocess\n"
         "def verify(env):\n"
@@ -342,7 +349,7 @@ def test_without_the_hook_a_shell_runs_as_nobody_and_sees_nothing(databases: dic
     result = probes(run_without_audit_hook(code, databases))
     lines = result["out"].split()
     assert lines[0] == "65534"
-    assert "etc" not in lines and "home" not in lines and "work" not in lines
+    assert "etc" not in lines and "home" not in lines and "work" not in lines and "proc" not in lines
     assert "No such file" in result["err"]
 
 
@@ -390,6 +397,171 @@ def test_without_a_jail_runs_are_refused_unless_allowed(databases: dict[str, str
     assert refused.error is not None and DENIED_PREFIX in refused.error.message
 
 
+# ---------------------------------------------------------------- no jail: the hook's known gaps narrowed
+# Unjailed runs are for trusted code only (the keyless manager route refuses them); the hook
+# is no promise. Still, each bypass found against it is closed, and stays closed.
+
+
+@pytest.fixture
+def secret_file(tmp_path: Path) -> Path:
+    path = tmp_path / "secret.txt"
+    path.write_text("server-secret")
+    return path
+
+
+def run_unjailed(code: str, databases: dict[str, str]) -> dict[str, Any]:
+    outcome = run_sandboxed(code, databases=databases, allow_unjailed=True)
+    assert outcome.sandbox == "audit_hook"
+    return probes(outcome)
+
+
+def test_patching_posixpath_or_fspath_does_not_move_a_path_into_scratch(
+    databases: dict[str, str], no_jail: None, secret_file: Path, secret_env: str
+) -> None:
+    """``posixpath._joinrealpath`` patched to answer a scratch path made the hook allow any
+    open, the server's ``/proc/<ppid>/environ`` (its key) included. The hook resolves paths
+    with C functions bound before the verifier runs."""
+    code = (
+        "import os, posixpath\n"
+        "def verify(env):\n"
+        "    scratch = os.getcwd()\n"
+        "    posixpath._joinrealpath = lambda path, rest, strict, seen: (scratch + '/x', True)\n"
+        "    os.fspath = lambda path: scratch + '/x'\n"
+        "    out = {'score': 1}\n"
+        f"    for path in ({str(secret_file)!r}, f'/proc/{{os.getppid()}}/environ'):\n"
+        "        try:\n"
+        "            out[path] = open(path).read()\n"
+        "        except OSError as exc:\n"
+        "            out[path] = type(exc).__name__ + ': ' + str(exc)\n"
+        "    return out\n"
+    )
+    result = run_unjailed(code, databases)
+    assert secret_env not in repr(result) and "server-secret" not in repr(result)
+    for path, answer in result.items():
+        if path != "score":
+            assert answer.startswith(f"PermissionError: {DENIED_PREFIX}: open("), (path, answer)
+
+
+def test_no_directory_outside_scratch_becomes_a_dir_fd_or_the_cwd(
+    databases: dict[str, str], no_jail: None
+) -> None:
+    """``os.open(rel, ..., dir_fd=fd)``: the kernel resolves ``rel`` against ``fd`` and no audit
+    event says so, while the hook resolved it against the cwd. A directory outside scratch can
+    no longer become a descriptor (or the cwd), so both resolve alike; inside scratch, as before."""
+    code = (
+        "import os\n"
+        "def verify(env):\n"
+        "    out = {'score': 1}\n"
+        "    stdlib, here = os.path.dirname(os.__file__), os.open('.', os.O_RDONLY)\n"
+        "    attempts = {\n"
+        "        'stdlib': lambda: os.open(stdlib, os.O_RDONLY),\n"
+        "        'root_path': lambda: os.open('/', os.O_PATH),\n"
+        "        'chdir': lambda: os.chdir('/'),\n"
+        "        'scratch': lambda: os.open('made', os.O_CREAT | os.O_WRONLY, dir_fd=here),\n"
+        "    }\n"
+        "    for name, attempt in attempts.items():\n"
+        "        try:\n"
+        "            attempt()\n"
+        "            out[name] = 'allowed'\n"
+        "        except OSError as exc:\n"
+        "            out[name] = str(exc)\n"
+        "    return out\n"
+    )
+    result = run_unjailed(code, databases)
+    assert result["scratch"] == "allowed"
+    for name in ("stdlib", "root_path", "chdir"):
+        assert result[name].startswith(f"{DENIED_PREFIX}: "), (name, result[name])
+
+
+def test_posixsubprocess_under_another_name_or_file_is_refused(
+    databases: dict[str, str], no_jail: None
+) -> None:
+    """``_posixsubprocess`` loaded through ``importlib.util.spec_from_file_location`` under
+    another dotted name ran ``/bin/sh``: the hook compared the full name only. It now checks the
+    last name and the file, and loads no extension module from outside the standard library."""
+    code = (
+        "import importlib.util, os, shutil, sys\n"
+        "def load(name, path):\n"
+        "    try:\n"
+        "        importlib.util.module_from_spec(importlib.util.spec_from_file_location(name, path))\n"
+        "        return 'loaded'\n"
+        "    except Exception as exc:\n"
+        "        return str(exc)\n"
+        "def verify(env):\n"
+        "    dynload = next(p for p in sys.path if p.endswith('lib-dynload'))\n"
+        "    name = next(f for f in os.listdir(dynload) if f.startswith('_posixsubprocess.'))\n"
+        "    shutil.copyfile(os.path.join(dynload, name), 'innocent.so')\n"
+        "    return {'score': 1, 'alias': load('x._posixsubprocess', os.path.join(dynload, name)),\n"
+        "            'copy': load('x._posixsubprocess', 'innocent.so'),\n"
+        "            'copy_renamed': load('innocent', os.path.abspath('innocent.so'))}\n"
+    )
+    result = run_unjailed(code, databases)
+    assert result["alias"] == f"{DENIED_PREFIX}: import of _posixsubprocess"
+    for name in ("copy", "copy_renamed"):
+        assert result[name].startswith(f"{DENIED_PREFIX}: loading the extension module"), result[name]
+
+
+def test_nothing_that_forks_or_signals_without_an_audit_event_is_left(
+    databases: dict[str, str], no_jail: None
+) -> None:
+    """``subprocess._fork_exec`` stayed reachable once asyncio had imported subprocess (3.11),
+    and ``signal.pidfd_send_signal`` killed the server with no audit event. The runner removes
+    them (and their kin), and the hook refuses importing their modules afresh."""
+    code = (
+        "import asyncio, os, signal, sys\n"
+        "async def verify(env):\n"
+        "    import subprocess\n"
+        "    out = {'score': 1, 'left': [name for module, name in ((subprocess, '_fork_exec'),\n"
+        "           (signal, 'pidfd_send_signal'), (os, 'pidfd_open'), (os, 'setpriority'))\n"
+        "           if hasattr(module, name)], 'posixsubprocess': '_posixsubprocess' in sys.modules}\n"
+        "    for name in ('_signal', 'posix'):\n"
+        "        sys.modules.pop(name)\n"
+        "        try:\n"
+        "            __import__(name)\n"
+        "            out[name] = 'imported'\n"
+        "        except PermissionError as exc:\n"
+        "            out[name] = str(exc)\n"
+        "    return out\n"
+    )
+    result = run_unjailed(code, databases)
+    assert result["left"] == [] and result["posixsubprocess"] is False
+    assert result["_signal"] == f"{DENIED_PREFIX}: import of _signal"
+    assert result["posix"] == f"{DENIED_PREFIX}: import of posix"
+
+
+def test_the_authorizer_cannot_be_stripped_for_attach_or_vacuum_into(
+    databases: dict[str, str], no_jail: None, server_db: Path, tmp_path: Path
+) -> None:
+    """``sqlite3.Connection.set_authorizer(conn, None)``, then ``ATTACH`` or ``VACUUM INTO``
+    anywhere: SQLite opens those files itself, unseen by the hook. The verifier's connection is
+    a proxy that never hands out the real one."""
+    copy = tmp_path / "copied.db"
+    code = (
+        "import sqlite3\n"
+        "def verify(env):\n"
+        "    conn = env.db('current').connect()\n"
+        "    out = {'score': 1}\n"
+        "    attempts = {\n"
+        "        'strip': lambda: sqlite3.Connection.set_authorizer(conn, None),\n"
+        "        'send': lambda: conn._held.send(('set_authorizer', (None,), {}))[1],\n"
+        f"        'attach': lambda: conn.execute(\"ATTACH '{server_db}' AS s\"),\n"
+        f"        'vacuum': lambda: conn.execute(\"VACUUM INTO '{copy}'\"),\n"
+        "    }\n"
+        "    for name, attempt in attempts.items():\n"
+        "        try:\n"
+        "            out[name] = repr(attempt())\n"
+        "        except Exception as exc:\n"
+        "            out[name] = type(exc).__name__ + ': ' + str(exc)\n"
+        "    return out\n"
+    )
+    result = run_unjailed(code, databases)
+    assert result["strip"].startswith("TypeError: descriptor 'set_authorizer'")
+    assert result["send"] == "PermissionError('this database connection does not allow set_authorizer')"
+    assert result["attach"] == "DatabaseError: not authorized"
+    assert result["vacuum"] == "DatabaseError: authorization denied"
+    assert not copy.exists()
+
+
 async def test_the_async_runner_refuses_the_same_way(databases: dict[str, str], no_jail: None) -> None:
     with pytest.raises(JailUnavailableError):
         await run_sandboxed_async("def verify(env):\n    return 1\n", databases=databases)
@@ -434,9 +606,10 @@ async def test_the_async_runner_checks_the_jail_and_cleans_up_off_the_loop(
 def test_the_marker_file_of_the_frame_walk_is_nowhere(databases: dict[str, str], tmp_path: Path) -> None:
     """The frame walk stops at ``sys._getframe``, before its ``touch pwned`` runs.
 
-    Inside the jail the verifier can write only its scratch and result directories, both made
-    under ``scratch_root`` and removed after the run; so the marker is looked for in the whole
-    scratch root (and in the test's own directories), which must be left empty.
+    Inside the jail the verifier can write only its scratch tmpfs and ``/tmp``, which vanish
+    with the run; nothing of it is made under ``scratch_root`` (only unjailed runs make their
+    directory there). The marker is looked for in the scratch root and the test's own
+    directories, which must be left empty.
     """
     scratch_root = tmp_path / "scratch"
     scratch_root.mkdir()

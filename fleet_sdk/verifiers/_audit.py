@@ -10,17 +10,23 @@ What it denies:
 
 - ``open`` (and ``os.open``, ``io.open_code``...) of any path that is not the scratch directory,
   one of the given database files (read-only) or its ``-wal``/``-shm``/``-journal`` sibling, or
-  (read-only) the standard library; symlinks are resolved first and cannot be created;
+  (read-only) the standard library; symlinks are resolved first (by the hook's own code, with
+  functions bound before the verifier runs: patching ``posixpath`` or ``os`` changes nothing)
+  and cannot be created; a directory outside the scratch directory cannot be opened as a file
+  descriptor, nor made the cwd, so a path relative to a ``dir_fd`` (which no audit event shows)
+  resolves inside the scratch directory whenever the hook's own reading of it does;
 - every ``sqlite3.connect`` (the databases are opened before the hook, with an authorizer
   that refuses ``ATTACH``: see :func:`lock_down_connection`) and loading SQLite extensions;
 - starting processes: ``subprocess.Popen``, ``os.system``, ``os.exec*``, ``os.fork``,
-  ``os.forkpty``, ``os.posix_spawn*``, ``os.spawn*``, importing ``_posixsubprocess``; sending
-  signals (``os.kill``, ``os.killpg``, ``signal.pthread_kill``);
+  ``os.forkpty``, ``os.posix_spawn*``, ``os.spawn*``, importing ``_posixsubprocess`` (under any
+  name or from any file); sending signals (``os.kill``, ``os.killpg``, ``signal.pthread_kill``;
+  the runner removes what raises no event, such as ``signal.pidfd_send_signal``);
 - the network: every ``socket.*`` event except creating a socket object (``connect``, ``bind``,
   ``sendto``, ``sendmsg``, ``getaddrinfo``...), so asyncio's internal socketpair still works;
-- ``ctypes`` (and importing it, or CPython's test and interpreter-internal modules), raising
-  resource limits, ``gc.get_objects``/``get_referrers``/``get_referents``, listing directories
-  outside the allowed ones, and changing files outside the scratch directory;
+- ``ctypes`` (and importing it, or CPython's test and interpreter-internal modules), loading an
+  extension module from outside the standard library, raising resource limits,
+  ``gc.get_objects``/``get_referrers``/``get_referents``, listing directories outside the
+  allowed ones, and changing files outside the scratch directory;
 - introspection that reaches the sandbox's own frames or rewrites code: ``sys._getframe``,
   ``sys._current_frames``, ``sys.settrace``/``setprofile``, ``breakpoint()``, reading
   ``tb_frame``, ``gi_frame``, ``cr_frame``, ``f_code``, ``__code__`` and friends, assigning
@@ -29,16 +35,19 @@ What it denies:
   ``typing``) already treat as "no frame" and carry on.
 
 The hook keeps no reference in any frame the verifier could reach, and the runner removes the
-sandbox's modules from ``sys.modules`` before the verifier runs. It is still a second layer:
-PEP 578 cannot see what C code does (SQLite opening a file for ``ATTACH``, for one), so the
-OS jail of ``_jail.py`` is what keeps a verifier away from the host.
+sandbox's modules from ``sys.modules`` before the verifier runs. It is still a second layer,
+and no promise: PEP 578 cannot see what C code does (SQLite opening a file for ``ATTACH``, for
+one) and Python offers more ways around a hook than any list of them, so the OS jail of
+``_jail.py`` is what keeps a verifier away from the host.
 """
 
 from __future__ import annotations
 
+import _imp
 import contextlib
 import os
 import sqlite3
+import stat
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -107,6 +116,10 @@ _DENIED_IMPORTS = frozenset(
         "_xxsubinterpreters",
         "_xxinterpchannels",
         "_interpreters",
+        # Loaded before the hook, with the functions that raise no event removed (``_runner``):
+        # a fresh import would bring them back.
+        "posix",
+        "_signal",
     }
 )
 # Attributes whose reading raises ``object.__getattr__`` and that lead to frames or code.
@@ -152,23 +165,74 @@ _LIST_PATH_ARGS: dict[str, tuple[int, ...]] = {
     "os.getxattr": (0,),
     "os.listxattr": (0,),
 }
-# The policy's helpers, bound once here: looked up at call time, builtins and os functions are
-# whatever the verifier last assigned to them (this module's globals are out of its reach: the
-# runner removes the module from sys.modules before the verifier runs).
+# The policy's helpers, bound once here: looked up at call time, builtins and module functions
+# are whatever the verifier last assigned to them (this module's globals are out of its reach:
+# the runner removes the module from sys.modules before the verifier runs). So are Python-level
+# library functions that look up *their* module's globals (``os.path.realpath`` calls
+# ``posixpath._joinrealpath``, ``os.fsdecode`` calls ``os.fspath``): only C functions here.
 _isinstance, _any, _len, _repr, _bool = isinstance, any, len, repr, bool
-_realpath, _fsdecode, _fspath = os.path.realpath, os.fsdecode, os.fspath
+_fspath, _getcwd, _lstat, _stat, _readlink = os.fspath, os.getcwd, os.lstat, os.stat, os.readlink
+_S_ISLNK, _S_ISDIR = stat.S_ISLNK, stat.S_ISDIR
+_FS_ENCODING = sys.getfilesystemencoding()
+_SEP = "/"
+_EXTENSION_SUFFIXES = tuple(_imp.extension_suffixes())
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_DIRECTORY_FLAGS = os.O_DIRECTORY | getattr(os, "O_PATH", 0)
+_MAX_LINKS = 40
+
+
+def _resolve(path: str) -> str:
+    """``os.path.realpath(path)`` (non-strict), from the C functions bound above alone."""
+    if not path.startswith(_SEP):
+        path = _getcwd() + _SEP + path
+    todo = path.split(_SEP)[::-1]  # the components left, the next one last
+    resolved = ""  # "" is the root
+    links = 0
+    while todo:
+        name = todo.pop()
+        if name in ("", "."):
+            continue
+        if name == "..":
+            resolved = resolved[: resolved.rfind(_SEP)] if resolved else ""
+            continue
+        candidate = resolved + _SEP + name
+        try:
+            mode = _lstat(candidate).st_mode
+        except OSError:  # does not exist (yet): what follows is taken as written
+            resolved = candidate
+            continue
+        if not _S_ISLNK(mode):
+            resolved = candidate
+            continue
+        links += 1
+        if links > _MAX_LINKS:
+            raise OSError("too many levels of symbolic links")
+        target = _readlink(candidate)
+        if target.startswith(_SEP):
+            resolved = ""
+        todo.extend(target.split(_SEP)[::-1])
+    return resolved or _SEP
 
 
 def _real(path: Any) -> str | None:
     """The resolved absolute path, or ``None`` for a file descriptor / no path."""
     if path is None or _isinstance(path, int):
         return None
-    return _realpath(_fsdecode(_fspath(path)))
+    path = _fspath(path)
+    if _isinstance(path, bytes):
+        path = path.decode(_FS_ENCODING, "surrogateescape")
+    return _resolve(path)
+
+
+def _is_directory(path: str) -> bool:
+    try:
+        return _S_ISDIR(_stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _inside(path: str, roots: Iterable[str]) -> bool:
-    return _any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+    return _any(path == root or path.startswith(root.rstrip(_SEP) + _SEP) for root in roots)
 
 
 class SandboxPolicy:
@@ -182,13 +246,13 @@ class SandboxPolicy:
     """
 
     def __init__(self, *, workdir: str, databases: Iterable[str], read_roots: Iterable[str]) -> None:
-        self.workdir = _realpath(workdir)
+        self.workdir = _resolve(workdir)
         files: set[str] = set()
         for database in databases:
-            real = _realpath(database)
+            real = _resolve(database)
             files.update({real, real + "-wal", real + "-shm", real + "-journal"})
         self.database_files = frozenset(files)
-        self.read_roots = tuple(_realpath(root) for root in read_roots)
+        self.read_roots = tuple(_resolve(root) for root in read_roots)
 
     def check(self, event: str, args: tuple[Any, ...]) -> str | None:
         """Return why ``event`` is denied, or ``None`` when it may go on.
@@ -207,10 +271,14 @@ class SandboxPolicy:
             return f"reading {args[1]}"
         if event in ("object.__setattr__", "object.__delattr__") and args[1:2] and args[1] in _DENIED_WRITES:
             return f"changing {args[1]}"
-        if event == "import" and args and args[0] in _DENIED_IMPORTS:
-            return f"import of {args[0]}"
+        if event == "import" and args:
+            return self._check_import(args)
         if event == "open":
             return self._check_open(args)
+        if event == "os.chdir" and args:  # an fd (fchdir) can only be a directory in scratch
+            real = _real(args[0])
+            if real is not None and not _inside(real, (self.workdir,)):
+                return f"os.chdir({real!r})"
         if event in _WRITE_PATH_ARGS:
             for index in _WRITE_PATH_ARGS[event]:
                 real = _real(args[index]) if index < _len(args) else None
@@ -220,6 +288,21 @@ class SandboxPolicy:
             real = _real(args[0]) if args else None
             if real is not None and not _inside(real, (self.workdir, *self.read_roots)):
                 return f"{event}({real!r})"
+        return None
+
+    def _check_import(self, args: tuple[Any, ...]) -> str | None:
+        """An import by name, or an extension module loaded from a file (under any name)."""
+        name = args[0] if _isinstance(args[0], str) else ""
+        filename = args[1] if _len(args) > 1 else None
+        names = [name, name.rpartition(".")[2]]
+        if _isinstance(filename, str):
+            real = _resolve(cast(str, filename))
+            names.append(real.rpartition(_SEP)[2].partition(".")[0])
+            if real.endswith(_EXTENSION_SUFFIXES) and not _inside(real, self.read_roots):
+                return f"loading the extension module {real!r}"
+        for candidate in names:
+            if candidate in _DENIED_IMPORTS:
+                return f"import of {candidate}"
         return None
 
     def _check_open(self, args: tuple[Any, ...]) -> str | None:
@@ -234,6 +317,8 @@ class SandboxPolicy:
         )
         if _inside(real, (self.workdir,)):
             return None
+        if (_isinstance(flags, int) and flags & _DIRECTORY_FLAGS) or _is_directory(real):
+            return f"open({real!r}), a directory outside the scratch directory"
         if not writes and (real in self.database_files or _inside(real, self.read_roots)):
             return None
         return f"open({real!r}{', for writing' if writes else ''})"

@@ -2,15 +2,19 @@
 
 The sandbox child runs inside ``bwrap`` with every namespace unshared: no network (an empty
 network namespace), its own PID namespace (when the child ends, everything it started is
-killed with it), its own user namespace with uid/gid 65534 and no capabilities, a fresh
-session, and a filesystem view holding only what it needs, read-only: ``/usr`` (shared
-libraries), the interpreter's own prefix with its ``site-packages`` hidden, the sandbox's
-stdlib-only modules, the databases it may read; plus its scratch directory and result
-directory (writable). ``/etc``, the home directory, the server's data directory and every
-other file of the host are absent. The environment is empty.
+killed with it), its own user namespace with uid/gid 65534, no capabilities and no further
+user namespaces (``--disable-userns``), and a filesystem view holding only what it needs,
+read-only: ``/usr`` (shared libraries), the interpreter's own prefix with its
+``site-packages`` hidden, the sandbox's stdlib-only modules, the databases it may read. The
+writable places are its scratch directory and ``/tmp``, each a tmpfs of a fixed size.
+``/etc``, ``/proc``, the home directory, the server's data directory and every other file of
+the host are absent; the root and ``/dev`` are read-only. The environment is empty.
+The seccomp filter of ``_seccomp.py`` refuses new processes, namespaces and mounts, among
+others; where this process can make cgroups, each run also gets one (``_cgroup.py``).
 
-:func:`jail_status` probes once per process whether the jail can start here; the result says
-why not when it cannot (no ``bwrap`` on ``PATH``, namespaces refused by the kernel...).
+:func:`jail_status` probes once per process whether the jail can start here and what it
+bounds (:meth:`JailStatus.summary`); it says why not when it cannot (no ``bwrap`` on
+``PATH``, namespaces refused by the kernel...).
 """
 
 from __future__ import annotations
@@ -20,41 +24,107 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import tempfile
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-__all__ = ["INNER_CODE_DIR", "INNER_OUT_DIR", "INNER_SCRATCH", "JailStatus", "jail_argv", "jail_status"]
+from ._cgroup import CPU_WEIGHT, find_cgroup_parent
+from ._seccomp import seccomp_program
+
+__all__ = [
+    "INNER_CODE_DIR",
+    "INNER_SCRATCH",
+    "THREAD_LIMIT",
+    "JailStatus",
+    "jail_argv",
+    "jail_status",
+    "seccomp_fd",
+]
 
 INNER_SCRATCH = "/scratch"
-"""The verifier's scratch directory (its cwd) inside the jail."""
-
-INNER_OUT_DIR = "/out"
-"""Where the child writes its result file inside the jail."""
+"""The verifier's scratch directory (its cwd) inside the jail: a tmpfs of ``scratch_mb``, as is
+``/tmp``."""
 
 INNER_CODE_DIR = "/opt/fleet-verifier"
 """Where the sandbox's own stdlib-only modules are mounted (read-only) inside the jail."""
 
+THREAD_LIMIT = 64
+"""Processes and threads of one run together (``pids.max``, else ``RLIMIT_NPROC``)."""
+
 _INNER_DATABASES = "/databases"
 _NOBODY = "65534"
 _PROBE_TIMEOUT = 10.0
+_MIB = 1024 * 1024
 
 
 @dataclass(frozen=True)
 class JailStatus:
-    """Whether the OS jail can start on this machine.
+    """Whether the OS jail can start on this machine, and what it bounds here.
 
     Attributes:
         available: ``bwrap`` is installed and could start a jailed interpreter.
         reason: Why it is not available (empty when it is).
         bwrap: The path of ``bwrap``, when found.
+        sized_tmpfs: The scratch tmpfs has a size (``bwrap --size``, bubblewrap 0.8+).
+        userns_disabled: Nested user namespaces are refused (``--disable-userns``, 0.8+).
+        seccomp: The seccomp filter is loaded (x86_64 and aarch64).
+        cgroup_parent: The cgroup each run gets its own cgroup in, or ``None``.
+        cgroup_reason: Why runs get no cgroup (empty when they do).
     """
 
     available: bool
     reason: str = ""
     bwrap: str | None = None
+    sized_tmpfs: bool = False
+    userns_disabled: bool = False
+    seccomp: bool = False
+    cgroup_parent: str | None = None
+    cgroup_reason: str = ""
+
+    def summary(self) -> str:
+        """One line: what the OS bounds for each run here, and what it does not (and why)."""
+        if not self.available:
+            return f"the verifier OS jail is unavailable: {self.reason}"
+        bounded, unbounded = [], []
+        if self.cgroup_parent is not None:
+            bounded.append(
+                "memory with tmpfs (a cgroup per run: memory.max = memory_mb + 2 x scratch_mb, no swap)"
+            )
+            bounded.append(f"processes and threads (pids.max {THREAD_LIMIT})")
+            bounded.append(f"CPU share (cpu.weight {CPU_WEIGHT}) and CPU time (RLIMIT_CPU)")
+        else:
+            bounded.append("memory per process (RLIMIT_AS = memory_mb)")
+            if os.geteuid() != 0:
+                bounded.append(f"processes and threads (RLIMIT_NPROC {THREAD_LIMIT})")
+            else:
+                unbounded.append(
+                    "threads, beyond what RLIMIT_AS leaves room for (RLIMIT_NPROC does not apply to "
+                    "root's uid and there is no cgroup)"
+                )
+            bounded.append("CPU time (RLIMIT_CPU)")
+            unbounded.append(
+                "CPU share: a run is scheduled as its own session, the server's equal (no cgroup; "
+                "at most verifier_concurrency runs at once)"
+            )
+        if self.seccomp:
+            bounded.append("one process per run (seccomp)")
+        else:
+            unbounded.append("new processes (no seccomp filter for this architecture)")
+        if self.sized_tmpfs:
+            bounded.append("scratch and /tmp (a tmpfs of scratch_mb each)")
+        else:
+            unbounded.append("scratch and /tmp (this bubblewrap has no --size)")
+        if not self.userns_disabled:  # bubblewrap before 0.8, or a kernel that refused it
+            (bounded if self.seccomp else unbounded).append(
+                "nested user namespaces (no --disable-userns here)"
+            )
+        text = "verifier jail (bubblewrap): bounded: " + "; ".join(bounded)
+        if unbounded:
+            text += ". Not bounded: " + "; ".join(unbounded)
+        if self.cgroup_parent is None:
+            text += f". No cgroup per run: {self.cgroup_reason}"
+        return text
 
 
 def _interpreter() -> str:
@@ -80,69 +150,72 @@ def _runtime_binds() -> list[str]:
         args += ["--ro-bind", interpreter_dir, interpreter_dir]
     # Installed packages are not the verifier's business (it runs with -I -S anyway).
     base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}
-    for key in ("purelib", "platlib"):
-        site = os.path.realpath(sysconfig.get_paths(vars=base)[key])
+    sites = {os.path.realpath(sysconfig.get_paths(vars=base)[key]) for key in ("purelib", "platlib")}
+    for site in sorted(sites):
         if os.path.isdir(site):
             args += ["--tmpfs", site]
     return args
 
 
+def seccomp_fd() -> int:
+    """A pipe's read end holding the seccomp filter, for ``--seccomp`` (the caller closes it).
+
+    The filter is a few hundred bytes, far below a pipe's buffer, so it is written at once.
+    """
+    program = seccomp_program()
+    assert program is not None, "no seccomp filter for this architecture"
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, program)
+    finally:
+        os.close(write_end)
+    return read_end
+
+
 def jail_argv(
     command: list[str],
     *,
+    status: JailStatus,
     code_dir: Path,
-    scratch: Path,
-    out_dir: Path,
     databases: Mapping[str, str],
-    bwrap: str,
+    scratch_mb: int,
+    seccomp: int | None,
 ) -> tuple[list[str], dict[str, str]]:
     """The ``bwrap`` command line running ``command`` in the jail, and the databases' inner paths.
 
     Args:
         command: The command to run inside (its paths must be inner paths).
+        status: What this machine's bubblewrap supports (:func:`jail_status`).
         code_dir: The host directory of the sandbox's modules (mounted at :data:`INNER_CODE_DIR`).
-        scratch: The host scratch directory (mounted writable at :data:`INNER_SCRATCH`).
-        out_dir: The host result directory (mounted writable at :data:`INNER_OUT_DIR`).
         databases: Name to resolved host path; each is mounted read-only.
-        bwrap: The ``bwrap`` executable.
+        scratch_mb: The size of the scratch tmpfs, and of ``/tmp``'s, in MiB.
+        seccomp: The file descriptor of the filter (:func:`seccomp_fd`), inherited by
+            bubblewrap; ``None`` without a filter.
     """
-    args = [
-        bwrap,
-        "--unshare-all",
-        "--die-with-parent",
-        "--new-session",
-        "--cap-drop",
-        "ALL",
-        "--uid",
-        _NOBODY,
-        "--gid",
-        _NOBODY,
-        "--hostname",
-        "verifier",
-        "--clearenv",
-        *_runtime_binds(),
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--tmpfs",
-        "/tmp",
-        "--ro-bind",
-        str(code_dir),
-        INNER_CODE_DIR,
-        "--bind",
-        str(scratch),
-        INNER_SCRATCH,
-        "--bind",
-        str(out_dir),
-        INNER_OUT_DIR,
-    ]
+    assert status.bwrap is not None
+    args = [status.bwrap, "--unshare-all", "--unshare-user"]
+    if status.userns_disabled:
+        args.append("--disable-userns")
+    # No --new-session: the run's session is its own already (made by its parent: no
+    # controlling terminal), and seccomp refuses setsid and the TIOCSTI/TIOCLINUX ioctls.
+    args += ["--die-with-parent", "--cap-drop", "ALL", "--uid", _NOBODY, "--gid", _NOBODY]
+    args += ["--hostname", "verifier", "--clearenv", *_runtime_binds(), "--dev", "/dev"]
+    # No /proc: its mountinfo would show the host paths of every bind mount below.
+    for tmpfs in (INNER_SCRATCH, "/tmp"):
+        if status.sized_tmpfs:
+            args += ["--size", str(scratch_mb * _MIB)]
+        args += ["--tmpfs", tmpfs]
+    args += ["--ro-bind", str(code_dir), INNER_CODE_DIR]
     inner: dict[str, str] = {}
     for index, (name, host_path) in enumerate(databases.items()):
         inner_path = f"{_INNER_DATABASES}/{index}.sqlite"
         inner[name] = inner_path
         if os.path.exists(host_path):
             args += ["--ro-bind", host_path, inner_path]
+    # The root and /dev are tmpfs mounts bubblewrap made: read-only, they hold nothing more.
+    args += ["--remount-ro", "/dev", "--remount-ro", "/"]
+    if seccomp is not None:
+        args += ["--seccomp", str(seccomp)]
     args += ["--chdir", INNER_SCRATCH, "--", *command]
     return args, inner
 
@@ -151,32 +224,72 @@ _cache: dict[str, JailStatus] = {}
 _cache_lock = threading.Lock()
 
 
+def _start_once(status: JailStatus) -> str | None:
+    """Start a jailed interpreter with ``status``'s options; why it failed, or ``None``."""
+    code_dir = Path(os.path.realpath(os.path.dirname(__file__)))
+    seccomp = seccomp_fd() if status.seccomp else None
+    try:
+        argv, _ = jail_argv(
+            [_interpreter(), "-I", "-S", "-c", "import os; print(os.getuid())"],
+            status=status,
+            code_dir=code_dir,
+            databases={},
+            scratch_mb=1,
+            seccomp=seccomp,
+        )
+        done = subprocess.run(
+            argv,
+            capture_output=True,
+            env={},
+            timeout=_PROBE_TIMEOUT,
+            check=False,
+            pass_fds=() if seccomp is None else (seccomp,),
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap could not start: {exc}"
+    finally:
+        if seccomp is not None:
+            os.close(seccomp)
+    if done.returncode != 0 or done.stdout.strip() != _NOBODY.encode():
+        message = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        return f"bwrap failed: {message[-1] if message else done.returncode}"
+    return None
+
+
 def _probe() -> JailStatus:
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return JailStatus(False, "bubblewrap (bwrap) is not installed (Debian: apt-get install bubblewrap)")
-    code_dir = Path(os.path.realpath(os.path.dirname(__file__)))
-    with tempfile.TemporaryDirectory(prefix="fleet-jail-probe-") as scratch:
-        argv, _ = jail_argv(
-            [_interpreter(), "-I", "-S", "-c", "import os; print(os.getuid())"],
-            code_dir=code_dir,
-            scratch=Path(scratch),
-            out_dir=Path(scratch),
-            databases={},
-            bwrap=bwrap,
-        )
-        try:
-            done = subprocess.run(argv, capture_output=True, env={}, timeout=_PROBE_TIMEOUT, check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return JailStatus(False, f"bwrap could not start: {exc}", bwrap)
-    if done.returncode != 0 or done.stdout.strip() != _NOBODY.encode():
-        message = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        return JailStatus(False, f"bwrap failed: {message[-1] if message else done.returncode}", bwrap)
-    return JailStatus(True, "", bwrap)
+    try:
+        usage = subprocess.run(
+            [bwrap, "--help"], capture_output=True, env={}, timeout=_PROBE_TIMEOUT, check=False
+        ).stdout.decode("utf-8", "replace")
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return JailStatus(False, f"bwrap could not start: {exc}", bwrap)
+    status = JailStatus(
+        True,
+        bwrap=bwrap,
+        sized_tmpfs="--size" in usage,
+        userns_disabled="--disable-userns" in usage,
+        seccomp="--seccomp" in usage and seccomp_program() is not None,
+    )
+    failure = _start_once(status)
+    if failure is not None:
+        # A kernel may refuse what this bubblewrap offers (a nested user namespace, seccomp):
+        # the jail without those is still the jail, and the summary says what is missing.
+        plain = replace(status, userns_disabled=False, seccomp=False)
+        if plain == status or _start_once(plain) is not None:
+            return JailStatus(False, failure, bwrap)
+        status = plain
+    parent, why = find_cgroup_parent()
+    return replace(status, cgroup_parent=None if parent is None else str(parent), cgroup_reason=why)
 
 
 def jail_status() -> JailStatus:
-    """Whether the OS jail can start here (probed once per process, then cached)."""
+    """Whether the OS jail can start here and what it bounds (probed once per process, then cached).
+
+    The first call may also prepare this process's cgroup for per-run cgroups (``_cgroup.py``).
+    """
     with _cache_lock:
         status = _cache.get("status")
         if status is None:

@@ -3,14 +3,16 @@
 Standard library only (see ``_child.py``). The protocol with the parent (``_sandbox.py``):
 
 - stdin: one JSON object ``{code, final_answer, arguments, convention, function_name,
-  databases, result_path, memory_mb, cpu_seconds, result_limit}`` (``arguments``: ``null``, or
-  the hex of a plain-data pickle of ``(args, kwargs)``, see ``_plain_pickle.py``);
+  databases, result_fd, jailed, memory_mb, cpu_seconds, result_limit}`` (``arguments``:
+  ``null``, or the hex of a plain-data pickle of ``(args, kwargs)``, see ``_plain_pickle.py``);
 - stdout / stderr: whatever the verifier prints (the parent captures and caps them);
-- ``result_path``: one JSON object ``{result, score, error, execution_time_ms}`` written at the
-  end; no file means the child died (killed, or ``os._exit``).
+- ``result_fd``: an inherited pipe, on which one JSON object ``{result, score, error,
+  execution_time_ms}`` is written at the end; nothing on it means the child died (killed, or
+  ``os._exit``). The verifier can reach the pipe as well: the parent caps what it reads.
 
-Order matters: limits first, then the result file is opened, everything the runner needs is
-imported, and only then is the audit hook installed and the verifier's code run.
+Order matters: limits first, then the result pipe is opened, everything the runner needs is
+imported, the process functions no audit event covers are removed, and only then is the audit
+hook installed and the verifier's code run.
 """
 
 from __future__ import annotations
@@ -34,6 +36,21 @@ __all__ = ["main"]
 
 _MIB = 1024 * 1024
 _FILE_SIZE_LIMIT = 64 * _MIB
+_OPEN_FILES = 256
+_THREADS = 64  # _jail.THREAD_LIMIT (this module cannot import it: stdlib only)
+# An error's message and traceback are capped too, so the whole record stays within what the
+# parent reads (``_sandbox._RESULT_LIMIT_BYTES``).
+_TEXT_LIMIT = 64 * 1024
+# Functions that reach other processes without raising an audit event (so the hook cannot
+# refuse them): removed from their modules before the verifier runs, and the modules cannot be
+# imported afresh once the hook is on (``_audit._DENIED_IMPORTS``).
+_UNAUDITED = {
+    "posix": ("pidfd_open", "setpriority", "sched_setaffinity", "sched_setparam", "sched_setscheduler"),
+    "os": ("pidfd_open", "setpriority", "sched_setaffinity", "sched_setparam", "sched_setscheduler"),
+    "_signal": ("pidfd_send_signal",),
+    "signal": ("pidfd_send_signal",),
+    "subprocess": ("_fork_exec", "_posixsubprocess"),
+}
 
 
 def _set_limit(which: int, soft: int, hard: int) -> None:
@@ -43,8 +60,13 @@ def _set_limit(which: int, soft: int, hard: int) -> None:
     resource.setrlimit(which, (soft, hard))
 
 
-def _apply_limits(memory_mb: int, cpu_seconds: int) -> None:
+def _apply_limits(memory_mb: int, cpu_seconds: int, jailed: bool) -> None:
     _set_limit(resource.RLIMIT_AS, memory_mb * _MIB, memory_mb * _MIB)
+    _set_limit(resource.RLIMIT_NOFILE, _OPEN_FILES, _OPEN_FILES)  # pipes and sockets hold memory too
+    if jailed:
+        # Counted per user namespace, so per run (but never for root's uid: see _jail.py). Not
+        # unjailed: there it would count every process of this user.
+        _set_limit(resource.RLIMIT_NPROC, _THREADS, _THREADS)
     # SIGXCPU at the soft limit, SIGKILL one second later at the hard one.
     _set_limit(resource.RLIMIT_CPU, cpu_seconds, cpu_seconds + 1)
     _set_limit(resource.RLIMIT_CORE, 0, 0)
@@ -57,16 +79,22 @@ def _prepare_imports(code: str) -> None:
     """Import, before the hook, what the verifier may need that the hook would then refuse.
 
     asyncio imports subprocess, which imports ``_posixsubprocess`` (whose ``fork_exec`` raises
-    no audit event, so the hook denies importing it). With asyncio loaded, the module is
-    dropped again: ``subprocess.Popen`` still raises its own (denied) event first.
+    no audit event, so the hook denies importing it). With asyncio loaded, the module and
+    subprocess's references to it are dropped again (:func:`_remove_unaudited`):
+    ``subprocess.Popen`` still raises its own (denied) event first.
     """
     if "async" in code or "await" in code:
         import asyncio  # noqa: F401
 
-        sys.modules.pop("_posixsubprocess", None)
-        subprocess_module = sys.modules.get("subprocess")
-        if subprocess_module is not None and hasattr(subprocess_module, "_posixsubprocess"):
-            delattr(subprocess_module, "_posixsubprocess")
+
+def _remove_unaudited() -> None:
+    """Remove what reaches other processes without an audit event (``_UNAUDITED``)."""
+    sys.modules.pop("_posixsubprocess", None)
+    for module_name, names in _UNAUDITED.items():
+        module = sys.modules.get(module_name)
+        for name in names:
+            if module is not None and hasattr(module, name):
+                delattr(module, name)
 
 
 def _read_roots() -> list[str]:
@@ -110,13 +138,19 @@ def _jsonable(value: Any, limit: int, score: float | None) -> Any:
     return {"score": score, "truncated": shown} if keep_score else shown
 
 
+def _capped(text: str | None) -> str | None:
+    if text is None or len(text) <= _TEXT_LIMIT:
+        return text
+    return text[: _TEXT_LIMIT // 2] + "\n[...]\n" + text[-_TEXT_LIMIT // 2 :]
+
+
 def _record(execution: Execution, limit: int) -> dict[str, Any]:
     error = None
     if execution.error_type is not None:
         error = {
             "type": execution.error_type,
-            "message": execution.error_message or "",
-            "traceback": execution.traceback,
+            "message": _capped(execution.error_message or ""),
+            "traceback": _capped(execution.traceback),
         }
     return {
         "result": _jsonable(execution.result, limit, execution.score),
@@ -129,14 +163,14 @@ def _record(execution: Execution, limit: int) -> dict[str, Any]:
 def main() -> int:
     """Run the job read from stdin; the exit status is 0 whenever a result file was written."""
     payload = json.loads(sys.stdin.buffer.read())
-    _apply_limits(int(payload["memory_mb"]), int(payload["cpu_seconds"]))
+    _apply_limits(int(payload["memory_mb"]), int(payload["cpu_seconds"]), bool(payload.get("jailed")))
     stdout = sys.stdout
     if hasattr(stdout, "reconfigure"):
         stdout.reconfigure(encoding="utf-8", errors="backslashreplace", line_buffering=True)
     code: str = payload["code"]
     databases: dict[str, str] = payload["databases"]
     limit = int(payload["result_limit"])
-    with open(payload["result_path"], "w", encoding="utf-8") as result_file:
+    with os.fdopen(int(payload["result_fd"]), "w", encoding="utf-8") as result_file:
         _prepare_imports(code)
         arguments = None
         if payload.get("arguments") is not None:  # pickle loads only for the runs that need it
@@ -149,6 +183,7 @@ def main() -> int:
             with contextlib.suppress(OSError, sqlite3.Error):  # env.db(name) will say why
                 env.db(name).connect()
         unaudited: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
+        _remove_unaudited()
         if payload.get("audit_hook", True):
             # No local keeps the policy: the hook's closure is its only holder.
             unaudited = install_audit_hook(

@@ -2,26 +2,31 @@
 
 Each run starts ``python -I -S _child.py`` (the real interpreter behind ``sys.executable``)
 inside the OS jail of ``_jail.py`` (bubblewrap: no network, own PID and user namespaces, a
-filesystem view of only the runtime, its bundle, its scratch dir and its databases, an empty
-environment), with ``RLIMIT_AS``/``RLIMIT_CPU`` limits and an audit hook (see ``_audit.py``)
-installed before the verifier's code runs, as a second layer. Where the jail cannot start,
-runs are refused (:class:`JailUnavailableError`) unless the caller opts in with
-``allow_unjailed=True``; ``VerifierOutcome.sandbox`` says which layers protected the run.
+filesystem view of only the runtime, its bundle, its databases and a scratch tmpfs of a fixed
+size, an empty environment, a seccomp filter refusing new processes), with
+``RLIMIT_AS``/``RLIMIT_CPU`` limits, a cgroup of its own where this process can make one
+(``_cgroup.py``), and an audit hook (see ``_audit.py``) installed before
+the verifier's code runs, as a second layer. Where the jail cannot start, runs are refused
+(:class:`JailUnavailableError`) unless the caller opts in with ``allow_unjailed=True``, which
+is for trusted code only; ``VerifierOutcome.sandbox`` says which layers protected the run.
 
-The job goes in on stdin as JSON; the result comes back in a file outside the scratch
-directory, so the verifier's prints (stdout) stay its own. stdout and stderr are read
-continuously and capped, the whole process group is killed at the deadline (and after the
-run, should anything of it be left), and every fault comes back as ``VerifierOutcome.error``.
-From its start until it is reaped, the group is registered with ``fleet_sdk.process_groups`` (and
-held at its gate until then), so it is killed even when this process is SIGKILLed mid-run (for a
-jailed run bwrap's ``--die-with-parent`` does it too, once bwrap has armed it; an unjailed run
-has nothing else).
+The job goes in on stdin as JSON; the result comes back on a pipe of its own (an inherited
+file descriptor), so the verifier's prints (stdout) stay its own. The verifier can reach that
+pipe too, so it is read like stdout and stderr: continuously, with a cap, and a result past it
+is an error; nothing of a jailed run touches the host's disk. The whole process group is
+killed at the deadline (and after the run, should anything of it be left), and every fault
+comes back as ``VerifierOutcome.error``. From its start until it is reaped, the group is
+registered with ``fleet_sdk.process_groups`` (and held at its gate until then, which is also
+when it is moved into its cgroup), so it is killed even when this process is SIGKILLed mid-run
+(for a jailed run bwrap's ``--die-with-parent`` does it too, once bwrap has armed it; an
+unjailed run has nothing else).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import math
 import os
@@ -40,13 +45,15 @@ from pydantic import ValidationError
 from .._exceptions import JailUnavailableError, SandboxError
 from .._twin import sync_function
 from ..process_groups import GATE_OPEN, gated, guard_group, release_group
+from ._cgroup import RunCgroup
 from ._entry import CallConvention, call_arguments
-from ._jail import INNER_CODE_DIR, INNER_OUT_DIR, jail_argv, jail_status
+from ._jail import INNER_CODE_DIR, THREAD_LIMIT, jail_argv, jail_status, seccomp_fd
 from ._outcome import ErrorType, SandboxLayers, VerifierError, VerifierOutcome
 from ._plain_pickle import PlainDataError, dump_plain
 
 __all__ = [
     "DEFAULT_MEMORY_MB",
+    "DEFAULT_SCRATCH_MB",
     "DEFAULT_TIMEOUT",
     "OUTPUT_LIMIT_BYTES",
     "JailUnavailableError",
@@ -61,14 +68,22 @@ DEFAULT_TIMEOUT = 30.0
 DEFAULT_MEMORY_MB = 512
 """Address-space limit (``RLIMIT_AS``) of the sandbox child by default, in MiB."""
 
+DEFAULT_SCRATCH_MB = 64
+"""Size of a jailed run's scratch tmpfs (its cwd), and of its ``/tmp``, by default, in MiB."""
+
 OUTPUT_LIMIT_BYTES = 1024 * 1024
 """At most this much of the child's stdout (and, separately, stderr) is kept."""
 
+_RESULT_LIMIT_BYTES = 2 * OUTPUT_LIMIT_BYTES
+"""The largest result record read back: a result of up to ``OUTPUT_LIMIT_BYTES`` as JSON, plus
+an error message and traceback the runner caps (``_runner.py``)."""
+
 TEMP_PREFIX = "fleet-verifier-"
-"""The prefix of every run's temporary directory (the local server puts them all under its own
-scratch root, which it empties as a whole at startup)."""
+"""The prefix of an unjailed run's temporary directory (the local server puts them all under its
+own scratch root, which it empties as a whole at startup); a jailed run has none on the host."""
 
 _CHILD_SCRIPT = Path(__file__).with_name("_child.py")
+_MIB = 1024 * 1024
 _READ_CHUNK = 65536
 _STDERR_TAIL = 4000
 # How long to wait for stdout/stderr to reach EOF once the child has exited or been killed.
@@ -77,17 +92,33 @@ _DRAIN_GRACE = 2.0
 
 @dataclass
 class _Job:
-    root: Path
-    workdir: Path
-    result_path: Path
-    payload: bytes
     argv: list[str]
+    payload: bytes
     timeout: float
     memory_mb: int
     layers: SandboxLayers
+    result_fd: int | None  # the read end of the result pipe, until the run reads it
+    child_fds: list[int]  # what the child inherits (the result pipe's write end, the filter)
+    root: Path | None = None  # an unjailed run's temporary directory (its cwd is ``root/work``)
+    cgroup: RunCgroup | None = None
+
+    def close_child_fds(self) -> None:
+        """Close this process's copies of what the child inherited (once it has them)."""
+        fds, self.child_fds = self.child_fds, []
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def cleanup(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
+        self.close_child_fds()
+        if self.result_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.result_fd)
+            self.result_fd = None
+        if self.cgroup is not None:
+            self.cgroup.remove()
+        if self.root is not None:
+            shutil.rmtree(self.root, ignore_errors=True)
 
 
 def _prepare(
@@ -99,13 +130,14 @@ def _prepare(
     timeout: float,
     memory_mb: int,
     allow_unjailed: bool,
+    scratch_mb: int = DEFAULT_SCRATCH_MB,
     scratch_root: str | os.PathLike[str] | None = None,
     audit_hook: bool = True,
     args: Sequence[Any] | None = None,
     kwargs: Mapping[str, Any] | None = None,
     convention: CallConvention = "env",
 ) -> _Job:
-    """Check the arguments, make the run's directories and its command line (jailed if possible).
+    """Check the arguments and make the run's command line, pipes and cgroup (jailed if possible).
 
     ``audit_hook=False`` leaves the second layer out; only tests use it, to show what the OS
     jail alone stops.
@@ -122,53 +154,84 @@ def _prepare(
         raise SandboxError(f"timeout must be a positive number of seconds, not {timeout!r}")
     if not (isinstance(memory_mb, int) and memory_mb >= 32):
         raise SandboxError(f"memory_mb must be an int of at least 32, not {memory_mb!r}")
+    if not (isinstance(scratch_mb, int) and scratch_mb >= 1):
+        raise SandboxError(f"scratch_mb must be an int of at least 1, not {scratch_mb!r}")
     resolved = {str(name): str(Path(path).resolve()) for name, path in databases.items()}
     status = jail_status()
     if not status.available and not allow_unjailed:
         raise JailUnavailableError(status.reason)
-    root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=scratch_root))
-    workdir = root / "work"
-    out_dir = root / "out"
-    workdir.mkdir()
-    out_dir.mkdir()
-    result_path = out_dir / "result.json"
     layers: SandboxLayers = "os_jail+audit_hook" if status.available else "audit_hook"
     if not audit_hook:
         layers = "os_jail" if status.available else "none"
-    if status.available:
-        assert status.bwrap is not None
-        inner_child = f"{INNER_CODE_DIR}/{_CHILD_SCRIPT.name}"
-        argv, inner_databases = jail_argv(
-            [os.path.realpath(sys.executable), "-I", "-S", inner_child],
-            code_dir=_CHILD_SCRIPT.parent.resolve(),
-            scratch=workdir,
-            out_dir=out_dir,
-            databases=resolved,
-            bwrap=status.bwrap,
-        )
-        inner_result = f"{INNER_OUT_DIR}/{result_path.name}"
-    else:
-        argv = [sys.executable, "-I", "-S", str(_CHILD_SCRIPT)]
-        inner_databases, inner_result = resolved, str(result_path)
-    job = {
-        "code": code,
-        "final_answer": final_answer,
-        "arguments": pickled,
-        "convention": convention,
-        "function_name": function_name,
-        "databases": inner_databases,
-        "audit_hook": audit_hook,
-        "result_path": inner_result,
-        "memory_mb": memory_mb,
-        "cpu_seconds": math.ceil(timeout) + 1,
-        "result_limit": OUTPUT_LIMIT_BYTES,
-    }
+    result_fd, result_write = os.pipe()
+    job = _Job([], b"", float(timeout), memory_mb, layers, result_fd, [result_write])
     try:
-        payload = json.dumps(job).encode("utf-8")
-    except (TypeError, ValueError) as exc:
-        shutil.rmtree(root, ignore_errors=True)
-        raise SandboxError(f"final_answer must be JSON-serializable: {exc}") from None
-    return _Job(root, workdir, result_path, payload, argv, float(timeout), memory_mb, layers)
+        if status.available:
+            seccomp = seccomp_fd() if status.seccomp else None
+            if seccomp is not None:
+                job.child_fds.append(seccomp)
+            argv, inner_databases = jail_argv(
+                [os.path.realpath(sys.executable), "-I", "-S", f"{INNER_CODE_DIR}/{_CHILD_SCRIPT.name}"],
+                status=status,
+                code_dir=_CHILD_SCRIPT.parent.resolve(),
+                databases=resolved,
+                scratch_mb=scratch_mb,
+                seccomp=seccomp,
+            )
+            if status.cgroup_parent is not None:
+                job.cgroup = RunCgroup(
+                    Path(status.cgroup_parent),
+                    memory_bytes=(memory_mb + 2 * scratch_mb) * _MIB,
+                    pids=THREAD_LIMIT,
+                )
+        else:
+            job.root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=scratch_root))
+            (job.root / "work").mkdir()
+            argv, inner_databases = [sys.executable, "-I", "-S", str(_CHILD_SCRIPT)], resolved
+        payload = {
+            "code": code,
+            "final_answer": final_answer,
+            "arguments": pickled,
+            "convention": convention,
+            "function_name": function_name,
+            "databases": inner_databases,
+            "audit_hook": audit_hook,
+            "result_fd": result_write,
+            "jailed": status.available,
+            "memory_mb": memory_mb,
+            "cpu_seconds": math.ceil(timeout) + 1,
+            "result_limit": OUTPUT_LIMIT_BYTES,
+        }
+        try:
+            job.argv, job.payload = argv, json.dumps(payload).encode("utf-8")
+        except (TypeError, ValueError) as exc:
+            raise SandboxError(f"final_answer must be JSON-serializable: {exc}") from None
+    except OSError as exc:
+        job.cleanup()
+        raise SandboxError(f"could not prepare the verifier's run: {exc}") from exc
+    except BaseException:
+        job.cleanup()
+        raise
+    return job
+
+
+def _confine(job: _Job, pid: int) -> None:
+    """Put the run's first process, still at its gate, into its cgroup (everything it starts
+    follows it there).
+
+    Without a cgroup the run keeps the CPU priority it started with: it is a session of its
+    own, which the scheduler weighs as any other session's equal. A lower nice value would
+    count against the other sessions of the machine too (a busy trainer's, say), not against
+    the server alone, as ``cpu.weight`` does.
+
+    Raises:
+        SandboxError: The process could not be moved into its cgroup.
+    """
+    if job.cgroup is not None:
+        try:
+            job.cgroup.add(pid)
+        except OSError as exc:
+            raise SandboxError(f"could not move the verifier into its cgroup: {exc}") from exc
 
 
 def _kill_group(pid: int) -> None:
@@ -198,6 +261,7 @@ def _finish(
     timed_out: bool,
     stdout: str,
     stderr: str,
+    result: _Captured,
     elapsed_ms: float,
 ) -> VerifierOutcome:
     """Build the outcome from what the child left behind; never raises for the child's faults."""
@@ -212,9 +276,13 @@ def _finish(
             sandbox=job.layers,
         )
 
+    if result.dropped:  # written past the runner, straight into the pipe: never parsed
+        return failed(
+            "exception", f"the verifier process wrote a result larger than {_RESULT_LIMIT_BYTES} bytes"
+        )
     try:
-        record = json.loads(job.result_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        record = json.loads(result.data) if result.data else None
+    except ValueError:  # cut short (killed while writing), or not the runner's
         record = None
     if isinstance(record, dict):  # complete: the verifier finished, even if only just in time
         try:
@@ -252,7 +320,19 @@ def _finish(
 # -- the run (async; run_sandboxed is its blocking twin) ---------------------------------------
 
 
-async def _read_capped(stream: asyncio.StreamReader, limit: int) -> str:
+@dataclass
+class _Captured:
+    """What was read from one of the child's pipes: at most the cap, and the count of the rest."""
+
+    data: bytes
+    dropped: int
+
+    def text(self) -> str:
+        return _decode(self.data, self.dropped)
+
+
+async def _read_capped(stream: asyncio.StreamReader, limit: int) -> _Captured:
+    """Read ``stream`` to its end, keeping the first ``limit`` bytes (so the writer never blocks)."""
     chunks: list[bytes] = []
     kept = dropped = 0
     while chunk := await stream.read(_READ_CHUNK):
@@ -261,7 +341,18 @@ async def _read_capped(stream: asyncio.StreamReader, limit: int) -> str:
             chunks.append(chunk[:room])
             kept += min(room, len(chunk))
         dropped += max(0, len(chunk) - max(room, 0))
-    return _decode(b"".join(chunks), dropped)
+    return _Captured(b"".join(chunks), dropped)
+
+
+async def _read_result(pipe: io.RawIOBase) -> _Captured:
+    """Read the result pipe (the runner's record) to its end, capped at ``_RESULT_LIMIT_BYTES``."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    try:
+        return await _read_capped(reader, _RESULT_LIMIT_BYTES)
+    finally:
+        transport.close()
 
 
 async def _feed_async(stream: asyncio.StreamWriter, payload: bytes) -> None:
@@ -285,6 +376,7 @@ async def run_sandboxed_async(
     function_name: str | None = None,
     timeout: float = DEFAULT_TIMEOUT,  # noqa: ASYNC109 - the child's limit, enforced by killing it
     memory_mb: int = DEFAULT_MEMORY_MB,
+    scratch_mb: int = DEFAULT_SCRATCH_MB,
     allow_unjailed: bool = False,
     scratch_root: str | os.PathLike[str] | None = None,
 ) -> VerifierOutcome:
@@ -293,8 +385,12 @@ async def run_sandboxed_async(
     The child is the interpreter with ``-I -S`` (no site-packages, no ``PYTHON*`` variables)
     inside a bubblewrap jail: no network, its own PID namespace (nothing it starts outlives
     it), uid 65534 without capabilities, an empty environment, and a filesystem holding only
-    the Python runtime, its scratch directory (cwd) and the given databases (read-only).
-    ``RLIMIT_AS = memory_mb`` MiB and ``RLIMIT_CPU`` just above ``timeout`` apply. As a second
+    the Python runtime, the given databases (read-only) and two tmpfs mounts of ``scratch_mb``
+    each, its scratch directory (cwd) and ``/tmp``. A seccomp filter refuses new processes (threads are
+    fine), namespaces and mounts. ``RLIMIT_AS = memory_mb`` MiB and ``RLIMIT_CPU`` just above
+    ``timeout`` apply; where this process can make cgroups, the run also gets one bounding its
+    memory and tmpfs together, its threads, and its CPU share below this process's
+    (:meth:`~fleet_sdk.verifiers.JailStatus.summary` says what is bounded here). As a second
     layer, an audit hook denies opening anything but those files, starting processes, sending
     signals, the network, ``ctypes`` and frame introspection; a denied call raises
     ``PermissionError("denied by the verifier sandbox: ...")`` inside the verifier. The
@@ -304,11 +400,11 @@ async def run_sandboxed_async(
     that protected the run.
 
     Every fault of the verifier (syntax error, no entry point, exception, timeout, memory
-    limit, invalid result, a crash of the child) is returned in ``outcome.error``. The child's
-    pipes are read on the running loop, so the loop is never blocked; its process group is
-    SIGKILLed at the deadline, on cancellation and after every run, so nothing it started
-    outlives the call. :func:`run_sandboxed` is the blocking twin (the same run, on the SDK's
-    loop bridge).
+    limit, invalid or oversized result, a crash of the child) is returned in
+    ``outcome.error``. The child's pipes are read on the running loop, so the loop is never
+    blocked; its process group is SIGKILLed at the deadline, on cancellation and after every
+    run, so nothing it started outlives the call. :func:`run_sandboxed` is the blocking twin
+    (the same run, on the SDK's loop bridge).
 
     Args:
         code: The verifier's source; its entry point is ``verify`` (else the only function).
@@ -323,19 +419,23 @@ async def run_sandboxed_async(
         function_name: Call this top-level function instead of finding the entry point.
         timeout: Wall-clock seconds before the child is killed (``error.type == "timeout"``).
         memory_mb: Address-space limit of the child, in MiB (at least 32).
+        scratch_mb: Size of the jailed run's scratch tmpfs, and of its ``/tmp``, in MiB (at
+            least 1); writing past it fails with ``ENOSPC``.
         allow_unjailed: Where the OS jail cannot start, run with the audit hook alone
-            (``outcome.sandbox == "audit_hook"``) instead of raising. Only for trusted code.
-        scratch_root: The directory the run's temporary directory is made in (the system's
-            temp directory by default); it is removed after the run.
+            (``outcome.sandbox == "audit_hook"``) instead of raising. **Only for trusted code**:
+            the hook is a second layer, and what it misses (native code, SQLite's own file
+            access) reaches the host as this process's user.
+        scratch_root: Where an unjailed run's temporary directory (its cwd) is made (the
+            system's temp directory by default); it is removed after the run.
 
     Raises:
         JailUnavailableError: The OS jail cannot start and ``allow_unjailed`` is false.
         SandboxError: Invalid arguments (e.g. a ``final_answer`` that is not JSON, ``args`` that
             are not plain data, or ``args`` together with ``final_answer``), or the interpreter
-            could not be started.
+            could not be started or confined.
     """
-    # Off the loop: checking the jail may run bubblewrap (seconds, under a lock) and making the
-    # run's directory touches the disk.
+    # Off the loop: checking the jail may run bubblewrap (seconds, under a lock), and making
+    # the run's cgroup or directory touches the file system.
     job = await asyncio.to_thread(
         _prepare,
         code,
@@ -344,6 +444,7 @@ async def run_sandboxed_async(
         function_name=function_name,
         timeout=timeout,
         memory_mb=memory_mb,
+        scratch_mb=scratch_mb,
         allow_unjailed=allow_unjailed,
         scratch_root=scratch_root,
         args=args,
@@ -370,22 +471,30 @@ async def _run_job_async(job: _Job) -> VerifierOutcome:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                cwd=job.workdir,
+                cwd=None if job.root is None else job.root / "work",
                 env={},
                 start_new_session=True,
+                pass_fds=job.child_fds,
             )
         except OSError as exc:
             raise SandboxError(f"could not start the sandbox interpreter {sys.executable!r}: {exc}") from exc
+        finally:
+            job.close_child_fds()  # the child has its copies: the result pipe ends with the run
         guard_group(process.pid)
         assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+        assert job.result_fd is not None
+        result_file, job.result_fd = os.fdopen(job.result_fd, "rb", buffering=0), None
         readers = [
             asyncio.ensure_future(_read_capped(process.stdout, OUTPUT_LIMIT_BYTES)),
             asyncio.ensure_future(_read_capped(process.stderr, OUTPUT_LIMIT_BYTES)),
+            asyncio.ensure_future(_read_result(result_file)),
         ]
-        feeder = asyncio.ensure_future(_feed_async(process.stdin, GATE_OPEN + job.payload))
+        tasks: list[asyncio.Future[Any]] = list(readers)
         timed_out = False
         try:
             try:
+                _confine(job, process.pid)
+                tasks.append(asyncio.ensure_future(_feed_async(process.stdin, GATE_OPEN + job.payload)))
                 await asyncio.wait_for(process.wait(), job.timeout)
             except TimeoutError:
                 timed_out = True
@@ -402,21 +511,26 @@ async def _run_job_async(job: _Job) -> VerifierOutcome:
                 _kill_group(process.pid)
                 await asyncio.shield(process.wait())
             release_group(process.pid)
-            for task in (*readers, feeder):
+            for task in tasks:
                 task.cancel()
+            result_file.close()
             raise
         release_group(process.pid)  # reaped, and its group killed
         elapsed_ms = (time.perf_counter() - start) * 1000.0
-        await asyncio.wait([*readers, feeder], timeout=_DRAIN_GRACE)
-        for task in (*readers, feeder):
+        await asyncio.wait(tasks, timeout=_DRAIN_GRACE)
+        for task in tasks:
             task.cancel()  # a no-op for the finished ones
-        stdout, stderr = (task.result() if task.done() and not task.cancelled() else "" for task in readers)
+        result_file.close()
+        stdout, stderr, result = (
+            task.result() if task.done() and not task.cancelled() else _Captured(b"", 0) for task in readers
+        )
         return _finish(
             job,
             returncode=process.returncode if process.returncode is not None else -signal.SIGKILL,
             timed_out=timed_out,
-            stdout=stdout,
-            stderr=stderr,
+            stdout=stdout.text(),
+            stderr=stderr.text(),
+            result=result,
             elapsed_ms=elapsed_ms,
         )
     finally:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,8 @@ __all__ = [
     "DatabaseSnapshot",
     "InstanceHandle",
     "QueryResult",
+    "ReadOnlyConnection",
+    "ReadOnlyCursor",
     "SQLiteDatabase",
     "SQLiteEnvironment",
     "UnknownDatabaseError",
@@ -52,27 +54,310 @@ def harden_connection(connection: sqlite3.Connection) -> None:
     sqlite3.Connection.setlimit(connection, sqlite3.SQLITE_LIMIT_ATTACHED, 0)
 
 
-class _GuardedConnection(sqlite3.Connection):
-    """A connection whose authorizer, limits and extension loading cannot be changed through it.
+_Request = tuple[str, tuple[Any, ...], dict[str, Any]]
+_Outcome = tuple[bool, Any]
+_Held = Generator[_Outcome, _Request, None]
 
-    (``sqlite3.Connection.set_authorizer(conn, None)`` still reaches the C method: in the
-    sandbox the OS jail is what keeps every other database file out of reach.)
+# What a verifier may do through a ReadOnlyConnection / ReadOnlyCursor. Anything else is refused.
+_CONNECTION_CURSORS = frozenset({"cursor", "execute", "executemany", "executescript"})
+_CONNECTION_CALLS = frozenset(
+    {
+        "commit",
+        "rollback",
+        "close",
+        "interrupt",
+        "create_function",
+        "create_aggregate",
+        "create_collation",
+        "set_progress_handler",
+        "set_trace_callback",
+        "__exit__",
+    }
+)
+_CURSOR_RUNS = frozenset({"execute", "executemany", "executescript"})
+_CURSOR_CALLS = frozenset({"fetchone", "fetchmany", "fetchall", "close", "__next__"})
+_READABLE = frozenset(
+    {
+        "description",
+        "rowcount",
+        "lastrowid",
+        "arraysize",
+        "row_factory",
+        "text_factory",
+        "in_transaction",
+        "total_changes",
+    }
+)
+_WRITABLE = frozenset({"arraysize", "row_factory", "text_factory"})
+
+
+class _RowCursor:
+    """What a row factory gets as its cursor: the ``description`` alone."""
+
+    __slots__ = ("description",)
+
+    def __init__(self, description: Any) -> None:
+        self.description = description
+
+
+def _hold(target: Any) -> _Held:
+    """Do to the connection or cursor ``target`` what each request sent allows; yield ``(ok, value)``.
+
+    This generator's frame is the only holder of ``target``. A sandboxed verifier cannot read
+    frames (the audit hook refuses ``gi_frame``, ``tb_frame``, ``gc.get_referents``...), and
+    everything the frame uses after its first ``yield`` is one of its own locals, bound before
+    the verifier runs: builtins, module globals and classes the verifier could patch are never
+    looked up again, and a cursor leaves it as another such generator, never as itself. The
+    requests (``(operation, args, kwargs)``) are checked here too, so sending one directly
+    allows no more than :class:`ReadOnlyConnection` does.
     """
+    getattr_, setattr_, len_, is_cursor = getattr, setattr, len, isinstance(target, sqlite3.Cursor)
+    hold, prime, row_cursor, refused, sqlite_row = _hold, next, _RowCursor, PermissionError, sqlite3.Row
+    runs, calls = (_CURSOR_RUNS, _CURSOR_CALLS) if is_cursor else (frozenset(), _CONNECTION_CALLS)
+    cursors = frozenset() if is_cursor else _CONNECTION_CURSORS
+    readable, writable = _READABLE, _WRITABLE
+
+    def row_factory(factory: Any) -> Any:
+        if factory is None or factory is sqlite_row:
+            return factory
+
+        def build(cursor: Any, row: Any) -> Any:
+            return factory(row_cursor(cursor.description), row)
+
+        return build
+
+    operation, args, kwargs = yield (True, None)
+    while True:
+        try:
+            if operation == "get" and args and args[0] in readable:
+                value = getattr_(target, args[0])
+            elif operation == "set" and len_(args) == 2 and args[0] in writable:
+                new = row_factory(args[1]) if args[0] == "row_factory" else args[1]
+                value = setattr_(target, args[0], new)
+            elif operation in cursors:
+                value = hold(getattr_(target, operation)(*args, **kwargs))
+                prime(value)
+            elif operation in runs:
+                getattr_(target, operation)(*args, **kwargs)
+                value = None  # the cursor itself stays here
+            elif operation in calls:
+                value = getattr_(target, operation)(*args, **kwargs)
+            else:
+                raise refused(f"this database connection does not allow {operation}")
+            outcome = (True, value)
+        except Exception as exc:
+            outcome = (False, exc)
+        operation, args, kwargs = yield outcome
+
+
+class _Proxy:
+    """An object whose target only its :func:`_hold` generator holds."""
+
+    __slots__ = ("_held",)
+
+    def __init__(self, held: _Held) -> None:
+        self._held = held
+
+    def _do(self, operation: str, *args: Any, **kwargs: Any) -> Any:
+        ok, value = self._held.send((operation, args, kwargs))
+        if not ok:
+            raise value
+        return value
+
+
+def _attribute(name: str, doc: str, *, writable: bool = False) -> Any:
+    """A property reading (and setting) the held object's attribute ``name``."""
+
+    def get(proxy: _Proxy) -> Any:
+        return proxy._do("get", name)
+
+    def set_(proxy: _Proxy, value: Any) -> None:
+        proxy._do("set", name, value)
+
+    return property(get, set_ if writable else None, doc=doc)
+
+
+_ROW_FACTORY_DOC = (
+    "How rows are made (a factory other than ``sqlite3.Row`` gets a cursor holding only ``description``)."
+)
+
+
+class ReadOnlyCursor(_Proxy):
+    """A cursor of a :class:`ReadOnlyConnection`: ``sqlite3.Cursor``'s reading and running
+    methods, with ``connection`` being the read-only connection."""
+
+    __slots__ = ("_connection",)
+
+    def __init__(self, connection: ReadOnlyConnection, held: _Held) -> None:
+        super().__init__(held)
+        self._connection = connection
+
+    @property
+    def connection(self) -> ReadOnlyConnection:
+        """The connection this cursor belongs to."""
+        return self._connection
+
+    def execute(self, sql: str, parameters: Any = (), /) -> ReadOnlyCursor:
+        """Run one statement (see ``sqlite3.Cursor.execute``)."""
+        self._do("execute", sql, parameters)
+        return self
+
+    def executemany(self, sql: str, seq_of_parameters: Any, /) -> ReadOnlyCursor:
+        """Run one statement for each set of parameters."""
+        self._do("executemany", sql, seq_of_parameters)
+        return self
+
+    def executescript(self, sql_script: str, /) -> ReadOnlyCursor:
+        """Run several statements."""
+        self._do("executescript", sql_script)
+        return self
+
+    def fetchone(self) -> Any:
+        """The next row, or ``None``."""
+        return self._do("fetchone")
+
+    def fetchmany(self, size: int = 1) -> list[Any]:
+        """Up to ``size`` more rows."""
+        rows: list[Any] = self._do("fetchmany", size)
+        return rows
+
+    def fetchall(self) -> list[Any]:
+        """Every remaining row."""
+        rows: list[Any] = self._do("fetchall")
+        return rows
+
+    def close(self) -> None:
+        """Close the cursor."""
+        self._do("close")
+
+    def setinputsizes(self, sizes: Any, /) -> None:
+        """Does nothing (DB-API)."""
+
+    def setoutputsize(self, size: Any, column: Any = None, /) -> None:
+        """Does nothing (DB-API)."""
+
+    description = _attribute("description", "Column names of the last query (DB-API 7-tuples).")
+    rowcount = _attribute("rowcount", "Rows changed by the last statement, or -1.")
+    lastrowid = _attribute("lastrowid", "The rowid of the last inserted row.")
+    arraysize = _attribute("arraysize", "Rows ``fetchmany`` returns by default.", writable=True)
+    row_factory = _attribute("row_factory", _ROW_FACTORY_DOC, writable=True)
+
+    def __iter__(self) -> ReadOnlyCursor:
+        return self
+
+    def __next__(self) -> Any:
+        return self._do("__next__")
+
+
+class ReadOnlyConnection(_Proxy):
+    """What a read-only :class:`SQLiteDatabase` hands out: ``sqlite3.Connection``'s methods for
+    reading and running SQL, never the connection itself.
+
+    The connection behind it refuses ``ATTACH`` (see :func:`harden_connection`), and nothing
+    here can change that: ``set_authorizer``, ``setlimit``, loading extensions, ``backup``,
+    ``iterdump`` and cursor factories are refused, and the real connection is never handed out
+    (a subclass of ``sqlite3.Connection`` would be: ``sqlite3.Connection.set_authorizer(conn,
+    None)`` reaches the C method whatever the subclass says).
+
+    Args:
+        connection: The hardened connection; pass the only reference (see :func:`_hold`).
+    """
+
+    __slots__ = ()
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        held = _hold(connection)
+        next(held)
+        super().__init__(held)
 
     def _refuse(self, what: str) -> PermissionError:
         return PermissionError(f"this database connection does not allow {what}")
 
+    def cursor(self) -> ReadOnlyCursor:
+        """A new cursor (no ``factory``: it would be handed the real connection)."""
+        return ReadOnlyCursor(self, self._do("cursor"))
+
+    def execute(self, sql: str, parameters: Any = (), /) -> ReadOnlyCursor:
+        """Run one statement on a new cursor (see ``sqlite3.Connection.execute``)."""
+        return ReadOnlyCursor(self, self._do("execute", sql, parameters))
+
+    def executemany(self, sql: str, seq_of_parameters: Any, /) -> ReadOnlyCursor:
+        """Run one statement for each set of parameters on a new cursor."""
+        return ReadOnlyCursor(self, self._do("executemany", sql, seq_of_parameters))
+
+    def executescript(self, sql_script: str, /) -> ReadOnlyCursor:
+        """Run several statements on a new cursor."""
+        return ReadOnlyCursor(self, self._do("executescript", sql_script))
+
+    def commit(self) -> None:
+        """Commit (nothing to commit on a read-only database)."""
+        self._do("commit")
+
+    def rollback(self) -> None:
+        """Roll back."""
+        self._do("rollback")
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._do("close")
+
+    def interrupt(self) -> None:
+        """Stop the running statement."""
+        self._do("interrupt")
+
+    def create_function(self, *args: Any, **kwargs: Any) -> None:
+        """Define an SQL function (see ``sqlite3.Connection.create_function``)."""
+        self._do("create_function", *args, **kwargs)
+
+    def create_aggregate(self, name: str, n_arg: int, aggregate_class: Any, /) -> None:
+        """Define an SQL aggregate."""
+        self._do("create_aggregate", name, n_arg, aggregate_class)
+
+    def create_collation(self, name: str, callback: Any, /) -> None:
+        """Define a collation."""
+        self._do("create_collation", name, callback)
+
+    def set_progress_handler(self, handler: Any, n: int, /) -> None:
+        """Call ``handler`` every ``n`` SQLite instructions."""
+        self._do("set_progress_handler", handler, n)
+
+    def set_trace_callback(self, callback: Any, /) -> None:
+        """Call ``callback`` with each statement run."""
+        self._do("set_trace_callback", callback)
+
+    in_transaction = _attribute("in_transaction", "Whether a transaction is open.")
+    total_changes = _attribute("total_changes", "Rows changed since the connection opened.")
+    row_factory = _attribute("row_factory", _ROW_FACTORY_DOC, writable=True)
+    text_factory = _attribute("text_factory", "How TEXT values are made.", writable=True)
+
     def set_authorizer(self, *args: Any, **kwargs: Any) -> None:
+        """Refused: the authorizer is what keeps ``ATTACH`` out."""
         raise self._refuse("changing its authorizer")
 
     def setlimit(self, *args: Any, **kwargs: Any) -> int:
+        """Refused."""
         raise self._refuse("changing its limits")
 
     def enable_load_extension(self, *args: Any, **kwargs: Any) -> None:
+        """Refused."""
         raise self._refuse("loading extensions")
 
     def load_extension(self, *args: Any, **kwargs: Any) -> None:
+        """Refused."""
         raise self._refuse("loading extensions")
+
+    def backup(self, *args: Any, **kwargs: Any) -> None:
+        """Refused (its target would be written from here)."""
+        raise self._refuse("backups")
+
+    def __enter__(self) -> ReadOnlyConnection:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._do("__exit__", *exc_info)
+
+    def __repr__(self) -> str:
+        return "<ReadOnlyConnection>"
 
 
 class UnknownDatabaseError(LookupError, ErrorBase):
@@ -161,8 +446,8 @@ class SQLiteDatabase(FluentDatabase):
         path: The database file.
         name: The name the environment knows it by, used in messages.
         read_only: Open with the ``mode=ro`` URI so the verifier cannot change the data; the
-            connection also refuses ``ATTACH`` and changes to its authorizer (see
-            :func:`harden_connection`).
+            connection also refuses ``ATTACH``, and is handed out as a
+            :class:`ReadOnlyConnection`, which cannot undo that (see :func:`harden_connection`).
     """
 
     def __init__(
@@ -171,7 +456,7 @@ class SQLiteDatabase(FluentDatabase):
         self._path = os.fspath(path)
         self.name = name
         self.read_only = read_only
-        self._conn: sqlite3.Connection | None = None
+        self._conn: sqlite3.Connection | ReadOnlyConnection | None = None
 
     @property
     def path(self) -> Path:
@@ -185,8 +470,12 @@ class SQLiteDatabase(FluentDatabase):
         """The database file, as a string (the public SDK's name for it)."""
         return self._path
 
-    def connect(self) -> sqlite3.Connection:
-        """Open the file if that was not done yet, and return the ``sqlite3`` connection.
+    def connect(self) -> sqlite3.Connection | ReadOnlyConnection:
+        """Open the file if that was not done yet, and return its connection.
+
+        A read-only database hands out a :class:`ReadOnlyConnection` (``sqlite3.Connection``'s
+        methods for running SQL, with ``ATTACH`` refused for good); a writable one, the
+        ``sqlite3.Connection`` itself.
 
         Raises:
             FileNotFoundError: The file does not exist.
@@ -196,8 +485,10 @@ class SQLiteDatabase(FluentDatabase):
                 raise FileNotFoundError(f"database {self.name!r}: no such file: {self._path}")
             if self.read_only:
                 uri = f"{_file_uri(os.path.realpath(self._path))}?mode=ro"
-                self._conn = sqlite3.connect(uri, uri=True, factory=_GuardedConnection)
-                harden_connection(self._conn)
+                connection = sqlite3.connect(uri, uri=True)
+                harden_connection(connection)
+                self._conn = ReadOnlyConnection(connection)
+                del connection  # the proxy's generator is its only holder now
             else:
                 self._conn = sqlite3.connect(self._path)
         return self._conn

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import concurrent.futures
 import hashlib
 import io
 import json
@@ -30,8 +31,9 @@ from _waits import PATIENCE, wait_until, wait_until_async
 
 from fleet_local import LocalFleet, _jobs
 from fleet_local._store import Store
+from fleet_local.environments import registry
 from fleet_sdk.types import env_instance as models
-from fleet_sdk.verifiers import DENIED_PREFIX, bundle_sha256, bundle_verifier, score_from_result
+from fleet_sdk.verifiers import DENIED_PREFIX, bundle_sha256, bundle_verifier, jail_status, score_from_result
 
 MAX_BODY = 8 * 1024 * 1024
 RUNAWAY = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
@@ -510,12 +512,14 @@ def test_a_restart_after_kill_9_releases_the_instances_of_interrupted_sessions(t
         assert not (tmp_path / "instances" / created.instance_id).exists()
 
 
+def said(local: LocalFleet, text: str) -> bool:
+    """Whether the server said ``text`` on stderr (waited for)."""
+    return wait_until(lambda: any(text in line for line in local._stderr), f"the server said {text!r}")
+
+
 def warned(local: LocalFleet) -> bool:
-    """Whether the server said on stderr that the jail is unavailable (waited for)."""
-    return wait_until(
-        lambda: any("verifier OS jail is unavailable" in line for line in local._stderr),
-        "the server warned that the jail is unavailable",
-    )
+    """Whether the server said on stderr that the jail is unavailable."""
+    return said(local, "verifier OS jail is unavailable")
 
 
 def test_without_the_jail_the_server_warns_and_refuses_verifiers(
@@ -523,19 +527,106 @@ def test_without_the_jail_the_server_warns_and_refuses_verifiers(
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap to be found
     code = "def verify(env):\n    return 1\n"
+    bundled = registry()["orderdesk"].tasks[0]["verifier_code"]
     with LocalFleet(s3=False) as local, local.fleet() as fleet:
         created = fleet.api.control_plane.create_instance(models.InstanceRequest(env_key="orderdesk"))
+        url = f"{manager(created.instance_id)}/execute_verifier_function"
         with httpx.Client(base_url=local.base_url, timeout=60) as client:
-            refused = client.post(
-                f"{manager(created.instance_id)}/execute_verifier_function", json=verifier_request(code)
-            )
+            refused = client.post(url, json=verifier_request(code))
+            shipped = client.post(url, json=verifier_request(bundled))
         body = assert_refused(refused, 503, "verifier_jail_unavailable")
         assert "bubblewrap" in body["detail"]
+        assert shipped.status_code == 200, shipped.text  # the server's own code: trusted
         assert warned(local), "".join(local._stderr)
+
+
+def test_without_the_jail_untrusted_code_never_runs_for_a_request_without_the_key(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``--allow-unjailed-verifiers`` let anyone who knew an instance id run code under the
+    audit hook alone through the keyless manager route, where it read the server's key and
+    killed it. The flag is for trusted code: only requests bearing the key use it."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    code = "def verify(env):\n    return 1\n"
     with LocalFleet(s3=False, allow_unjailed=True) as local, local.fleet() as fleet:
         created = fleet.api.control_plane.create_instance(models.InstanceRequest(env_key="orderdesk"))
+        url = f"{manager(created.instance_id)}/execute_verifier_function"
         with httpx.Client(base_url=local.base_url, timeout=60) as client:
-            allowed = client.post(
-                f"{manager(created.instance_id)}/execute_verifier_function", json=verifier_request(code)
+            keyless = client.post(url, json=verifier_request(code))
+            keyed = client.post(url, json=verifier_request(code), headers=bearer(local))
+            control = client.post(
+                "/v1/verifiers/execute",
+                json=verifier_request(code, args={"instance_id": created.instance_id}),
+                headers=bearer(local),
             )
-        assert allowed.status_code == 200 and allowed.json()["success"] is True
+        body = assert_refused(keyless, 503, "verifier_jail_unavailable")
+        assert "bearing the server's key" in body["detail"]
+        for allowed in (keyed, control):
+            assert allowed.status_code == 200 and allowed.json()["success"] is True, allowed.text
+        assert said(local, "trusted code only"), "".join(local._stderr)
+
+
+# ---------------------------------------------------------------- the jail's resources
+
+
+def test_the_server_says_once_what_bounds_a_verifier_run(server: LocalFleet) -> None:
+    """Where cgroups are not writable, what is and is not bounded is said at start."""
+    assert said(server, "verifier jail (bubblewrap): bounded:"), "".join(server._stderr)
+    lines = [line for line in server._stderr if "verifier jail (bubblewrap)" in line]
+    assert len(lines) == 1 and "verifier runs at once" in lines[0]
+    status = jail_status()
+    if status.cgroup_parent is None:
+        assert f"No cgroup per run: {status.cgroup_reason}" in lines[0]
+
+
+def test_a_result_written_around_the_runner_is_not_stored(
+    server: LocalFleet, api: httpx.Client, instance_id: str
+) -> None:
+    """A keyless verifier wrote a 40 MB result straight into its result file (found through its
+    descriptors), past the 1 MiB cap; the server stored it. The result pipe is read with a cap."""
+    code = (
+        "import json, os\n"
+        "def verify(env):\n"
+        "    blob = json.dumps({'result': 'x' * (40 * 1024 * 1024), 'score': 1.0, 'error': None}).encode()\n"
+        "    for fd in range(3, 64):\n"
+        "        try:\n"
+        "            with os.fdopen(fd, 'wb', closefd=False) as channel:\n"
+        "                channel.write(blob)\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "    os._exit(0)\n"
+    )
+    with httpx.Client(base_url=server.base_url, timeout=60) as keyless:
+        response = keyless.post(
+            f"{manager(instance_id)}/execute_verifier_function", json=verifier_request(code)
+        )
+    assert response.status_code == 200, response.text[:500]
+    assert len(response.content) < 2 * 1024 * 1024
+    result = response.json()
+    assert result["success"] is False and result["result"] is None
+    assert "wrote a result larger than" in result["error"]["message"]
+    assert_responsive(api, instance_id)
+
+
+def test_runs_beyond_the_concurrency_cap_wait_then_get_503_with_retry_after() -> None:
+    """Verifier runs had no server-wide cap. Past ``verifier_concurrency`` a run waits for a
+    slot within its timeout, then answers 503 ``verifier_busy`` (nothing ran: safe to resend)."""
+    slow = "import time\ndef verify(env):\n    time.sleep(8)\n    return 1\n"
+    quick = "def verify(env):\n    return 1\n"
+    with LocalFleet(s3=False, verifier_concurrency=1) as local, raw_client(local, timeout=60) as client:
+        created = client.post("/v1/env/instances", json={"env_key": "orderdesk"}).json()["instance_id"]
+        url = f"{manager(created)}/execute_verifier_function"
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            holder = pool.submit(client.post, url, json=verifier_request(slow))
+            busy = None
+            while not holder.done():  # bounded: the slow run ends within its 20 s timeout
+                answer = client.post(url, json=verifier_request(quick, timeout=1))
+                if answer.status_code == 503:
+                    busy = answer
+                    break
+            held = holder.result()
+    assert held.status_code == 200 and held.json()["success"] is True, held.text
+    assert busy is not None, "the quick run never found the only slot taken"
+    body = busy.json()
+    assert body["code"] == "verifier_busy" and body["retryable"] is True
+    assert busy.headers["Retry-After"] == "1"
