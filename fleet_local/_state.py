@@ -52,7 +52,10 @@ class LocalSettings:
             ended (its id then answers 404 and the client opens a new session).
         query_timeout: Seconds one SQL request may take (waiting included) before it is stopped.
         query_concurrency: SQL statements run at once; more wait, within their deadline.
-        max_body_bytes: The largest request body accepted (413 beyond).
+        max_body_bytes: The largest request body accepted on a route that needs the key (413 beyond).
+        max_keyless_body_bytes: The largest request body accepted on a route that needs no key (the
+            instance manager API, MCP, the web UI): room for the largest verifier bundle (a 5 MiB
+            zip, base64-encoded in JSON), no more.
         allow_unjailed_verifiers: Run verifiers under the audit hook alone when the OS jail
             (bubblewrap) cannot start; by default such runs are refused with 503.
     """
@@ -77,6 +80,7 @@ class LocalSettings:
     query_timeout: float = 30.0
     query_concurrency: int = 64
     max_body_bytes: int = 32 * 1024 * 1024
+    max_keyless_body_bytes: int = 8 * 1024 * 1024
 
 
 @dataclass
