@@ -142,7 +142,7 @@ def test_allow_any_key_accepts_any_signature_but_not_none(tmp_path: Path) -> Non
         "authorization": "AWS4-HMAC-SHA256 Credential=k/20261130/us-east-1/s3/aws4_request, "
         "SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature=00",
         "x-amz-date": "20261130T080000Z",
-        "x-amz-content-sha256": "UNSIGNED-PAYLOAD",
+        "x-amz-content-sha256": hashlib.sha256(b"").hexdigest(),
         "host": "127.0.0.1:1",
     }
     assert sigv4_refusal("PUT", "/b/k", "", headers, secret=None, now=now) is None
