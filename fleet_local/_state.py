@@ -15,8 +15,8 @@ __all__ = ["LocalSettings", "LocalState", "iso", "new_id", "utcnow"]
 if TYPE_CHECKING:
     import asyncio
     from collections.abc import Callable
+    from concurrent.futures import ThreadPoolExecutor
 
-    import anyio
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
     from fleet_sdk import AsyncFleet
@@ -104,8 +104,8 @@ class LocalState:
         job_client: The client jobs play their sessions through: this server over loopback
             (``_episodes.job_client``; made on first use).
         on_ready: Called once every lifespan has started (the ready line).
-        sql_limiters: The gate SQL requests wait at and the threads' own limiter
-            (``_sql_work``; made on first use, inside the loop).
+        sql_workers: The gate SQL requests wait at and the SQL threads, which run below the
+            server's priority (``_sql_work``; made on first use, inside the loop).
 
     ``build_state`` (``fleet_local._server``) creates one with every service in place.
     """
@@ -124,7 +124,7 @@ class LocalState:
     jobs: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     job_client: AsyncFleet | None = None
     on_ready: Callable[[], None] | None = None
-    sql_limiters: tuple[anyio.CapacityLimiter, anyio.CapacityLimiter] | None = None
+    sql_workers: tuple[asyncio.Semaphore, ThreadPoolExecutor] | None = None
 
     @property
     def data_dir(self) -> Path:
