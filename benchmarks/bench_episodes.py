@@ -12,22 +12,35 @@ process and the children it waited for), and how many cores the whole machine ke
 follows the ceiling of any concurrency on this machine: cores / busy(N=1), when the CPU per
 episode stays flat.
 
+``--baseline DIR`` compares this checkout with another (``git archive main | tar -x -C DIR``)
+instead: each round runs every level once per side, each side in a fresh interpreter with its
+own server and its SDK from its checkout, in alternating order (A/B, B/A, ...); printed are the
+episodes/s of each side per round and level, and per level the median ratio this/baseline with
+its range over the rounds.
+
 ``python benchmarks/bench_episodes.py [--episodes 32] [--concurrency 1,16,64] [--rounds 2] [--burst 256]``
+``python benchmarks/bench_episodes.py --baseline DIR [--concurrency 1,16] [--rounds 6]``
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import statistics
+import subprocess
+import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from fleet_local import LocalFleet
 from fleet_sdk import AsyncFleet, TaskEnv
 from fleet_sdk.tasks import Task
+
+HERE = Path(__file__).resolve().parent.parent
 
 
 class RetryCounter(logging.Handler):
@@ -112,14 +125,66 @@ async def measure(
     return Run(episodes / elapsed, errors, counter.retries, cpu_ms, server_cpu_ms, busy_cores)
 
 
+async def tool_use_tasks(fleet: AsyncFleet) -> list[Task]:
+    return [
+        Task.model_validate(t.model_dump())
+        for t in (await fleet.api.control_plane.list_tasks()).tasks
+        if t.task_modality in (None, "tool_use")  # browser tasks: benchmarks/bench_browser.py
+    ]
+
+
+async def one_side(episodes: int, levels: list[int]) -> dict[int, dict[str, float]]:
+    """Every level once on a server of this interpreter's checkout (``--baseline``'s unit)."""
+    async with LocalFleet(s3=False) as local:
+        fleet = local.async_fleet()
+        tasks = await tool_use_tasks(fleet)
+        await measure(fleet, tasks, 4, 4)  # warm up (seed databases, imports)
+        runs = {}
+        for level in levels:
+            runs[level] = await measure(fleet, tasks, max(episodes, level), level, local.pid)
+        await fleet.close()
+    return {level: asdict(run) for level, run in runs.items()}
+
+
+def side_in_subprocess(checkout: Path, episodes: int, levels: list[int]) -> dict[int, dict[str, float]]:
+    """``one_side`` in a fresh interpreter whose ``fleet_sdk`` and ``fleet_local`` come from ``checkout``."""
+    env = {**os.environ, "PYTHONPATH": f"{checkout}{os.pathsep}{checkout / 'generated'}"}
+    code = (
+        "import asyncio, json, sys; sys.path.insert(0, sys.argv[1]);"
+        "from bench_episodes import one_side;"
+        "print(json.dumps(asyncio.run(one_side(int(sys.argv[2]), json.loads(sys.argv[3])))))"
+    )
+    argv = [sys.executable, "-c", code, str(HERE / "benchmarks"), str(episodes), json.dumps(levels)]
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    return {int(level): run for level, run in result.items()}
+
+
+def against_baseline(baseline: Path, episodes: int, levels: list[int], rounds: int) -> None:
+    sides = {"this": HERE, "baseline": baseline.resolve()}
+    rates: dict[str, dict[int, list[float]]] = {name: {level: [] for level in levels} for name in sides}
+    for round_ in range(rounds):
+        order = list(sides.items()) if round_ % 2 == 0 else list(reversed(sides.items()))
+        line = []
+        for name, checkout in order:
+            for level, run in side_in_subprocess(checkout, episodes, levels).items():
+                rates[name][level].append(run["rate"])
+                line.append(f"{name} N={level} {run['rate']:6.2f}/s ({int(run['errors'])} errors)")
+        print(f"round {round_ + 1}: " + "  ".join(line), flush=True)
+    for level in levels:
+        ratios = [a / b for a, b in zip(rates["this"][level], rates["baseline"][level], strict=True)]
+        this, base = statistics.median(rates["this"][level]), statistics.median(rates["baseline"][level])
+        print(
+            f"N={level}: this {this:6.2f} episodes/s, baseline {base:6.2f}; this/baseline median"
+            f" {statistics.median(ratios):4.2f}x (range {min(ratios):4.2f}-{max(ratios):4.2f},"
+            f" {rounds} rounds)"
+        )
+
+
 async def main(episodes: int, levels: list[int], rounds: int, burst: int) -> None:
     async with LocalFleet(s3=False) as local:
         fleet = local.async_fleet()
-        tasks = [
-            Task.model_validate(t.model_dump())
-            for t in (await fleet.api.control_plane.list_tasks()).tasks
-            if t.task_modality in (None, "tool_use")  # browser tasks: benchmarks/bench_browser.py
-        ]
+        tasks = await tool_use_tasks(fleet)
         await measure(fleet, tasks, 4, 4)  # warm up (seed databases, imports)
         runs: dict[int, list[Run]] = {level: [] for level in levels}
         for _ in range(rounds):
@@ -162,6 +227,10 @@ if __name__ == "__main__":
     parser.add_argument("--concurrency", default="1,16,64")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--burst", type=int, default=0)
+    parser.add_argument("--baseline", type=Path, default=None)
     args = parser.parse_args()
     levels = [int(x) for x in args.concurrency.split(",")]
-    asyncio.run(main(args.episodes, levels, args.rounds, args.burst))
+    if args.baseline is not None:
+        against_baseline(args.baseline, args.episodes, levels, args.rounds)
+    else:
+        asyncio.run(main(args.episodes, levels, args.rounds, args.burst))
