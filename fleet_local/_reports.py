@@ -411,15 +411,21 @@ def router(state: LocalState) -> APIRouter:
     api = APIRouter()
     store = _ReportStore(state)
     renderings = _Renderings()
-    # One report at a time is checked or rendered: big ones take a core each.
-    work = anyio.CapacityLimiter(1)
+    workers: list[anyio.CapacityLimiter] = []
+
+    def work() -> anyio.CapacityLimiter:
+        """One report at a time is checked or rendered (a big one takes a core): made on first
+        use, inside the event loop."""
+        if not workers:
+            workers.append(anyio.CapacityLimiter(1))
+        return workers[0]
 
     @api.post("/v1/evaluation_reports", status_code=201)
     async def import_evaluation_report(request: Request) -> JSONResponse:
         media = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if media != "application/json" and not media.endswith("+json"):
             raise LocalAPIError(415, "Content-Type must be application/json", code="unsupported_media_type")
-        envelope = await anyio.to_thread.run_sync(_checked_envelope, checked_body(request), limiter=work)
+        envelope = await anyio.to_thread.run_sync(_checked_envelope, checked_body(request), limiter=work())
         stored = await asyncio.to_thread(store.put, _key_hash(request), envelope)
         result = {
             "id": stored.report_id,
@@ -451,7 +457,7 @@ def router(state: LocalState) -> APIRouter:
         key = (found[0], fmt, theme)
         text = renderings.get(key)
         if text is None:
-            text = await anyio.to_thread.run_sync(_rendered, found[1], fmt, theme, limiter=work)
+            text = await anyio.to_thread.run_sync(_rendered, found[1], fmt, theme, limiter=work())
             if text is None:
                 raise RequestValidationError(
                     [

@@ -353,11 +353,11 @@ def sigv4_refusal(
     payload_hash = headers.get("x-amz-content-sha256", "")
     if not payload_hash:
         return S3Refusal(400, "InvalidRequest", "x-amz-content-sha256 is required")
-    # A signature over "UNSIGNED-PAYLOAD", or one that leaves the content type out, would let
-    # anyone who saw the request send it again with other bytes, or have them served as HTML.
+    # A PUT signed over "UNSIGNED-PAYLOAD", or leaving its content type out, would let anyone who
+    # saw it send it again with other bytes, or have them served as HTML.
     if method == "PUT" and payload_hash == UNSIGNED:
         return S3Refusal(403, "AccessDenied", f"a signed PUT must sign its payload's SHA-256, not {UNSIGNED}")
-    if "content-type" in headers and "content-type" not in signed:
+    if method == "PUT" and "content-type" in headers and "content-type" not in signed:
         return S3Refusal(403, "AccessDenied", "Content-Type is sent but not among the signed headers")
     if secret is None:
         return None

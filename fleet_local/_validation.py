@@ -455,10 +455,6 @@ class BodySchemas:
             if "{" in path
         ]
 
-    def lookup(self, method: str, path: str) -> BodySchema | None:
-        """The body schema of the operation served at ``method path`` (a route's path template)."""
-        return self._bodies.get((method.upper(), path))
-
     def match(self, method: str, path: str) -> BodySchema | None:
         """The body schema of the operation a request for ``method path`` (a concrete path) reaches."""
         method = method.upper()
