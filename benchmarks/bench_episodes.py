@@ -13,13 +13,14 @@ follows the ceiling of any concurrency on this machine: cores / busy(N=1), when 
 episode stays flat.
 
 ``--baseline DIR`` compares this checkout with another (``git archive main | tar -x -C DIR``)
-instead: each round runs every level once per side, each side in a fresh interpreter with its
-own server and its SDK from its checkout, in alternating order (A/B, B/A, ...); printed are the
-episodes/s of each side per round and level, and per level the median ratio this/baseline with
-its range over the rounds.
+instead: each side is a fresh interpreter with its own server and its SDK from its checkout,
+warmed up once; each round runs every level on both sides back to back, in alternating order
+(A/B, B/A, ...), so a busy machine's swings land on both. Printed are the episodes/s of each
+side per round and level, and per level the median ratio this/baseline with its quartiles and
+range over the rounds.
 
 ``python benchmarks/bench_episodes.py [--episodes 32] [--concurrency 1,16,64] [--rounds 2] [--burst 256]``
-``python benchmarks/bench_episodes.py --baseline DIR [--concurrency 1,16] [--rounds 6]``
+``python benchmarks/bench_episodes.py --baseline DIR [--concurrency 1,16] [--episodes 16] [--rounds 20]``
 """
 
 from __future__ import annotations
@@ -133,51 +134,84 @@ async def tool_use_tasks(fleet: AsyncFleet) -> list[Task]:
     ]
 
 
-async def one_side(episodes: int, levels: list[int]) -> dict[int, dict[str, float]]:
-    """Every level once on a server of this interpreter's checkout (``--baseline``'s unit)."""
+async def side_worker() -> None:
+    """``--baseline``'s worker: one server of this interpreter's checkout, warmed up; each line
+    ``N EPISODES`` on stdin is answered with that run as a JSON line on stdout."""
     async with LocalFleet(s3=False) as local:
         fleet = local.async_fleet()
         tasks = await tool_use_tasks(fleet)
         await measure(fleet, tasks, 4, 4)  # warm up (seed databases, imports)
-        runs = {}
-        for level in levels:
-            runs[level] = await measure(fleet, tasks, max(episodes, level), level, local.pid)
+        print("ready", flush=True)
+        loop = asyncio.get_running_loop()
+        while line := await loop.run_in_executor(None, sys.stdin.readline):
+            level, episodes = (int(x) for x in line.split())
+            print(json.dumps(asdict(await measure(fleet, tasks, episodes, level, local.pid))), flush=True)
         await fleet.close()
-    return {level: asdict(run) for level, run in runs.items()}
 
 
-def side_in_subprocess(checkout: Path, episodes: int, levels: list[int]) -> dict[int, dict[str, float]]:
-    """``one_side`` in a fresh interpreter whose ``fleet_sdk`` and ``fleet_local`` come from ``checkout``."""
-    env = {**os.environ, "PYTHONPATH": f"{checkout}{os.pathsep}{checkout / 'generated'}"}
-    code = (
-        "import asyncio, json, sys; sys.path.insert(0, sys.argv[1]);"
-        "from bench_episodes import one_side;"
-        "print(json.dumps(asyncio.run(one_side(int(sys.argv[2]), json.loads(sys.argv[3])))))"
-    )
-    argv = [sys.executable, "-c", code, str(HERE / "benchmarks"), str(episodes), json.dumps(levels)]
-    out = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    return {int(level): run for level, run in result.items()}
+class Side:
+    """A ``side_worker`` in a fresh interpreter whose ``fleet_sdk`` and ``fleet_local`` come from
+    ``checkout``."""
+
+    def __init__(self, checkout: Path) -> None:
+        env = {**os.environ, "PYTHONPATH": f"{checkout}{os.pathsep}{checkout / 'generated'}"}
+        code = (
+            "import asyncio, sys; sys.path.insert(0, sys.argv[1]);"
+            "from bench_episodes import side_worker; asyncio.run(side_worker())"
+        )
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", code, str(HERE / "benchmarks")],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self._line() == "ready"
+
+    def _line(self) -> str:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the benchmark worker exited ({self.process.wait()})")
+        return line.strip()
+
+    def run(self, level: int, episodes: int) -> dict[str, float]:
+        assert self.process.stdin is not None
+        self.process.stdin.write(f"{level} {episodes}\n")
+        self.process.stdin.flush()
+        result: dict[str, float] = json.loads(self._line())
+        return result
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait()
 
 
 def against_baseline(baseline: Path, episodes: int, levels: list[int], rounds: int) -> None:
-    sides = {"this": HERE, "baseline": baseline.resolve()}
+    sides = {"this": Side(HERE), "baseline": Side(baseline.resolve())}
     rates: dict[str, dict[int, list[float]]] = {name: {level: [] for level in levels} for name in sides}
-    for round_ in range(rounds):
-        order = list(sides.items()) if round_ % 2 == 0 else list(reversed(sides.items()))
-        line = []
-        for name, checkout in order:
-            for level, run in side_in_subprocess(checkout, episodes, levels).items():
-                rates[name][level].append(run["rate"])
-                line.append(f"{name} N={level} {run['rate']:6.2f}/s ({int(run['errors'])} errors)")
-        print(f"round {round_ + 1}: " + "  ".join(line), flush=True)
+    try:
+        for round_ in range(rounds):
+            order = list(sides.items()) if round_ % 2 == 0 else list(reversed(sides.items()))
+            line = []
+            for level in levels:
+                for name, side in order:
+                    run = side.run(level, max(episodes, level))
+                    rates[name][level].append(run["rate"])
+                    line.append(f"{name} N={level} {run['rate']:6.2f}/s ({int(run['errors'])} errors)")
+            print(f"round {round_ + 1}: " + "  ".join(line), flush=True)
+    finally:
+        for side in sides.values():
+            side.close()
     for level in levels:
         ratios = [a / b for a, b in zip(rates["this"][level], rates["baseline"][level], strict=True)]
         this, base = statistics.median(rates["this"][level]), statistics.median(rates["baseline"][level])
+        quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
         print(
             f"N={level}: this {this:6.2f} episodes/s, baseline {base:6.2f}; this/baseline median"
-            f" {statistics.median(ratios):4.2f}x (range {min(ratios):4.2f}-{max(ratios):4.2f},"
-            f" {rounds} rounds)"
+            f" {statistics.median(ratios):4.2f}x (quartiles {quartiles[0]:4.2f}-{quartiles[2]:4.2f},"
+            f" range {min(ratios):4.2f}-{max(ratios):4.2f}, {rounds} rounds)"
         )
 
 

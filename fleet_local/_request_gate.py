@@ -46,6 +46,10 @@ LARGE_BYTES = 256 * 1024
 smaller ones have workers of their own, so they never wait behind a large one."""
 
 
+_NO_BODY = frozenset({"GET", "HEAD", "OPTIONS"})
+"""Methods whose bodies no route reads: only their size is limited."""
+
+
 def too_large_body(limit: int) -> dict[str, Any]:
     """The ``ErrorResponse`` body of a 413."""
     return payload_too_large(limit).body()
@@ -113,8 +117,9 @@ class RequestGate:
         if length.isdigit() and int(length) > limit:  # uvicorn refuses a malformed length
             await JSONResponse(too_large_body(limit), status_code=413)(scope, receive, send)
             return
+        method = scope.get("method", "GET")
         is_json = is_json_media(headers.get("content-type", ""))
-        if is_json or self.bodies.match(scope.get("method", "GET"), path) is not None:
+        if method not in _NO_BODY and (is_json or self.bodies.match(method, path) is not None):
             await self._checked(scope, receive, send, limit, is_json=is_json)
         else:
             await self._streamed(scope, receive, send, limit)
