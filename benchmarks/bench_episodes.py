@@ -12,32 +12,36 @@ process and the children it waited for), and how many cores the whole machine ke
 follows the ceiling of any concurrency on this machine: cores / busy(N=1), when the CPU per
 episode stays flat.
 
-``--baseline DIR`` measures this checkout's server against another's (``git archive main | tar -x
--C DIR``) instead: both servers run at once, and each round measures every level on one, then on
-the other, in alternating order (A/B at every level, then B/A...), driven by this checkout's
-client. Printed: each side's episodes/s per round; then, per level, the median ratio
-this/baseline and every round's ratio.
+``--baseline DIR`` compares this checkout with another (``git archive main | tar -x -C DIR``)
+instead: each side is a fresh interpreter with its own server and its SDK from its checkout,
+warmed up once; each round runs every level on both sides back to back, in alternating order
+(A/B, B/A, ...), so a busy machine's swings land on both. Printed are the episodes/s of each
+side per round and level, and per level the median ratio this/baseline with its quartiles and
+range over the rounds.
 
 ``python benchmarks/bench_episodes.py [--episodes 32] [--concurrency 1,16,64] [--rounds 2] [--burst 256]``
-``python benchmarks/bench_episodes.py --baseline DIR [--episodes 64] [--concurrency 1,16] [--rounds 8]``
+``python benchmarks/bench_episodes.py --baseline DIR [--concurrency 1,16] [--episodes 16] [--rounds 20]``
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
+import json
 import logging
 import os
 import statistics
+import subprocess
+import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from fleet_local import LocalFleet
 from fleet_sdk import AsyncFleet, TaskEnv
 from fleet_sdk.tasks import Task
+
+HERE = Path(__file__).resolve().parent.parent
 
 
 class RetryCounter(logging.Handler):
@@ -130,60 +134,85 @@ async def tool_use_tasks(fleet: AsyncFleet) -> list[Task]:
     ]
 
 
-@contextlib.contextmanager
-def server_code(checkout: Path) -> Iterator[None]:
-    """Servers started inside run ``checkout``'s ``fleet_local``: ``LocalFleet`` passes on the
-    environment and the working directory (``python -m`` puts it first on the path). This
-    process keeps its own client."""
-    before, cwd = os.environ.get("PYTHONPATH"), Path.cwd()
-    os.environ["PYTHONPATH"] = f"{checkout}{os.pathsep}{checkout / 'generated'}"
-    os.chdir(checkout)
+async def side_worker() -> None:
+    """``--baseline``'s worker: one server of this interpreter's checkout, warmed up; each line
+    ``N EPISODES`` on stdin is answered with that run as a JSON line on stdout."""
+    async with LocalFleet(s3=False) as local:
+        fleet = local.async_fleet()
+        tasks = await tool_use_tasks(fleet)
+        await measure(fleet, tasks, 4, 4)  # warm up (seed databases, imports)
+        print("ready", flush=True)
+        loop = asyncio.get_running_loop()
+        while line := await loop.run_in_executor(None, sys.stdin.readline):
+            level, episodes = (int(x) for x in line.split())
+            print(json.dumps(asdict(await measure(fleet, tasks, episodes, level, local.pid))), flush=True)
+        await fleet.close()
+
+
+class Side:
+    """A ``side_worker`` in a fresh interpreter whose ``fleet_sdk`` and ``fleet_local`` come from
+    ``checkout``."""
+
+    def __init__(self, checkout: Path) -> None:
+        env = {**os.environ, "PYTHONPATH": f"{checkout}{os.pathsep}{checkout / 'generated'}"}
+        code = (
+            "import asyncio, sys; sys.path.insert(0, sys.argv[1]);"
+            "from bench_episodes import side_worker; asyncio.run(side_worker())"
+        )
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", code, str(HERE / "benchmarks")],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self._line() == "ready"
+
+    def _line(self) -> str:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the benchmark worker exited ({self.process.wait()})")
+        return line.strip()
+
+    def run(self, level: int, episodes: int) -> dict[str, float]:
+        assert self.process.stdin is not None
+        self.process.stdin.write(f"{level} {episodes}\n")
+        self.process.stdin.flush()
+        result: dict[str, float] = json.loads(self._line())
+        return result
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def against_baseline(baseline: Path, episodes: int, levels: list[int], rounds: int) -> None:
+    sides = {"this": Side(HERE), "baseline": Side(baseline.resolve())}
+    rates: dict[str, dict[int, list[float]]] = {name: {level: [] for level in levels} for name in sides}
     try:
-        yield
-    finally:
-        os.chdir(cwd)
-        if before is None:
-            del os.environ["PYTHONPATH"]
-        else:
-            os.environ["PYTHONPATH"] = before
-
-
-async def compare(checkouts: dict[str, Path], episodes: int, levels: list[int], rounds: int) -> None:
-    """This checkout's server against the baseline's, both running at once and measured in turn
-    (A/B, then B/A...) at each level of each round: per level, the median ratio and its spread."""
-    async with contextlib.AsyncExitStack() as stack:
-        fleets: dict[str, AsyncFleet] = {}
-        pids: dict[str, int | None] = {}
-        for name, checkout in checkouts.items():
-            with server_code(checkout):
-                local = await stack.enter_async_context(LocalFleet(s3=False))
-            fleets[name] = await stack.enter_async_context(local.async_fleet())
-            pids[name] = local.pid
-        tasks = await tool_use_tasks(fleets["this"])
-        for fleet in fleets.values():
-            await measure(fleet, tasks, 4, 4)  # warm up (seed databases, imports)
-        runs: dict[tuple[str, int], list[Run]] = {(name, level): [] for name in fleets for level in levels}
         for round_ in range(rounds):
-            order = list(fleets) if round_ % 2 == 0 else list(reversed(fleets))
+            order = list(sides.items()) if round_ % 2 == 0 else list(reversed(sides.items()))
             line = []
             for level in levels:
-                for name in order:
-                    run = await measure(fleets[name], tasks, max(episodes, level), level, pids[name])
-                    runs[name, level].append(run)
-                    line.append(
-                        f"N={level} {name} {run.rate:5.2f}"
-                        + (f" ({run.errors} errors)" if run.errors else "")
-                    )
+                for name, side in order:
+                    run = side.run(level, max(episodes, level))
+                    rates[name][level].append(run["rate"])
+                    line.append(f"{name} N={level} {run['rate']:6.2f}/s ({int(run['errors'])} errors)")
             print(f"round {round_ + 1}: " + "  ".join(line), flush=True)
-        for level in levels:
-            this = [r.rate for r in runs["this", level]]
-            base = [r.rate for r in runs["baseline", level]]
-            ratios = sorted(a / b for a, b in zip(this, base, strict=True))
-            print(
-                f"N={level:3d}: this median {statistics.median(this):6.2f} episodes/s, baseline"
-                f" {statistics.median(base):6.2f}; this/baseline median {statistics.median(ratios):4.2f}x"
-                f" (rounds, sorted: {', '.join(f'{r:.2f}' for r in ratios)})"
-            )
+    finally:
+        for side in sides.values():
+            side.close()
+    for level in levels:
+        ratios = [a / b for a, b in zip(rates["this"][level], rates["baseline"][level], strict=True)]
+        this, base = statistics.median(rates["this"][level]), statistics.median(rates["baseline"][level])
+        quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+        print(
+            f"N={level}: this {this:6.2f} episodes/s, baseline {base:6.2f}; this/baseline median"
+            f" {statistics.median(ratios):4.2f}x (quartiles {quartiles[0]:4.2f}-{quartiles[2]:4.2f},"
+            f" range {min(ratios):4.2f}-{max(ratios):4.2f}, {rounds} rounds)"
+        )
 
 
 async def main(episodes: int, levels: list[int], rounds: int, burst: int) -> None:
@@ -236,7 +265,6 @@ if __name__ == "__main__":
     args = parser.parse_args()
     levels = [int(x) for x in args.concurrency.split(",")]
     if args.baseline is not None:
-        checkouts = {"this": Path(__file__).resolve().parent.parent, "baseline": args.baseline.resolve()}
-        asyncio.run(compare(checkouts, args.episodes, levels, args.rounds))
+        against_baseline(args.baseline, args.episodes, levels, args.rounds)
     else:
         asyncio.run(main(args.episodes, levels, args.rounds, args.burst))

@@ -1,7 +1,8 @@
 """The local server's ASGI app: every surface of the four schemas in one process.
 
 Routes live in one module per surface; this module wires them together with
-bearer auth, request bodies validated against their schemas (``_validation``),
+bearer auth, request bodies validated against their schemas before any route runs
+(``_request_gate``, ``_validation``),
 the ``ErrorResponse`` error shape, fault injection and a lifespan that starts and
 stops the feature runtimes (S3 endpoint, MCP session manager, TTL reaper, job
 runner).
@@ -94,20 +95,20 @@ def create_app(state: LocalState) -> FastAPI:
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
     )
     app.state.local = state
-    # Every JSON body is checked against its operation's schema, after auth (401 before 422).
+    # Every JSON body is checked against its operation's schema by the RequestGate, after the
+    # key (401 before 422).
     bodies = _validation.load_body_schemas({"instance-manager": _manager.MANAGER_PREFIX})
-    body_check = _validation.body_check(bodies)
-    guarded = [bearer_auth(state), body_check]
+    keyed = [bearer_auth(state)]
     surfaces = [
-        (_control.router(state), guarded),
-        (_data_files.router(state), guarded),
-        (_jobs.router(state), guarded),
-        (_sessions.router(state), guarded),
-        (_session_logs.router(state), guarded),
-        (_traces.router(state), guarded),
-        (_browser.router(state), guarded),
-        (_reports.router(state, bodies), [bearer_auth(state)]),  # checks its own bodies: 415/413 come first
-        (_manager.router(state), [body_check]),
+        (_control.router(state), keyed),
+        (_data_files.router(state), keyed),
+        (_jobs.router(state), keyed),
+        (_sessions.router(state), keyed),
+        (_session_logs.router(state), keyed),
+        (_traces.router(state), keyed),
+        (_browser.router(state), keyed),
+        (_reports.router(state), keyed),
+        (_manager.router(state), []),
     ]
     webui = _webui.router(state)
     webui_apps = _webui_apps.router(state)
@@ -122,12 +123,16 @@ def create_app(state: LocalState) -> FastAPI:
     _mcp.mount(app, state)
     _lease_endpoints.mount(app, state)
     app.add_middleware(FaultMiddleware, injector=state.faults, api_key=state.settings.api_key)
-    routes = [route for surface, deps in surfaces if deps is guarded for route in surface.routes]
-    keyed = [getattr(route, "path_regex", None) for route in routes]
+    keyed_paths = [
+        getattr(route, "path_regex", None) for surface, deps in surfaces if deps for route in surface.routes
+    ]
     app.add_middleware(
         RequestGate,
+        bodies=bodies,
         max_body_bytes=state.settings.max_body_bytes,
-        keyed_paths=[r for r in keyed if isinstance(r, re.Pattern)],
+        max_keyless_body_bytes=state.settings.max_keyless_body_bytes,
+        keyed_paths=[r for r in keyed_paths if isinstance(r, re.Pattern)],
+        path_limits=_reports.BODY_LIMITS,
         check_key=lambda headers: auth_refusal(
             headers.get("authorization", ""), state.settings.api_key, x_api_key="x-api-key" in headers
         ),

@@ -255,7 +255,7 @@ def router(state: LocalState) -> APIRouter:
         return _instances.list_runs(state, profile_id, active)
 
     @api.get("/v1/regions", response_model=list[str])
-    def list_regions() -> list[str]:
+    async def list_regions() -> list[str]:  # a constant: no worker thread to wait for
         """The regions of the local server."""
         return list(_instances.REGIONS)
 

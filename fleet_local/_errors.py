@@ -6,6 +6,7 @@ the field (request bodies are validated against the schemas by ``_validation``).
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import Request
@@ -148,17 +149,22 @@ def _printable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, RequestValidationError)
+def validation_error_body(errors: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The ``ErrorResponse`` body of a 422: the ValidationIssues of ``errors``, each encodable."""
     issues = [
         {
             "loc": [_printable(str(p)) if not isinstance(p, int) else p for p in err.get("loc", ())],
             "msg": _printable(str(err.get("msg", ""))),
             "type": err.get("type", "value_error"),
         }
-        for err in exc.errors()
+        for err in errors
     ]
-    return JSONResponse({"detail": issues, "code": "validation_error", "retryable": False}, status_code=422)
+    return {"detail": issues, "code": "validation_error", "retryable": False}
+
+
+async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    return JSONResponse(validation_error_body(exc.errors()), status_code=422)
 
 
 async def _unexpected_error(_: Request, exc: Exception) -> JSONResponse:

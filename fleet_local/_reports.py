@@ -8,9 +8,15 @@ An import takes the file's write lock (``BEGIN IMMEDIATE``) and waits for it at
 most ``FLEET_LOCAL_REPORT_LOCK_SECONDS`` (default 5); past that it answers 503 with
 ``Retry-After``. Reports are scoped to the hash of the bearer key that imported them.
 
-The checks run in the order a client can act on: 401 (the router's auth), 415 (content type),
-413 (size, before the body is parsed), 422 (the envelope, naming the field), then 409/200/201 by
-digest, with 429 (30 new reports per key per rolling minute) only for a report that would be new.
+The checks run in the order a client can act on: 401 and 413 (the request gate: the key, then
+the size, before the body is read), 415 (content type), 422 (the envelope against the schema,
+naming the field; then its summaries against its own results, ``fleet_sdk.reports.inconsistency``,
+so a report cannot say what its results do not), then 409/200/201 by digest, with 429 (30 new
+reports per key per rolling minute) only for a report that would be new.
+
+The work proportional to a report runs in worker threads, never on the event loop: checking an
+import, and rendering an export. Renderings are kept by digest, format and theme (the
+``_Renderings`` cache), so a large report is rendered once however often it is fetched.
 """
 
 from __future__ import annotations
@@ -24,24 +30,37 @@ import hashlib
 import json
 import math
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 from fastapi import APIRouter, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
-from fleet_sdk.reports import THEMES, ReportEnvelope, digest, filename, render
+from fleet_sdk.reports import (
+    THEMES,
+    Outcome,
+    ReportEnvelope,
+    TaskSummary,
+    Theme,
+    digest,
+    filename,
+    inconsistency,
+    render,
+)
 
 from ._episodes import SESSION_KIND
-from ._errors import LocalAPIError, payload_too_large
+from ._errors import LocalAPIError
 from ._state import LocalState
-from ._validation import BodySchemas
+from ._validation import checked_body, model_refusal
 
 __all__ = [
+    "BODY_LIMITS",
     "DB_FILE",
     "LAYOUT_VERSION",
     "MAX_BODY_BYTES",
@@ -54,6 +73,10 @@ __all__ = [
 DB_FILE = "evaluation_reports.sqlite3"
 LAYOUT_VERSION = 1
 MAX_BODY_BYTES = 5 * 1024 * 1024
+BODY_LIMITS = ((re.compile(r"^/v1/evaluation_reports$"), MAX_BODY_BYTES),)
+"""The request gate's limit for an import (``path_limits`` of ``_request_gate.RequestGate``)."""
+RENDER_CACHE_BYTES = 64 * 1024 * 1024
+"""Renderings kept (``_Renderings``), in characters: a 1000-task, 5-model page is about 3 MB."""
 
 RATE_LIMIT = 30
 RATE_WINDOW = 60.0
@@ -223,13 +246,71 @@ class _ReportStore:
         return _Stored(report_id, int(evaluation_id), value, duplicate)
 
 
-def _validation_error(exc: ValidationError) -> RequestValidationError:
-    return RequestValidationError(
-        [
-            {"loc": ("body", *error["loc"]), "msg": error["msg"], "type": error["type"]}
-            for error in exc.errors(include_url=False)
-        ]
-    )
+def _checked_envelope(data: Any) -> ReportEnvelope:
+    """The envelope of an import body the schema accepted, whose summaries agree with its results
+    (blocking: run it in a worker thread).
+
+    The long lists are parsed an item at a time (one pydantic call for a whole report would hold
+    the interpreter's lock, and so the event loop, for as long as it takes).
+
+    Raises:
+        RequestValidationError: The model refuses it, or a summary disagrees with the results
+            (naming the field).
+    """
+    report = dict(data["report"])
+    for name, model in (("results", Outcome), ("tasks", TaskSummary)):
+        items = []
+        for index, item in enumerate(report[name]):
+            try:
+                items.append(model.model_validate(item))
+            except ValidationError as exc:
+                raise model_refusal(exc, "report", name, index) from None
+        report[name] = items
+    try:
+        envelope = ReportEnvelope.model_validate({**data, "report": report})
+    except ValidationError as exc:
+        raise model_refusal(exc) from None
+    found = inconsistency(envelope)
+    if found is not None:
+        msg = f"the report's results give {_shown(found.expected)}, not {_shown(found.found)}"
+        raise RequestValidationError([{"loc": ("body", *found.path), "msg": msg, "type": "inconsistent"}])
+    return envelope
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, default=str) if not isinstance(value, str) else value
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+class _Renderings:
+    """Rendered reports by (digest, format, theme); the least recently used go past ``limit``
+    characters. Used on the event loop only, so it needs no lock."""
+
+    def __init__(self, limit: int = RENDER_CACHE_BYTES) -> None:
+        self.limit = limit
+        self._texts: collections.OrderedDict[tuple[str, str, str], str] = collections.OrderedDict()
+        self._size = 0
+
+    def get(self, key: tuple[str, str, str]) -> str | None:
+        text = self._texts.get(key)
+        if text is not None:
+            self._texts.move_to_end(key)
+        return text
+
+    def put(self, key: tuple[str, str, str], text: str) -> None:
+        if len(text) > self.limit or key in self._texts:
+            return
+        self._texts[key] = text
+        self._size += len(text)
+        while self._size > self.limit:
+            _, dropped = self._texts.popitem(last=False)
+            self._size -= len(dropped)
+
+
+def _rendered(stored: str, fmt: str, theme: Theme) -> str | None:
+    """A stored envelope rendered, or None when it is not complete (blocking: a worker's job)."""
+    envelope = ReportEnvelope.model_validate_json(stored)
+    return render(envelope, fmt, theme=theme) if envelope.report.complete else None
 
 
 def _parse_time(name: str, value: str | None) -> dt.datetime:
@@ -325,39 +406,26 @@ def trace_window(state: LocalState, request: Request) -> dict[str, Any]:
     }
 
 
-def router(state: LocalState, bodies: BodySchemas) -> APIRouter:
-    """The report service's routes; register them with bearer auth only (they check their own bodies)."""
+def router(state: LocalState) -> APIRouter:
+    """The report service's routes (they read their own bodies, which the request gate checked)."""
     api = APIRouter()
     store = _ReportStore(state)
-    envelope_schema = bodies.lookup("POST", "/v1/evaluation_reports")
+    renderings = _Renderings()
+    workers: list[anyio.CapacityLimiter] = []
+
+    def work() -> anyio.CapacityLimiter:
+        """One report at a time is checked or rendered (a big one takes a core): made on first
+        use, inside the event loop."""
+        if not workers:
+            workers.append(anyio.CapacityLimiter(1))
+        return workers[0]
 
     @api.post("/v1/evaluation_reports", status_code=201)
     async def import_evaluation_report(request: Request) -> JSONResponse:
         media = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if media != "application/json" and not media.endswith("+json"):
             raise LocalAPIError(415, "Content-Type must be application/json", code="unsupported_media_type")
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-            raise payload_too_large(MAX_BODY_BYTES)
-        body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > MAX_BODY_BYTES:
-                raise payload_too_large(MAX_BODY_BYTES)
-        try:
-            data = json.loads(body)
-        except ValueError as exc:
-            raise RequestValidationError(
-                [{"loc": ("body",), "msg": f"not JSON: {exc}", "type": "json_invalid"}]
-            ) from None
-        # The schema decides (strictly: no defaults filled in, no coercion), then the model parses.
-        issues = envelope_schema.issues(data) if envelope_schema is not None else []
-        if issues:
-            raise RequestValidationError(issues)
-        try:
-            envelope = ReportEnvelope.model_validate(data)
-        except ValidationError as exc:
-            raise _validation_error(exc) from None
+        envelope = await anyio.to_thread.run_sync(_checked_envelope, checked_body(request), limiter=work())
         stored = await asyncio.to_thread(store.put, _key_hash(request), envelope)
         result = {
             "id": stored.report_id,
@@ -386,21 +454,24 @@ def router(state: LocalState, bodies: BodySchemas) -> APIRouter:
             raise RequestValidationError(
                 [{"loc": ("query", "format"), "msg": "format is one of json, md, html", "type": "enum"}]
             )
-        envelope = ReportEnvelope.model_validate_json(found[1])
-        if not envelope.report.complete:
-            raise RequestValidationError(
-                [
-                    {
-                        "loc": ("path", "run_id"),
-                        "msg": "the report is not complete (pending results)",
-                        "type": "value_error",
-                    }
-                ]
-            )
-        text = render(envelope, fmt, theme=theme)
+        key = (found[0], fmt, theme)
+        text = renderings.get(key)
+        if text is None:
+            text = await anyio.to_thread.run_sync(_rendered, found[1], fmt, theme, limiter=work())
+            if text is None:
+                raise RequestValidationError(
+                    [
+                        {
+                            "loc": ("path", "run_id"),
+                            "msg": "the report is not complete (pending results)",
+                            "type": "value_error",
+                        }
+                    ]
+                )
+            renderings.put(key, text)
         headers = {}
         if download:
-            headers["Content-Disposition"] = f'attachment; filename="{filename(envelope.run_id, fmt)}"'  # type: ignore[arg-type]
+            headers["Content-Disposition"] = f'attachment; filename="{filename(run_id, fmt)}"'  # type: ignore[arg-type]
         return Response(text, media_type=_MEDIA[fmt], headers=headers)
 
     @api.get("/v1/evaluation_trace_window")

@@ -7,10 +7,17 @@ the S3 REST protocol the screenshot uploader and the viewer use, path-style, for
 
 * ``PUT /<bucket>/<key>`` (PutObject), ``GET /<bucket>?list-type=2`` (ListObjectsV2) and
   ``HEAD /<bucket>`` need a SigV4 signature made with the server's API key as the secret
-  access key (any access key id), in the ``Authorization`` header or in the query of a
-  presigned URL (:func:`presigned_put_url`, what the server hands out for seed uploads);
-  unsigned, wrongly signed or expired requests get ``403``. A server started with
-  ``--allow-any-key`` accepts any well-formed signature.
+  access key (any access key id) for region ``us-east-1``, in the ``Authorization`` header or
+  in the query of a presigned URL (:func:`presigned_put_url`, what the server hands out for
+  seed uploads); unsigned, wrongly signed or expired requests get ``403``, another region
+  ``400``. A PUT signed in its header must sign its payload (``x-amz-content-sha256`` is the
+  body's SHA-256, never ``UNSIGNED-PAYLOAD``) and, when it sends a ``Content-Type``, sign that
+  too (boto3 does both over plain HTTP): a captured request cannot be sent again with other
+  bytes or served as another type. A presigned PUT signs no payload (that is what it is for:
+  whoever holds the URL may upload to its one key until it expires, as with S3), and an
+  object it uploads keeps its ``Content-Type`` only when the URL signed it; otherwise it is
+  served as ``binary/octet-stream``. A server started with ``--allow-any-key`` accepts any
+  well-formed signature.
 * ``GET`` / ``HEAD /<bucket>/<key>`` are public, as the production bucket's objects are.
 * Nothing else is served (no bucket creation or deletion, no reset route).
 
@@ -260,6 +267,8 @@ def _presigned_refusal(
         seconds=int(expires)
     ):
         return S3Refusal(403, "AccessDenied", "the presigned URL has expired (or is not valid yet)")
+    if credential[2] != REGION:
+        return _wrong_region("AuthorizationQueryParametersError", credential[2])
     if secret is None:
         return None
     unsigned = "&".join(part for part in raw_query.split("&") if not part.startswith("X-Amz-Signature="))
@@ -339,9 +348,17 @@ def sigv4_refusal(
         return S3Refusal(
             400, "AuthorizationHeaderMalformed", "the credential scope does not match the request"
         )
+    if region != REGION:
+        return _wrong_region("AuthorizationHeaderMalformed", region)
     payload_hash = headers.get("x-amz-content-sha256", "")
     if not payload_hash:
         return S3Refusal(400, "InvalidRequest", "x-amz-content-sha256 is required")
+    # A PUT signed over "UNSIGNED-PAYLOAD", or leaving its content type out, would let anyone who
+    # saw it send it again with other bytes, or have them served as HTML.
+    if method == "PUT" and payload_hash == UNSIGNED:
+        return S3Refusal(403, "AccessDenied", f"a signed PUT must sign its payload's SHA-256, not {UNSIGNED}")
+    if method == "PUT" and "content-type" in headers and "content-type" not in signed:
+        return S3Refusal(403, "AccessDenied", "Content-Type is sent but not among the signed headers")
     if secret is None:
         return None
     scope = f"{day}/{region}/{service}/{terminal}"
@@ -361,6 +378,28 @@ def sigv4_refusal(
             403, "SignatureDoesNotMatch", f"the signature does not match (wrong secret?): {_SIGNING_HINT}"
         )
     return None
+
+
+def _wrong_region(code: str, region: str) -> S3Refusal:
+    return S3Refusal(400, code, f"the region {region!r} is wrong; expecting {REGION!r}")
+
+
+def signed_content_type(raw_query: str, headers: Mapping[str, str]) -> str | None:
+    """The request's ``Content-Type`` if its signature covers it, else None.
+
+    A presigned URL signs what its maker chose (``host`` alone, unless it was made for one
+    content type): whoever holds the URL may PUT any bytes to its one key until it expires,
+    as with S3, but cannot choose how they are served.
+
+    Args:
+        raw_query: The query string as sent.
+        headers: Request headers, names lowercased.
+    """
+    if "X-Amz-Signature=" in raw_query:
+        signed = dict(parse_qsl(raw_query, keep_blank_values=True)).get("X-Amz-SignedHeaders", "")
+    else:
+        signed = dict(_AUTH_FIELDS.findall(headers.get("authorization", ""))).get("SignedHeaders", "")
+    return headers.get("content-type") if "content-type" in signed.split(";") else None
 
 
 def body_refusal(body: bytes, headers: Mapping[str, str]) -> S3Refusal | None:
@@ -636,7 +675,8 @@ class _S3Handler(BaseHTTPRequestHandler):
         if refusal is not None:
             self._refuse(refusal)
             return
-        stored = self.server.objects.put(key, body, headers.get("content-type") or "binary/octet-stream")
+        content_type = signed_content_type(self._target()[1], headers) or "binary/octet-stream"
+        stored = self.server.objects.put(key, body, content_type)
         self._send(200, headers={"ETag": f'"{stored.etag}"'})
 
     def _refuse_method(self) -> None:

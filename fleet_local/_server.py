@@ -237,7 +237,9 @@ class LocalFleet:
         mcp_session_idle_timeout: Seconds an idle MCP session lives.
         query_timeout: Seconds one SQL request may take.
         query_concurrency: SQL statements run at once.
-        max_body_bytes: The largest request body accepted (413 beyond).
+        max_body_bytes: The largest request body accepted on a route that needs the key (413 beyond).
+        max_keyless_body_bytes: The largest request body accepted on a route that needs none (the
+            instance manager API, MCP).
         startup_timeout: Seconds to wait for the server to be ready.
 
     Every setting left None keeps the server's default (``LocalSettings``, ``fleet-sdk serve
@@ -273,6 +275,7 @@ class LocalFleet:
         query_timeout: float | None = None,
         query_concurrency: int | None = None,
         max_body_bytes: int | None = None,
+        max_keyless_body_bytes: int | None = None,
         startup_timeout: float = 30.0,
     ) -> None:
         self._temp_dir = None if data_dir is not None else tempfile.mkdtemp(prefix="fleet-local-")
@@ -301,6 +304,7 @@ class LocalFleet:
             "query_timeout": query_timeout,
             "query_concurrency": query_concurrency,
             "max_body_bytes": max_body_bytes,
+            "max_keyless_body_bytes": max_keyless_body_bytes,
         }
         self._process: subprocess.Popen[str] | None = None
         self._stderr: list[str] = []

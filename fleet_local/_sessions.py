@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import anyio
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from pydantic import ValidationError
 
 from fleet_sdk.protocol import bare_model
@@ -31,6 +31,7 @@ from ._episodes import JOB_KIND, SESSION_KIND, session_score
 from ._errors import not_found
 from ._idempotency import IdempotencyKey, idempotent
 from ._state import LocalState, iso, new_id
+from ._validation import checked_body, model_refusal
 
 __all__ = ["ingest", "router"]
 
@@ -99,6 +100,24 @@ def ingest(state: LocalState, body: smodels.SessionIngestRequest) -> smodels.Ses
     return smodels.SessionIngestResponse(
         success=True, session_id=session_id, message_count=total, created_new_session=created
     )
+
+
+def _ingest_request(data: Any) -> smodels.SessionIngestRequest:
+    """An ingest body the schema accepted, as its model, built a message at a time (blocking).
+
+    Raises:
+        RequestValidationError: The model refuses a part of it (naming the field).
+    """
+    messages = []
+    for index, message in enumerate(data["messages"]):
+        try:
+            messages.append(smodels.SessionIngestMessage.model_validate(message))
+        except ValidationError as exc:
+            raise model_refusal(exc, "messages", index) from None
+    try:
+        return smodels.SessionIngestRequest.model_validate({**data, "messages": messages})
+    except ValidationError as exc:
+        raise model_refusal(exc) from None
 
 
 def _verifier_execution(state: LocalState, doc: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -251,18 +270,26 @@ def router(state: LocalState) -> APIRouter:
     """Routes of the sessions surface."""
     api = APIRouter(tags=["sessions"])
 
+    # The body is read from the request gate's check, not as a FastAPI body parameter: FastAPI
+    # would build the model of up to 10,000 messages in one call on the event loop.
     @api.post("/v1/sessions/ingest", response_model=smodels.SessionIngestResponse)
     async def ingest_session(
-        body: smodels.SessionIngestRequest, idempotency_key: IdempotencyKey = None
+        request: Request, idempotency_key: IdempotencyKey = None
     ) -> smodels.SessionIngestResponse:
         """Create a session, or append messages to an existing one (once per ``Idempotency-Key``)."""
+        data = checked_body(request)
 
         def ingest_once() -> smodels.SessionIngestResponse:
+            body = _ingest_request(data)
+            payload = {
+                **body.model_dump(mode="json", exclude={"messages"}),
+                "messages": [message.model_dump(mode="json") for message in body.messages],
+            }
             return idempotent(
                 state.store,
                 scope="ingest_session",
                 key=idempotency_key,
-                payload=body.model_dump(mode="json"),
+                payload=payload,
                 model=smodels.SessionIngestResponse,
                 create=lambda: ingest(state, body),
             )

@@ -1,13 +1,16 @@
 """Running SQL for a request: off the event loop, bounded in number and in time.
 
 Every statement a client sends (``/resources/sqlite/{name}/query``, ``describe``, the
-structured diff) runs in a worker thread under a limiter of its own, so SQL can neither block
-the event loop nor take the thread pool that FastAPI's other sync routes use. Each request
+structured diff) runs in a thread of a pool of its own, so SQL can neither block the event loop
+nor take the thread pool that FastAPI's other sync routes use. Each request
 gets a deadline (``LocalSettings.query_timeout``): waiting for a worker counts against it,
 and a SQLite progress handler interrupts the statement once it has passed, so a runaway
 query (a recursive CTE without end) stops even after its client has gone. SQLite releases the
 GIL while it works; the handler runs rarely (every ``_PROGRESS_OPS`` virtual-machine steps) so
-that dozens of runaway statements do not starve the loop of the GIL either.
+that dozens of runaway statements do not starve the loop of the GIL either. Nor of the CPU:
+the SQL threads are a pool of their own whose threads run at the lowest priority (``NICENESS``;
+Linux, elsewhere at the server's), so two dozen runaways on two cores leave the event loop and
+the rest of the server the CPU to answer everyone else (``tests/local/test_loop_under_attack.py``).
 
 Expiry answers 400 ``query_timeout`` (the same statement would run as long again: not
 retryable); no free worker within the deadline answers 503 ``busy`` (retryable).
@@ -15,33 +18,48 @@ retryable); no free worker within the deadline answers 503 ``busy`` (retryable).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
-
-import anyio
 
 from ._errors import LocalAPIError
 from ._state import LocalState
 
-__all__ = ["QUERY_TIMEOUT_CODE", "run_sql", "timed_out"]
+__all__ = ["NICENESS", "QUERY_TIMEOUT_CODE", "run_sql", "timed_out"]
 
 QUERY_TIMEOUT_CODE = "query_timeout"
+NICENESS = 19
+"""How far below the server's priority SQL threads run: nice 19, the lowest, weighs 1/70 of the
+server's nice 0, so SQL gets the CPU the rest of the server leaves (two dozen runaway statements
+beside 64 episodes: the episodes took 31 s at the same priority, 11-19 s below it)."""
 _PROGRESS_OPS = 200_000
 _T = TypeVar("_T")
 
 
-def _limiters(state: LocalState) -> tuple[anyio.CapacityLimiter, anyio.CapacityLimiter]:
-    """The gate a request waits at (with its deadline), and the threads' own limiter.
+def _lower_priority() -> None:
+    # Linux keeps a nice value per thread (setpriority with a thread id); elsewhere this fails
+    # and the thread keeps the server's priority.
+    with contextlib.suppress(OSError, AttributeError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICENESS)
 
-    The second has the same capacity, so it never makes anyone wait; it only keeps SQL off the
-    default thread limiter that FastAPI's sync routes share.
+
+def _workers(state: LocalState) -> tuple[asyncio.Semaphore, ThreadPoolExecutor]:
+    """The gate a request waits at (with its deadline), and the SQL threads.
+
+    Both hold ``query_concurrency``: the gate is given back when a statement's thread is done,
+    so no more statements run than there are threads, even after their clients have gone.
     """
-    if state.sql_limiters is None:  # made on first use: a limiter binds to the running loop
+    if state.sql_workers is None:  # made on first use, inside the running loop
         size = state.settings.query_concurrency
-        state.sql_limiters = (anyio.CapacityLimiter(size), anyio.CapacityLimiter(size))
-    return state.sql_limiters
+        pool = ThreadPoolExecutor(size, thread_name_prefix="fleet-sql", initializer=_lower_priority)
+        state.sql_workers = (asyncio.Semaphore(size), pool)
+    return state.sql_workers
 
 
 def timed_out(exc: sqlite3.Error) -> bool:
@@ -84,10 +102,9 @@ async def run_sql(state: LocalState, work: Callable[[Callable[[sqlite3.Connectio
                 raise _timeout_error(seconds) from None
             raise
 
-    gate, threads = _limiters(state)
+    gate, pool = _workers(state)
     try:
-        with anyio.fail_after(seconds):
-            await gate.acquire()
+        await asyncio.wait_for(gate.acquire(), seconds)
     except TimeoutError:
         raise LocalAPIError(
             503,
@@ -96,7 +113,7 @@ async def run_sql(state: LocalState, work: Callable[[Callable[[sqlite3.Connectio
             retryable=True,
             headers={"Retry-After": "1"},
         ) from None
-    try:
-        return await anyio.to_thread.run_sync(guarded, limiter=threads)
-    finally:
-        gate.release()
+    loop = asyncio.get_running_loop()
+    running = pool.submit(guarded)
+    running.add_done_callback(lambda _: loop.call_soon_threadsafe(gate.release))
+    return await asyncio.wrap_future(running)

@@ -15,6 +15,7 @@ __all__ = ["LocalSettings", "LocalState", "iso", "new_id", "utcnow"]
 if TYPE_CHECKING:
     import asyncio
     from collections.abc import Callable
+    from concurrent.futures import ThreadPoolExecutor
 
     import anyio
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -60,7 +61,10 @@ class LocalSettings:
             ended (its id then answers 404 and the client opens a new session).
         query_timeout: Seconds one SQL request may take (waiting included) before it is stopped.
         query_concurrency: SQL statements run at once; more wait, within their deadline.
-        max_body_bytes: The largest request body accepted (413 beyond).
+        max_body_bytes: The largest request body accepted on a route that needs the key (413 beyond).
+        max_keyless_body_bytes: The largest request body accepted on a route that needs no key (the
+            instance manager API, MCP, the web UI): room for the largest verifier bundle (a 5 MiB
+            zip, base64-encoded in JSON), no more.
         allow_unjailed_verifiers: Where the OS jail (bubblewrap) cannot start, run the verifiers
             of requests bearing the server's key under the audit hook alone: trusted code only
             (docs/threat-model.md). Requests without the key are refused (503) all the same;
@@ -90,6 +94,7 @@ class LocalSettings:
     query_timeout: float = 30.0
     query_concurrency: int = 64
     max_body_bytes: int = 32 * 1024 * 1024
+    max_keyless_body_bytes: int = 8 * 1024 * 1024
 
 
 @dataclass
@@ -113,8 +118,8 @@ class LocalState:
         job_client: The client jobs play their sessions through: this server over loopback
             (``_episodes.job_client``; made on first use).
         on_ready: Called once every lifespan has started (the ready line).
-        sql_limiters: The gate SQL requests wait at and the threads' own limiter
-            (``_sql_work``; made on first use, inside the loop).
+        sql_workers: The gate SQL requests wait at and the SQL threads, which run below the
+            server's priority (``_sql_work``; made on first use, inside the loop).
         verifier_gate: The slots verifier runs wait for (``_verifier_exec``; made on first use).
 
     ``build_state`` (``fleet_local._server``) creates one with every service in place.
@@ -134,7 +139,7 @@ class LocalState:
     jobs: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     job_client: AsyncFleet | None = None
     on_ready: Callable[[], None] | None = None
-    sql_limiters: tuple[anyio.CapacityLimiter, anyio.CapacityLimiter] | None = None
+    sql_workers: tuple[asyncio.Semaphore, ThreadPoolExecutor] | None = None
     verifier_gate: anyio.Semaphore | None = None
 
     @property

@@ -4,12 +4,17 @@ Every record (instance, task, job, session, trace job, lease, verifier
 execution) is a JSON document of a kind, keyed by id, with a few indexed
 columns for the lookups the API needs. State survives a restart because it is
 all in ``<data_dir>/fleet.db``.
+
+A document holds only what a JSON response can carry: a lone surrogate (``"\\ud800"``, which
+Python strings allow and UTF-8 does not; a verifier can return one) is stored as U+FFFD, and
+one in a row written before that rule is read back as U+FFFD too.
 """
 
 from __future__ import annotations
 
 import builtins
 import json
+import re
 import sqlite3
 import threading
 import time
@@ -36,6 +41,25 @@ CREATE TABLE IF NOT EXISTS messages (
     PRIMARY KEY (session_id, seq)
 );
 """
+
+# json.dumps writes every non-ASCII character as \uXXXX and one past U+FFFF as a surrogate pair;
+# a lone surrogate stays a lone escape. Matched left to right: an escaped backslash, a pair, or
+# (group 1) a lone surrogate.
+_ESCAPES = re.compile(
+    r"\\\\|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|(\\u[dD][89a-fA-F][0-9a-fA-F]{2})"
+)
+_REPLACEMENT = "\\ufffd"
+
+
+def _storable(text: str) -> str:
+    """JSON text (as json.dumps writes it) with each lone surrogate escape made U+FFFD."""
+    if "\\ud" not in text and "\\uD" not in text:
+        return text
+    return _ESCAPES.sub(lambda m: _REPLACEMENT if m.group(1) else m.group(0), text)
+
+
+def _loads(text: str) -> dict[str, Any]:
+    return dict(json.loads(_storable(text)))
 
 
 class Store:
@@ -66,7 +90,8 @@ class Store:
             self._db.close()
 
     def put(self, kind: str, id: str, doc: dict[str, Any], *, parent: str | None = None) -> dict[str, Any]:
-        """Insert or replace a document; returns it.
+        """Insert or replace a document; returns it as stored (``doc`` itself unless a lone
+        surrogate had to be replaced).
 
         Args:
             kind: Record type, e.g. ``"instance"``.
@@ -74,20 +99,22 @@ class Store:
             doc: The JSON-serialisable document.
             parent: Optional owner id for listing (e.g. a session's job id).
         """
+        written = json.dumps(doc, default=str)
+        text = _storable(written)
         with self._lock:
             row = self._db.execute("SELECT created FROM docs WHERE kind=? AND id=?", (kind, id)).fetchone()
             created = row[0] if row else time.time()
             self._db.execute(
                 "INSERT OR REPLACE INTO docs (kind, id, parent, created, doc) VALUES (?, ?, ?, ?, ?)",
-                (kind, id, parent, created, json.dumps(doc, default=str)),
+                (kind, id, parent, created, text),
             )
-        return doc
+        return doc if text == written else _loads(text)
 
     def get(self, kind: str, id: str) -> dict[str, Any] | None:
         """The document, or None."""
         with self._lock:
             row = self._db.execute("SELECT doc FROM docs WHERE kind=? AND id=?", (kind, id)).fetchone()
-        return None if row is None else dict(json.loads(row[0]))
+        return None if row is None else _loads(row[0])
 
     def delete(self, kind: str, id: str) -> bool:
         """Remove a document; True if it existed."""
@@ -104,7 +131,7 @@ class Store:
                 rows = self._db.execute(
                     "SELECT doc FROM docs WHERE kind=? AND parent=? ORDER BY created, id", (kind, parent)
                 )
-            return [dict(json.loads(row[0])) for row in rows.fetchall()]
+            return [_loads(row[0]) for row in rows.fetchall()]
 
     def update(self, kind: str, id: str, **changes: Any) -> dict[str, Any] | None:
         """Merge ``changes`` into a document atomically; returns the new document or None."""
@@ -124,7 +151,7 @@ class Store:
             ).fetchone()
             self._db.executemany(
                 "INSERT INTO messages (session_id, seq, doc) VALUES (?, ?, ?)",
-                [(session_id, count + i, json.dumps(m)) for i, m in enumerate(messages)],
+                [(session_id, count + i, _storable(json.dumps(m))) for i, m in enumerate(messages)],
             )
             return int(count) + len(messages)
 
@@ -135,4 +162,4 @@ class Store:
                 "SELECT doc FROM messages WHERE session_id=? ORDER BY seq", (session_id,)
             ).fetchall()
         for (doc,) in rows:
-            yield dict(json.loads(doc))
+            yield _loads(doc)

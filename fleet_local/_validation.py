@@ -5,10 +5,19 @@ what the schemas forbid: ``false`` for an integer, ``"1"`` for a number, ``null`
 whose type does not include ``null`` (the generated models type every optional field
 ``X | None``), ``0`` for a ``date-time``. So the schemas themselves decide: at startup each
 operation's ``requestBody`` schema becomes one JSON Schema 2020-12 validator (OpenAPI 3.1
-schemas are JSON Schema), and a dependency that runs after authentication checks the decoded
-body against it before the route sees it. Anything refused is answered as FastAPI's 422,
-``detail: [{loc: ["body", ...path to the bad field], msg, type}]``, so the response names the
-field. A body the schema accepts still goes through the route's pydantic model as before.
+schemas are JSON Schema), and the request gate (``_request_gate``) checks each body with
+:meth:`BodySchemas.check` before any route sees it. Anything refused is answered as FastAPI's
+422, ``detail: [{loc: ["body", ...path to the bad field], msg, type}]``, so the response names
+the field. A body the schema accepts still goes through the route's pydantic model as before.
+
+The check runs in the order that costs least for a hostile body: the JSON is parsed; a body
+nested deeper than ``fleet_sdk.protocol.MAX_JSON_DEPTH``, or holding more than
+``MAX_JSON_VALUES`` values, is refused (on any route, schema operation or not); then the
+schema's size bounds (``maxItems``, ``maxLength``, ``maxProperties``) are compared with the
+sizes of what is there, top-down, before anything inside an oversized value is looked at; only
+then does the validator walk the body, and last come values no schema type can refuse (lone
+surrogates, ``NaN``). The check is blocking; the gate runs it in a worker thread for any body
+larger than a few kilobytes.
 
 The schemas are looked up in ``$FLEET_LOCAL_SCHEMAS``, then next to this module
 (``fleet_local/schemas``, for a packaged server), then in the source tree's ``schemas/``.
@@ -17,6 +26,7 @@ The schemas are looked up in ``$FLEET_LOCAL_SCHEMAS``, then next to this module
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
 import re
@@ -27,15 +37,31 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from fastapi import Depends, Request
+from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from jsonschema import Draft202012Validator, FormatChecker  # type: ignore[import-untyped]
 from jsonschema.exceptions import ValidationError  # type: ignore[import-untyped]
+from pydantic import ValidationError as PydanticValidationError
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
+from starlette.routing import compile_path
 
-__all__ = ["SCHEMAS_ENV", "BodySchemas", "body_check", "find_schemas", "load_body_schemas"]
+from fleet_sdk.protocol import MAX_JSON_DEPTH, too_deep
+
+__all__ = [
+    "CHECKED_BODY",
+    "MAX_JSON_VALUES",
+    "SCHEMAS_ENV",
+    "BodySchema",
+    "BodySchemas",
+    "CheckedBody",
+    "checked_body",
+    "find_schemas",
+    "is_json_media",
+    "load_body_schemas",
+    "model_refusal",
+]
 
 SCHEMAS_ENV = "FLEET_LOCAL_SCHEMAS"
 """Directory of the ``*.yaml`` schemas, when not the packaged or source-tree one."""
@@ -129,11 +155,13 @@ class BodySchema:
         operation: ``operationId (file)``, for messages.
         required: Whether the schema requires a body.
         validator: The compiled validator of the body's schema.
+        resolver: Resolves the ``$ref`` of ``validator.schema`` (for the size bounds).
     """
 
     operation: str
     required: bool
     validator: Any
+    resolver: Any
 
     def issues(self, body: Any) -> list[dict[str, Any]]:
         """The ValidationIssues of ``body`` (empty when it is valid), ``loc`` starting at ``"body"``."""
@@ -146,6 +174,135 @@ class BodySchema:
                     seen.add(key)
                     issues.append(issue)
         return issues
+
+    def oversized(self, body: Any) -> list[dict[str, Any]]:
+        """Issues for arrays, strings and objects larger than the schema's ``maxItems``,
+        ``maxLength`` and ``maxProperties``, found top-down: nothing inside an oversized value
+        is looked at (the validator would walk all of it, and quote it whole in its message)."""
+        return _oversized(self.validator.schema, body, ("body",), self.resolver, 0)
+
+
+_SIZE_BOUNDS = (
+    ("maxItems", list, "List should have at most {bound} items, not {size}", "too_long"),
+    ("maxLength", str, "String should have at most {bound} characters, not {size}", "string_too_long"),
+    ("maxProperties", dict, "Object should have at most {bound} properties, not {size}", "too_long"),
+)
+
+
+def _oversized(schema: Any, value: Any, loc: tuple[str | int, ...], resolver: Any, depth: int) -> list[Any]:
+    """The size-bound issues of ``value`` under ``schema`` (see ``BodySchema.oversized``).
+
+    Only what the schema pins down is followed: ``$ref``, ``allOf``, ``properties``,
+    ``additionalProperties`` and ``items``; an ``anyOf``/``oneOf`` counts only when every
+    branch finds the value too large. Deeper than ``MAX_JSON_DEPTH`` is the depth check's.
+    """
+    if not isinstance(schema, dict) or depth > MAX_JSON_DEPTH:
+        return []
+    for keyword, kind, message, issue_type in _SIZE_BOUNDS:
+        bound = schema.get(keyword)
+        if isinstance(value, kind) and isinstance(bound, int) and len(value) > bound:
+            return [_issue(loc, message.format(bound=bound, size=len(value)), issue_type)]
+    issues: list[Any] = []
+    if isinstance(schema.get("$ref"), str):
+        resolved = resolver.lookup(schema["$ref"])
+        issues += _oversized(resolved.contents, value, loc, resolved.resolver, depth)
+    for sub in schema.get("allOf", ()):
+        issues += _oversized(sub, value, loc, resolver, depth)
+    for keyword in ("anyOf", "oneOf"):
+        found = [_oversized(sub, value, loc, resolver, depth) for sub in schema.get(keyword, ())]
+        if found and all(found):
+            issues += found[0]
+    if isinstance(value, dict):
+        properties = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        for name, child in value.items():
+            sub = properties.get(name, extra)
+            if isinstance(sub, dict) and sub:
+                issues += _oversized(sub, child, (*loc, name), resolver, depth + 1)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict) and schema["items"]:
+        for index, child in enumerate(value):
+            issues += _oversized(schema["items"], child, (*loc, index), resolver, depth + 1)
+    return issues
+
+
+@dataclass(frozen=True)
+class CheckedBody:
+    """A JSON body as the request gate checked it.
+
+    Attributes:
+        value: The decoded body (None when it was empty or refused).
+        issues: Why it is refused (ValidationIssues naming the field); empty when accepted.
+        too_large: It is refused for holding more than ``MAX_JSON_VALUES`` values (a 413).
+    """
+
+    value: Any
+    issues: list[dict[str, Any]]
+    too_large: bool = False
+
+
+MAX_JSON_VALUES = 500_000
+"""The most values (objects, arrays and scalars, each counted) a JSON body may hold, 413 beyond.
+
+Every step after decoding costs per value, and the validator tens of microseconds each, so a
+body of a million small values would keep a core busy for a minute. A full 5 MiB report holds
+about 300,000; an ingest of 10,000 messages with tool calls about 100,000."""
+
+CHECKED_BODY = "fleet_local.checked_body"
+"""Where the request gate leaves the :class:`CheckedBody` of a request in its ASGI scope."""
+
+
+def checked_body(request: Request) -> Any:
+    """The decoded JSON body the request gate checked, for a route that reads its own body.
+
+    Raises:
+        RuntimeError: The request did not come through the gate with a JSON body.
+    """
+    checked = request.scope.get(CHECKED_BODY)
+    if not isinstance(checked, CheckedBody):
+        raise RuntimeError("the request gate did not check this request's body")
+    return checked.value
+
+
+def _holds_more_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` holds more than ``limit`` values (itself and everything in it)."""
+    count = 1
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        count += len(children)
+        if count > limit:
+            return True
+        stack.extend(child for child in children if isinstance(child, dict | list))
+    return False
+
+
+def model_refusal(exc: PydanticValidationError, *where: str | int) -> RequestValidationError:
+    """The 422 of a body part a route's pydantic model refused (at ``where`` in the body).
+
+    Args:
+        exc: What the model said.
+        where: The path from the body to the part the model was given.
+    """
+    return RequestValidationError(
+        [
+            {"loc": ("body", *where, *error["loc"]), "msg": error["msg"], "type": error["type"]}
+            for error in exc.errors(include_url=False)
+        ]
+    )
+
+
+def _decode(raw: bytes) -> tuple[Any, list[dict[str, Any]]]:
+    """The JSON value of ``raw``, or the issue that says why it is none."""
+    try:
+        return json.loads(raw), []
+    except RecursionError:  # the parser's own nesting limit (far above ours)
+        msg = f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
+        return None, [_issue(("body",), msg, "json_invalid")]
+    except json.JSONDecodeError as exc:
+        return None, [_issue(("body", exc.pos), f"JSON decode error: {exc.msg}", "json_invalid")]
+    except ValueError as exc:  # bytes that are no Unicode text
+        return None, [_issue(("body",), f"JSON decode error: {type(exc).__name__}", "json_invalid")]
 
 
 def _type_name(expected: Any) -> str:
@@ -263,6 +420,7 @@ class BodySchemas:
             for name, doc in documents.items()
         )
         self._bodies: dict[tuple[str, str], BodySchema] = {}
+        resolver = registry.resolver()
         for name, doc in documents.items():
             for route, item in doc.get("paths", {}).items():
                 for method in _METHODS:
@@ -283,14 +441,57 @@ class BodySchemas:
                         operation=f"{op.get('operationId')} ({name})",
                         required=bool(body.get("required", False)),
                         validator=validator,
+                        resolver=resolver,
                     )
         # Resolve every $ref now, so a broken schema fails at startup and not on a request.
         for body_schema in self._bodies.values():
             body_schema.validator.is_valid(None)
+            body_schema.oversized(None)
+        # Concrete paths find their operation as Starlette's router would: a template's
+        # parameters match one path segment, and a literal path wins over a template.
+        self._templates = [
+            (method, compile_path(path)[0], body_schema)
+            for (method, path), body_schema in self._bodies.items()
+            if "{" in path
+        ]
 
-    def lookup(self, method: str, path: str) -> BodySchema | None:
-        """The body schema of the operation served at ``method path`` (a route's path template)."""
-        return self._bodies.get((method.upper(), path))
+    def match(self, method: str, path: str) -> BodySchema | None:
+        """The body schema of the operation a request for ``method path`` (a concrete path) reaches."""
+        method = method.upper()
+        literal = self._bodies.get((method, path))
+        if literal is not None:
+            return literal
+        return next((b for m, regex, b in self._templates if m == method and regex.match(path)), None)
+
+    def check(self, method: str, path: str, raw: bytes, *, is_json: bool = True) -> CheckedBody:
+        """Decode and judge a request body (blocking: the gate runs big ones in a worker).
+
+        Args:
+            method: The request's method.
+            path: The request's path.
+            raw: The body as received (empty when there is none).
+            is_json: Whether its ``Content-Type`` says JSON; any other body is only checked for
+                being there when its operation requires one (the route refuses what it cannot read).
+        """
+        body_schema = self.match(method, path)
+        if not raw:
+            missing = body_schema is not None and body_schema.required
+            return CheckedBody(None, [_issue(("body",), "Field required", "missing")] if missing else [])
+        if not is_json:
+            return CheckedBody(None, [])
+        value, issues = _decode(raw)
+        if issues:
+            return CheckedBody(None, issues)
+        where = too_deep(value)
+        if where is not None:
+            msg = f"arrays and objects nest deeper than {MAX_JSON_DEPTH} levels here"
+            return CheckedBody(None, [_issue(("body", *where), msg, "too_deep")])
+        if _holds_more_than(value, MAX_JSON_VALUES):
+            msg = f"request body holds more than {MAX_JSON_VALUES} JSON values"
+            return CheckedBody(None, [_issue(("body",), msg, "too_many_values")], too_large=True)
+        if body_schema is not None:
+            issues = body_schema.oversized(value) or body_schema.issues(value) or unstorable_values(value)
+        return CheckedBody(None if issues else value, issues)
 
     def check_routes(self, routes: Iterable[Any]) -> None:
         """Every route taking a body is a schema operation with a body, and the other way round.
@@ -326,8 +527,8 @@ def load_body_schemas(prefixes: Mapping[str, str], schemas: Path | None = None) 
     return _load_cached((schemas or find_schemas()).resolve(), tuple(sorted(prefixes.items())))
 
 
-def _is_json(request: Request) -> bool:
-    content_type = request.headers.get("content-type", "")
+def is_json_media(content_type: str) -> bool:
+    """Whether a ``Content-Type`` names JSON (``application/json`` or ``application/*+json``)."""
     media = content_type.split(";", 1)[0].strip().lower()
     return media == _JSON_CONTENT or (media.startswith("application/") and media.endswith("+json"))
 
@@ -373,32 +574,3 @@ def _valid_unicode(text: str) -> bool:
 
 def _issue(loc: tuple[str | int, ...], msg: str, kind: str) -> dict[str, Any]:
     return {"loc": loc, "msg": msg, "type": kind}
-
-
-def body_check(bodies: BodySchemas) -> Any:
-    """A dependency validating the request body against its operation's schema.
-
-    Add it after the auth dependency of a router (``include_router(..., dependencies=[auth,
-    check])``) so a request without credentials is answered 401 before its body is judged.
-    Routes that are not schema operations, and bodies that are not JSON (FastAPI refuses
-    those itself), are left alone.
-    """
-
-    async def check(request: Request) -> None:
-        route = request.scope.get("route")
-        path = getattr(route, "path_format", None)
-        body_schema = bodies.lookup(request.method, path) if isinstance(path, str) else None
-        if body_schema is None:
-            return
-        if not await request.body():
-            if body_schema.required:
-                raise RequestValidationError([{"type": "missing", "loc": ("body",), "msg": "Field required"}])
-            return
-        if not _is_json(request):
-            return
-        body = await request.json()  # decoded (and cached) by FastAPI already
-        issues = body_schema.issues(body) or unstorable_values(body)
-        if issues:
-            raise RequestValidationError(issues)
-
-    return Depends(check)

@@ -428,7 +428,7 @@ async def _save_execution(
     stdout: str,
     score: float | None,
 ) -> dict[str, Any]:
-    """Store one execution record under a new ``execution_id`` and return it."""
+    """Store one execution record under a new ``execution_id`` and return it as stored."""
     record: dict[str, Any] = {
         "success": success,
         "result": result,
@@ -443,10 +443,11 @@ async def _save_execution(
         "instance_id": instance_id,
         "created_at": iso(),
     }
-    await anyio.to_thread.run_sync(
+    # As stored: a lone surrogate a verifier returned (or raised) is U+FFFD there, and must be
+    # here too, or the answer could not be encoded.
+    return await anyio.to_thread.run_sync(
         lambda: state.store.put(EXECUTION_KIND, record["execution_id"], record, parent=instance_id)
     )
-    return record
 
 
 def _invocation(req: models.VerifiersExecuteRequest) -> tuple[str | None, Any, Invocation | None]:

@@ -14,7 +14,9 @@
 - an ``Action`` itself (what ``fleet_sdk.episodes.play_episode`` builds from a policy's turn).
 
 Anything else raises :class:`~fleet_sdk.ActionError` naming what was wrong (``field`` says
-where), before the episode uses a step.
+where), before the episode uses a step. So do arguments nested deeper than
+``MAX_ARGUMENT_DEPTH`` (a model can write ``[[[[...]]]]`` a hundred thousand levels deep; such
+arguments could not reach a tool anyway, see ``fleet_sdk.protocol.MAX_JSON_DEPTH``).
 """
 
 from __future__ import annotations
@@ -25,8 +27,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._exceptions import ActionError
+from .protocol import MAX_JSON_DEPTH, too_deep
 
-__all__ = ["Action", "ToolCall", "parse_action"]
+__all__ = ["MAX_ARGUMENT_DEPTH", "Action", "ToolCall", "parse_action"]
+
+MAX_ARGUMENT_DEPTH = MAX_JSON_DEPTH // 2
+"""How deeply a tool call's arguments may nest (the arguments object is level 1): half of what a
+server body may have, leaving room for the envelope they travel in (an MCP JSON-RPC request)."""
 
 NATIVE_KEYS = frozenset({"tool", "params", "done", "tool_call_id", "id", "content"})
 # Keys of other shapes that land in a native dict by mistake, and what to use instead.
@@ -98,6 +105,20 @@ def _object(value: Any, field: str) -> dict[str, Any]:
     return dict(value)
 
 
+def _arguments(value: Any, field: str) -> dict[str, Any]:
+    """A tool call's arguments: an object nested at most ``MAX_ARGUMENT_DEPTH`` levels."""
+    arguments = _object(value, field)
+    if too_deep(arguments, MAX_ARGUMENT_DEPTH) is not None:
+        raise _too_deep(field)
+    return arguments
+
+
+def _too_deep(field: str) -> ActionError:
+    return ActionError(
+        f"{field} nests arrays and objects deeper than {MAX_ARGUMENT_DEPTH} levels", field=field
+    )
+
+
 def _openai_call(call: Any, field: str) -> ToolCall:
     if not isinstance(call, Mapping):
         raise ActionError(f"{field} must be an object, got {type(call).__name__}", field=field)
@@ -118,18 +139,20 @@ def _openai_call(call: Any, field: str) -> ToolCall:
             raw = "{}"
         try:
             raw = json.loads(raw)
+        except RecursionError:  # nested past the parser's own limit
+            raise _too_deep(where) from None
         except json.JSONDecodeError as exc:
             raise ActionError(
                 f"{where} of {name!r} is not valid JSON ({exc.msg} at character {exc.pos}): {_describe(raw)}",
                 field=where,
             ) from None
-    return ToolCall(name, _object(raw, where), _call_id(call.get("id"), f"{field}.id"))
+    return ToolCall(name, _arguments(raw, where), _call_id(call.get("id"), f"{field}.id"))
 
 
 def _anthropic_call(block: Mapping[str, Any], field: str) -> ToolCall:
     name = _name(block.get("name"), f"{field}.name")
     return ToolCall(
-        name, _object(block.get("input"), f"{field}.input"), _call_id(block.get("id"), f"{field}.id")
+        name, _arguments(block.get("input"), f"{field}.input"), _call_id(block.get("id"), f"{field}.id")
     )
 
 
@@ -197,7 +220,7 @@ def _native(action: Mapping[str, Any]) -> Action:
             raise ActionError("action names no 'tool' and is not done: nothing to do", field="tool")
         return Action((), done=True, content=content)
     name = _name(tool, "action['tool']")
-    params = _object(action.get("params"), "action['params']")
+    params = _arguments(action.get("params"), "action['params']")
     call_id = _call_id(action.get("tool_call_id") or action.get("id"), "action['tool_call_id']")
     return Action((ToolCall(name, params, call_id),), done=done, content=content)
 

@@ -84,6 +84,7 @@ def _serve(args: argparse.Namespace) -> int:
         query_timeout=args.query_timeout,
         query_concurrency=args.query_concurrency,
         max_body_bytes=args.max_body_bytes,
+        max_keyless_body_bytes=args.max_keyless_body_bytes,
     )
     if not args.quiet:
         print(f"fleet-sdk local server: data in {settings.data_dir}", file=sys.stderr)
@@ -194,6 +195,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--query-concurrency", type=int, default=64, help="SQL statements run at once")
     serve.add_argument(
         "--max-body-bytes", type=int, default=32 * 1024 * 1024, help="largest request body (413 beyond)"
+    )
+    serve.add_argument(
+        "--max-keyless-body-bytes",
+        type=int,
+        default=8 * 1024 * 1024,
+        help="largest request body on the routes that need no key (instance manager API, MCP)",
     )
     serve.add_argument(
         "--mcp-session-idle-timeout", type=float, default=1800.0, help="seconds an idle MCP session lives"

@@ -14,7 +14,21 @@ from typing import Any
 from .rewards import reward_from_outcome
 from .tools import Tool
 
-__all__ = ["SUBMIT_FINAL_ANSWER", "SUBMIT_TOOL", "bare_model", "normalize_version", "session_score"]
+__all__ = [
+    "MAX_JSON_DEPTH",
+    "SUBMIT_FINAL_ANSWER",
+    "SUBMIT_TOOL",
+    "bare_model",
+    "normalize_version",
+    "session_score",
+    "too_deep",
+]
+
+MAX_JSON_DEPTH = 64
+"""How deeply arrays and objects may nest in a JSON body the local server accepts (the body
+itself is level 1). JSON Schema cannot say it, so it is stated once here: the server refuses a
+deeper body with a 422 naming where it got too deep, and the client refuses tool arguments that
+could not travel within it (``fleet_sdk.actions``)."""
 
 SUBMIT_FINAL_ANSWER = "submit_final_answer"
 """The tool a ``tool_use`` episode ends with when the task's prompt mentions it."""
@@ -30,6 +44,36 @@ SUBMIT_TOOL = Tool.model_construct(
     },
 )
 """The submit tool as offered to a model, beside the instance's own tools."""
+
+
+def too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> tuple[str | int, ...] | None:
+    """Where ``value`` nests arrays and objects deeper than ``limit`` levels, or None.
+
+    Walks without recursion, so a value nested far past Python's recursion limit is measured
+    too; stops at the first container past the limit.
+
+    Args:
+        value: Plain JSON data (dicts, lists, scalars); ``value`` itself, if a container, is level 1.
+        limit: The deepest nesting allowed.
+
+    Returns:
+        The path (keys and indexes) to the first container at level ``limit + 1``, or None.
+    """
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.items()
+        elif isinstance(item, list | tuple):
+            children = enumerate(item)
+        else:
+            continue
+        if len(path) >= limit:
+            return path
+        stack.extend(
+            (child, (*path, key)) for key, child in children if isinstance(child, Mapping | list | tuple)
+        )
+    return None
 
 
 def normalize_version(version: str | None) -> str | None:

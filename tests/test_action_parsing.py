@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from fleet_sdk import ActionError, EpisodeError
-from fleet_sdk.actions import Action, ToolCall, parse_action
+from fleet_sdk.actions import MAX_ARGUMENT_DEPTH, Action, ToolCall, parse_action
 from fleet_sdk.messages import to_anthropic, to_openai
 
 CALL = ToolCall("get_customer", {"customer_id": 7}, "call_a")
@@ -155,6 +155,49 @@ def test_malformed_actions_raise_action_error_naming_the_field(action: Any, fiel
         parse_action(action)
     assert caught.value.field == field
     assert isinstance(caught.value, EpisodeError)
+
+
+def nested(depth: int) -> dict[str, Any]:
+    """An object ``depth`` levels deep, built without recursion."""
+    top: dict[str, Any] = {}
+    inner = top
+    for _ in range(depth - 1):
+        inner["a"] = {}
+        inner = inner["a"]
+    return top
+
+
+@pytest.mark.parametrize(
+    ("action", "field"),
+    [
+        (
+            {"type": "function", "function": {"name": "t", "arguments": "[" * 100_000 + "]" * 100_000}},
+            "tool_call.function.arguments",
+        ),
+        (
+            {"type": "function", "function": {"name": "t", "arguments": json.dumps(nested(900))}},
+            "tool_call.function.arguments",
+        ),
+        ({"tool": "t", "params": nested(5_000)}, "action['params']"),
+        (
+            {"type": "tool_use", "id": "u", "name": "t", "input": nested(MAX_ARGUMENT_DEPTH + 1)},
+            "tool_use.input",
+        ),
+    ],
+    ids=["openai-100000-brackets", "openai-900-deep", "native-5000-deep", "anthropic-one-too-deep"],
+)
+def test_arguments_nested_too_deep_raise_action_error_not_recursion_error(action: Any, field: str) -> None:
+    """A model's arguments ``[[[[...]]]]`` a hundred thousand levels deep (or native params
+    5,000 deep) raised RecursionError out of the parser or out of the step's json.dumps, which
+    a trainer catching the SDK's errors does not catch."""
+    with pytest.raises(ActionError, match=f"deeper than {MAX_ARGUMENT_DEPTH} levels") as caught:
+        parse_action(action)
+    assert caught.value.field == field
+
+
+def test_arguments_at_the_depth_limit_are_accepted() -> None:
+    (call,) = parse_action({"tool": "t", "params": nested(MAX_ARGUMENT_DEPTH)}).calls
+    assert call.name == "t"
 
 
 def history() -> list[dict[str, Any]]:

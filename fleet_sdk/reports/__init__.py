@@ -3,7 +3,8 @@
 Build an envelope with :func:`build_report` (or from a run with ``fleet_sdk.evaluation``), then
 render it with :func:`to_json`, :func:`to_markdown` or :func:`to_html` (inline SVG charts, a
 light, dark or automatic theme), name its file with :func:`filename`, and compare two runs with
-:func:`compare` (on the k they share). Nothing here touches the network.
+:func:`compare` (on the k they share); :func:`inconsistency` finds where a report says what its
+own results do not give. Nothing here touches the network.
 """
 
 from .._public import publish
@@ -15,6 +16,7 @@ from ._model import (
     FailureExample,
     FailureGroup,
     FailureKind,
+    Inconsistency,
     Interval,
     ModelSummary,
     Outcome,
@@ -31,6 +33,7 @@ from ._model import (
     canonical_json,
     classify,
     digest,
+    inconsistency,
 )
 from ._render import (
     MARKDOWN_PARTS,
@@ -57,6 +60,7 @@ __all__ = [
     "FailureExample",
     "FailureGroup",
     "FailureKind",
+    "Inconsistency",
     "Interval",
     "ModelSummary",
     "Outcome",
@@ -77,6 +81,7 @@ __all__ = [
     "compare",
     "digest",
     "filename",
+    "inconsistency",
     "pass_at_k",
     "render",
     "to_html",

@@ -23,13 +23,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._stats import CONFIDENCE, pass_at_k, wilson_interval
+from ._stats import CONFIDENCE, pass_at_k_curve, wilson_interval
 
 __all__ = [
     "EXAMPLES_PER_GROUP",
@@ -39,6 +41,7 @@ __all__ = [
     "FailureExample",
     "FailureGroup",
     "FailureKind",
+    "Inconsistency",
     "Interval",
     "ModelSummary",
     "Outcome",
@@ -55,6 +58,7 @@ __all__ = [
     "canonical_json",
     "classify",
     "digest",
+    "inconsistency",
 ]
 
 REPORT_VERSION = 1
@@ -320,10 +324,14 @@ def _failure(outcome: Outcome, threshold: float) -> tuple[FailureKind, str]:
     return "below_threshold", f"score below {threshold:g}"
 
 
-def _task_summary(task_key: str, model: str, rows: Sequence[Outcome], k: int) -> TaskSummary:
+def _task_summary(
+    task_key: str, model: str, rows: Sequence[Outcome], k: int
+) -> tuple[TaskSummary, list[float]]:
+    """One task under one model, and its pass@1 ... pass@min(k, graded) curve."""
     graded = [r for r in rows if r.status in ("passed", "failed")]
     passed = sum(1 for r in graded if r.status == "passed")
-    return TaskSummary(
+    curve = pass_at_k_curve(len(graded), passed, min(k, len(graded)))
+    summary = TaskSummary(
         task_key=task_key,
         model=model,
         samples=len(rows),
@@ -331,15 +339,18 @@ def _task_summary(task_key: str, model: str, rows: Sequence[Outcome], k: int) ->
         passed=passed,
         pass_rate=passed / len(graded) if graded else None,
         interval=_interval(passed, len(graded)),
-        pass_at_k=pass_at_k(len(graded), passed, k) if len(graded) >= k else None,
+        pass_at_k=curve[k - 1] if len(curve) >= k else None,
     )
+    return summary, curve
 
 
-def _curve(tasks: Sequence[TaskSummary], k: int) -> list[float | None]:
+def _curve(curves: Sequence[Sequence[float]], k: int) -> list[float | None]:
     """pass@1 ... pass@k of a model: at each j, the mean over its tasks with at least j graded."""
-    return [
-        _mean([pass_at_k(t.graded, t.passed, j) for t in tasks if t.graded >= j]) for j in range(1, k + 1)
-    ]
+    points: list[list[float]] = [[] for _ in range(k)]
+    for curve in curves:
+        for j, value in enumerate(curve):
+            points[j].append(value)
+    return [_mean(values) for values in points]
 
 
 def _model_summary(
@@ -347,6 +358,7 @@ def _model_summary(
     rows: Sequence[Outcome],
     *,
     tasks: Sequence[TaskSummary],
+    curves: Sequence[Sequence[float]],
     k: int,
     endpoint: str | None,
     sampling: Sampling | None,
@@ -368,7 +380,7 @@ def _model_summary(
         pass_at_k=_mean(per_task),
         avg_score=_mean(scores),
         avg_duration_ms=_mean(durations),
-        pass_at_k_curve=_curve(tasks, k),
+        pass_at_k_curve=_curve(curves, k),
         endpoint=endpoint,
         sampling=sampling,
     )
@@ -395,11 +407,16 @@ def _verdict(summaries: Sequence[ModelSummary]) -> Verdict | None:
 def _examples(rows: Sequence[Outcome]) -> list[FailureExample]:
     """A few episodes of a group: those with a transcript or session first, spread over tasks."""
     ranked = sorted(rows, key=lambda r: (r.transcript is None, r.session_id is None))
-    picked: list[Outcome] = []
-    for r in ranked:  # one per task first, then any
-        if r.task_key not in {p.task_key for p in picked}:
-            picked.append(r)
-    picked += [r for r in ranked if r not in picked]
+    picked: list[int] = []  # indexes into ranked: one per task first, then any
+    tasks: set[str] = set()
+    for index, r in enumerate(ranked):
+        if len(picked) == EXAMPLES_PER_GROUP:
+            break
+        if r.task_key not in tasks:
+            tasks.add(r.task_key)
+            picked.append(index)
+    taken = set(picked)
+    picked += [i for i in range(len(ranked)) if i not in taken][: EXAMPLES_PER_GROUP - len(picked)]
     return [
         FailureExample(
             task_key=r.task_key,
@@ -408,7 +425,7 @@ def _examples(rows: Sequence[Outcome]) -> list[FailureExample]:
             session_id=r.session_id,
             transcript=r.transcript,
         )
-        for r in picked[:EXAMPLES_PER_GROUP]
+        for r in (ranked[i] for i in picked)
     ]
 
 
@@ -471,23 +488,33 @@ def build_report(
     extra_keys = sorted({key for key, _, _ in by_slot} - set(keys))
     keys += extra_keys  # results outside the plan are still reported
     model_ids += sorted({model for _, model, _ in by_slot} - set(model_ids))
+    last_sample: dict[tuple[str, str], int] = {}
+    for key, model, sample in by_slot:
+        last_sample[(key, model)] = max(sample, last_sample.get((key, model), -1))
     results: list[Outcome] = []
+    task_rows: list[TaskSummary] = []
+    by_model: dict[str, list[Outcome]] = defaultdict(list)
+    tasks_of: dict[str, list[TaskSummary]] = defaultdict(list)
+    curves_of: dict[str, list[list[float]]] = defaultdict(list)
     for key in keys:
         for model in model_ids:
-            samples = max(k, 1 + max((s for t, m, s in by_slot if t == key and m == model), default=-1))
-            for sample in range(samples):
-                found = by_slot.get((key, model, sample))
-                results.append(found or Outcome(task_key=key, model=model, sample=sample, status="pending"))
-    task_rows = [
-        _task_summary(key, model, [r for r in results if r.task_key == key and r.model == model], k)
-        for key in keys
-        for model in model_ids
-    ]
+            rows = [
+                by_slot.get((key, model, sample))
+                or Outcome(task_key=key, model=model, sample=sample, status="pending")
+                for sample in range(max(k, 1 + last_sample.get((key, model), -1)))
+            ]
+            row, curve = _task_summary(key, model, rows, k)
+            results += rows
+            task_rows.append(row)
+            by_model[model] += rows
+            tasks_of[model].append(row)
+            curves_of[model].append(curve)
     summaries = [
         _model_summary(
             model,
-            [r for r in results if r.model == model],
-            tasks=[t for t in task_rows if t.model == model],
+            by_model[model],
+            tasks=tasks_of[model],
+            curves=curves_of[model],
             k=k,
             endpoint=(endpoints or {}).get(model),
             sampling=(sampling or {}).get(model),
@@ -513,3 +540,82 @@ def build_report(
         suite=Suite(name=suite_name, task_keys=keys, models=model_ids, k=k),
         report=report,
     )
+
+
+@dataclass(frozen=True)
+class Inconsistency:
+    """Where a report disagrees with its own results.
+
+    Attributes:
+        path: The field, from the envelope down (``("report", "models", 0, "passed")``).
+        expected: What the results give there.
+        found: What the report says.
+    """
+
+    path: tuple[str | int, ...]
+    expected: Any
+    found: Any
+
+
+def inconsistency(envelope: ReportEnvelope) -> Inconsistency | None:
+    """The first place where ``envelope`` says something its own results do not give, or None.
+
+    Everything but the results (and the run's inputs: ids, names, k, threshold, endpoints and
+    sampling, ``created_at``, ``retried``) is what :func:`build_report` computes from them, so the
+    envelope is built again from its results and compared field by field (floats within 1e-9).
+    Before that, the results must fill exactly the slots of the suite (each task and model, ``k``
+    samples or up to the highest sample given): so the rebuild costs what the results do.
+
+    Args:
+        envelope: The report, e.g. one uploaded for import.
+    """
+    report, suite = envelope.report, envelope.suite
+    if report.k != suite.k:
+        return Inconsistency(("report", "k"), suite.k, report.k)
+    k = suite.k
+    keys, models = set(suite.task_keys), set(suite.models)
+    last: dict[tuple[str, str], int] = {}
+    for r in report.results:
+        last[(r.task_key, r.model)] = max(r.sample, last.get((r.task_key, r.model), -1))
+    pairs = len(keys | {key for key, _ in last}) * len(models | {model for _, model in last})
+    slots = (pairs - len(last)) * k + sum(max(k, 1 + sample) for sample in last.values())
+    if slots != len(report.results):
+        return Inconsistency(("report", "results"), f"{slots} results", f"{len(report.results)} results")
+    rebuilt = build_report(
+        run_id=envelope.run_id,
+        source=envelope.source,
+        suite_name=suite.name,
+        task_keys=suite.task_keys,
+        models=suite.models,
+        k=k,
+        outcomes=report.results,
+        created_at=report.created_at,
+        pass_threshold=report.pass_threshold,
+        endpoints={m.model: m.endpoint for m in report.models if m.endpoint is not None},
+        sampling={m.model: m.sampling for m in report.models if m.sampling is not None},
+        retried=report.retried,
+    )
+    found = _difference(rebuilt, envelope, ())
+    return None if found is None else Inconsistency(*found)
+
+
+def _difference(expected: Any, found: Any, path: tuple[str | int, ...]) -> tuple[Any, ...] | None:
+    """(path, expected, found) of the first difference of two values of the same model, or None."""
+    if isinstance(expected, BaseModel) and type(found) is type(expected):
+        for name in type(expected).model_fields:
+            difference = _difference(getattr(expected, name), getattr(found, name), (*path, name))
+            if difference is not None:
+                return difference
+        return None
+    if isinstance(expected, list) and isinstance(found, list):
+        if len(expected) != len(found):
+            return (path, f"{len(expected)} items", f"{len(found)} items")
+        for index, (a, b) in enumerate(zip(expected, found, strict=True)):
+            difference = _difference(a, b, (*path, index))
+            if difference is not None:
+                return difference
+        return None
+    if isinstance(expected, float) and isinstance(found, float):
+        return None if math.isclose(expected, found, rel_tol=1e-9, abs_tol=1e-12) else (path, expected, found)
+    same = expected == found and type(expected) is type(found)
+    return None if same else (path, expected, found)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
-__all__ = ["CONFIDENCE", "pass_at_k", "wilson_interval"]
+__all__ = ["CONFIDENCE", "pass_at_k", "pass_at_k_curve", "wilson_interval"]
 
 CONFIDENCE = 0.95
 """The confidence level of every interval in a report."""
@@ -42,6 +42,32 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     for i in range(n - c + 1, n + 1):
         miss *= 1.0 - k / i
     return 1.0 - miss
+
+
+def pass_at_k_curve(n: int, c: int, k: int) -> list[float]:
+    """pass@1, pass@2 ... pass@k from ``n`` graded samples of which ``c`` passed, in ``O(k)``.
+
+    The chance that ``j`` draws all fail, ``C(n-c, j) / C(n, j)``, is the one of ``j - 1`` draws
+    times ``(n-c-j+1) / (n-j+1)``, so the whole curve costs what one point of it does.
+
+    Args:
+        n: Graded samples.
+        c: Passed samples, ``0 <= c <= n``.
+        k: The last point, ``0 <= k <= n`` (0: an empty curve).
+
+    Raises:
+        ValueError: A count out of range (naming it).
+    """
+    if not 0 <= c <= n:
+        raise ValueError(f"c must be between 0 and n={n}, got {c}")
+    if not 0 <= k <= n:
+        raise ValueError(f"k must be between 0 and n={n}, got {k}")
+    curve: list[float] = []
+    miss = 1.0
+    for j in range(1, k + 1):
+        miss *= (n - c - j + 1) / (n - j + 1)
+        curve.append(1.0 - miss)
+    return curve
 
 
 def wilson_interval(successes: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:

@@ -132,6 +132,16 @@ def test_assistant_message_runs_its_calls_in_order_in_one_step(env: TaskEnv) -> 
     assert env.chat_history[-3]["content"] == message["content"]
 
 
+def deep_object(depth: int) -> dict[str, Any]:
+    """``{"a": {"a": ...}}``, ``depth`` levels deep (as a model's sample could be)."""
+    top: dict[str, Any] = {}
+    inner = top
+    for _ in range(depth - 1):
+        inner["a"] = {}
+        inner = inner["a"]
+    return top
+
+
 MALFORMED: dict[str, Any] = {
     "bare-string": "get_customer",
     "params-without-tool": {"params": {}},
@@ -143,6 +153,12 @@ MALFORMED: dict[str, Any] = {
     "openai-message-without-calls": {"role": "assistant", "content": "I think we're done here."},
     "anthropic-block-input-not-object": {"type": "tool_use", "id": "t", "name": "get_customer", "input": "7"},
     "list": [{"tool": "get_customer"}],
+    # A model can sample these; json.loads / json.dumps raised RecursionError out of step().
+    "openai-arguments-100000-deep": {
+        "type": "function",
+        "function": {"name": "get_customer", "arguments": "[" * 100_000 + "]" * 100_000},
+    },
+    "native-params-5000-deep": {"tool": "get_customer", "params": deep_object(5_000)},
 }
 
 

@@ -12,12 +12,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import concurrent.futures
+import contextlib
 import hashlib
 import io
 import json
 import os
 import signal
 import socket
+import sqlite3
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +34,8 @@ from _waits import PATIENCE, wait_until, wait_until_async
 from fleet_local import LocalFleet, _jobs
 from fleet_local._store import Store
 from fleet_local.environments import registry
+from fleet_sdk.protocol import MAX_JSON_DEPTH
+from fleet_sdk.reports import Outcome, Source, build_report
 from fleet_sdk.types import env_instance as models
 from fleet_sdk.verifiers import DENIED_PREFIX, bundle_sha256, bundle_verifier, jail_status, score_from_result
 
@@ -630,3 +634,148 @@ def test_runs_beyond_the_concurrency_cap_wait_then_get_503_with_retry_after() ->
     body = busy.json()
     assert body["code"] == "verifier_busy" and body["retryable"] is True
     assert busy.headers["Retry-After"] == "1"
+
+
+# ---------------------------------------------------------------- round 2: bad values, never a 500
+
+SURROGATE_RESULT = 'def verify(env):\n    return {"score": 1.0, "note": "x\\ud800y"}\n'
+SURROGATE_ERROR = 'def verify(env):\n    raise ValueError("bad \\udc80 value")\n'
+
+
+def test_a_lone_surrogate_in_a_verifier_result_or_error_is_stored_as_u_fffd(
+    api: httpx.Client, instance_id: str
+) -> None:
+    """A verifier's result ``{"note": "x\\ud800y"}`` was stored as is: the run itself, and then
+    the job's session list and the session's transcript, answered 500 on every read."""
+    body = verifier_request(SURROGATE_RESULT, args={"instance_id": instance_id})
+    ran = api.post("/v1/verifiers/execute", json=body)
+    assert ran.status_code == 200, ran.text
+    assert ran.json()["result"] == {"score": 1.0, "note": "x\ufffdy"}
+    keyless = api.post(f"{manager(instance_id)}/execute_verifier_function", json=body)
+    assert keyless.status_code == 200 and keyless.json()["result"]["note"] == "x\ufffdy"
+    failed = api.post(
+        f"{manager(instance_id)}/execute_verifier_function", json=verifier_request(SURROGATE_ERROR)
+    )
+    assert failed.status_code == 200 and failed.json()["success"] is False
+    assert "bad \ufffd value" in failed.json()["error"]["message"]
+    job = f"job-surrogate-{os.getpid()}"
+    ingested = api.post(
+        "/v1/sessions/ingest", json=ingest_body(job_id=job, verifier_execution_id=ran.json()["execution_id"])
+    )
+    assert ingested.status_code == 200, ingested.text
+    sessions = api.get(f"/v1/sessions/job/{job}")
+    assert sessions.status_code == 200, sessions.text
+    transcript = api.get(f"/v1/sessions/{ingested.json()['session_id']}/transcript")
+    assert transcript.status_code == 200, transcript.text
+    assert transcript.json()["verifier_execution"]["result"]["note"] == "x\ufffdy"
+    assert_responsive(api, instance_id)
+
+
+def test_rows_stored_with_lone_surrogates_before_are_read_back(tmp_path: Path) -> None:
+    """Rows written before the store replaced lone surrogates (json.dumps writes them as
+    ``\\ud800`` escapes) must still be readable, not a 500 on every read."""
+    Store(tmp_path / "fleet.db").close()  # the tables
+    execution = {"success": True, "score": 1.0, "result": {"note": "x\ud800y"}, "stdout": "\udfff"}
+    session = {
+        "session_id": "sess-old",
+        "source": "ingest",
+        "job_id": "job-old",
+        "task_key": "t",
+        "model": "m",
+        "status": "completed",
+        "created_at": "2026-01-01T00:00:00+00:00",
+        "step_count": 0,
+        "verifier_execution": {**execution, "execution_time_ms": 1, "execution_id": "vexec-old"},
+        "metadata": {"score": 1.0},
+    }
+    with contextlib.closing(sqlite3.connect(tmp_path / "fleet.db")) as db, db:
+        db.execute(
+            "INSERT INTO docs (kind, id, parent, created, doc) VALUES (?, ?, ?, 0, ?)",
+            ("session", "sess-old", "job-old", json.dumps(session)),
+        )
+        db.execute(
+            "INSERT INTO messages (session_id, seq, doc) VALUES ('sess-old', 0, ?)",
+            (json.dumps({"role": "user", "content": "hi \ud800"}),),
+        )
+    with LocalFleet(tmp_path, s3=False) as local, raw_client(local) as client:
+        listed = client.get("/v1/sessions/job/job-old")
+        assert listed.status_code == 200, listed.text
+        transcript = client.get("/v1/sessions/sess-old/transcript")
+        assert transcript.status_code == 200, transcript.text
+        assert transcript.json()["verifier_execution"]["result"] == {"note": "x\ufffdy"}
+        assert transcript.json()["transcript"] == [{"role": "user", "content": "hi \ufffd"}]
+
+
+def deep_json(depth: int) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+def test_deep_json_is_422_on_every_route(server: LocalFleet, api: httpx.Client, instance_id: str) -> None:
+    """A body nested 50,000 levels deep made /v1/evaluation_reports answer 500 (RecursionError
+    in the JSON parser); nesting is now bounded before any route, whatever the route."""
+    routes = [
+        "/v1/evaluation_reports",
+        "/v1/sessions/ingest",
+        "/v1/env/instances",
+        "/v1/jobs",
+        f"{manager(instance_id)}/reset",
+        f"{manager(instance_id)}/resources/sqlite/current/query",
+        f"/instances/{instance_id}/mcp",
+        "/v1/not-a-route",
+    ]
+    with httpx.Client(base_url=server.base_url, timeout=60) as keyless:
+        for path in routes:
+            client = keyless if path.startswith("/instances/") else api
+            for depth in (50_000, MAX_JSON_DEPTH + 1):
+                response = raw_json(client, path, deep_json(depth))
+                assert response.status_code == 422, (path, depth, response.text)
+                assert response.json()["detail"][0]["loc"][0] == "body"
+    # Within the bound, free-form JSON is fine; one level more is named where it got too deep.
+    metadata: dict[str, Any] = {"score": 1.0}
+    inner = metadata
+    for _ in range(MAX_JSON_DEPTH - 2):  # the body, metadata, then objects to the deepest level
+        inner["x"] = {}
+        inner = inner["x"]
+    assert api.post("/v1/sessions/ingest", json=ingest_body(metadata=metadata)).status_code == 200
+    inner["x"] = {}
+    refused = api.post("/v1/sessions/ingest", json=ingest_body(metadata=metadata))
+    assert named_fields(refused) == [["body", "metadata", *["x"] * (MAX_JSON_DEPTH - 1)]]
+    assert_responsive(api, instance_id)
+
+
+def test_a_report_whose_summaries_contradict_its_results_is_422_naming_the_field(api: httpx.Client) -> None:
+    """An imported report whose ``report`` summary said what its own ``results`` did not was
+    stored and rendered as it came."""
+    outcomes = [
+        Outcome(task_key=f"t{i}", model="m", status="passed" if i % 2 else "failed", score=float(i % 2))
+        for i in range(4)
+    ]
+    honest = build_report(
+        run_id=f"forged-{os.getpid()}",
+        source=Source(kind="client"),
+        suite_name="s",
+        task_keys=[f"t{i}" for i in range(4)],
+        models=["m"],
+        k=1,
+        outcomes=outcomes,
+    ).to_dict()
+    forged = json.loads(json.dumps(honest))
+    forged["report"]["models"][0]["passed"] = 4
+    forged["report"]["models"][0]["failed"] = 0
+    forged["report"]["models"][0]["pass_rate"] = 1.0
+    refused = api.post("/v1/evaluation_reports", json=forged)
+    assert named_fields(refused) == [["body", "report", "models", 0, "passed"]]
+    assert "results give 2, not 4" in refused.json()["detail"][0]["msg"]
+    flipped = json.loads(json.dumps(honest))
+    flipped["report"]["results"][0].update(status="passed", score=1.0)
+    assert named_fields(api.post("/v1/evaluation_reports", json=flipped))[0][:3] == [
+        "body",
+        "report",
+        "models",
+    ]
+    # A k the results cannot fill is refused before anything is rebuilt from it.
+    huge_k = json.loads(json.dumps(honest))
+    huge_k["report"]["k"] = huge_k["suite"]["k"] = 10**12
+    assert named_fields(api.post("/v1/evaluation_reports", json=huge_k)) == [["body", "report", "results"]]
+    assert api.get(f"/v1/evaluation_reports/{honest['run_id']}").status_code == 404  # none was stored
+    assert api.post("/v1/evaluation_reports", json=honest).status_code == 201

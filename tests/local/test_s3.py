@@ -13,10 +13,12 @@ import socket
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import boto3
 import httpx
 import pytest
+from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from fleet_local import LocalFleet
@@ -26,7 +28,8 @@ from fleet_sdk import ConfigurationError
 BUCKET = "fleet-sessions-images"
 
 
-def s3_client(local: LocalFleet, secret: str) -> Any:
+def s3_client(local: LocalFleet, secret: str, **config: Any) -> Any:
+    """A boto3 client of ``local``'s S3 endpoint (``config``: botocore ``Config`` fields)."""
     assert local.s3_url is not None
     return boto3.client(
         "s3",
@@ -34,6 +37,7 @@ def s3_client(local: LocalFleet, secret: str) -> Any:
         region_name="us-east-1",
         aws_access_key_id="anything",
         aws_secret_access_key=secret,
+        config=Config(signature_version="s3v4", **config),
     )
 
 
@@ -142,7 +146,7 @@ def test_allow_any_key_accepts_any_signature_but_not_none(tmp_path: Path) -> Non
         "authorization": "AWS4-HMAC-SHA256 Credential=k/20261130/us-east-1/s3/aws4_request, "
         "SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature=00",
         "x-amz-date": "20261130T080000Z",
-        "x-amz-content-sha256": "UNSIGNED-PAYLOAD",
+        "x-amz-content-sha256": hashlib.sha256(b"").hexdigest(),
         "host": "127.0.0.1:1",
     }
     assert sigv4_refusal("PUT", "/b/k", "", headers, secret=None, now=now) is None
@@ -213,3 +217,99 @@ def test_an_unsigned_put_is_refused_before_its_body_is_sent(local: LocalFleet) -
         answer = b"".join(chunks).decode()
     assert answer.startswith("HTTP/1.1 403 "), answer
     assert "Connection: close" in answer and "AccessDenied" in answer
+
+
+def captured_put(local: LocalFleet, key: str, body: bytes, **client_config: Any) -> dict[str, str]:
+    """The headers of a PutObject boto3 signs (with ``client_config``), stopped before it is sent
+    (but ``Content-Length``, which the replay's own body sets)."""
+    captured: dict[str, str] = {}
+
+    def capture(request: Any, **_: Any) -> Any:
+        for name, value in request.headers.items():
+            captured[name.lower()] = value.decode() if isinstance(value, bytes) else value
+        captured.pop("content-length", None)
+        raise _Captured
+
+    s3 = s3_client(local, local.api_key, **client_config)
+    s3.meta.events.register("before-send.s3.PutObject", capture)
+    with pytest.raises(_Captured):
+        s3.put_object(Bucket=BUCKET, Key=key, Body=body, ContentType="image/png")
+    return captured
+
+
+class _Captured(Exception):
+    """Stops boto3 once it has signed a request."""
+
+
+def test_a_captured_signed_put_cannot_be_sent_again_with_another_body_or_type(local: LocalFleet) -> None:
+    """A PUT signed over ``UNSIGNED-PAYLOAD`` with ``Content-Type`` unsigned could be replayed,
+    within the 15 minutes its date allows, with any body, served as ``text/html``."""
+    url = f"{local.s3_url}/{BUCKET}/{(key := new_key())}"
+    # boto3 told not to sign the payload: refused before the body is read.
+    unsigned = captured_put(local, key, b"png", s3={"payload_signing_enabled": False})
+    assert unsigned["x-amz-content-sha256"] == "UNSIGNED-PAYLOAD"
+    html = {**unsigned, "content-type": "text/html"}
+    refused = httpx.put(url, content=b"<script>alert(1)</script>", headers=html)
+    assert refused.status_code == 403 and b"must sign its payload" in refused.content
+    # What boto3 sends by default signs the payload and the type: neither can change.
+    signed = captured_put(local, key, b"png")
+    assert "content-type" in signed["authorization"] and signed["x-amz-content-sha256"] != "UNSIGNED-PAYLOAD"
+    other_body = httpx.put(url, content=b"<script>", headers=signed)
+    assert other_body.status_code == 400 and b"XAmzContentSHA256Mismatch" in other_body.content
+    other_type = httpx.put(url, content=b"png", headers={**signed, "content-type": "text/html"})
+    assert other_type.status_code == 403 and b"SignatureDoesNotMatch" in other_type.content
+    assert httpx.get(url).status_code == 404  # nothing was written
+    assert httpx.put(url, content=b"png", headers=signed).status_code == 200
+    assert httpx.get(url).headers["content-type"] == "image/png"
+
+
+def test_a_content_type_left_out_of_the_signature_is_refused() -> None:
+    now = dt.datetime(2026, 11, 30, 8, 0, tzinfo=dt.UTC)
+    headers = {
+        "authorization": "AWS4-HMAC-SHA256 Credential=k/20261130/us-east-1/s3/aws4_request, "
+        "SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature=00",
+        "x-amz-date": "20261130T080000Z",
+        "x-amz-content-sha256": hashlib.sha256(b"").hexdigest(),
+        "host": "127.0.0.1:1",
+        "content-type": "text/html",
+    }
+    refusal = sigv4_refusal("PUT", "/b/k", "", headers, secret=None, now=now)
+    assert refusal is not None and refusal.code == "AccessDenied" and "Content-Type" in refusal.message
+
+
+def test_a_signature_for_another_region_is_refused(local: LocalFleet) -> None:
+    assert local.s3_url is not None
+    elsewhere = boto3.client(
+        "s3",
+        endpoint_url=local.s3_url,
+        region_name="eu-west-2",
+        aws_access_key_id="anything",
+        aws_secret_access_key=local.api_key,
+    )
+    with pytest.raises(ClientError) as refused:
+        elsewhere.put_object(Bucket=BUCKET, Key=new_key(), Body=b"x")
+    assert error_code(refused) == "AuthorizationHeaderMalformed"
+    assert "us-east-1" in str(refused.value)
+    presigned = urlsplit(
+        elsewhere.generate_presigned_url("put_object", Params={"Bucket": BUCKET, "Key": "k"}, ExpiresIn=60)
+    )
+    query_refusal = sigv4_refusal(
+        "PUT", presigned.path, presigned.query, {"host": presigned.netloc}, secret=local.api_key
+    )
+    assert query_refusal is not None and query_refusal.code == "AuthorizationQueryParametersError"
+
+
+def test_a_presigned_put_keeps_only_a_content_type_it_signed(local: LocalFleet) -> None:
+    """Whoever holds a presigned URL may upload any bytes to its key (that is what it is for), but
+    an unsigned ``Content-Type`` is not kept: the object is not served as HTML."""
+    s3 = s3_client(local, local.api_key)
+    plain_key, typed_key = new_key(), new_key()
+    plain = s3.generate_presigned_url("put_object", Params={"Bucket": BUCKET, "Key": plain_key}, ExpiresIn=60)
+    assert httpx.put(plain, content=b"<script>", headers={"content-type": "text/html"}).status_code == 200
+    assert httpx.get(f"{local.s3_url}/{BUCKET}/{plain_key}").headers["content-type"] == "binary/octet-stream"
+    typed = s3.generate_presigned_url(
+        "put_object", Params={"Bucket": BUCKET, "Key": typed_key, "ContentType": "image/png"}, ExpiresIn=60
+    )
+    assert httpx.put(typed, content=b"png", headers={"content-type": "text/html"}).status_code == 403
+    assert httpx.put(typed, content=b"png", headers={"content-type": "image/png"}).status_code == 200
+    assert httpx.get(f"{local.s3_url}/{BUCKET}/{typed_key}").headers["content-type"] == "image/png"
