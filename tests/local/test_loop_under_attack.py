@@ -249,4 +249,11 @@ async def test_episodes_complete_beside_runaway_sql_spinning_verifiers_and_a_big
     assert max(latencies) < COMBINED_PROBE_BOUND, f"slowest of {len(latencies)} probes: {max(latencies):.1f}s"
     assert attacks[-1].status_code == 422  # 400,000 args where the schema allows 999
     assert {a.status_code for a in attacks[8:-1]} == {400}  # the runaways hit the query deadline
-    assert all(a.status_code == 200 and a.json()["success"] is False for a in attacks[:8])
+    # Each spinning run was stopped at its timeout, or waited past it for one of the server's
+    # verifier slots (fewer than 8 on a small machine) and was refused, retryable.
+    for spun in attacks[:8]:
+        if spun.status_code == 503:
+            assert spun.json()["code"] == "verifier_busy", spun.text
+        else:
+            assert spun.status_code == 200 and spun.json()["success"] is False, spun.text
+    assert any(a.status_code == 200 for a in attacks[:8])
