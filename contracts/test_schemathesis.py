@@ -74,8 +74,9 @@ def _config() -> SchemathesisConfig:
                     ]
                 },
             },
-            # A stored report that still has pending results is answered 422 although the request
-            # itself is schema-valid (schemas/evaluation-reports.yaml documents it).
+            # A stored report that still has pending results, and an imported one whose summaries
+            # its own results contradict, are answered 422 although the request is schema-valid
+            # (schemas/evaluation-reports.yaml documents both).
             "operations": [
                 {
                     "include-operation-id": "get_evaluation_report",
@@ -84,7 +85,15 @@ def _config() -> SchemathesisConfig:
                             "expected-statuses": ["2xx", "401", "404", "422", "429", "5xx"]
                         }
                     },
-                }
+                },
+                {
+                    "include-operation-id": "import_evaluation_report",
+                    "checks": {
+                        "positive_data_acceptance": {
+                            "expected-statuses": ["2xx", "401", "409", "422", "429", "5xx"]
+                        }
+                    },
+                },
             ],
             "request-timeout": REQUEST_TIMEOUT,
             "auth": {"openapi": {"bearerAuth": {"bearer": API_KEY}}},

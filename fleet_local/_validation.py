@@ -255,11 +255,16 @@ def checked_body(request: Request) -> Any:
     """The decoded JSON body the request gate checked, for a route that reads its own body.
 
     Raises:
-        RuntimeError: The request did not come through the gate with a JSON body.
+        RequestValidationError: The body is not JSON by its ``Content-Type`` (422 naming the
+            body, as a FastAPI body parameter answers).
+        RuntimeError: The request did not come through the gate.
     """
     checked = request.scope.get(CHECKED_BODY)
     if not isinstance(checked, CheckedBody):
         raise RuntimeError("the request gate did not check this request's body")
+    if checked.value is None and not is_json_media(request.headers.get("content-type", "")):
+        msg = "the body must be JSON (Content-Type: application/json)"
+        raise RequestValidationError([_issue(("body",), msg, "model_attributes_type")])
     return checked.value
 
 

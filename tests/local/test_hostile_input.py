@@ -743,6 +743,25 @@ def test_deep_json_is_422_on_every_route(server: LocalFleet, api: httpx.Client, 
     assert_responsive(api, instance_id)
 
 
+def test_a_json_body_sent_as_text_plain_is_422_on_every_route_that_reads_one(
+    api: httpx.Client, instance_id: str
+) -> None:
+    """Ingest answered 500 (``'NoneType' object is not subscriptable``) to a JSON body sent as
+    ``text/plain``: the request gate leaves a body it cannot read as JSON undecoded, and the
+    route read it as if it had been checked. Every such route now answers 422 naming the body,
+    as the routes with a FastAPI body parameter always did; reports keep their documented 415."""
+    as_text = {"Content-Type": "text/plain"}
+    for path, body in (
+        ("/v1/sessions/ingest", ingest_body()),
+        ("/v1/env/instances", {"env_key": "orderdesk"}),
+        (f"{manager(instance_id)}/resources/sqlite/current/query", {"query": "SELECT 1"}),
+    ):
+        refused = api.post(path, content=json.dumps(body), headers=as_text)
+        assert named_fields(refused) == [["body"]], (path, refused.text)
+    report = api.post("/v1/evaluation_reports", content=b"{}", headers=as_text)
+    assert report.status_code == 415 and report.json()["code"] == "unsupported_media_type"
+
+
 def test_a_report_whose_summaries_contradict_its_results_is_422_naming_the_field(api: httpx.Client) -> None:
     """An imported report whose ``report`` summary said what its own ``results`` did not was
     stored and rendered as it came."""

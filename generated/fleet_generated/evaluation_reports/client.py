@@ -79,7 +79,9 @@ class AsyncEvaluationReportsClient(AsyncResource):
         answers 200 with `duplicate: true` and stores nothing; a different envelope under a stored
         `run_id` answers 409. The answer names the stored report as the platform does (`id`, its
         `evaluation_id`, `status`) beside `run_id`, `digest`, `duplicate` and `url`. The body must be `application/json` (415 otherwise) and at most
-        5 MiB (413). An invalid envelope answers 422 naming the field. Safe to retry: the digest
+        5 MiB (413). An invalid envelope answers 422 naming the field, and so does a schema-valid one
+        whose summaries (`report.models`, `report.tasks`, `confidence`, ...) are not what its own
+        `results` give (the server checks them against the results). Safe to retry: the digest
         makes a repeat a no-op.
 
         Args:
