@@ -4,9 +4,9 @@ Each test sends an attack that froze every route of the server before (a body th
 and schema-checked in pure Python on the event loop, a report rendered there in quadratic
 time) and meanwhile probes the instance manager's ``/health`` and ``/v1/regions`` every 50 ms.
 The stalls were 14 to 65 seconds; the bound here, 5 s for the slowest probe, leaves a loaded CI
-machine room while failing any such stall. With nothing else running on the 2-core machine of
-benchmarks/README.md the probes' p99 was 30-60 ms during these attacks (2-core VM shared with
-other work: load average 10-20); see benchmarks/README.md for the figures.
+machine room while failing any such stall. On a quiet 2-core machine the probes' p99 during
+these attacks is 19-387 ms (``benchmarks/bench_loop_attacks.py``; figures in
+benchmarks/README.md).
 
 This file is the one place where a latency is asserted: that is the acceptance criterion of
 these attacks, so each test checks the slowest probe of the whole attack, not a single timing.
