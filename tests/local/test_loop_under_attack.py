@@ -5,7 +5,7 @@ and schema-checked in pure Python on the event loop, a report rendered there in 
 time) and meanwhile probes the instance manager's ``/health`` and ``/v1/regions`` every 50 ms.
 The stalls were 14 to 65 seconds; the bound here, 5 s for the slowest probe, leaves a loaded CI
 machine room while failing any such stall. On a quiet 2-core machine the probes' p99 during
-these attacks is 19-387 ms (``benchmarks/bench_loop_attacks.py``; figures in
+these attacks is 20-510 ms (``benchmarks/bench_loop_attacks.py``; figures in
 benchmarks/README.md).
 
 This file is the one place where a latency is asserted: that is the acceptance criterion of
