@@ -35,13 +35,24 @@ BROWSER = (
     "tests/e2e/test_episodes.py::test_64_concurrent_episodes_complete",
     "tests/e2e/test_episodes.py::test_every_bundled_task_scores_1_with_its_reference_and_0_when_empty",
     "tests/local/test_server_lifecycle.py::test_a_sigkilled_server_leaves_no_browser_driver_or_verifier_behind",
+    "tests/local/test_instance_resources.py::test_the_cdp_resource_is_a_browser_on_the_web_ui_that_dies_with_the_instance",
 )
 """Node-id prefixes of the tests that start a Chromium outside a browser module (found by
 watching which tests start one)."""
 
 SLOW = (
     "contracts/test_fidelity.py",
+    "contracts/test_public_sdk.py",
+    "contracts/test_public_sdk_examples.py",
+    "contracts/test_public_sdk_rewards.py",
+    "contracts/test_public_sdk_wire.py",
     "contracts/test_schemathesis.py",
+    "tests/local/test_local_fleet_settings.py",
+    "tests/local/test_verifiers_without_the_jail.py",
+    "tests/local/test_instance_resources.py::test_no_cdp_resource_without_chromium",
+    "tests/local/test_hostile_input.py::test_runs_beyond_the_concurrency_cap_wait_then_get_503_with_retry_after",
+    "tests/local/test_hostile_input.py::test_without_the_jail_untrusted_code_never_runs_for_a_request_without_the_key",
+    "tests/test_suite_markers.py::test_the_quick_subset_leaves_out_e2e_browser_and_slow_tests",
     "tests/local/test_cli_serve.py",
     "tests/local/test_server_lifecycle.py",
     "tests/test_codegen.py",
