@@ -17,7 +17,6 @@ small request). The run directory remembers everything but keys, so ``--resume``
 from __future__ import annotations
 
 import argparse
-import asyncio
 import difflib
 import json
 import os
@@ -45,12 +44,14 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_ERRORED = 3
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C; ``serve`` exits with it too
+EXIT_TERMINATED = 143  # 128 + SIGTERM
 EXIT_CODES = {
     EXIT_OK: "every episode was graded (or no more errored than --max-errored allows)",
     EXIT_FAILED: "the run stopped on a server or platform error",
     EXIT_USAGE: "a flag is wrong, a task or model cannot be used, or a resume contradicts the run",
     EXIT_ERRORED: "the run finished, but more episodes errored than --max-errored allows",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C); what finished is kept, resume with --resume",
+    EXIT_TERMINATED: "stopped by SIGTERM, as cleanly as by Ctrl-C; what finished is kept",
 }
 """What each exit code of ``fleet-sdk eval`` means (the README's table)."""
 
@@ -130,6 +131,7 @@ class _Plan:
     concurrency: int | None = None
     manifest: RunManifest | None = None
     selection: dict[str, list[str]] = field(default_factory=dict)
+    jobs: bool = False
 
 
 _T = TypeVar("_T")
@@ -341,6 +343,22 @@ def _resume_problems(args: argparse.Namespace, manifest: RunManifest) -> list[st
     return problems
 
 
+def _jobs_resume_problems(args: argparse.Namespace, manifest: RunManifest) -> list[str]:
+    """A resume that mixes a jobs run with a run played here, one line each."""
+    from .evaluation._jobs_run import is_jobs_run
+
+    if is_jobs_run(manifest) or manifest.source != "platform":
+        if args.jobs and not is_jobs_run(manifest):
+            return ["--jobs contradicts the run, whose episodes are played here (resume it without --jobs)"]
+        if args.ray is not None and is_jobs_run(manifest):
+            return ["--ray contradicts the run, whose episodes are played by server jobs (--jobs)"]
+        return []
+    return [
+        f"--resume: run {manifest.run_id!r} was made by an earlier --jobs that stored no slots to resume; "
+        "start a new run in another --out-dir"
+    ]
+
+
 def _plan(args: argparse.Namespace) -> _Plan:
     """Resolve and check every flag, without I/O beyond the run directory and the task files.
 
@@ -348,12 +366,11 @@ def _plan(args: argparse.Namespace) -> _Plan:
         _Usage: Every problem found, one line each.
     """
     from .evaluation import RunDir
+    from .evaluation._jobs_run import is_jobs_run
 
     problems: list[str] = []
     run_dir = Path(args.out_dir)
     resume = args.resume or args.retry_errored
-    if args.jobs and resume:
-        problems.append("--jobs: a jobs run is written when the job ends; there is nothing to resume")
     manifest = None
     if RunDir.exists(run_dir):
         with RunDir(run_dir) as store:
@@ -371,6 +388,7 @@ def _plan(args: argparse.Namespace) -> _Plan:
     if resume:
         assert manifest is not None
         problems += _resume_problems(args, manifest)
+        problems += _jobs_resume_problems(args, manifest)
         if problems:
             raise _Usage(problems)
         from .evaluation import MODEL_API_KEY_ENV
@@ -390,6 +408,7 @@ def _plan(args: argparse.Namespace) -> _Plan:
             server=manifest.server or {"kind": "embedded"},
             concurrency=args.concurrency or manifest.concurrency,
             manifest=manifest,
+            jobs=is_jobs_run(manifest),
         )
     models = list(dict.fromkeys(args.model or DEFAULT_MODELS))
     _check_models_named(models, args.jobs, problems)
@@ -415,6 +434,7 @@ def _plan(args: argparse.Namespace) -> _Plan:
         max_steps=args.max_steps,
         concurrency=args.concurrency,
         selection=_selection(args),
+        jobs=args.jobs,
     )
 
 
@@ -494,44 +514,26 @@ def _ray_executor(args: argparse.Namespace, plan: _Plan, client_options: dict[st
 async def _eval_jobs(
     fleet: AsyncFleet, args: argparse.Namespace, plan: _Plan, bar: ProgressBar
 ) -> ReportEnvelope:
-    from .evaluation import RunDir, RunManifest, evaluate_job, save_transcripts
-    from .evaluation._runner import DEFAULT_K, DEFAULT_MAX_STEPS
+    from .evaluation._jobs_run import run_job_evaluation
 
-    tasks, suite = await _select_tasks(fleet, args)
-    keys = [str(t["task_key"] if isinstance(t, dict) else t.task_key) for t in tasks]
-    envelope = await evaluate_job(
+    tasks, suite = ([], "") if plan.resume else await _select_tasks(fleet, args)
+    return await run_job_evaluation(
         fleet,
+        plan.run_dir,
+        tasks=tasks,
         models=plan.models,
-        task_keys=keys,
-        pass_k=plan.k or DEFAULT_K,
-        max_steps=plan.max_steps or DEFAULT_MAX_STEPS,
-        name=suite,
-        run_id=args.run_id,
+        k=plan.k,
+        max_steps=plan.max_steps,
+        suite_name=suite or "tasks",
+        run_id=None if plan.resume else args.run_id,
+        resume=plan.resume,
+        retry_errored=plan.retry_errored,
         deadline=args.deadline,
         on_progress=bar,
+        endpoints={m: e.base_url for m, e in plan.endpoints.items()},
+        server=plan.server,
+        extra={"selection": plan.selection},
     )
-    with RunDir(plan.run_dir) as store:
-        store.start(
-            RunManifest(
-                run_id=envelope.run_id,
-                suite_name=envelope.suite.name,
-                tasks=[{"task_key": key} for key in envelope.suite.task_keys],
-                models=envelope.suite.models,
-                k=envelope.report.k,
-                created_at=envelope.report.created_at or "",
-                source="platform",
-                job_id=envelope.source.job_id,
-                max_steps=plan.max_steps or DEFAULT_MAX_STEPS,
-                endpoints={m: {"base_url": e.base_url, "sampling": {}} for m, e in plan.endpoints.items()},
-                server=plan.server,
-                extra={"selection": plan.selection},
-            )
-        )
-        for outcome in envelope.report.results:
-            if outcome.status != "pending":
-                store.record(outcome)
-        await save_transcripts(fleet, store, store.outcomes())
-        return store.envelope()
 
 
 async def _eval_here(
@@ -587,7 +589,7 @@ async def _eval(args: argparse.Namespace, plan: _Plan, out: TextIO) -> ReportEnv
                 }
                 return await (
                     _eval_jobs(fleet, args, plan, bar)
-                    if args.jobs
+                    if plan.jobs
                     else _eval_here(fleet, args, plan, bar, {})
                 )
         import anyio
@@ -595,7 +597,7 @@ async def _eval(args: argparse.Namespace, plan: _Plan, out: TextIO) -> ReportEnv
         from fleet_local import LocalFleet
 
         settings: dict[str, Any] = {}
-        if args.jobs and plan.endpoints:  # the embedded server asks the models of its job itself
+        if plan.jobs and plan.endpoints:  # the embedded server asks the models of its job itself
             endpoint = next(iter(plan.endpoints.values()))
             settings["model_base_url"] = endpoint.base_url
             if endpoint.api_key:
@@ -610,7 +612,7 @@ async def _eval(args: argparse.Namespace, plan: _Plan, out: TextIO) -> ReportEnv
             url = local.base_url  # Ray actors build their own clients of this server
             options = {"api_key": local.api_key, "base_url": url, "platform_url": url, "browser_url": url}
             try:
-                if args.jobs:
+                if plan.jobs:
                     return await _eval_jobs(fleet, args, plan, bar)
                 return await _eval_here(fleet, args, plan, bar, options)
             finally:
@@ -657,8 +659,14 @@ def _finish(envelope: ReportEnvelope, plan: _Plan, args: argparse.Namespace, out
     return EXIT_OK
 
 
-def _interrupted(plan: _Plan | None) -> int:
-    """After Ctrl-C: say what is kept and how to go on."""
+def _interrupted(plan: _Plan | None, *, how: str = "interrupted", code: int = EXIT_INTERRUPTED) -> int:
+    """After Ctrl-C or SIGTERM: say what is kept and how to go on.
+
+    Args:
+        plan: The run's plan (None: stopped before the flags were checked).
+        how: What stopped it, as the message says it.
+        code: The exit code.
+    """
     from .evaluation import RunDir
 
     sys.stdout.flush()
@@ -668,14 +676,14 @@ def _interrupted(plan: _Plan | None) -> int:
             manifest = store.manifest()
             stored = len(store.finished())
     if plan is None or manifest is None:
-        sys.stderr.write("\nfleet-sdk eval: interrupted before the run started; nothing was stored.\n")
+        sys.stderr.write(f"\nfleet-sdk eval: {how} before the run started; nothing was stored.\n")
     else:
         total = len(manifest.tasks) * len(manifest.models) * manifest.k
         sys.stderr.write(
-            f"\nfleet-sdk eval: interrupted; {stored} of {total} episodes are stored in {plan.run_dir}.\n"
+            f"\nfleet-sdk eval: {how}; {stored} of {total} episodes are stored in {plan.run_dir}.\n"
             f"Resume with: fleet-sdk eval --out-dir {plan.run_dir} --resume\n"
         )
-    return EXIT_INTERRUPTED
+    return code
 
 
 def _usage(lines: Sequence[str]) -> int:
@@ -685,15 +693,21 @@ def _usage(lines: Sequence[str]) -> int:
 
 
 def _run_eval(args: argparse.Namespace) -> int:
-    from ._exceptions import EvaluationError, FleetError
+    from ._cli_signals import Terminated, run
+    from ._exceptions import EvaluationError, EvaluationTimeoutError, FleetError
 
     started = time.monotonic()
     plan = None
     try:
         plan = _plan(args)
-        envelope = asyncio.run(_eval(args, plan, sys.stdout))
+        envelope = run(_eval(args, plan, sys.stdout))
     except KeyboardInterrupt:
         return _interrupted(plan)
+    except Terminated as exc:
+        return _interrupted(plan, how="terminated (SIGTERM)", code=exc.exit_code)
+    except EvaluationTimeoutError as exc:  # before EvaluationError: the run is kept, not misused
+        sys.stderr.write(f"fleet-sdk eval: error: {exc}\n")
+        return EXIT_FAILED
     except _Usage as exc:
         return _usage(exc.lines)
     except EvaluationError as exc:  # a check of the runner the plan did not foresee

@@ -180,13 +180,14 @@ def _failures(envelope: ReportEnvelope, model: str | None) -> list[Outcome]:
 
 
 def _why(result: Outcome) -> str:
-    """What went wrong with one result, for a person: the verifier's feedback first."""
+    """What went wrong with one result, for a person: why an errored one was not graded (what the
+    verifier said of the half-played episode is beside the point), else the verifier's feedback."""
+    if result.status == "errored":
+        return result.error or "not graded"
     if result.feedback:
         return result.feedback
     if result.error:
         return result.error
-    if result.status == "errored":
-        return "not graded"
     if result.last_tool_error:
         return f"tool error: {result.last_tool_error}"
     return f"score {_num(result.score)}"
