@@ -17,13 +17,14 @@ small request). The run directory remembers everything but keys, so ``--resume``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import json
 import os
 import sys
 import time
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
@@ -97,12 +98,16 @@ class ProgressBar:
             self.out.write(line + "\n")
         self.out.flush()
 
-    def close(self) -> None:
-        """End the bar's line."""
+    def break_line(self) -> None:
+        """End the bar's line, so that what is written next starts a line of its own."""
         if self._tty and self._drawn:
             self.out.write("\n")
             self.out.flush()
             self._drawn = False
+
+    def close(self) -> None:
+        """End the bar's line."""
+        self.break_line()
 
 
 class _Usage(Exception):
@@ -343,6 +348,20 @@ def _resume_problems(args: argparse.Namespace, manifest: RunManifest) -> list[st
     return problems
 
 
+def _busy_problems(run_dir: Path, manifest: RunManifest) -> list[str]:
+    """The run in ``run_dir`` is being played by another process: one line naming it."""
+    from .evaluation._runlock import lock_holder
+
+    holder = lock_holder(run_dir)
+    if holder is False:
+        return []
+    who = "another process" if holder is True else f"pid {holder}"
+    return [
+        f"--out-dir: run {manifest.run_id!r} in {run_dir} is being run by {who}; wait for it to end, "
+        "or stop it (Ctrl-C) and resume"
+    ]
+
+
 def _jobs_resume_problems(args: argparse.Namespace, manifest: RunManifest) -> list[str]:
     """A resume that mixes a jobs run with a run played here, one line each."""
     from .evaluation._jobs_run import is_jobs_run
@@ -382,9 +401,14 @@ def _plan(args: argparse.Namespace) -> _Plan:
             f"--out-dir: {run_dir} already holds run {manifest.run_id!r}; continue it with --resume, "
             "or choose another --out-dir"
         )
+    if manifest is not None:
+        problems += _busy_problems(run_dir, manifest)
     if problems:
         raise _Usage(problems)  # the rest depends on whether a run is there
     _check_bounds(args, problems)
+    remote = args.remote or (manifest is not None and manifest.server.get("kind") == "remote")
+    if remote and not os.environ.get("FLEET_API_KEY"):
+        problems.append("--remote: FLEET_API_KEY is not set (the platform's API key)")
     if resume:
         assert manifest is not None
         problems += _resume_problems(args, manifest)
@@ -444,18 +468,21 @@ async def _probe(plan: _Plan) -> None:
     Raises:
         _Usage: The models that cannot be asked, one line each.
     """
-    from .evaluation import model_problems
+    from .evaluation import MODEL_API_KEY_ENV, model_problems
 
     problems = await model_problems(plan.models, plan.endpoints)
     if problems:
-        raise _Usage(
-            [
-                f"--model-base-url {plan.endpoints[m].base_url}: model {m}: {why}"
-                if m in plan.endpoints
-                else f"--model {m}: {why}"
-                for m, why in problems
-            ]
-        )
+        lines = []
+        for m, why in problems:
+            if m not in plan.endpoints:
+                lines.append(f"--model {m}: {why}")
+                continue
+            # Without a key, a 401 or 403 is the likeliest cause of any refusal: say so.
+            unset = ""
+            if not plan.endpoints[m].api_key:
+                unset = f" ({MODEL_API_KEY_ENV} is not set, so no key was sent)"
+            lines.append(f"--model-base-url {plan.endpoints[m].base_url}: model {m}: {why}{unset}")
+        raise _Usage(lines)
 
 
 # --- running -------------------------------------------------------------------------------------
@@ -574,10 +601,20 @@ async def _eval_here(
 
 async def _eval(args: argparse.Namespace, plan: _Plan, out: TextIO) -> ReportEnvelope:
     """Start the server (or connect to the platform), play the run, return its report."""
-    from ._client import AsyncFleet
+    from ._cli_logging import warnings_beside
 
     await _probe(plan)
     bar = ProgressBar(out)
+    with warnings_beside(bar, prefix="fleet-sdk eval"):
+        return await _eval_on_server(args, plan, bar, out)
+
+
+async def _eval_on_server(
+    args: argparse.Namespace, plan: _Plan, bar: ProgressBar, out: TextIO
+) -> ReportEnvelope:
+    """Start the server (or connect to the platform) and play the run with ``bar`` drawing."""
+    from ._client import AsyncFleet
+
     try:
         if plan.server.get("kind") == "remote":
             urls = {name: plan.server[name] for name in ("base_url", "platform_url") if plan.server.get(name)}
@@ -632,6 +669,15 @@ def _write_html(envelope: ReportEnvelope, run_dir: Path) -> Path:
     return path
 
 
+def _retried_line(retried: int, before: int) -> str:
+    """What ``--retry-errored`` did this time (the report counts every retry of the run)."""
+    now = retried - before
+    if now == 0:
+        return "No errored episodes to retry: none were played again.\n"
+    line = f"Retried {now} errored {'episode' if now == 1 else 'episodes'}"
+    return line + (f" ({retried} over every retry of this run).\n" if before else ".\n")
+
+
 def _finish(envelope: ReportEnvelope, plan: _Plan, args: argparse.Namespace, out: TextIO) -> int:
     """Print the verdict and the counts, write the HTML report; the exit code by errored episodes."""
     from .reports import to_markdown
@@ -643,8 +689,8 @@ def _finish(envelope: ReportEnvelope, plan: _Plan, args: argparse.Namespace, out
             f"{summary.model}: {summary.passed}/{summary.passed + summary.failed} graded passed ({rate}),"
             f" {summary.errored} errored\n"
         )
-    if envelope.report.retried:
-        out.write(f"Retried {envelope.report.retried} errored episodes.\n")
+    if plan.retry_errored:
+        out.write(_retried_line(envelope.report.retried, plan.manifest.retried if plan.manifest else 0))
     page = _write_html(envelope, plan.run_dir)
     out.write(f"\nRun directory: {plan.run_dir}\nReport: {page}\n")
     total = len(envelope.report.results)
@@ -692,6 +738,29 @@ def _usage(lines: Sequence[str]) -> int:
     return EXIT_USAGE
 
 
+@contextlib.contextmanager
+def _holding(run_dir: Path) -> Iterator[None]:
+    """Hold the run directory while the run plays (a directory made for nothing is removed).
+
+    Raises:
+        _Usage: Another process holds it.
+    """
+    from .evaluation import RUN_FILE
+    from .evaluation._runlock import LOCK_FILE, RunBusyError, RunLock
+
+    made = not run_dir.exists()
+    try:
+        with RunLock(run_dir):
+            yield
+    except RunBusyError as exc:
+        raise _Usage([f"--out-dir: {exc}; wait for it to end, or stop it (Ctrl-C) and resume"]) from None
+    finally:
+        if made and not (run_dir / RUN_FILE).exists():
+            with contextlib.suppress(OSError):
+                (run_dir / LOCK_FILE).unlink()
+                run_dir.rmdir()
+
+
 def _run_eval(args: argparse.Namespace) -> int:
     from ._cli_signals import Terminated, run
     from ._exceptions import EvaluationError, EvaluationTimeoutError, FleetError
@@ -700,7 +769,8 @@ def _run_eval(args: argparse.Namespace) -> int:
     plan = None
     try:
         plan = _plan(args)
-        envelope = run(_eval(args, plan, sys.stdout))
+        with _holding(plan.run_dir):
+            envelope = run(_eval(args, plan, sys.stdout))
     except KeyboardInterrupt:
         return _interrupted(plan)
     except Terminated as exc:
