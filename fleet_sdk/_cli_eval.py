@@ -63,6 +63,7 @@ _SAMPLING_FLAGS = {
     "seed": "--seed",
     "extra_body": "--extra-body",
 }
+DEFAULT_DEADLINE = 3600.0
 _SELECTION_FLAGS = {"env": "--env", "task_key": "--task-key", "tasks_file": "--tasks-file"}
 
 
@@ -270,7 +271,7 @@ def _check_bounds(args: argparse.Namespace, problems: list[str]) -> None:
             problems.append(f"{flag}: must be at least 1, got {value}")
     if not 0.0 <= args.max_errored <= 1.0:
         problems.append(f"--max-errored: must be a fraction from 0 to 1, got {args.max_errored}")
-    if args.deadline <= 0:
+    if args.deadline is not None and args.deadline <= 0:
         problems.append(f"--deadline: must be positive, got {args.deadline}")
 
 
@@ -437,7 +438,13 @@ def _plan(args: argparse.Namespace) -> _Plan:
     models = list(dict.fromkeys(args.model or DEFAULT_MODELS))
     _check_models_named(models, args.jobs, problems)
     endpoints = _endpoints_from_flags(args, models, problems)
+    if not args.jobs and args.deadline is not None:
+        problems.append("--deadline: bounds the wait for --jobs only; add --jobs or drop it")
     if args.jobs:
+        if args.concurrency is not None:
+            problems.append("--concurrency: --jobs plays at the server's job concurrency; drop it")
+        if args.ray is not None:
+            problems.append("--ray: --jobs plays on the server, not on Ray actors; choose one")
         if any(getattr(args, name) for name in _SAMPLING_FLAGS):
             problems.append(
                 "--jobs: the server's job runs its models with their defaults; drop the sampling flags"
@@ -555,7 +562,7 @@ async def _eval_jobs(
         run_id=None if plan.resume else args.run_id,
         resume=plan.resume,
         retry_errored=plan.retry_errored,
-        deadline=args.deadline,
+        deadline=args.deadline or DEFAULT_DEADLINE,
         on_progress=bar,
         endpoints={m: e.base_url for m, e in plan.endpoints.items()},
         server=plan.server,
@@ -790,63 +797,6 @@ def _run_eval(args: argparse.Namespace) -> int:
     return code
 
 
-# --- report --------------------------------------------------------------------------------------
-
-
-def _transcript_base(run_dir: Path, output: Path | None) -> str:
-    """The run directory as seen from where the report is written (a ``file:`` URL for stdout)."""
-    if output is None:
-        return run_dir.resolve().as_uri() + "/"
-    relative = os.path.relpath(run_dir.resolve(), output.resolve().parent)
-    return "" if relative == "." else relative.replace(os.sep, "/") + "/"
-
-
-def _run_report(args: argparse.Namespace) -> int:
-    from .evaluation import RunDir
-    from .reports import UnknownPartError, compare, filename, render, to_markdown
-
-    def fail(message: str) -> int:
-        sys.stderr.write(f"fleet-sdk report: error: {message}\n")
-        return EXIT_USAGE
-
-    for path in (args.run_dir, args.compare):
-        if path is not None and not RunDir.exists(path):
-            return fail(f"{path} is not a run directory")
-    with RunDir(args.run_dir) as store:
-        envelope = store.envelope()
-    if args.compare is not None:
-        with RunDir(args.compare) as other:
-            base = other.envelope()
-        name = f"{base.run_id}-vs-{envelope.run_id}.{args.format}"
-    else:
-        name = filename(envelope.run_id, args.format, args.part)
-    target = None if args.output is None else Path(args.output)
-    if target is not None and target.is_dir():
-        target = target / name
-    if args.compare is not None:
-        comparison = compare(base, envelope)
-        text = {"json": comparison.to_json, "md": comparison.to_markdown, "html": comparison.to_html}[
-            args.format
-        ]()
-    else:
-        links = _transcript_base(Path(args.run_dir), target)
-        try:
-            if args.format == "md" and (args.part or args.model or args.scenario):
-                text = to_markdown(
-                    envelope, part=args.part, model=args.model, scenario=args.scenario, transcript_base=links
-                )
-            else:
-                text = render(envelope, args.format, theme=args.theme, transcript_base=links)
-        except UnknownPartError as exc:
-            return fail(str(exc))
-    if target is None:
-        sys.stdout.write(text)
-        return EXIT_OK
-    target.write_text(text, encoding="utf-8")
-    sys.stderr.write(f"wrote {target}\n")
-    return EXIT_OK
-
-
 def add_commands(commands: Any) -> None:
     """Add ``eval`` and ``report`` to the ``fleet-sdk`` subcommands.
 
@@ -862,9 +812,12 @@ def add_commands(commands: Any) -> None:
         "(FLEET_EVAL_MODEL_API_KEY, FLEET_API_KEY), never from the run directory.",
         epilog=f"exit codes: {codes}",
     )
-    ev.add_argument("--env", action="append", help="run every task of this environment (repeatable)")
-    ev.add_argument("--tasks-file", action="append", help="a task file, JSON (repeatable)")
-    ev.add_argument("--task-key", action="append", help="run this task (repeatable)")
+    every = "without --env, --task-key or --tasks-file, every task the server has (the bundled ones locally)"
+    ev.add_argument(
+        "--env", action="append", help=f"run every task of this environment (repeatable; default: {every})"
+    )
+    ev.add_argument("--tasks-file", action="append", help="a task file, JSON (repeatable; default: none)")
+    ev.add_argument("--task-key", action="append", help=f"run this task (repeatable; default: {every})")
     ev.add_argument(
         "--model",
         action="append",
@@ -877,17 +830,17 @@ def add_commands(commands: Any) -> None:
         "--concurrency", type=int, default=None, help="episodes at once (default 4, or the resumed run's)"
     )
     ev.add_argument("--max-steps", type=int, default=None, help="step budget per episode (default 30)")
-    ev.add_argument("--out-dir", default="./fleet-eval", help="the run directory")
+    ev.add_argument("--out-dir", default="./fleet-eval", help="the run directory (default: ./fleet-eval)")
     ev.add_argument("--run-id", default=None, help="the run id (default: run-<time>-<random>)")
     ev.add_argument(
         "--resume",
         action="store_true",
-        help="continue the run in --out-dir (every other setting is read from it)",
+        help="continue the run in --out-dir (every other setting is read from it; default: a new run)",
     )
     ev.add_argument(
         "--retry-errored",
         action="store_true",
-        help="resume, and play the errored episodes again (graded ones are kept)",
+        help="resume, and play the errored episodes again (graded ones are kept; default: off)",
     )
     ev.add_argument(
         "--max-errored",
@@ -896,26 +849,56 @@ def add_commands(commands: Any) -> None:
         metavar="FRACTION",
         help=f"errored episodes tolerated, as a fraction of the run, before exit {EXIT_ERRORED} (default 0)",
     )
-    ev.add_argument("--jobs", action="store_true", help="let the server run the episodes as a job")
-    ev.add_argument("--deadline", type=float, default=3600.0, help="seconds to wait for a job (--jobs)")
+    ev.add_argument(
+        "--jobs",
+        action="store_true",
+        help="let the server play the episodes as jobs (default: off, they are played here)",
+    )
+    ev.add_argument(
+        "--deadline",
+        type=float,
+        default=None,
+        help=f"seconds to wait for the jobs of --jobs (default: {DEFAULT_DEADLINE:g})",
+    )
     ev.add_argument(
         "--model-base-url",
         action="append",
         metavar="[MODEL=]URL",
         help="OpenAI-compatible chat-completions URL for models that are not local policies "
-        "(key: FLEET_EVAL_MODEL_API_KEY)",
+        "(key: FLEET_EVAL_MODEL_API_KEY; default: none, so only local/... models)",
     )
-    ev.add_argument("--temperature", action="append", metavar="[MODEL=]T", help="sampling temperature")
-    ev.add_argument("--max-tokens", action="append", metavar="[MODEL=]N", help="most tokens per model reply")
-    ev.add_argument("--top-p", action="append", metavar="[MODEL=]P", help="nucleus sampling mass, in (0, 1]")
-    ev.add_argument("--seed", action="append", metavar="[MODEL=]N", help="the endpoint's sampling seed")
+    ev.add_argument(
+        "--temperature",
+        action="append",
+        metavar="[MODEL=]T",
+        help="sampling temperature (default: the endpoint's)",
+    )
+    ev.add_argument(
+        "--max-tokens",
+        action="append",
+        metavar="[MODEL=]N",
+        help="most tokens per model reply (default: the endpoint's)",
+    )
+    ev.add_argument(
+        "--top-p",
+        action="append",
+        metavar="[MODEL=]P",
+        help="nucleus sampling mass, in (0, 1] (default: the endpoint's)",
+    )
+    ev.add_argument(
+        "--seed", action="append", metavar="[MODEL=]N", help="the endpoint's sampling seed (default: none)"
+    )
     ev.add_argument(
         "--extra-body",
         action="append",
         metavar="[MODEL=]JSON",
-        help="more request fields, a JSON object (e.g. '{\"top_k\": 20}')",
+        help="more request fields, a JSON object (e.g. '{\"top_k\": 20}'; default: none)",
     )
-    ev.add_argument("--remote", action="store_true", help="use the platform (FLEET_API_KEY) instead")
+    ev.add_argument(
+        "--remote",
+        action="store_true",
+        help="use the platform (FLEET_API_KEY) instead (default: off, an embedded local server in --out-dir)",
+    )
     ev.add_argument(
         "--ray",
         nargs="?",
@@ -924,19 +907,10 @@ def add_commands(commands: Any) -> None:
         metavar="ADDRESS",
         help="play the episodes on Ray actors: join the cluster at ADDRESS ('auto', 'ray://head:10001'), "
         "or start a local Ray without one; --concurrency is then per actor (one actor per node). "
-        "With --remote the actors read FLEET_API_KEY from their own environment",
+        "With --remote the actors read FLEET_API_KEY from their own environment (default: off)",
     )
     ev.set_defaults(handler=_run_eval)
 
-    rp = commands.add_parser("report", help="render a run directory as JSON, Markdown or HTML")
-    rp.add_argument("run_dir", help="the run directory (fleet-sdk eval --out-dir)")
-    rp.add_argument("--format", choices=("json", "md", "html"), default="md", help="output format")
-    rp.add_argument("--part", choices=("verdict", "fix_items", "scenario"), help="one Markdown part")
-    rp.add_argument("--model", default=None, help="with --part fix_items: only this model")
-    rp.add_argument("--scenario", default=None, help="with --part scenario: the task key")
-    rp.add_argument("--compare", default=None, metavar="OTHER", help="compare against this base run")
-    rp.add_argument(
-        "--theme", choices=("light", "dark", "auto"), default="auto", help="HTML colours (auto: the viewer's)"
-    )
-    rp.add_argument("--output", "-o", default=None, help="a file or directory (default: stdout)")
-    rp.set_defaults(handler=_run_report)
+    from ._cli_report import add_report_command
+
+    add_report_command(commands)
