@@ -88,7 +88,7 @@ def _render(args: argparse.Namespace, fmt: Format, target: Path | None) -> tuple
 
     for path in (args.run_dir, args.compare):
         if path is not None and not RunDir.exists(path):
-            return [f"{path} is not a run directory (fleet-sdk eval --out-dir)"]
+            return [f"{path} is not a run directory"]
     with RunDir(args.run_dir) as store:
         envelope = store.envelope()
     problems = _run_problems(args, envelope)
