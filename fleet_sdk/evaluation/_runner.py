@@ -229,12 +229,13 @@ def _keep_transcript(store: RunDir, played: _Played) -> Outcome:
         return outcome
     name = _UNSAFE.sub("_", f"{outcome.task_key}.{outcome.model}.{outcome.sample}")
     relative = f"{TRANSCRIPTS_DIR}/episode-{name}.json"
+    # The shape of a session's transcript (``transcript`` holds the messages), and why it errored.
     document = {
-        "task_key": outcome.task_key,
+        "task": {"key": outcome.task_key},
         "model": outcome.model,
         "sample": outcome.sample,
         "error": outcome.error,
-        "messages": played.messages,
+        "transcript": played.messages,
     }
     store.transcripts.mkdir(exist_ok=True)
     text = json.dumps(document, indent=2, ensure_ascii=False, default=str) + "\n"

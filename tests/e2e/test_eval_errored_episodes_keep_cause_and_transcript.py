@@ -53,7 +53,7 @@ def test_an_errored_episode_keeps_its_transcript_and_its_cause(
     assert outcome.transcript is not None
     transcript = json.loads((run_dir / outcome.transcript).read_text(encoding="utf-8"))
     assert transcript["error"] == outcome.error
-    calls = [m for m in transcript["messages"] if m.get("role") == "assistant" and m.get("tool_calls")]
+    calls = [m for m in transcript["transcript"] if m.get("role") == "assistant" and m.get("tool_calls")]
     assert len(calls) == 1  # the step the model took before it failed
     fix_items = run_cli("report", str(run_dir), "--part", "fix_items", check=True).stdout
     (line,) = [line for line in fix_items.splitlines() if task.task_key in line]
