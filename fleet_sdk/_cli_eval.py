@@ -395,6 +395,8 @@ def _plan(args: argparse.Namespace) -> _Plan:
     if RunDir.exists(run_dir):
         with RunDir(run_dir) as store:
             manifest = store.manifest()
+    if manifest is not None and (busy := _busy_problems(run_dir, manifest)):
+        raise _Usage(busy)  # whatever else is said would not help while it runs
     if resume and manifest is None:
         problems.append(f"--resume: there is no run in {run_dir} (start one without --resume)")
     if not resume and manifest is not None:
@@ -402,8 +404,6 @@ def _plan(args: argparse.Namespace) -> _Plan:
             f"--out-dir: {run_dir} already holds run {manifest.run_id!r}; continue it with --resume, "
             "or choose another --out-dir"
         )
-    if manifest is not None:
-        problems += _busy_problems(run_dir, manifest)
     if problems:
         raise _Usage(problems)  # the rest depends on whether a run is there
     _check_bounds(args, problems)
@@ -803,6 +803,8 @@ def add_commands(commands: Any) -> None:
     Args:
         commands: The ``add_subparsers()`` object of the main parser.
     """
+    from ._cli_args import one_line_errors
+
     codes = "; ".join(f"{code} {meaning}" for code, meaning in EXIT_CODES.items())
     ev = commands.add_parser(
         "eval",
@@ -910,6 +912,7 @@ def add_commands(commands: Any) -> None:
         "With --remote the actors read FLEET_API_KEY from their own environment (default: off)",
     )
     ev.set_defaults(handler=_run_eval)
+    one_line_errors(ev)
 
     from ._cli_report import add_report_command
 

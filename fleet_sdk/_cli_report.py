@@ -148,6 +148,8 @@ def add_report_command(commands: Any) -> None:
     Args:
         commands: The ``add_subparsers()`` object of the main parser.
     """
+    from ._cli_args import choice, one_line_errors
+
     rp = commands.add_parser(
         "report",
         help="render a run directory as JSON, Markdown or HTML",
@@ -158,13 +160,15 @@ def add_report_command(commands: Any) -> None:
     rp.add_argument("run_dir", help="the run directory (fleet-sdk eval --out-dir)")
     rp.add_argument(
         "--format",
-        choices=("json", "md", "html"),
+        type=choice(("json", "md", "html")),
+        metavar="{json,md,html}",
         default=None,
         help=f"output format (default: {_DEFAULT_FORMAT})",
     )
     rp.add_argument(
         "--part",
-        choices=("verdict", "fix_items", "scenario"),
+        type=choice(("verdict", "fix_items", "scenario")),
+        metavar="{verdict,fix_items,scenario}",
         help="only this part of the Markdown report (default: the whole report)",
     )
     rp.add_argument(
@@ -181,7 +185,8 @@ def add_report_command(commands: Any) -> None:
     )
     rp.add_argument(
         "--theme",
-        choices=("light", "dark", "auto"),
+        type=choice(("light", "dark", "auto")),
+        metavar="{light,dark,auto}",
         default=None,
         help=f"colours of --format html (default: {_DEFAULT_THEME}, the viewer's)",
     )
@@ -189,3 +194,4 @@ def add_report_command(commands: Any) -> None:
         "--output", "-o", default=None, help="a file, or a directory to write it in (default: stdout)"
     )
     rp.set_defaults(handler=_run_report)
+    one_line_errors(rp)

@@ -60,12 +60,15 @@ def test_a_run_being_run_names_its_pid(tmp_path: Path, capsys: pytest.CaptureFix
                 created_at="2026-01-01T00:00:00Z",
             )
         )
-    with RunLock(run_dir):  # as the running eval holds it
-        assert main(["eval", "--out-dir", str(run_dir), "--resume"]) == 2
-    assert capsys.readouterr().err == (
+    expected = (
         f"fleet-sdk eval: error: --out-dir: run 'busy' in {run_dir} is being run by pid {os.getpid()}; "
         "wait for it to end, or stop it (Ctrl-C) and resume\n"
     )
+    with RunLock(run_dir):  # as the running eval holds it
+        assert main(["eval", "--out-dir", str(run_dir), "--resume"]) == 2
+        assert capsys.readouterr().err == expected
+        assert main(["eval", "--out-dir", str(run_dir)]) == 2  # not "resume it": it is running
+        assert capsys.readouterr().err == expected
 
 
 class _Unauthorized(ModelHandler):
@@ -100,3 +103,10 @@ def test_a_model_refusing_a_request_without_a_key_names_the_key_variable(
     assert "answered 401" in err
     assert err.endswith("(FLEET_EVAL_MODEL_API_KEY is not set, so no key was sent)\n")
     assert not out_dir.exists()
+
+
+def test_a_bad_value_is_one_line_without_the_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["eval", "-k", "two"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == "fleet-sdk eval: error: argument -k: invalid int value: 'two'\n"

@@ -109,3 +109,16 @@ def test_the_flags_still_render_what_they_name(run_dir: Path, capsys: pytest.Cap
     assert "## Fix items for local/random" in text and "local/scripted" not in text
     assert main(["report", str(run_dir), "--part", "scenario", "--scenario", TASKS[1]]) == 0
     assert TASKS[1] in capsys.readouterr().out
+
+
+def test_a_misspelt_choice_is_one_line_with_the_closest_one(
+    run_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: a bad value printed the whole usage before the error, and suggested nothing."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["report", str(run_dir), "--part", "fix-items"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == (
+        "fleet-sdk report: error: argument --part: 'fix-items' is not one of verdict, fix_items, "
+        "scenario; did you mean 'fix_items'?\n"
+    )
