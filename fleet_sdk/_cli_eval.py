@@ -407,7 +407,8 @@ def _plan(args: argparse.Namespace) -> _Plan:
     if problems:
         raise _Usage(problems)  # the rest depends on whether a run is there
     _check_bounds(args, problems)
-    remote = args.remote or (manifest is not None and manifest.server.get("kind") == "remote")
+    # A resume runs where the run ran (a --remote contradicting that is refused on its own).
+    remote = manifest.server.get("kind") == "remote" if resume and manifest is not None else args.remote
     if remote and not os.environ.get("FLEET_API_KEY"):
         problems.append("--remote: FLEET_API_KEY is not set (the platform's API key)")
     if resume:
