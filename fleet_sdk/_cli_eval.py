@@ -3,8 +3,9 @@
 ``eval`` runs on an embedded local server by default (its state kept in ``<run dir>/server-data``
 so a resumed run and the stored sessions live on), or against the platform with ``--remote``
 (``FLEET_API_KEY``, ``FLEET_BASE_URL``...). Episodes are played here (the client-side runner) or,
-with ``--jobs``, by the server as one job. ``report`` renders a run directory as JSON, Markdown
-or HTML, or compares it with another run.
+with ``--jobs``, by the server as jobs; either way each is stored in the run directory as it ends,
+so Ctrl-C and SIGTERM keep what finished and ``--resume`` plays only the rest. ``report``
+(``_cli_report``) renders a run directory as JSON, Markdown or HTML, or compares it with another.
 
 A run is meant to be left running, so ``eval`` checks what it can before spending time: every
 flag (one line per problem, naming the flag, exit 2), the tasks against the bundled ones before
