@@ -23,6 +23,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -195,7 +196,7 @@ class _Jobs:
 
 async def run_job_evaluation(
     fleet: AsyncFleet,
-    run_dir: str | Any,
+    run_dir: str | Path,
     *,
     tasks: Sequence[Task | Mapping[str, Any]] | None = None,
     models: Sequence[str] | None = None,
