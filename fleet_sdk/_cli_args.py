@@ -1,4 +1,5 @@
-"""Argument errors of ``eval`` and ``report`` in one line, with a did-you-mean for a misspelt choice.
+"""Argument errors of ``eval`` and ``report`` in one line, with a did-you-mean for a misspelt choice
+or flag.
 
 argparse answers a bad value with the whole usage and then the error; a command meant for
 scripts and sweeps says what is wrong in one line (``fleet-sdk report: error: ...``), exit 2.
@@ -41,5 +42,22 @@ def one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     def error(message: str) -> NoReturn:
         parser.exit(2, f"{parser.prog}: error: {message}\n")
 
+    parse_known_args = parser.parse_known_args
+
+    def known_only(
+        args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        # A subcommand's leftovers would reach the main parser, which prints its own usage and
+        # cannot tell which flag was meant: refuse them here, naming the closest flag.
+        parsed, extras = parse_known_args(args, namespace)
+        if extras:
+            word = extras[0]
+            flags = [flag for flag in parser._option_string_actions if flag.startswith("--")]
+            found = difflib.get_close_matches(word.split("=", 1)[0], flags, n=1)
+            hint = f"; did you mean {found[0]}?" if found and word.startswith("-") else ""
+            error(f"unrecognized argument {word!r}{hint}")
+        return parsed, extras
+
     parser.error = error  # type: ignore[method-assign]
+    parser.parse_known_args = known_only  # type: ignore[method-assign,assignment]
     return parser

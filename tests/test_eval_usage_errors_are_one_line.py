@@ -110,3 +110,13 @@ def test_a_bad_value_is_one_line_without_the_usage(capsys: pytest.CaptureFixture
         main(["eval", "-k", "two"])
     assert exit_info.value.code == 2
     assert capsys.readouterr().err == "fleet-sdk eval: error: argument -k: invalid int value: 'two'\n"
+
+
+def test_a_misspelt_flag_is_one_line_naming_the_closest_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    """Regression: a misspelt flag got the top-level usage and no hint of the flag meant."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["eval", "--out-dri", "x"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == (
+        "fleet-sdk eval: error: unrecognized argument '--out-dri'; did you mean --out-dir?\n"
+    )

@@ -122,3 +122,14 @@ def test_a_misspelt_choice_is_one_line_with_the_closest_one(
         "fleet-sdk report: error: argument --part: 'fix-items' is not one of verdict, fix_items, "
         "scenario; did you mean 'fix_items'?\n"
     )
+
+
+def test_a_misspelt_flag_is_one_line_naming_the_closest_flag(
+    run_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["report", str(run_dir), "--formt", "md"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == (
+        "fleet-sdk report: error: unrecognized argument '--formt'; did you mean --format?\n"
+    )
