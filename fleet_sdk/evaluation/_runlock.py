@@ -91,7 +91,8 @@ class RunLock:
         handle, self._handle = self._handle, None
         if handle is None:
             return
-        with contextlib.suppress(OSError):  # the next holder rewrites it; unlink only a bare one
+        # Emptied, not removed: removing it would race a process that has just opened it.
+        with contextlib.suppress(OSError):
             handle.seek(0)
             handle.truncate()
         handle.close()
