@@ -3,8 +3,9 @@
 ``eval`` runs on an embedded local server by default (its state kept in ``<run dir>/server-data``
 so a resumed run and the stored sessions live on), or against the platform with ``--remote``
 (``FLEET_API_KEY``, ``FLEET_BASE_URL``...). Episodes are played here (the client-side runner) or,
-with ``--jobs``, by the server as one job. ``report`` renders a run directory as JSON, Markdown
-or HTML, or compares it with another run.
+with ``--jobs``, by the server as jobs; either way each is stored in the run directory as it ends,
+so Ctrl-C and SIGTERM keep what finished and ``--resume`` plays only the rest. ``report``
+(``_cli_report``) renders a run directory as JSON, Markdown or HTML, or compares it with another.
 
 A run is meant to be left running, so ``eval`` checks what it can before spending time: every
 flag (one line per problem, naming the flag, exit 2), the tasks against the bundled ones before
@@ -17,14 +18,14 @@ small request). The run directory remembers everything but keys, so ``--resume``
 from __future__ import annotations
 
 import argparse
-import asyncio
+import contextlib
 import difflib
 import json
 import os
 import sys
 import time
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
@@ -45,12 +46,14 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_ERRORED = 3
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C; ``serve`` exits with it too
+EXIT_TERMINATED = 143  # 128 + SIGTERM
 EXIT_CODES = {
     EXIT_OK: "every episode was graded (or no more errored than --max-errored allows)",
     EXIT_FAILED: "the run stopped on a server or platform error",
     EXIT_USAGE: "a flag is wrong, a task or model cannot be used, or a resume contradicts the run",
     EXIT_ERRORED: "the run finished, but more episodes errored than --max-errored allows",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C); what finished is kept, resume with --resume",
+    EXIT_TERMINATED: "stopped by SIGTERM, as cleanly as by Ctrl-C; what finished is kept",
 }
 """What each exit code of ``fleet-sdk eval`` means (the README's table)."""
 
@@ -61,6 +64,7 @@ _SAMPLING_FLAGS = {
     "seed": "--seed",
     "extra_body": "--extra-body",
 }
+DEFAULT_DEADLINE = 3600.0
 _SELECTION_FLAGS = {"env": "--env", "task_key": "--task-key", "tasks_file": "--tasks-file"}
 
 
@@ -96,12 +100,16 @@ class ProgressBar:
             self.out.write(line + "\n")
         self.out.flush()
 
-    def close(self) -> None:
-        """End the bar's line."""
+    def break_line(self) -> None:
+        """End the bar's line, so that what is written next starts a line of its own."""
         if self._tty and self._drawn:
             self.out.write("\n")
             self.out.flush()
             self._drawn = False
+
+    def close(self) -> None:
+        """End the bar's line."""
+        self.break_line()
 
 
 class _Usage(Exception):
@@ -130,6 +138,7 @@ class _Plan:
     concurrency: int | None = None
     manifest: RunManifest | None = None
     selection: dict[str, list[str]] = field(default_factory=dict)
+    jobs: bool = False
 
 
 _T = TypeVar("_T")
@@ -263,7 +272,7 @@ def _check_bounds(args: argparse.Namespace, problems: list[str]) -> None:
             problems.append(f"{flag}: must be at least 1, got {value}")
     if not 0.0 <= args.max_errored <= 1.0:
         problems.append(f"--max-errored: must be a fraction from 0 to 1, got {args.max_errored}")
-    if args.deadline <= 0:
+    if args.deadline is not None and args.deadline <= 0:
         problems.append(f"--deadline: must be positive, got {args.deadline}")
 
 
@@ -341,6 +350,36 @@ def _resume_problems(args: argparse.Namespace, manifest: RunManifest) -> list[st
     return problems
 
 
+def _busy_problems(run_dir: Path, manifest: RunManifest) -> list[str]:
+    """The run in ``run_dir`` is being played by another process: one line naming it."""
+    from .evaluation._runlock import lock_holder
+
+    holder = lock_holder(run_dir)
+    if holder is False:
+        return []
+    who = "another process" if holder is True else f"pid {holder}"
+    return [
+        f"--out-dir: run {manifest.run_id!r} in {run_dir} is being run by {who}; wait for it to end, "
+        "or stop it (Ctrl-C) and resume"
+    ]
+
+
+def _jobs_resume_problems(args: argparse.Namespace, manifest: RunManifest) -> list[str]:
+    """A resume that mixes a jobs run with a run played here, one line each."""
+    from .evaluation._jobs_run import is_jobs_run
+
+    if is_jobs_run(manifest) or manifest.source != "platform":
+        if args.jobs and not is_jobs_run(manifest):
+            return ["--jobs contradicts the run, whose episodes are played here (resume it without --jobs)"]
+        if args.ray is not None and is_jobs_run(manifest):
+            return ["--ray contradicts the run, whose episodes are played by server jobs (--jobs)"]
+        return []
+    return [
+        f"--resume: run {manifest.run_id!r} was made by an earlier --jobs that stored no slots to resume; "
+        "start a new run in another --out-dir"
+    ]
+
+
 def _plan(args: argparse.Namespace) -> _Plan:
     """Resolve and check every flag, without I/O beyond the run directory and the task files.
 
@@ -348,16 +387,17 @@ def _plan(args: argparse.Namespace) -> _Plan:
         _Usage: Every problem found, one line each.
     """
     from .evaluation import RunDir
+    from .evaluation._jobs_run import is_jobs_run
 
     problems: list[str] = []
     run_dir = Path(args.out_dir)
     resume = args.resume or args.retry_errored
-    if args.jobs and resume:
-        problems.append("--jobs: a jobs run is written when the job ends; there is nothing to resume")
     manifest = None
     if RunDir.exists(run_dir):
         with RunDir(run_dir) as store:
             manifest = store.manifest()
+    if manifest is not None and (busy := _busy_problems(run_dir, manifest)):
+        raise _Usage(busy)  # whatever else is said would not help while it runs
     if resume and manifest is None:
         problems.append(f"--resume: there is no run in {run_dir} (start one without --resume)")
     if not resume and manifest is not None:
@@ -368,9 +408,14 @@ def _plan(args: argparse.Namespace) -> _Plan:
     if problems:
         raise _Usage(problems)  # the rest depends on whether a run is there
     _check_bounds(args, problems)
+    # A resume runs where the run ran (a --remote contradicting that is refused on its own).
+    remote = manifest.server.get("kind") == "remote" if resume and manifest is not None else args.remote
+    if remote and not os.environ.get("FLEET_API_KEY"):
+        problems.append("--remote: FLEET_API_KEY is not set (the platform's API key)")
     if resume:
         assert manifest is not None
         problems += _resume_problems(args, manifest)
+        problems += _jobs_resume_problems(args, manifest)
         if problems:
             raise _Usage(problems)
         from .evaluation import MODEL_API_KEY_ENV
@@ -390,11 +435,18 @@ def _plan(args: argparse.Namespace) -> _Plan:
             server=manifest.server or {"kind": "embedded"},
             concurrency=args.concurrency or manifest.concurrency,
             manifest=manifest,
+            jobs=is_jobs_run(manifest),
         )
     models = list(dict.fromkeys(args.model or DEFAULT_MODELS))
     _check_models_named(models, args.jobs, problems)
     endpoints = _endpoints_from_flags(args, models, problems)
+    if not args.jobs and args.deadline is not None:
+        problems.append("--deadline: bounds the wait for --jobs only; add --jobs or drop it")
     if args.jobs:
+        if args.concurrency is not None:
+            problems.append("--concurrency: --jobs plays at the server's job concurrency; drop it")
+        if args.ray is not None:
+            problems.append("--ray: --jobs plays on the server, not on Ray actors; choose one")
         if any(getattr(args, name) for name in _SAMPLING_FLAGS):
             problems.append(
                 "--jobs: the server's job runs its models with their defaults; drop the sampling flags"
@@ -415,6 +467,7 @@ def _plan(args: argparse.Namespace) -> _Plan:
         max_steps=args.max_steps,
         concurrency=args.concurrency,
         selection=_selection(args),
+        jobs=args.jobs,
     )
 
 
@@ -424,18 +477,21 @@ async def _probe(plan: _Plan) -> None:
     Raises:
         _Usage: The models that cannot be asked, one line each.
     """
-    from .evaluation import model_problems
+    from .evaluation import MODEL_API_KEY_ENV, model_problems
 
     problems = await model_problems(plan.models, plan.endpoints)
     if problems:
-        raise _Usage(
-            [
-                f"--model-base-url {plan.endpoints[m].base_url}: model {m}: {why}"
-                if m in plan.endpoints
-                else f"--model {m}: {why}"
-                for m, why in problems
-            ]
-        )
+        lines = []
+        for m, why in problems:
+            if m not in plan.endpoints:
+                lines.append(f"--model {m}: {why}")
+                continue
+            # Without a key, a 401 or 403 is the likeliest cause of any refusal: say so.
+            unset = ""
+            if not plan.endpoints[m].api_key:
+                unset = f" ({MODEL_API_KEY_ENV} is not set, so no key was sent)"
+            lines.append(f"--model-base-url {plan.endpoints[m].base_url}: model {m}: {why}{unset}")
+        raise _Usage(lines)
 
 
 # --- running -------------------------------------------------------------------------------------
@@ -494,44 +550,26 @@ def _ray_executor(args: argparse.Namespace, plan: _Plan, client_options: dict[st
 async def _eval_jobs(
     fleet: AsyncFleet, args: argparse.Namespace, plan: _Plan, bar: ProgressBar
 ) -> ReportEnvelope:
-    from .evaluation import RunDir, RunManifest, evaluate_job, save_transcripts
-    from .evaluation._runner import DEFAULT_K, DEFAULT_MAX_STEPS
+    from .evaluation._jobs_run import run_job_evaluation
 
-    tasks, suite = await _select_tasks(fleet, args)
-    keys = [str(t["task_key"] if isinstance(t, dict) else t.task_key) for t in tasks]
-    envelope = await evaluate_job(
+    tasks, suite = ([], "") if plan.resume else await _select_tasks(fleet, args)
+    return await run_job_evaluation(
         fleet,
+        plan.run_dir,
+        tasks=tasks,
         models=plan.models,
-        task_keys=keys,
-        pass_k=plan.k or DEFAULT_K,
-        max_steps=plan.max_steps or DEFAULT_MAX_STEPS,
-        name=suite,
-        run_id=args.run_id,
-        deadline=args.deadline,
+        k=plan.k,
+        max_steps=plan.max_steps,
+        suite_name=suite or "tasks",
+        run_id=None if plan.resume else args.run_id,
+        resume=plan.resume,
+        retry_errored=plan.retry_errored,
+        deadline=args.deadline or DEFAULT_DEADLINE,
         on_progress=bar,
+        endpoints={m: e.base_url for m, e in plan.endpoints.items()},
+        server=plan.server,
+        extra={"selection": plan.selection},
     )
-    with RunDir(plan.run_dir) as store:
-        store.start(
-            RunManifest(
-                run_id=envelope.run_id,
-                suite_name=envelope.suite.name,
-                tasks=[{"task_key": key} for key in envelope.suite.task_keys],
-                models=envelope.suite.models,
-                k=envelope.report.k,
-                created_at=envelope.report.created_at or "",
-                source="platform",
-                job_id=envelope.source.job_id,
-                max_steps=plan.max_steps or DEFAULT_MAX_STEPS,
-                endpoints={m: {"base_url": e.base_url, "sampling": {}} for m, e in plan.endpoints.items()},
-                server=plan.server,
-                extra={"selection": plan.selection},
-            )
-        )
-        for outcome in envelope.report.results:
-            if outcome.status != "pending":
-                store.record(outcome)
-        await save_transcripts(fleet, store, store.outcomes())
-        return store.envelope()
 
 
 async def _eval_here(
@@ -572,10 +610,20 @@ async def _eval_here(
 
 async def _eval(args: argparse.Namespace, plan: _Plan, out: TextIO) -> ReportEnvelope:
     """Start the server (or connect to the platform), play the run, return its report."""
-    from ._client import AsyncFleet
+    from ._cli_logging import warnings_beside
 
     await _probe(plan)
     bar = ProgressBar(out)
+    with warnings_beside(bar, prefix="fleet-sdk eval"):
+        return await _eval_on_server(args, plan, bar, out)
+
+
+async def _eval_on_server(
+    args: argparse.Namespace, plan: _Plan, bar: ProgressBar, out: TextIO
+) -> ReportEnvelope:
+    """Start the server (or connect to the platform) and play the run with ``bar`` drawing."""
+    from ._client import AsyncFleet
+
     try:
         if plan.server.get("kind") == "remote":
             urls = {name: plan.server[name] for name in ("base_url", "platform_url") if plan.server.get(name)}
@@ -587,7 +635,7 @@ async def _eval(args: argparse.Namespace, plan: _Plan, out: TextIO) -> ReportEnv
                 }
                 return await (
                     _eval_jobs(fleet, args, plan, bar)
-                    if args.jobs
+                    if plan.jobs
                     else _eval_here(fleet, args, plan, bar, {})
                 )
         import anyio
@@ -595,7 +643,7 @@ async def _eval(args: argparse.Namespace, plan: _Plan, out: TextIO) -> ReportEnv
         from fleet_local import LocalFleet
 
         settings: dict[str, Any] = {}
-        if args.jobs and plan.endpoints:  # the embedded server asks the models of its job itself
+        if plan.jobs and plan.endpoints:  # the embedded server asks the models of its job itself
             endpoint = next(iter(plan.endpoints.values()))
             settings["model_base_url"] = endpoint.base_url
             if endpoint.api_key:
@@ -610,7 +658,7 @@ async def _eval(args: argparse.Namespace, plan: _Plan, out: TextIO) -> ReportEnv
             url = local.base_url  # Ray actors build their own clients of this server
             options = {"api_key": local.api_key, "base_url": url, "platform_url": url, "browser_url": url}
             try:
-                if args.jobs:
+                if plan.jobs:
                     return await _eval_jobs(fleet, args, plan, bar)
                 return await _eval_here(fleet, args, plan, bar, options)
             finally:
@@ -630,6 +678,15 @@ def _write_html(envelope: ReportEnvelope, run_dir: Path) -> Path:
     return path
 
 
+def _retried_line(retried: int, before: int) -> str:
+    """What ``--retry-errored`` did this time (the report counts every retry of the run)."""
+    now = retried - before
+    if now == 0:
+        return "No errored episodes to retry: none were played again.\n"
+    line = f"Retried {now} errored {'episode' if now == 1 else 'episodes'}"
+    return line + (f" ({retried} over every retry of this run).\n" if before else ".\n")
+
+
 def _finish(envelope: ReportEnvelope, plan: _Plan, args: argparse.Namespace, out: TextIO) -> int:
     """Print the verdict and the counts, write the HTML report; the exit code by errored episodes."""
     from .reports import to_markdown
@@ -641,8 +698,8 @@ def _finish(envelope: ReportEnvelope, plan: _Plan, args: argparse.Namespace, out
             f"{summary.model}: {summary.passed}/{summary.passed + summary.failed} graded passed ({rate}),"
             f" {summary.errored} errored\n"
         )
-    if envelope.report.retried:
-        out.write(f"Retried {envelope.report.retried} errored episodes.\n")
+    if plan.retry_errored:
+        out.write(_retried_line(envelope.report.retried, plan.manifest.retried if plan.manifest else 0))
     page = _write_html(envelope, plan.run_dir)
     out.write(f"\nRun directory: {plan.run_dir}\nReport: {page}\n")
     total = len(envelope.report.results)
@@ -657,8 +714,14 @@ def _finish(envelope: ReportEnvelope, plan: _Plan, args: argparse.Namespace, out
     return EXIT_OK
 
 
-def _interrupted(plan: _Plan | None) -> int:
-    """After Ctrl-C: say what is kept and how to go on."""
+def _interrupted(plan: _Plan | None, *, how: str = "interrupted", code: int = EXIT_INTERRUPTED) -> int:
+    """After Ctrl-C or SIGTERM: say what is kept and how to go on.
+
+    Args:
+        plan: The run's plan (None: stopped before the flags were checked).
+        how: What stopped it, as the message says it.
+        code: The exit code.
+    """
     from .evaluation import RunDir
 
     sys.stdout.flush()
@@ -668,14 +731,14 @@ def _interrupted(plan: _Plan | None) -> int:
             manifest = store.manifest()
             stored = len(store.finished())
     if plan is None or manifest is None:
-        sys.stderr.write("\nfleet-sdk eval: interrupted before the run started; nothing was stored.\n")
+        sys.stderr.write(f"\nfleet-sdk eval: {how} before the run started; nothing was stored.\n")
     else:
         total = len(manifest.tasks) * len(manifest.models) * manifest.k
         sys.stderr.write(
-            f"\nfleet-sdk eval: interrupted; {stored} of {total} episodes are stored in {plan.run_dir}.\n"
+            f"\nfleet-sdk eval: {how}; {stored} of {total} episodes are stored in {plan.run_dir}.\n"
             f"Resume with: fleet-sdk eval --out-dir {plan.run_dir} --resume\n"
         )
-    return EXIT_INTERRUPTED
+    return code
 
 
 def _usage(lines: Sequence[str]) -> int:
@@ -684,16 +747,46 @@ def _usage(lines: Sequence[str]) -> int:
     return EXIT_USAGE
 
 
+@contextlib.contextmanager
+def _holding(run_dir: Path) -> Iterator[None]:
+    """Hold the run directory while the run plays (a directory made for nothing is removed).
+
+    Raises:
+        _Usage: Another process holds it.
+    """
+    from .evaluation import RUN_FILE
+    from .evaluation._runlock import LOCK_FILE, RunBusyError, RunLock
+
+    made = not run_dir.exists()
+    try:
+        with RunLock(run_dir):
+            yield
+    except RunBusyError as exc:
+        raise _Usage([f"--out-dir: {exc}; wait for it to end, or stop it (Ctrl-C) and resume"]) from None
+    finally:
+        if made and not (run_dir / RUN_FILE).exists():
+            with contextlib.suppress(OSError):
+                (run_dir / LOCK_FILE).unlink()
+                run_dir.rmdir()
+
+
 def _run_eval(args: argparse.Namespace) -> int:
-    from ._exceptions import EvaluationError, FleetError
+    from ._cli_signals import Terminated, run
+    from ._exceptions import EvaluationError, EvaluationTimeoutError, FleetError
 
     started = time.monotonic()
     plan = None
     try:
         plan = _plan(args)
-        envelope = asyncio.run(_eval(args, plan, sys.stdout))
+        with _holding(plan.run_dir):
+            envelope = run(_eval(args, plan, sys.stdout))
     except KeyboardInterrupt:
         return _interrupted(plan)
+    except Terminated as exc:
+        return _interrupted(plan, how="terminated (SIGTERM)", code=exc.exit_code)
+    except EvaluationTimeoutError as exc:  # before EvaluationError: the run is kept, not misused
+        sys.stderr.write(f"fleet-sdk eval: error: {exc}\n")
+        return EXIT_FAILED
     except _Usage as exc:
         return _usage(exc.lines)
     except EvaluationError as exc:  # a check of the runner the plan did not foresee
@@ -706,69 +799,14 @@ def _run_eval(args: argparse.Namespace) -> int:
     return code
 
 
-# --- report --------------------------------------------------------------------------------------
-
-
-def _transcript_base(run_dir: Path, output: Path | None) -> str:
-    """The run directory as seen from where the report is written (a ``file:`` URL for stdout)."""
-    if output is None:
-        return run_dir.resolve().as_uri() + "/"
-    relative = os.path.relpath(run_dir.resolve(), output.resolve().parent)
-    return "" if relative == "." else relative.replace(os.sep, "/") + "/"
-
-
-def _run_report(args: argparse.Namespace) -> int:
-    from .evaluation import RunDir
-    from .reports import UnknownPartError, compare, filename, render, to_markdown
-
-    def fail(message: str) -> int:
-        sys.stderr.write(f"fleet-sdk report: error: {message}\n")
-        return EXIT_USAGE
-
-    for path in (args.run_dir, args.compare):
-        if path is not None and not RunDir.exists(path):
-            return fail(f"{path} is not a run directory")
-    with RunDir(args.run_dir) as store:
-        envelope = store.envelope()
-    if args.compare is not None:
-        with RunDir(args.compare) as other:
-            base = other.envelope()
-        name = f"{base.run_id}-vs-{envelope.run_id}.{args.format}"
-    else:
-        name = filename(envelope.run_id, args.format, args.part)
-    target = None if args.output is None else Path(args.output)
-    if target is not None and target.is_dir():
-        target = target / name
-    if args.compare is not None:
-        comparison = compare(base, envelope)
-        text = {"json": comparison.to_json, "md": comparison.to_markdown, "html": comparison.to_html}[
-            args.format
-        ]()
-    else:
-        links = _transcript_base(Path(args.run_dir), target)
-        try:
-            if args.format == "md" and (args.part or args.model or args.scenario):
-                text = to_markdown(
-                    envelope, part=args.part, model=args.model, scenario=args.scenario, transcript_base=links
-                )
-            else:
-                text = render(envelope, args.format, theme=args.theme, transcript_base=links)
-        except UnknownPartError as exc:
-            return fail(str(exc))
-    if target is None:
-        sys.stdout.write(text)
-        return EXIT_OK
-    target.write_text(text, encoding="utf-8")
-    sys.stderr.write(f"wrote {target}\n")
-    return EXIT_OK
-
-
 def add_commands(commands: Any) -> None:
     """Add ``eval`` and ``report`` to the ``fleet-sdk`` subcommands.
 
     Args:
         commands: The ``add_subparsers()`` object of the main parser.
     """
+    from ._cli_args import one_line_errors
+
     codes = "; ".join(f"{code} {meaning}" for code, meaning in EXIT_CODES.items())
     ev = commands.add_parser(
         "eval",
@@ -778,9 +816,12 @@ def add_commands(commands: Any) -> None:
         "(FLEET_EVAL_MODEL_API_KEY, FLEET_API_KEY), never from the run directory.",
         epilog=f"exit codes: {codes}",
     )
-    ev.add_argument("--env", action="append", help="run every task of this environment (repeatable)")
-    ev.add_argument("--tasks-file", action="append", help="a task file, JSON (repeatable)")
-    ev.add_argument("--task-key", action="append", help="run this task (repeatable)")
+    every = "without --env, --task-key or --tasks-file, every task the server has (the bundled ones locally)"
+    ev.add_argument(
+        "--env", action="append", help=f"run every task of this environment (repeatable; default: {every})"
+    )
+    ev.add_argument("--tasks-file", action="append", help="a task file, JSON (repeatable; default: none)")
+    ev.add_argument("--task-key", action="append", help=f"run this task (repeatable; default: {every})")
     ev.add_argument(
         "--model",
         action="append",
@@ -793,17 +834,17 @@ def add_commands(commands: Any) -> None:
         "--concurrency", type=int, default=None, help="episodes at once (default 4, or the resumed run's)"
     )
     ev.add_argument("--max-steps", type=int, default=None, help="step budget per episode (default 30)")
-    ev.add_argument("--out-dir", default="./fleet-eval", help="the run directory")
+    ev.add_argument("--out-dir", default="./fleet-eval", help="the run directory (default: ./fleet-eval)")
     ev.add_argument("--run-id", default=None, help="the run id (default: run-<time>-<random>)")
     ev.add_argument(
         "--resume",
         action="store_true",
-        help="continue the run in --out-dir (every other setting is read from it)",
+        help="continue the run in --out-dir (every other setting is read from it; default: a new run)",
     )
     ev.add_argument(
         "--retry-errored",
         action="store_true",
-        help="resume, and play the errored episodes again (graded ones are kept)",
+        help="resume, and play the errored episodes again (graded ones are kept; default: off)",
     )
     ev.add_argument(
         "--max-errored",
@@ -812,26 +853,56 @@ def add_commands(commands: Any) -> None:
         metavar="FRACTION",
         help=f"errored episodes tolerated, as a fraction of the run, before exit {EXIT_ERRORED} (default 0)",
     )
-    ev.add_argument("--jobs", action="store_true", help="let the server run the episodes as a job")
-    ev.add_argument("--deadline", type=float, default=3600.0, help="seconds to wait for a job (--jobs)")
+    ev.add_argument(
+        "--jobs",
+        action="store_true",
+        help="let the server play the episodes as jobs (default: off, they are played here)",
+    )
+    ev.add_argument(
+        "--deadline",
+        type=float,
+        default=None,
+        help=f"seconds to wait for the jobs of --jobs (default: {DEFAULT_DEADLINE:g})",
+    )
     ev.add_argument(
         "--model-base-url",
         action="append",
         metavar="[MODEL=]URL",
         help="OpenAI-compatible chat-completions URL for models that are not local policies "
-        "(key: FLEET_EVAL_MODEL_API_KEY)",
+        "(key: FLEET_EVAL_MODEL_API_KEY; default: none, so only local/... models)",
     )
-    ev.add_argument("--temperature", action="append", metavar="[MODEL=]T", help="sampling temperature")
-    ev.add_argument("--max-tokens", action="append", metavar="[MODEL=]N", help="most tokens per model reply")
-    ev.add_argument("--top-p", action="append", metavar="[MODEL=]P", help="nucleus sampling mass, in (0, 1]")
-    ev.add_argument("--seed", action="append", metavar="[MODEL=]N", help="the endpoint's sampling seed")
+    ev.add_argument(
+        "--temperature",
+        action="append",
+        metavar="[MODEL=]T",
+        help="sampling temperature (default: the endpoint's)",
+    )
+    ev.add_argument(
+        "--max-tokens",
+        action="append",
+        metavar="[MODEL=]N",
+        help="most tokens per model reply (default: the endpoint's)",
+    )
+    ev.add_argument(
+        "--top-p",
+        action="append",
+        metavar="[MODEL=]P",
+        help="nucleus sampling mass, in (0, 1] (default: the endpoint's)",
+    )
+    ev.add_argument(
+        "--seed", action="append", metavar="[MODEL=]N", help="the endpoint's sampling seed (default: none)"
+    )
     ev.add_argument(
         "--extra-body",
         action="append",
         metavar="[MODEL=]JSON",
-        help="more request fields, a JSON object (e.g. '{\"top_k\": 20}')",
+        help="more request fields, a JSON object (e.g. '{\"top_k\": 20}'; default: none)",
     )
-    ev.add_argument("--remote", action="store_true", help="use the platform (FLEET_API_KEY) instead")
+    ev.add_argument(
+        "--remote",
+        action="store_true",
+        help="use the platform (FLEET_API_KEY) instead (default: off, an embedded local server in --out-dir)",
+    )
     ev.add_argument(
         "--ray",
         nargs="?",
@@ -840,19 +911,11 @@ def add_commands(commands: Any) -> None:
         metavar="ADDRESS",
         help="play the episodes on Ray actors: join the cluster at ADDRESS ('auto', 'ray://head:10001'), "
         "or start a local Ray without one; --concurrency is then per actor (one actor per node). "
-        "With --remote the actors read FLEET_API_KEY from their own environment",
+        "With --remote the actors read FLEET_API_KEY from their own environment (default: off)",
     )
     ev.set_defaults(handler=_run_eval)
+    one_line_errors(ev)
 
-    rp = commands.add_parser("report", help="render a run directory as JSON, Markdown or HTML")
-    rp.add_argument("run_dir", help="the run directory (fleet-sdk eval --out-dir)")
-    rp.add_argument("--format", choices=("json", "md", "html"), default="md", help="output format")
-    rp.add_argument("--part", choices=("verdict", "fix_items", "scenario"), help="one Markdown part")
-    rp.add_argument("--model", default=None, help="with --part fix_items: only this model")
-    rp.add_argument("--scenario", default=None, help="with --part scenario: the task key")
-    rp.add_argument("--compare", default=None, metavar="OTHER", help="compare against this base run")
-    rp.add_argument(
-        "--theme", choices=("light", "dark", "auto"), default="auto", help="HTML colours (auto: the viewer's)"
-    )
-    rp.add_argument("--output", "-o", default=None, help="a file or directory (default: stdout)")
-    rp.set_defaults(handler=_run_report)
+    from ._cli_report import add_report_command
+
+    add_report_command(commands)

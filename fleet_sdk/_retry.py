@@ -34,7 +34,9 @@ def describe_error(exc: BaseException) -> str:
     """
     if isinstance(exc, BaseExceptionGroup):  # anyio task groups: report the leaves
         return "; ".join(describe_error(e) for e in exc.exceptions)
-    text = f"{type(exc).__name__}: {exc}"
+    name = type(exc).__name__
+    # A private class is a detail of this package: a log line gives only what it says.
+    text = str(exc) if name.startswith("_") else f"{name}: {exc}"
     if isinstance(exc, APIStatusError):
         text += f" (code={exc.code}, retryable={exc.retryable} at {exc.retryable_at})"
     return text

@@ -55,12 +55,15 @@ class ToolCall:
         call_id: The model's id for the call (None: ``TaskEnv`` makes one).
         error: Why the call is answered with this error instead of being run (a model wrote
             arguments that are not a JSON object): the model is told, and the episode goes on.
+        written: With ``error``, the arguments as the model wrote them, which the transcript
+            keeps (``arguments`` is then empty).
     """
 
     name: str
     arguments: dict[str, Any]
     call_id: str | None = None
     error: str | None = None
+    written: str | None = None
 
 
 @dataclass(frozen=True)

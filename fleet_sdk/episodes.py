@@ -121,7 +121,8 @@ def _action(turn: PolicyTurn) -> Action:
             error = (
                 f"arguments of {call.name} are not a JSON object: {call.arguments_json[:_ARGUMENTS_SHOWN]!r}"
             )
-        calls.append(ToolCall(call.name, call.arguments or {}, call.id, error))
+        written = call.arguments_json if error is not None else None
+        calls.append(ToolCall(call.name, call.arguments or {}, call.id, error, written))
     return Action(tuple(calls), content=turn.content)
 
 

@@ -149,6 +149,11 @@ def _code_preview(code: str, lines: int = _PREVIEW_LINES, width: int = 160) -> s
     return "\n".join(f"    | {line}" for line in shown)
 
 
+def _written(call: ToolCall) -> str:
+    """A call's arguments for the transcript: as the model wrote them when they were not an object."""
+    return call.written if call.written is not None else json.dumps(call.arguments, default=str)
+
+
 def _itself(env: TaskEnv) -> TaskEnv:
     # TaskEnv carries both forms: the sync methods drive the same object's async ones.
     return env
@@ -474,7 +479,7 @@ class TaskEnv:
         self.step_count += 1
         # Calls the model gave no id get one that is unique in the episode and reproducible.
         calls = [
-            ToolCall(c.name, c.arguments, c.call_id or f"call_{self.step_count}_{index}", c.error)
+            ToolCall(c.name, c.arguments, c.call_id or f"call_{self.step_count}_{index}", c.error, c.written)
             for index, c in enumerate(parsed.calls)
         ]
         self._record_calls(parsed, calls)
@@ -574,7 +579,7 @@ class TaskEnv:
                     {
                         "id": call.call_id,
                         "type": "function",
-                        "function": {"name": call.name, "arguments": json.dumps(call.arguments, default=str)},
+                        "function": {"name": call.name, "arguments": _written(call)},
                     }
                     for call in calls
                 ],

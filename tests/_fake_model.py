@@ -86,20 +86,23 @@ class ReferenceModel(ModelHandler):
     Subclass it with :func:`reference_model`. Episode requests (those offering tools) of a task in
     ``give_up`` get a text reply at once (graded, failed); of a task in ``failing``, a 500 (the
     episode errors). While ``gate`` is clear, episode requests wait for it (at most 120 s), which
-    holds a run in the middle; the one-token probe before a run is never held.
+    holds a run in the middle; the one-token probe before a run is never held, nor are the
+    episodes of a task in ``ungated``.
     """
 
     steps: ClassVar[dict[str, list[dict[str, Any]]]] = {}
     give_up: ClassVar[set[str]] = set()
     failing: ClassVar[set[str]] = set()
+    ungated: ClassVar[set[str]] = set()
     gate: ClassVar[threading.Event] = threading.Event()
 
     def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         if not body.get("tools"):
             return 200, text_reply("OK")
-        type(self).gate.wait(timeout=120)
         messages = body["messages"]
         prompt = next(str(m["content"]) for m in messages if m["role"] == "user")
+        if prompt not in type(self).ungated:
+            type(self).gate.wait(timeout=120)
         if prompt in type(self).failing:
             return 500, {"error": {"message": "the fake model is down for this task"}}
         steps = [] if prompt in type(self).give_up else type(self).steps.get(prompt, [])
@@ -111,7 +114,11 @@ class ReferenceModel(ModelHandler):
 
 
 def reference_model(
-    tasks: Iterable[Any], *, give_up: Iterable[str] = (), failing: Iterable[str] = ()
+    tasks: Iterable[Any],
+    *,
+    give_up: Iterable[str] = (),
+    failing: Iterable[str] = (),
+    ungated: Iterable[str] = (),
 ) -> type[ReferenceModel]:
     """A :class:`ReferenceModel` for ``tasks`` (``fleet_sdk.tasks.Task``), its gate open.
 
@@ -119,6 +126,7 @@ def reference_model(
         tasks: The tasks it may be asked about.
         give_up: Task keys it answers without acting.
         failing: Task keys it answers with a 500.
+        ungated: Task keys whose episodes the gate never holds.
     """
     chosen = list(tasks)
     by_key = {t.task_key: t.prompt for t in chosen}
@@ -131,6 +139,7 @@ def reference_model(
             "steps": {t.prompt: list(t.metadata.get("reference_solution") or []) for t in chosen},
             "give_up": {by_key[k] for k in give_up},
             "failing": {by_key[k] for k in failing},
+            "ungated": {by_key[k] for k in ungated},
             "gate": gate,
             "requests": [],
         },

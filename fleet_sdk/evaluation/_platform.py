@@ -52,6 +52,66 @@ def _duration_ms(session: Mapping[str, Any]) -> int | None:
     return max(0, int((ended - started).total_seconds() * 1000))
 
 
+def ordered_sessions(sessions: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The sessions of one task and model in sample order (by creation, then id: stable across polls)."""
+    return sorted(sessions, key=lambda s: (str(s.get("created_at")), str(s.get("session_id"))))
+
+
+def session_outcome(session: Mapping[str, Any], *, task_key: str, model: str, sample: int) -> Outcome:
+    """The report row of one job session (a ``get_job_sessions`` entry, as a dict).
+
+    Args:
+        session: The session.
+        task_key: Its task.
+        model: The ``provider/model`` id it ran.
+        sample: Its sample index.
+    """
+    verifier = session.get("verifier_execution")
+    live = session.get("status") in _LIVE_SESSION
+    score = None if live else session_score(verifier)
+    status: Status = "pending" if live else classify(score)
+    error = session.get("error")
+    if status == "errored" and not error:
+        error = "no verifier execution"
+    stdout = (verifier or {}).get("stdout")
+    return Outcome(
+        task_key=task_key,
+        model=model,
+        sample=sample,
+        status=status,
+        score=score,
+        session_id=str(session.get("session_id")),
+        verifier_execution_id=(verifier or {}).get("execution_id"),
+        error=str(error)[:500] if error else None,
+        duration_ms=_duration_ms(session),
+        error_kind="verifier" if status == "errored" and verifier else None,
+        feedback=verifier_feedback(stdout) if status == "failed" else None,
+    )
+
+
+def group_sessions(
+    job_sessions: Mapping[str, Any], models: Sequence[str]
+) -> tuple[list[str], dict[tuple[str, str], list[Mapping[str, Any]]]]:
+    """The task keys a job listing names, and its sessions by (task key, requested model id).
+
+    Args:
+        job_sessions: The ``get_job_sessions`` body, as a dict.
+        models: The ``provider/model`` ids the job was created with (sessions name them bare).
+    """
+    by_bare = {bare_model(m): m for m in models}
+    grouped: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
+    listed: list[str] = []
+    for entry in job_sessions.get("tasks") or []:
+        task = entry.get("task") or {}
+        key = str(task.get("key") or task.get("task_key") or entry["task_id"])
+        listed.append(key)
+        for session in entry.get("sessions") or []:
+            name = str(session.get("model") or "")
+            model = by_bare.get(bare_model(name), by_bare.get(name, name))
+            grouped[(key, model)].append(session)
+    return listed, grouped
+
+
 def job_report(
     job_sessions: Mapping[str, Any],
     *,
@@ -73,44 +133,12 @@ def job_report(
         task_keys: Report order of the tasks (default: as the server lists them).
         created_at: When the job was created.
     """
-    by_bare = {bare_model(m): m for m in models}
     job_id = str(job_sessions["job_id"])
-    grouped: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
-    listed: list[str] = []
-    for entry in job_sessions.get("tasks") or []:
-        task = entry.get("task") or {}
-        key = str(task.get("key") or task.get("task_key") or entry["task_id"])
-        listed.append(key)
-        for session in entry.get("sessions") or []:
-            name = str(session.get("model") or "")
-            model = by_bare.get(bare_model(name), by_bare.get(name, name))
-            grouped[(key, model)].append(session)
+    listed, grouped = group_sessions(job_sessions, models)
     outcomes: list[Outcome] = []
     for (key, model), sessions in grouped.items():
-        ordered = sorted(sessions, key=lambda s: (str(s.get("created_at")), str(s.get("session_id"))))
-        for sample, session in enumerate(ordered):
-            verifier = session.get("verifier_execution")
-            score = None if session.get("status") in _LIVE_SESSION else session_score(verifier)
-            status: Status = "pending" if session.get("status") in _LIVE_SESSION else classify(score)
-            error = session.get("error")
-            if status == "errored" and not error:
-                error = "no verifier execution"
-            stdout = (verifier or {}).get("stdout")
-            outcomes.append(
-                Outcome(
-                    task_key=key,
-                    model=model,
-                    sample=sample,
-                    status=status,
-                    score=score,
-                    session_id=str(session.get("session_id")),
-                    verifier_execution_id=(verifier or {}).get("execution_id"),
-                    error=str(error)[:500] if error else None,
-                    duration_ms=_duration_ms(session),
-                    error_kind="verifier" if status == "errored" and verifier else None,
-                    feedback=verifier_feedback(stdout) if status == "failed" else None,
-                )
-            )
+        for sample, session in enumerate(ordered_sessions(sessions)):
+            outcomes.append(session_outcome(session, task_key=key, model=model, sample=sample))
     return build_report(
         run_id=run_id or f"job-{job_id}",
         source=Source(kind="platform", job_id=job_id),

@@ -187,7 +187,7 @@ async def _play(
     max_steps: int,
     trace_job_id: str | None,
     endpoint: ModelEndpoint | None,
-) -> Outcome:
+) -> _Played:
     """One episode; never raises (a crash is an errored outcome)."""
     episode_id = f"{task.task_key}:{model}:{sample}"  # seeds the random policy: a slot replays identically
     try:
@@ -195,19 +195,52 @@ async def _play(
     except PolicyError as exc:  # no instance is made for a model that cannot be asked
         error = f"{type(exc).__name__}: {exc} (run_evaluation's model_endpoint)"
         result = EpisodeResult.unplayed(episode_id, task.task_key, error)
-        return _outcome(model, sample, result, model_failed=True)
+        return _Played(_outcome(model, sample, result, model_failed=True))
     watch = _ModelWatch(policy)
     env = TaskEnv(task, fleet=fleet, max_steps=max_steps, trace_job_id=trace_job_id, trace_model=model)
     result = await play_episode(env, watch, episode_id=episode_id)
-    return _outcome(model, sample, result, env=env, model_failed=watch.failed)
+    outcome = _outcome(model, sample, result, env=env, model_failed=watch.failed)
+    if outcome.status == "errored" and outcome.session_id is None:
+        # A failed episode is not uploaded (``play_episode``), so its transcript travels with it.
+        return _Played(outcome, [dict(m) for m in env.chat_history])
+    return _Played(outcome)
 
 
-async def _play_job(fleet: AsyncFleet, job: tuple[Any, ...], attempt: int) -> Outcome:
+@dataclass(frozen=True)
+class _Played:
+    """A played episode: its row, and the transcript of an errored one that has no session."""
+
+    outcome: Outcome
+    messages: list[dict[str, Any]] | None = None
+
+
+async def _play_job(fleet: AsyncFleet, job: tuple[Any, ...], attempt: int) -> _Played:
     """``_play`` as an executor ``Job`` (module-level, so executors in other processes can ship it)."""
     task, model, sample, max_steps, trace_job_id, endpoint = job
     return await _play(
         fleet, task, model, sample, max_steps=max_steps, trace_job_id=trace_job_id, endpoint=endpoint
     )
+
+
+def _keep_transcript(store: RunDir, played: _Played) -> Outcome:
+    """Write an errored episode's own transcript into the run directory; its row naming the file."""
+    outcome = played.outcome
+    if played.messages is None:
+        return outcome
+    name = _UNSAFE.sub("_", f"{outcome.task_key}.{outcome.model}.{outcome.sample}")
+    relative = f"{TRANSCRIPTS_DIR}/episode-{name}.json"
+    # The shape of a session's transcript (``transcript`` holds the messages), and why it errored.
+    document = {
+        "task": {"key": outcome.task_key},
+        "model": outcome.model,
+        "sample": outcome.sample,
+        "error": outcome.error,
+        "transcript": played.messages,
+    }
+    store.transcripts.mkdir(exist_ok=True)
+    text = json.dumps(document, indent=2, ensure_ascii=False, default=str) + "\n"
+    (store.path / relative).write_text(text, encoding="utf-8")
+    return outcome.model_copy(update={"transcript": relative})
 
 
 def _endpoint_record(endpoint: ModelEndpoint) -> dict[str, Any]:
@@ -501,11 +534,26 @@ async def run_evaluation(
 
         committing = anyio.Lock()
 
-        async def record(outcome: Outcome) -> None:
+        def commit(played: _Played) -> tuple[Outcome, bool]:
+            outcome = _keep_transcript(store, played)
+            return outcome, store.record(outcome)
+
+        async def record(played: _Played) -> None:
             nonlocal passed, graded, done_now
+
             # The SQLite commit blocks: run it off the loop, one at a time on the shared connection.
-            async with committing:
-                stored = await anyio.to_thread.run_sync(store.record, outcome)
+            # Not cancellable: an episode that finished (and was uploaded) is stored, so a resume
+            # never plays it again; a Ctrl-C landing now waits for the commit.
+            async def committed() -> tuple[Outcome, bool]:
+                async with committing:
+                    return await anyio.to_thread.run_sync(commit, played)
+
+            pending = asyncio.ensure_future(committed())
+            try:
+                outcome, stored = await asyncio.shield(pending)
+            except asyncio.CancelledError:
+                await pending
+                raise
             if stored:
                 done_now += 1
                 passed += outcome.status == "passed"
@@ -514,7 +562,7 @@ async def run_evaluation(
 
         async def one(task: Task, model: str, sample: int) -> None:
             async with gate:
-                outcome = await _play(
+                played = await _play(
                     fleet,
                     task,
                     model,
@@ -523,18 +571,18 @@ async def run_evaluation(
                     trace_job_id=manifest.trace_job_id if upload else None,
                     endpoint=endpoints.get(model),
                 )
-            await record(outcome)
+            await record(played)
 
         report_progress()
         if executor is not None:
             trace = manifest.trace_job_id if upload else None
             jobs = [(t, m, s, steps, trace, endpoints.get(m)) for t, m, s in todo]
             async for index, played in executor.map_unordered(_play_job, jobs):
-                if isinstance(played, Outcome):
+                if isinstance(played, _Played):
                     await record(played)
                     continue
                 task, model, sample = todo[index]  # every worker it was sent to was lost
-                await record(
+                lost = _Played(
                     Outcome(
                         task_key=task.task_key,
                         model=model,
@@ -545,6 +593,7 @@ async def run_evaluation(
                         error_kind="infrastructure",
                     )
                 )
+                await record(lost)
         else:
             async with asyncio.TaskGroup() as group:
                 for task, model, sample in todo:

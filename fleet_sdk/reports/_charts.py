@@ -3,13 +3,15 @@
 Three pictures: each model's pass rate with its Wilson interval, pass@j for j = 1..k per model,
 and a task x model grid shaded by pass rate. They are plain SVG markup in the page (no script,
 no fetch, so the page's Content-Security-Policy still forbids both) whose colours come from the
-page's stylesheet (``.s0``...``.s5`` per model, ``.g0``...``.g4`` per grid shade), so a theme
-recolours them. Coordinates are rounded to one decimal, so the same report draws the same bytes.
+page's stylesheet (``.s0``...``.s5`` per model, ``.g0``...``.g4`` per grid shade, ``.ge`` for a
+cell with samples not graded), so a theme recolours them. Coordinates are rounded to one decimal,
+so the same report draws the same bytes.
 """
 
 from __future__ import annotations
 
 import html
+from collections import Counter
 from collections.abc import Sequence
 
 from ._model import ReportEnvelope, TaskSummary
@@ -152,7 +154,9 @@ def pass_at_k_chart(envelope: ReportEnvelope) -> str:
     return _svg("pass-at-k", _WIDTH, height, f"pass@k for k = 1..{k} per model", body)
 
 
-def _shade(row: TaskSummary | None) -> str:
+def _shade(row: TaskSummary | None, ungraded: int = 0) -> str:
+    if ungraded and (row is None or row.pass_rate is None or row.pass_rate >= 1.0):
+        return "ge"  # never all green while a sample errored or waits: its own colour
     if row is None or row.pass_rate is None:
         return "gn"
     if row.pass_rate >= 1.0:
@@ -163,7 +167,9 @@ def _shade(row: TaskSummary | None) -> str:
 
 
 def grid_chart(envelope: ReportEnvelope) -> str:
-    """Tasks down, models across; each cell shaded by pass rate and labelled ``passed/graded``.
+    """Tasks down, models across; each cell shaded by pass rate and labelled ``passed/graded``,
+    with ``+N err`` (or ``+N pend``) for the samples that were not graded, which shade the cell
+    apart so that a task is never shown all green while one of its samples errored.
 
     Args:
         envelope: The report.
@@ -171,6 +177,13 @@ def grid_chart(envelope: ReportEnvelope) -> str:
     models = envelope.suite.models
     keys = envelope.suite.task_keys
     rows = {(t.task_key, t.model): t for t in envelope.report.tasks}
+    errored: Counter[tuple[str, str]] = Counter()
+    pending: Counter[tuple[str, str]] = Counter()
+    for result in envelope.report.results:
+        if result.status == "errored":
+            errored[(result.task_key, result.model)] += 1
+        elif result.status == "pending":
+            pending[(result.task_key, result.model)] += 1
     label, cell_w, cell_h, head = 260, 90, 20, 24
     width = label + 10 + cell_w * len(models)
     height = head + cell_h * len(keys) + 4
@@ -192,8 +205,13 @@ def grid_chart(envelope: ReportEnvelope) -> str:
             x = label + 10 + cell_w * column
             text = "-" if row is None else f"{row.passed}/{row.graded}"
             tip = f"{key} / {model}: {text} passed"
+            err, pend = errored[(key, model)], pending[(key, model)]
+            if err:
+                text, tip = f"{text} +{err} err", f"{tip}, {err} errored"
+            if pend:
+                text, tip = (text if err else f"{text} +{pend} pend"), f"{tip}, {pend} pending"
             body.append(
-                f'<rect class="cell {_shade(row)}" x="{x}" y="{y}" '
+                f'<rect class="cell {_shade(row, err + pend)}" x="{x}" y="{y}" '
                 f'width="{cell_w - 2}" height="{cell_h - 2}">'
                 f"<title>{_h(tip)}</title></rect>"
                 f'<text class="cell-text" x="{_n(x + cell_w / 2 - 1)}" y="{_n(y + 13)}" '

@@ -50,6 +50,8 @@ class Comparison(BaseModel):
     base_k: int | None = None
     head_k: int | None = None
     note: str | None = None
+    only_base_models: list[str] = []
+    only_head_models: list[str] = []
 
     @property
     def regressed(self) -> list[Change]:
@@ -92,14 +94,31 @@ class Comparison(BaseModel):
             if c.direction != "unchanged"
         ]
 
+    def _models_note(self) -> str | None:
+        """Which models only one run has (they are not compared)."""
+        parts = []
+        if self.only_base_models:
+            parts.append(f"only in the base run: {', '.join(self.only_base_models)}")
+        if self.only_head_models:
+            parts.append(f"only in the head run: {', '.join(self.only_head_models)}")
+        return f"Models not compared, {'; '.join(parts)}." if parts else None
+
+    def _unchanged(self) -> str:
+        if self.only_base_models or self.only_head_models:
+            shared = sorted({c.model for c in self.changes})
+            among = ", ".join(shared) if shared else "none"
+            return f"No task changed its pass@k under the models both runs have ({among})."
+        return "No task changed its pass@k."
+
     def to_markdown(self) -> str:
         """A Markdown table of the regressed and improved pairs."""
         lines = [f"# Comparison: {_md(self.base_run_id)} -> {_md(self.head_run_id)}", ""]
-        if self.note:
-            lines += [_md(self.note), ""]
+        for note in (self.note, self._models_note()):
+            if note:
+                lines += [_md(note), ""]
         moved = self._moved()
         if not moved:
-            return "\n".join([*lines, "No task changed its pass@k."]) + "\n"
+            return "\n".join([*lines, _md(self._unchanged())]) + "\n"
         rows = [[_md(row[0]), _md(row[1]), *row[2:]] for row in moved]
         return "\n".join([*lines, *_md_table(self._headers(), rows)]) + "\n"
 
@@ -110,7 +129,9 @@ class Comparison(BaseModel):
             "<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>" for row in self._moved()
         )
         title = html.escape(f"Comparison: {self.base_run_id} -> {self.head_run_id}")
-        note = f"<p>{html.escape(self.note)}</p>" if self.note else ""
+        note = "".join(f"<p>{html.escape(n)}</p>" for n in (self.note, self._models_note()) if n)
+        if not self._moved():
+            note += f"<p>{html.escape(self._unchanged())}</p>"
         return (
             '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
@@ -179,4 +200,6 @@ def compare(base: ReportEnvelope, head: ReportEnvelope) -> Comparison:
         base_k=base.report.k,
         head_k=head.report.k,
         note=note,
+        only_base_models=[m for m in base.suite.models if m not in head.suite.models],
+        only_head_models=[m for m in head.suite.models if m not in base.suite.models],
     )

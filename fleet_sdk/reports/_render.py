@@ -180,13 +180,14 @@ def _failures(envelope: ReportEnvelope, model: str | None) -> list[Outcome]:
 
 
 def _why(result: Outcome) -> str:
-    """What went wrong with one result, for a person: the verifier's feedback first."""
+    """What went wrong with one result, for a person: why an errored one was not graded (what the
+    verifier said of the half-played episode is beside the point), else the verifier's feedback."""
+    if result.status == "errored":
+        return result.error or "not graded"
     if result.feedback:
         return result.feedback
     if result.error:
         return result.error
-    if result.status == "errored":
-        return "not graded"
     if result.last_tool_error:
         return f"tool error: {result.last_tool_error}"
     return f"score {_num(result.score)}"
@@ -393,11 +394,13 @@ _CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; base-uri 
 _LIGHT = """--fg: #1d1d1f; --bg: #ffffff; --muted: #666; --line: #ddd; --head: #f3f3f5;
   --pass: #1a7f37; --fail: #cf222e; --err: #9a6700; --track: #eef0f3; --grid: #e3e5e8;
   --s0: #0969da; --s1: #bf3989; --s2: #1a7f37; --s3: #9a6700; --s4: #8250df; --s5: #cf222e;
-  --g0: #f6c8c8; --g1: #f7dcc0; --g2: #f2ebb4; --g3: #cbe8b5; --g4: #8fd19e; --gn: #e8e8ec;"""
+  --g0: #f6c8c8; --g1: #f7dcc0; --g2: #f2ebb4; --g3: #cbe8b5; --g4: #8fd19e; --gn: #e8e8ec;
+  --ge: #f5d58a;"""
 _DARK = """--fg: #e8e8e8; --bg: #161618; --muted: #aaa; --line: #333; --head: #222226;
   --pass: #3fb950; --fail: #f85149; --err: #d29922; --track: #26262b; --grid: #303036;
   --s0: #58a6ff; --s1: #f778ba; --s2: #3fb950; --s3: #d29922; --s4: #bc8cff; --s5: #ff7b72;
-  --g0: #6e2b2b; --g1: #6b4424; --g2: #5f5a22; --g3: #2f5a2f; --g4: #1f7a3a; --gn: #2a2a30;"""
+  --g0: #6e2b2b; --g1: #6b4424; --g2: #5f5a22; --g3: #2f5a2f; --g4: #1f7a3a; --gn: #2a2a30;
+  --ge: #7a5a12;"""
 _STYLE = """
 body { font-family: system-ui, sans-serif; color: var(--fg); background: var(--bg); margin: 2rem; }
 h1 { margin-bottom: .2rem; } .meta, .note { color: var(--muted); }
@@ -425,7 +428,8 @@ def _series_css() -> str:
             f"svg.chart .bar.s{i}, svg.chart .dot.s{i}, svg.chart .key.s{i} {{ fill: var(--s{i}); }}"
         )
         rules.append(f"svg.chart .line.s{i} {{ stroke: var(--s{i}); }}")
-    rules += [f"svg.chart .cell.{g} {{ fill: var(--{g}); }}" for g in ("g0", "g1", "g2", "g3", "g4", "gn")]
+    shades = ("g0", "g1", "g2", "g3", "g4", "gn", "ge")
+    rules += [f"svg.chart .cell.{g} {{ fill: var(--{g}); }}" for g in shades]
     return "\n".join(rules) + "\n"
 
 

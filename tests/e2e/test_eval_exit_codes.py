@@ -68,7 +68,7 @@ def test_errored_episodes_exit_3_unless_tolerated_and_retry_errored_replays_only
         retried = run_cli("eval", "--out-dir", str(run_dir), "--retry-errored", cwd=tmp_path, env=ENV)
         assert retried.returncode == 0, _clean(retried)
     assert "fake-gpt: 2/2 graded passed (100.0%), 0 errored" in retried.stdout
-    assert "Retried 1 errored episodes." in retried.stdout
+    assert "Retried 1 errored episode." in retried.stdout
     played = {str(r["body"]["messages"][0]["content"]) for r in handler.requests if r["body"].get("tools")}
     assert played == {tasks[1].prompt}  # only the errored episode was played again
     with RunDir(run_dir) as store:
