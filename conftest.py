@@ -72,6 +72,8 @@ SLOW = (
     "tests/local/test_jobs.py::test_scripted_policy_solves_every_task_of_an_environment",
     "tests/local/test_s3.py::test_objects_and_session_urls_survive_a_restart",
     "tests/local/test_s3.py::test_without_s3_screenshots_keep_their_data_urls_and_go_nowhere",
+    "tests/local/test_task_data_private.py::test_task_data_an_older_server_kept_public_moves_to_the_private_bucket",
+    "tests/local/test_store_off_the_loop.py",
     "tests/test_context_manager.py::test_a_backtracking_search_is_a_tool_error_and_the_loop_keeps_running",
     "tests/test_import_graph.py::test_the_deprecated_local_alias_gives_the_server_package_itself",
     "tests/test_verifier_sandbox.py::test_infinite_loop_is_killed_at_the_timeout_and_output_is_capped",

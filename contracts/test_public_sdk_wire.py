@@ -298,7 +298,7 @@ async def test_instance_resources(
         aws_secret_access_key=server.api_key,
     )
     set_key = f"set-{uuid.uuid4().hex[:8]}"
-    s3.put_object(Bucket="fleet-sessions-images", Key=f"file-sets/{set_key}/a/b.json", Body=b'{"b": 1}')
+    s3.put_object(Bucket="fleet-task-data", Key=f"file-sets/{set_key}/a/b.json", Body=b'{"b": 1}')
     task = {"key": "t", "env_variables": {"TASK_KEY": set_key}}
     assert download_task.download_file_set(server.api_key, task, tmp_path / "set")
     assert json.loads((tmp_path / "set" / "a" / "b.json").read_text()) == {"b": 1}

@@ -20,6 +20,10 @@ reflects it without a read. Deleting an ended lease answers 410, an unknown one
 and body (another body is a 409); a client-chosen ``lease_id`` that is still live
 is a 409 too, while the id of an ended lease starts a new lease. Past ``max_browsers``
 live leases a create is a 429 with ``Retry-After`` (``_lease_book``).
+
+Every ``LeaseBook`` call from here runs in the server's worker threads: the book reads and writes
+the store, whose one lock the worker threads share, so a call on the event loop would stall
+every route while a slow store call held it (``tests/local/test_store_off_the_loop.py``).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 from fastapi import APIRouter
 
 from fleet_sdk.types import browser_lease as models
@@ -47,13 +52,17 @@ def book(state: LocalState) -> LeaseBook:
     return _book(state)
 
 
-def live_lease(state: LocalState, lease_id: str) -> dict[str, Any]:
-    """A live lease, or a 404 naming why it is not.
+async def live_lease(state: LocalState, lease_id: str) -> dict[str, Any]:
+    """A live lease, or a 404 naming why it is not (the store is read in a worker thread).
+
+    Args:
+        state: Server state.
+        lease_id: The lease.
 
     Raises:
         LocalAPIError: 404 when the lease is unknown or has ended.
     """
-    lease = _book(state).get(lease_id)
+    lease = await anyio.to_thread.run_sync(_book(state).get, lease_id)
     if lease is None:
         raise not_found("browser lease", lease_id)
     if lease["status"] not in LIVE_STATUSES:
@@ -82,7 +91,7 @@ async def lifespan(state: LocalState) -> AsyncIterator[None]:
     async def reaper() -> None:
         while True:
             await asyncio.sleep(REAPER_INTERVAL)
-            book.reap()
+            await anyio.to_thread.run_sync(book.reap)
 
     task = asyncio.create_task(reaper(), name="browser-lease-reaper")
     try:
@@ -105,12 +114,12 @@ def router(state: LocalState) -> APIRouter:
     ) -> dict[str, Any]:
         """Start a lease, ``running`` at once; the same ``Idempotency-Key`` and body return the same
         lease; 429 ``browser_limit`` past ``max_browsers`` live leases."""
-        return _book(state).create(body, idempotency_key)
+        return await anyio.to_thread.run_sync(_book(state).create, body, idempotency_key)
 
     @api.get("/v1/browser/{lease_id}", response_model=models.BrowserLease)
     async def get_browser_lease(lease_id: str) -> dict[str, Any]:
         """The lease; one past its TTL reports ``expired``."""
-        lease = _book(state).get(lease_id)
+        lease = await anyio.to_thread.run_sync(_book(state).get, lease_id)
         if lease is None:
             raise not_found("browser lease", lease_id)
         return lease
@@ -118,13 +127,13 @@ def router(state: LocalState) -> APIRouter:
     @api.delete("/v1/browser/{lease_id}", response_model=models.BrowserLeaseDeleted)
     async def delete_browser_lease(lease_id: str) -> models.BrowserLeaseDeleted:
         """Terminate a lease: 200, or 404 (unknown) / 410 (already ended)."""
-        lease = _book(state).terminate(lease_id)
+        lease = await anyio.to_thread.run_sync(_book(state).terminate, lease_id)
         return models.BrowserLeaseDeleted(success=True, lease_id=lease_id, status=lease["status"])
 
     @api.get("/v1/browser/{lease_id}/mcp-tools", response_model=models.BrowserMCPTools)
     async def get_browser_lease_mcp_tools(lease_id: str) -> models.BrowserMCPTools:
         """The tools of a live lease's MCP endpoint (the ``computer`` tool); 404 once it ended."""
-        live_lease(state, lease_id)
+        await live_lease(state, lease_id)
         return models.BrowserMCPTools(lease_id=lease_id, tools=[models.MCPToolInfo(**COMPUTER_TOOL)])
 
     return api

@@ -413,11 +413,20 @@ class BrowserPool:
         browser.kill()
         try:
             asyncio.get_running_loop()
-        except RuntimeError:  # a worker thread (an instance ending): the links live on the loop
+        except RuntimeError:
+            # A worker thread (a lease or an instance ending, under the lease book's lock): the
+            # links live on the loop, and the wait and the profile removal go there too, so the
+            # thread (and the lock) is not held until the process is reaped.
             if self._loop is not None and not self._loop.is_closed():
-                self._loop.call_soon_threadsafe(self._close_links, browser)
-        else:
-            self._close_links(browser)
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: reap here
+                    self._loop.call_soon_threadsafe(self._retire_on_loop, browser)
+                    return
+            _reap(browser.process, browser.profile_dir)
+            return
+        self._retire_on_loop(browser)
+
+    def _retire_on_loop(self, browser: LeaseBrowser) -> None:
+        self._close_links(browser)
         self._reap_later(browser.process, browser.profile_dir)
 
     def _close_links(self, browser: LeaseBrowser) -> None:
@@ -445,7 +454,8 @@ class BrowserPool:
         """Kill the lease's browser now (synchronous, so no end path can leave it running).
 
         Only the ``killpg`` runs here: waiting for the process and removing its profile go to a
-        worker thread (``aclose`` waits for them), so ending a lease never blocks the event loop.
+        worker thread (``aclose`` waits for them), so ending a lease never blocks the event loop,
+        nor, when called from a worker thread (the lease book runs there), that thread.
         """
         self._ended.add(lease_id)
         self._starting.pop(lease_id, None)

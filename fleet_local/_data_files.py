@@ -2,10 +2,13 @@
 
 The public SDK's task tooling moves a task's data files with these routes (``schemas/env-instance.yaml``,
 "task data files"): ``upload-url`` registers a new version of a data key for an environment and
-hands out a presigned ``PUT`` URL (``_s3.presigned_put_url``); ``download-url`` answers the latest
-version whose archive was really uploaded; a file set is the objects under ``file-sets/<key>/``,
-put there with any S3 client signed with the server's key. The server only stores the bytes:
-instances are seeded from their environment's own data, whatever ``data_key`` they name.
+hands out a presigned ``PUT`` URL (``_s3.presigned_put_url``); ``download-url`` answers a presigned
+``GET`` URL of the latest version whose archive was really uploaded; a file set is the objects under
+``file-sets/<key>/``, put there with any S3 client signed with the server's key, each answered as a
+presigned ``GET`` URL valid for the request's ``expires_in``. Both live in the S3 endpoint's
+task-data bucket, which answers no unsigned read: seed data and file sets may hold a task's
+answers. The server only stores the bytes: instances are seeded from their environment's own
+data, whatever ``data_key`` they name.
 
 Versions of a data key are a ``"seed_archive"`` document per ``(env_key, data_key)``. Every route
 answers 503 ``s3_unavailable`` on a server started without S3.
@@ -29,6 +32,8 @@ __all__ = ["SEED_KIND", "router"]
 SEED_KIND = "seed_archive"
 UPLOAD_URL_SECONDS = 3600
 """How long an upload URL stays valid."""
+DOWNLOAD_URL_SECONDS = 3600
+"""How long a seed archive's download URL stays valid."""
 
 Name = Annotated[str, Path(pattern=r"^[A-Za-z0-9._-]+$", max_length=255)]
 """A path segment that becomes part of an object key (``DataKeyPath`` in the schema)."""
@@ -91,8 +96,8 @@ def router(state: LocalState) -> APIRouter:
         _instances.environment(state, env_key, status=404)
         record = state.store.get(SEED_KIND, f"{env_key}/{data_key}") or {"versions": []}
         for entry in reversed(record["versions"]):  # a version whose PUT never came has no object
-            if _s3.stored_object(state, str(entry["s3_key"])) is not None:
-                url = _s3.public_object_url(state, str(entry["s3_key"]))
+            if _s3.task_data_object(state, str(entry["s3_key"])) is not None:
+                url = _s3.presigned_get_url(state, str(entry["s3_key"]), DOWNLOAD_URL_SECONDS)
                 return _answer(data_key, env_key, entry, url)
         raise not_found("seed archive", f"{data_key}/{env_key}")
 
@@ -100,15 +105,17 @@ def router(state: LocalState) -> APIRouter:
     def create_file_set_download_urls(
         file_set_key: Name, body: models.FileSetDownloadRequest
     ) -> models.FileSetDownloadResponse:
-        """The files under ``file-sets/<file_set_key>/`` with their URLs (404 when there is none)."""
+        """The files under ``file-sets/<file_set_key>/`` with URLs valid for ``expires_in`` seconds
+        (404 when there is none)."""
         _require_s3(state)
         prefix = f"file-sets/{file_set_key}/"
-        files = _s3.listed_objects(state, prefix)
+        files = _s3.task_data_objects(state, prefix)
         if not files:
             raise not_found("file set", file_set_key)
         urls = [
             models.FileDownloadURL(
-                filename=item.key[len(prefix) :], url=_s3.public_object_url(state, item.key)
+                filename=item.key[len(prefix) :],
+                url=_s3.presigned_get_url(state, item.key, body.expires_in),
             )
             for item in files
         ]

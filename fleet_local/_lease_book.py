@@ -84,7 +84,8 @@ class LeaseBook:
     """Lease records in the store, with expiry applied on every read.
 
     Keeps the ids and deadlines of live leases in memory so the reaper does not
-    scan every lease ever created.
+    scan every lease ever created. Every method reads or writes the store: from async code,
+    call them in a worker thread (``anyio.to_thread.run_sync``), never on the event loop.
 
     Args:
         store: The server's store, where lease records live.

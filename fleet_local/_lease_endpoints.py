@@ -65,7 +65,7 @@ async def lease_browser(state: LocalState, lease_id: str) -> LeaseBrowser:
         BrowserStartError: The browser could not start.
     """
 
-    lease = live_lease(state, lease_id)
+    lease = await live_lease(state, lease_id)
     return await book(state).browsers.get(lease_id, lease["allowed_hosts"], lease.get("_start_url"))
 
 
@@ -168,7 +168,7 @@ class _LeaseMCPEndpoint:
 
         lease_id = str(scope.get("path_params", {}).get("lease_id", ""))
         try:
-            live_lease(self._state, lease_id)
+            await live_lease(self._state, lease_id)
         except LocalAPIError as exc:
             await _error_response(exc)(scope, receive, send)
             return

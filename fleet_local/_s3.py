@@ -1,29 +1,38 @@
-"""The local S3-compatible endpoint for screenshots: durable, signed writes, public reads.
+"""The local S3-compatible endpoint: signed writes; public screenshots, private task data.
 
 When ``settings.s3`` is on, the server's lifespan starts a small S3 server (the stdlib's
 threading HTTP server) on a loopback port and sets ``state.s3_url``. It speaks the part of
-the S3 REST protocol the screenshot uploader and the viewer use, path-style, for one bucket
-(``fleet-sessions-images``):
+the S3 REST protocol the screenshot uploader, the viewer and the task-data routes use,
+path-style, for two buckets:
 
-* ``PUT /<bucket>/<key>`` (PutObject), ``GET /<bucket>?list-type=2`` (ListObjectsV2) and
-  ``HEAD /<bucket>`` need a SigV4 signature made with the server's API key as the secret
-  access key (any access key id) for region ``us-east-1``, in the ``Authorization`` header or
-  in the query of a presigned URL (:func:`presigned_put_url`, what the server hands out for
-  seed uploads); unsigned, wrongly signed or expired requests get ``403``, another region
-  ``400``. A PUT signed in its header must sign its payload (``x-amz-content-sha256`` is the
-  body's SHA-256, never ``UNSIGNED-PAYLOAD``) and, when it sends a ``Content-Type``, sign that
-  too (boto3 does both over plain HTTP): a captured request cannot be sent again with other
-  bytes or served as another type. A presigned PUT signs no payload (that is what it is for:
-  whoever holds the URL may upload to its one key until it expires, as with S3), and an
-  object it uploads keeps its ``Content-Type`` only when the URL signed it; otherwise it is
-  served as ``binary/octet-stream``. A server started with ``--allow-any-key`` accepts any
-  well-formed signature.
-* ``GET`` / ``HEAD /<bucket>/<key>`` are public, as the production bucket's objects are.
-* Nothing else is served (no bucket creation or deletion, no reset route).
+* ``fleet-sessions-images`` (:data:`BUCKET`), the screenshots: its objects are public, as the
+  production bucket's are (``GET`` / ``HEAD /<bucket>/<key>`` need no signature).
+* ``fleet-task-data`` (:data:`TASK_DATA_BUCKET`), seed archives (``seeds/...``) and file sets
+  (``file-sets/...``), which may hold a task's answers or personal data: every request to it
+  is signed, reads included. The data-file routes answer presigned ``GET`` URLs
+  (:func:`presigned_get_url`); the screenshot bucket refuses keys under those two prefixes,
+  so task data never lands where anyone may read it.
 
-Objects live under ``<data_dir>/s3/`` and the endpoint rebinds the port it used last time, so
-the URLs stored in sessions fetch the same bytes after a restart on the same data dir
-(``tests/local/test_s3.py``).
+Writes and listings of either bucket (``PUT /<bucket>/<key>``, ``GET /<bucket>?list-type=2``,
+``HEAD /<bucket>``) and reads of the task-data bucket need a SigV4 signature made with the
+server's API key as the secret access key (any access key id) for region ``us-east-1``, in the
+``Authorization`` header or in the query of a presigned URL (:func:`presigned_put_url` and
+:func:`presigned_get_url`, what the server hands out for seeds and file sets: each signed for
+one method, one key and a time). Unsigned, wrongly signed or expired requests get ``403``,
+another region ``400``. A PUT signed in its header must sign its payload
+(``x-amz-content-sha256`` is the body's SHA-256, never ``UNSIGNED-PAYLOAD``) and, when it sends
+a ``Content-Type``, sign that too (boto3 does both over plain HTTP): a captured request cannot
+be sent again with other bytes or served as another type. A presigned PUT signs no payload
+(that is what it is for: whoever holds the URL may upload to its one key until it expires, as
+with S3), and an object it uploads keeps its ``Content-Type`` only when the URL signed it;
+otherwise it is served as ``binary/octet-stream``. A server started with ``--allow-any-key``
+accepts any well-formed signature. Nothing else is served (no bucket creation or deletion, no
+reset route).
+
+Objects live under ``<data_dir>/s3/<bucket>/`` and the endpoint rebinds the port it used last
+time, so the URLs stored in sessions fetch the same bytes after a restart on the same data dir
+(``tests/local/test_s3.py``). Task data an older server kept in the screenshot bucket moves to
+the task-data bucket when the endpoint first starts (``tests/local/test_task_data_private.py``).
 """
 
 from __future__ import annotations
@@ -57,6 +66,12 @@ from fastapi import APIRouter
 from ._state import LocalState
 
 BUCKET = "fleet-sessions-images"
+"""The screenshot bucket: its objects are readable without a signature."""
+TASK_DATA_BUCKET = "fleet-task-data"
+"""The task-data bucket (seed archives, file sets): every request signed, reads included."""
+PUBLIC_BUCKETS = frozenset({BUCKET})
+TASK_DATA_PREFIXES = ("seeds/", "file-sets/")
+"""Keys that are task data: refused in the screenshot bucket, moved out of it on start."""
 REGION = "us-east-1"
 MAX_OBJECT_BYTES = 64 * 1024 * 1024
 """Largest object a PUT may carry (a screenshot is far smaller)."""
@@ -105,32 +120,33 @@ def put_public_object(state: LocalState, key: str, data: bytes, content_type: st
         RuntimeError: The S3 endpoint is not running (server started without S3).
     """
     url = public_object_url(state, key)
-    ObjectStore(_bucket_dir(state.settings.data_dir)).put(key, data, content_type)
+    ObjectStore(_bucket_dir(state.settings.data_dir, BUCKET)).put(key, data, content_type)
     return url
 
 
-def _bucket_dir(data_dir: Path) -> Path:
-    return data_dir / "s3" / BUCKET
+def _bucket_dir(data_dir: Path, bucket: str) -> Path:
+    return data_dir / "s3" / bucket
 
 
-def stored_object(state: LocalState, key: str) -> StoredObject | None:
-    """An object of the bucket, or None when there is none (blocking: reads the disk).
+def task_data_object(state: LocalState, key: str) -> StoredObject | None:
+    """An object of the task-data bucket, or None when there is none (blocking: reads the disk).
 
     Args:
         state: The server state.
-        key: Object key.
+        key: Object key, e.g. ``seeds/<env>/<data_key>/v1/seed.tar.zst``.
     """
-    return ObjectStore(_bucket_dir(state.settings.data_dir)).head(key)
+    return ObjectStore(_bucket_dir(state.settings.data_dir, TASK_DATA_BUCKET)).head(key)
 
 
-def listed_objects(state: LocalState, prefix: str) -> list[StoredObject]:
-    """The objects whose key starts with ``prefix``, by key, at most 1000 (blocking).
+def task_data_objects(state: LocalState, prefix: str) -> list[StoredObject]:
+    """The task-data objects whose key starts with ``prefix``, by key, at most 1000 (blocking).
 
     Args:
         state: The server state.
         prefix: Key prefix, e.g. ``file-sets/<key>/``.
     """
-    return ObjectStore(_bucket_dir(state.settings.data_dir)).list(prefix, "", MAX_LIST_KEYS)[0]
+    store = ObjectStore(_bucket_dir(state.settings.data_dir, TASK_DATA_BUCKET))
+    return store.list(prefix, "", MAX_LIST_KEYS)[0]
 
 
 PRESIGN_ACCESS_KEY = "fleet-local"
@@ -138,21 +154,48 @@ PRESIGN_ACCESS_KEY = "fleet-local"
 
 
 def presigned_put_url(state: LocalState, key: str, expires: int, *, now: dt.datetime | None = None) -> str:
-    """A URL that lets anyone holding it ``PUT`` one object for ``expires`` seconds.
+    """A URL that lets anyone holding it ``PUT`` one task-data object for ``expires`` seconds.
 
     Signed like an S3 presigned URL (SigV4 in the query, unsigned payload) with the server's
     API key, which the endpoint checks.
 
     Args:
         state: The server state (its S3 endpoint must be running).
-        key: Object key.
+        key: Object key in the task-data bucket.
         expires: Seconds the URL stays valid (at most 7 days, as in S3).
         now: The signing time (tests).
 
     Raises:
         RuntimeError: The S3 endpoint is not running.
     """
-    url = public_object_url(state, key)
+    return _presigned_url(state, "PUT", key, expires, now=now)
+
+
+def presigned_get_url(state: LocalState, key: str, expires: int, *, now: dt.datetime | None = None) -> str:
+    """A URL that lets anyone holding it ``GET`` one task-data object for ``expires`` seconds.
+
+    The task-data bucket answers no unsigned read: this is the URL the seed and file-set
+    download routes hand out.
+
+    Args:
+        state: The server state (its S3 endpoint must be running).
+        key: Object key in the task-data bucket.
+        expires: Seconds the URL stays valid (at most 7 days, as in S3).
+        now: The signing time (tests).
+
+    Raises:
+        RuntimeError: The S3 endpoint is not running.
+    """
+    return _presigned_url(state, "GET", key, expires, now=now)
+
+
+def _presigned_url(state: LocalState, method: str, key: str, expires: int, *, now: dt.datetime | None) -> str:
+    """An S3 presigned URL (SigV4 in the query, unsigned payload, ``host`` signed) of a task-data
+    object, signed with the server's API key."""
+    if state.s3_url is None:
+        raise RuntimeError("the local S3 endpoint is not running (server started with --no-s3)")
+    # The path as a client sends it (S3's canonical URI), so the signature holds for any key.
+    url = f"{state.s3_url}/{TASK_DATA_BUCKET}/{quote(key.lstrip('/'), safe='/-_.~')}"
     parts = urlsplit(url)
     moment = (now or dt.datetime.now(dt.UTC)).strftime("%Y%m%dT%H%M%SZ")
     scope = f"{moment[:8]}/{REGION}/s3/aws4_request"
@@ -167,7 +210,7 @@ def presigned_put_url(state: LocalState, key: str, expires: int, *, now: dt.date
         )
     )
     signature = _signature(
-        "PUT",
+        method,
         parts.path,
         query,
         {"host": parts.netloc},
@@ -534,6 +577,30 @@ class ObjectStore:
         )
         return chosen[:limit], len(chosen) > limit
 
+    def move_to(self, other: ObjectStore, prefixes: tuple[str, ...]) -> int:
+        """Move every object whose key starts with one of ``prefixes`` into ``other`` (another
+        bucket's directory on the same file system); returns how many moved.
+
+        The bytes go first and the meta file last, so an object is in one bucket or the other;
+        one left half-moved by a crash (bytes moved, meta not) is finished by the next call.
+
+        Args:
+            other: The bucket they move to.
+            prefixes: Key prefixes.
+        """
+        moved = 0
+        for path in self._meta.glob("*.json"):
+            stored = self._load(path)
+            if stored is None or not stored.key.startswith(prefixes):
+                continue
+            name = self._name(stored.key)
+            with self._lock, other._lock:
+                if (self._objects / name).exists():
+                    os.replace(self._objects / name, other._objects / name)
+                os.replace(path, other._meta / path.name)
+            moved += 1
+        return moved
+
 
 # ---------------------------------------------------------------- HTTP
 
@@ -558,8 +625,10 @@ class _S3Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], objects: ObjectStore, secret: str | None) -> None:
-        self.objects = objects
+    def __init__(
+        self, address: tuple[str, int], buckets: Mapping[str, ObjectStore], secret: str | None
+    ) -> None:
+        self.buckets = buckets
         self.secret = secret
         super().__init__(address, _S3Handler)
 
@@ -620,44 +689,74 @@ class _S3Handler(BaseHTTPRequestHandler):
             return False
         return True
 
-    def _known_bucket(self, bucket: str) -> bool:
-        if bucket == BUCKET:
+    def _objects(self, bucket: str) -> ObjectStore | None:
+        """The bucket's objects, or None after answering 404 for an unknown bucket."""
+        objects = self.server.buckets.get(bucket)
+        if objects is None:
+            served = " and ".join(repr(name) for name in self.server.buckets)
+            self._refuse(
+                S3Refusal(404, "NoSuchBucket", f"this endpoint serves only the buckets {served}"),
+                body_unread=self.command in ("PUT", "POST"),
+            )
+        return objects
+
+    def _may_read(self, bucket: str) -> bool:
+        """Whether an object of ``bucket`` may be read: always in a public bucket, else only
+        by a signed request (the refusal is sent otherwise)."""
+        if bucket in PUBLIC_BUCKETS:
             return True
-        self._refuse(
-            S3Refusal(404, "NoSuchBucket", f"this endpoint serves only the bucket {BUCKET!r}"),
-            body_unread=self.command in ("PUT", "POST"),
-        )
-        return False
+        raw_query = self._target()[1]
+        if "authorization" not in self._headers() and "X-Amz-Signature=" not in raw_query:
+            message = (
+                f"the bucket {bucket!r} is not publicly readable: use the presigned URL the "
+                f"data-file routes answer, or {_SIGNING_HINT}"
+            )
+            self._refuse(S3Refusal(403, "AccessDenied", message))
+            return False
+        return self._authorize()
 
     # -- methods
 
     def do_GET(self) -> None:
-        """GetObject (public), ListObjectsV2 or GetBucketLocation (signed)."""
+        """GetObject (public in the screenshot bucket, else signed), ListObjectsV2 or
+        GetBucketLocation (signed)."""
         _, raw_query, bucket, key = self._target()
-        if not self._known_bucket(bucket):
+        objects = self._objects(bucket)
+        if objects is None:
             return
         if key:
-            self._get_object(key)
+            if self._may_read(bucket):
+                self._get_object(objects, key)
         elif self._authorize():
-            self._list(dict(parse_qsl(raw_query, keep_blank_values=True)))
+            self._list(bucket, objects, dict(parse_qsl(raw_query, keep_blank_values=True)))
 
     def do_HEAD(self) -> None:
-        """HeadObject (public) or HeadBucket (signed)."""
+        """HeadObject (public in the screenshot bucket, else signed) or HeadBucket (signed)."""
         _, _, bucket, key = self._target()
-        if not self._known_bucket(bucket):
+        objects = self._objects(bucket)
+        if objects is None:
             return
         if key:
-            self._get_object(key)
+            if self._may_read(bucket):
+                self._get_object(objects, key)
         elif self._authorize():
             self._send(200, headers={"x-amz-bucket-region": REGION})
 
     def do_PUT(self) -> None:
         """PutObject (signed)."""
         _, _, bucket, key = self._target()
-        if not self._known_bucket(bucket) or not self._authorize():
+        objects = self._objects(bucket)
+        if objects is None or not self._authorize():
             return
         if not key:
-            self._refuse(S3Refusal(409, "BucketAlreadyOwnedByYou", f"{BUCKET} exists"), body_unread=True)
+            self._refuse(S3Refusal(409, "BucketAlreadyOwnedByYou", f"{bucket} exists"), body_unread=True)
+            return
+        if bucket in PUBLIC_BUCKETS and key.startswith(TASK_DATA_PREFIXES):
+            message = (
+                f"keys under {' and '.join(TASK_DATA_PREFIXES)} are task data: put them in the bucket "
+                f"{TASK_DATA_BUCKET!r}, which is not publicly readable"
+            )
+            self._refuse(S3Refusal(403, "AccessDenied", message), body_unread=True)
             return
         headers = self._headers()
         if "X-Amz-Signature=" in self._target()[1]:  # a presigned URL signs no payload
@@ -676,27 +775,28 @@ class _S3Handler(BaseHTTPRequestHandler):
             self._refuse(refusal)
             return
         content_type = signed_content_type(self._target()[1], headers) or "binary/octet-stream"
-        stored = self.server.objects.put(key, body, content_type)
+        stored = objects.put(key, body, content_type)
         self._send(200, headers={"ETag": f'"{stored.etag}"'})
 
     def _refuse_method(self) -> None:
-        message = "this endpoint serves GET, HEAD and PUT of the screenshot bucket only"
+        message = "this endpoint serves GET, HEAD and PUT only"
         self._refuse(S3Refusal(405, "MethodNotAllowed", message), body_unread=True)
 
     do_POST = do_DELETE = do_PATCH = _refuse_method
 
-    def _get_object(self, key: str) -> None:
-        stored = self.server.objects.head(key)
+    def _get_object(self, objects: ObjectStore, key: str) -> None:
+        stored = objects.head(key)
         if stored is None:
             self._refuse(S3Refusal(404, "NoSuchKey", "The specified key does not exist."))
             return
-        body = self.server.objects.read(key) if self.command == "GET" else b""
+        body = objects.read(key) if self.command == "GET" else b""
         headers = {
             "Content-Type": stored.content_type,
             "ETag": f'"{stored.etag}"',
             "Last-Modified": _http_date(stored.last_modified),
-            "Access-Control-Allow-Origin": "*",
         }
+        if self._target()[2] in PUBLIC_BUCKETS:  # pages of any origin show screenshots
+            headers["Access-Control-Allow-Origin"] = "*"
         if self.command == "HEAD":
             # HEAD announces the object's length without sending it.
             self.send_response(200)
@@ -707,7 +807,7 @@ class _S3Handler(BaseHTTPRequestHandler):
             return
         self._send(200, body, headers)
 
-    def _list(self, query: Mapping[str, str]) -> None:
+    def _list(self, bucket: str, objects: ObjectStore, query: Mapping[str, str]) -> None:
         if "location" in query:  # GetBucketLocation: us-east-1 is the empty constraint
             xml = f'<?xml version="1.0" encoding="UTF-8"?>\n<LocationConstraint xmlns="{_XMLNS}"/>'
             self._send(200, xml.encode(), {"Content-Type": "application/xml"})
@@ -721,17 +821,17 @@ class _S3Handler(BaseHTTPRequestHandler):
         start_after = unquote(token) if token else query.get("start-after", "")
         max_keys = query.get("max-keys", str(MAX_LIST_KEYS))
         limit = min(int(max_keys), MAX_LIST_KEYS) if max_keys.isdigit() else MAX_LIST_KEYS
-        objects, truncated = self.server.objects.list(prefix, start_after, limit)
+        listed, truncated = objects.list(prefix, start_after, limit)
         contents = "".join(
             f"<Contents><Key>{escape(o.key)}</Key><LastModified>{_iso(o.last_modified)}</LastModified>"
             f'<ETag>"{o.etag}"</ETag><Size>{o.size}</Size><StorageClass>STANDARD</StorageClass></Contents>'
-            for o in objects
+            for o in listed
         )
-        more = f"<NextContinuationToken>{quote(objects[-1].key)}</NextContinuationToken>" if truncated else ""
+        more = f"<NextContinuationToken>{quote(listed[-1].key)}</NextContinuationToken>" if truncated else ""
         echoed = f"<ContinuationToken>{escape(token)}</ContinuationToken>" if token else ""
         xml = (
             f'<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="{_XMLNS}">'
-            f"<Name>{BUCKET}</Name><Prefix>{escape(prefix)}</Prefix><KeyCount>{len(objects)}</KeyCount>"
+            f"<Name>{bucket}</Name><Prefix>{escape(prefix)}</Prefix><KeyCount>{len(listed)}</KeyCount>"
             f"<MaxKeys>{limit}</MaxKeys><IsTruncated>{'true' if truncated else 'false'}</IsTruncated>"
             f"{echoed}{contents}{more}</ListBucketResult>"
         )
@@ -739,11 +839,12 @@ class _S3Handler(BaseHTTPRequestHandler):
 
 
 class S3Endpoint:
-    """The S3 server on a loopback port, serving ``<data_dir>/s3/<bucket>``.
+    """The S3 server on a loopback port, serving ``<data_dir>/s3/<bucket>`` for both buckets.
 
     The port is remembered in ``<data_dir>/s3/endpoint.json`` and bound again on the next
     start, so stored object URLs keep working; when it is taken, another is chosen (and
-    the URLs stored before stop resolving, which is logged).
+    the URLs stored before stop resolving, which is logged). The task-data bucket's directory
+    is private to the server's user (0700).
 
     Args:
         host: Interface to bind.
@@ -766,17 +867,34 @@ class S3Endpoint:
             return port if 0 < port < 65536 else 0
         return 0
 
+    def _buckets(self) -> dict[str, ObjectStore]:
+        """Both buckets, with task data an older server kept in the screenshot bucket moved out."""
+        task_dir = _bucket_dir(self._data_dir, TASK_DATA_BUCKET)
+        task_dir.mkdir(parents=True, exist_ok=True)
+        task_dir.chmod(0o700)  # whatever the umask: other local users do not read task data
+        buckets = {
+            BUCKET: ObjectStore(_bucket_dir(self._data_dir, BUCKET)),
+            TASK_DATA_BUCKET: ObjectStore(task_dir),
+        }
+        moved_marker = self._root / "task-data-moved"
+        if not moved_marker.exists():  # once per data dir: it reads every object's meta file
+            moved = buckets[BUCKET].move_to(buckets[TASK_DATA_BUCKET], TASK_DATA_PREFIXES)
+            if moved:
+                log.warning("moved %d task data objects out of the public bucket %s", moved, BUCKET)
+            moved_marker.touch()
+        return buckets
+
     def start(self) -> str:
         """Bind, start serving in a thread and return the endpoint URL (blocking)."""
-        objects = ObjectStore(_bucket_dir(self._data_dir))
+        buckets = self._buckets()
         wanted = self._remembered_port()
         try:
-            server = _S3Server((self._host, wanted), objects, self._secret)
+            server = _S3Server((self._host, wanted), buckets, self._secret)
         except OSError:
             if not wanted:
                 raise
             log.warning("S3 port %d is taken: object URLs stored before this start will not resolve", wanted)
-            server = _S3Server((self._host, 0), objects, self._secret)
+            server = _S3Server((self._host, 0), buckets, self._secret)
         server.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         port = int(server.server_address[1])
         (self._root / "endpoint.json").write_text(json.dumps({"port": port}))

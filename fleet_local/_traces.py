@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import anyio
 from fastapi import APIRouter
 
 from fleet_sdk.types import traces_jobs as models
@@ -31,7 +32,9 @@ def router(state: LocalState) -> APIRouter:
         job_id = new_id("tjob")
         # The schema lets the name out: the server names the job after its id then.
         job = models.TraceJobResponse(job_id=job_id, name=body.name or f"trace-{job_id}", status="active")
-        state.store.put(TRACE_JOB_KIND, job.job_id, {**job.model_dump(), "created_at": iso()})
+        record = {**job.model_dump(), "created_at": iso()}
+        # In a worker thread: the store's lock is shared with them, and the loop must never wait on it.
+        await anyio.to_thread.run_sync(state.store.put, TRACE_JOB_KIND, job.job_id, record)
         return job
 
     return api

@@ -15,11 +15,10 @@ import pytest
 from botocore.config import Config
 
 from fleet_local import LocalFleet
-from fleet_local._s3 import presigned_put_url, sigv4_refusal
+from fleet_local._s3 import TASK_DATA_BUCKET, presigned_put_url, sigv4_refusal
 from fleet_sdk import Fleet, NotFoundError
 from fleet_sdk.types import env_instance as models
 
-BUCKET = "fleet-sessions-images"
 ENV = "orderdesk"
 
 
@@ -66,7 +65,7 @@ def test_a_file_set_is_the_objects_under_its_prefix(local: LocalFleet, fleet: Fl
     key = f"set-{uuid.uuid4().hex[:8]}"
     files = {"a.txt": b"alpha", "dir/b.json": b'{"b": 1}'}
     for name, body in files.items():
-        s3.put_object(Bucket=BUCKET, Key=f"file-sets/{key}/{name}", Body=body)
+        s3.put_object(Bucket=TASK_DATA_BUCKET, Key=f"file-sets/{key}/{name}", Body=body)
     listed = fleet.api.control_plane.create_file_set_download_urls(key, expires_in=3600)
     assert listed.file_set_key == key
     assert {item.filename: httpx.get(item.url).content for item in listed.urls} == files
@@ -104,6 +103,8 @@ def test_presigned_urls_are_checked_like_the_signed_requests() -> None:
         config=Config(signature_version="s3v4"),
     )
     theirs = urlsplit(
-        boto.generate_presigned_url("put_object", Params={"Bucket": BUCKET, "Key": "k/o.bin"}, ExpiresIn=60)
+        boto.generate_presigned_url(
+            "put_object", Params={"Bucket": TASK_DATA_BUCKET, "Key": "k/o.bin"}, ExpiresIn=60
+        )
     )
     assert sigv4_refusal("PUT", theirs.path, theirs.query, {"host": theirs.netloc}, secret=secret) is None
