@@ -45,6 +45,7 @@ SLOW = (
     "contracts/test_public_sdk.py",
     "contracts/test_public_sdk_examples.py",
     "contracts/test_public_sdk_rewards.py",
+    "contracts/test_public_sdk_structured_diff.py",
     "contracts/test_public_sdk_wire.py",
     "contracts/test_schemathesis.py",
     "tests/local/test_local_fleet_settings.py",

@@ -1648,7 +1648,7 @@ class AsyncInstanceManagerClient(AsyncResource):
     ) -> models.DiffResponse:
         """Diff the current database against the seed.
 
-        Compares the `current` database with `seed`, table by table, and returns the added, removed and modified rows of each table. `ignore_config` leaves out whole tables, columns everywhere, or columns of given tables.
+        Compares the `current` database with `seed`, table by table, and returns the added, removed and modified rows of each table, each as `row_id` (its primary-key value) and `data` (its columns). `ignore_config` leaves out whole tables, columns everywhere, or columns of given tables.
 
         Args:
             body: Body of `structured_diff`.

@@ -1624,18 +1624,37 @@ class ColumnChange(BaseModel):
     """
 
 
+class DiffRow(BaseModel):
+    """
+    A row added to or removed from a table.
+    """
+
+    row_id: Any
+    """
+    The row's primary-key value (a list of values for a composite key; the rowid when the table has neither a primary key nor an `id` column).
+    """
+    data: dict[str, Any]
+    """
+    The row, as a map from column name to value (ignored columns left out).
+    """
+
+
 class ModifiedRow(BaseModel):
     """
     A row present in both databases whose values differ.
     """
 
-    key: Any
+    row_id: Any
     """
     The row's primary-key value (a list of values for a composite key).
     """
     changes: dict[str, ColumnChange]
     """
     The changed columns, as a map from column name to its before and after values.
+    """
+    data: dict[str, Any]
+    """
+    The row as it is in `current` (ignored columns left out).
     """
 
 
@@ -1648,19 +1667,19 @@ class TableDiff(BaseModel):
     """
     The table.
     """
-    primary_key: str | list[str] | None = None
+    primary_key: list[str]
     """
-    Column(s) used to match rows between the databases; a list for a
-    composite key. A single name or a list are both accepted.
+    Column(s) used to match rows between the databases: the primary key, else `["id"]`
+    when the table has an `id` column, else `["rowid"]`.
 
     """
-    added_rows: list[dict[str, Any]] = []
+    added_rows: Annotated[list[DiffRow], Field(validate_default=True)] = []
     """
-    Rows in `current` but not in `seed`, each a map from column name to value.
+    Rows in `current` but not in `seed`.
     """
-    removed_rows: list[dict[str, Any]] = []
+    removed_rows: Annotated[list[DiffRow], Field(validate_default=True)] = []
     """
-    Rows in `seed` but not in `current`, each a map from column name to value.
+    Rows in `seed` but not in `current`.
     """
     modified_rows: Annotated[list[ModifiedRow], Field(validate_default=True)] = []
     """
@@ -1688,6 +1707,10 @@ class DiffResponse(BaseModel):
     diff: dict[str, TableDiff]
     """
     Map from table name to that table's differences. Tables without changes may be left out.
+    """
+    message: str | None = None
+    """
+    One line saying what happened.
     """
 
 
@@ -1806,6 +1829,7 @@ __all__ = [
     "DiffIgnoreConfig",
     "DiffRequest",
     "DiffResponse",
+    "DiffRow",
     "DuplicateRequestDetail",
     "Environment",
     "EnvironmentInfo",
