@@ -824,19 +824,19 @@ class VerifierError(BaseModel):
     Why a verifier run failed.
     """
 
-    type: Literal[
-        "syntax_error",
-        "no_entry_point",
-        "exception",
-        "timeout",
-        "memory_limit",
-        "invalid_result",
+    type: Annotated[
+        str,
+        Field(
+            examples=["ZeroDivisionError", "AssertionError", "syntax_error", "timeout"]
+        ),
     ]
     """
-    Kind of failure:
+    Kind of failure; when the verifier raised, the exception's class name
+    (e.g. `ZeroDivisionError`, `AssertionError`), which the public SDK re-raises by name.
+    Otherwise one of:
     - `syntax_error`: the code does not parse.
     - `no_entry_point`: no `verify` function and not exactly one top-level function; the message names the functions found.
-    - `exception`: the verifier raised.
+    - `exception`: the verifier could not be run, or its process died without a result.
     - `timeout`: it ran longer than `timeout`.
     - `memory_limit`: it exceeded its memory limit.
     - `invalid_result`: it returned something other than a number, a dict with `score`, or an object with `.score`.
