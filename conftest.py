@@ -46,6 +46,7 @@ SLOW = (
     "contracts/test_public_sdk_examples.py",
     "contracts/test_public_sdk_rewards.py",
     "contracts/test_public_sdk_structured_diff.py",
+    "tests/local/test_first_day_python_edges.py::test_the_group_watchdog_ends_with_local_fleet",
     "contracts/test_public_sdk_wire.py",
     "contracts/test_schemathesis.py",
     "tests/local/test_local_fleet_settings.py",

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from fleet_sdk import ConfigurationError, FleetError
-from fleet_sdk.process_groups import guard_group, release_group
+from fleet_sdk.process_groups import end_idle_watchdog, guard_group, release_group
 
 from ._claim import ServerClaim, claim_server
 from ._state import LocalSettings, LocalState
@@ -409,6 +409,7 @@ class LocalFleet:
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout)
             release_group(process.pid)
+            end_idle_watchdog()  # else it lives on until the script exits
         if self._temp_dir is not None:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
 
