@@ -22,8 +22,10 @@ from ._screenshots import (
     DEFAULT_BUCKET,
     DEFAULT_PUBLIC_URL_BASE,
     DEFAULT_REGION,
+    DiscoveredScreenshotStore,
     ScreenshotSink,
     ScreenshotStore,
+    ScreenshotsUnavailableError,
 )
 from ._traces import AsyncTraces, SessionStatus, Traces, upload_screenshots
 
@@ -34,8 +36,10 @@ __all__ = [
     "KEY_PREFIX",
     "AsyncTraces",
     "DataImage",
+    "DiscoveredScreenshotStore",
     "ScreenshotSink",
     "ScreenshotStore",
+    "ScreenshotsUnavailableError",
     "SessionStatus",
     "Traces",
     "collect_data_images",

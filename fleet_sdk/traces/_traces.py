@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
+from .._runtime import FleetConfig
+from .._runtime._config import ORCHESTRATOR_URL
 from .._twin import sync_method
 from ._rewrite import DataImage, collect_data_images, rewrite_chat_history
-from ._screenshots import ScreenshotSink, ScreenshotStore
+from ._screenshots import DiscoveredScreenshotStore, ScreenshotSink, ScreenshotStore
 
 if TYPE_CHECKING:
     from .._api import AsyncAPIOwner, SyncAPIOwner
@@ -93,11 +95,19 @@ class _StoreSlot:
 
     _store: ScreenshotSink | None
 
+    def _client_config(self) -> FleetConfig | None:
+        raise NotImplementedError
+
     @property
     def screenshot_store(self) -> ScreenshotSink:
-        """The default screenshot store (the production bucket unless set)."""
+        """The default screenshot store, unless set: the production bucket for a client of the
+        production orchestrator, else the bucket its server names (``DiscoveredScreenshotStore``)."""
         if self._store is None:
-            self._store = ScreenshotStore()
+            config = self._client_config()
+            if config is not None and config.base_url != ORCHESTRATOR_URL:
+                self._store = DiscoveredScreenshotStore(config.base_url, config.api_key)
+            else:
+                self._store = ScreenshotStore()
         return self._store
 
     @screenshot_store.setter
@@ -129,6 +139,10 @@ class AsyncTraces(_StoreSlot):
 
     def __repr__(self) -> str:
         return f"AsyncTraces(screenshot_store={self._store!r})"
+
+    def _client_config(self) -> FleetConfig | None:
+        config = getattr(self._fleet, "config", None)
+        return config if isinstance(config, FleetConfig) else None
 
     async def create_job(self, name: str) -> str:
         """Create a trace job on the platform host (``POST /v1/traces/jobs``) and return its id.
@@ -253,6 +267,10 @@ class Traces(_StoreSlot):
 
     def __repr__(self) -> str:
         return f"Traces(screenshot_store={self._store!r})"
+
+    def _client_config(self) -> FleetConfig | None:
+        config = getattr(self._fleet, "config", None)
+        return config if isinstance(config, FleetConfig) else None
 
     @property
     def _inner(self) -> AsyncTraces:

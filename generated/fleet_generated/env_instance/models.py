@@ -1624,6 +1624,35 @@ class ColumnChange(BaseModel):
     """
 
 
+class ScreenshotBucket(BaseModel):
+    """
+    An S3-compatible bucket for trace screenshots. Sign requests with `access_key_id` and,
+    as the secret access key, the API key the client already holds (never sent back here).
+
+    """
+
+    endpoint_url: str
+    """
+    The S3 endpoint (path-style addressing).
+    """
+    bucket: str
+    """
+    The bucket name.
+    """
+    region: str
+    """
+    The region to sign for.
+    """
+    access_key_id: str
+    """
+    The access key id (not a secret).
+    """
+    public_url_base: str
+    """
+    Objects are read anonymously at `<public_url_base>/<key>`.
+    """
+
+
 class DiffRow(BaseModel):
     """
     A row added to or removed from a table.
@@ -1818,6 +1847,25 @@ class TaskUpdate(TaskUpdateRequest):
     """
 
 
+class Discovery(BaseModel):
+    """
+    Answer of `get_discovery`.
+    """
+
+    platform_url: str
+    """
+    Base URL of the trace-job and report surfaces (the SDK's `platform_url`).
+    """
+    browser_url: str
+    """
+    Base URL of the browser-lease surface (the SDK's `browser_url`).
+    """
+    screenshots: ScreenshotBucket | None
+    """
+    Where trace screenshots go; null when this server stores none (they stay data URLs).
+    """
+
+
 __all__ = [
     "AccountResponse",
     "CDPDescribeResponse",
@@ -1830,6 +1878,7 @@ __all__ = [
     "DiffRequest",
     "DiffResponse",
     "DiffRow",
+    "Discovery",
     "DuplicateRequestDetail",
     "Environment",
     "EnvironmentInfo",
@@ -1866,6 +1915,7 @@ __all__ = [
     "RestoreRequest",
     "RestoreResponse",
     "Run",
+    "ScreenshotBucket",
     "SeedURLResponse",
     "SeedUploadRequest",
     "SnapshotResponse",
