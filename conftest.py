@@ -49,6 +49,7 @@ SLOW = (
     "tests/local/test_first_day_python_edges.py::test_the_group_watchdog_ends_with_local_fleet",
     "tests/local/test_serve_client_env.py",
     "tests/local/test_discovery.py::test_a_server_without_the_route_gets_no_screenshots_and_a_5xx_is_asked_again",
+    "tests/local/test_discovery.py::test_the_store_asks_once_and_uploads_to_the_named_bucket",
     "contracts/test_public_sdk_wire.py",
     "contracts/test_schemathesis.py",
     "tests/local/test_local_fleet_settings.py",

@@ -9,50 +9,13 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import queue
-import signal
-import subprocess
-import sys
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
-from _waits import PATIENCE
+from _serve import serving
 
 from fleet_sdk import Fleet
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + b"\x00" * 13
-
-
-@contextmanager
-def serving(tmp_path: Path, *args: str) -> Iterator[tuple[dict[str, Any], Path]]:
-    """``fleet-sdk serve`` until its ready line: (the ready line, the file its stderr goes to)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEET_", "BROWSER_API"))}
-    argv = [sys.executable, "-m", "fleet_sdk.cli", "serve", "--port", "0", "--no-s3"]
-    argv += ["--data-dir", str(tmp_path / "data"), *args]
-    stderr_path = tmp_path / "stderr.txt"
-    with stderr_path.open("w") as stderr:
-        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)
-    assert process.stdout is not None
-    try:
-        lines: queue.Queue[str] = queue.Queue()
-        stdout = process.stdout
-        threading.Thread(target=lambda: lines.put(stdout.readline()), daemon=True).start()
-        line = lines.get(timeout=PATIENCE)  # the ready line is the first stdout line
-        ready = json.loads(line)
-        assert ready.get("event") == "ready", line
-        yield ready, stderr_path
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=PATIENCE)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        process.stdout.close()
 
 
 def test_a_generated_key_is_announced_with_the_base_url_and_they_suffice(tmp_path: Path) -> None:
