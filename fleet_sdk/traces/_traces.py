@@ -116,7 +116,7 @@ class _StoreSlot:
 
     @property
     def configured_store(self) -> ScreenshotSink | None:
-        """The store given or assigned, without building the production default (None if none)."""
+        """The store given, assigned or built, without building the default (None if none yet)."""
         return self._store
 
 
@@ -125,8 +125,9 @@ class AsyncTraces(_StoreSlot):
 
     Args:
         fleet: The client whose ``api.traces`` / ``api.sessions`` are used.
-        screenshot_store: Where screenshots go (default: the production bucket, built on
-            first use with the AWS credential chain).
+        screenshot_store: Where screenshots go (default, built on first use: the production
+            bucket with the AWS credential chain for a client of the production orchestrator, else
+            the bucket its server names, ``DiscoveredScreenshotStore``).
 
     Attributes:
         screenshot_store: The store used when ``upload_session`` is not given one; assign
@@ -258,7 +259,7 @@ class Traces(_StoreSlot):
 
     Args:
         fleet: The sync client; the work runs on its ``async_fleet`` via the loop bridge.
-        screenshot_store: Where screenshots go (default: the production bucket).
+        screenshot_store: Where screenshots go (default: as ``AsyncTraces``).
     """
 
     def __init__(self, fleet: SyncAPIOwner, screenshot_store: ScreenshotSink | None = None) -> None:
