@@ -25,7 +25,6 @@ from ._screenshots import (
     DiscoveredScreenshotStore,
     ScreenshotSink,
     ScreenshotStore,
-    ScreenshotsUnavailableError,
 )
 from ._traces import AsyncTraces, SessionStatus, Traces, upload_screenshots
 
@@ -39,7 +38,6 @@ __all__ = [
     "DiscoveredScreenshotStore",
     "ScreenshotSink",
     "ScreenshotStore",
-    "ScreenshotsUnavailableError",
     "SessionStatus",
     "Traces",
     "collect_data_images",

@@ -14,6 +14,8 @@ import logging
 import threading
 from typing import Any, Protocol, runtime_checkable
 
+from .._exceptions import FleetError
+
 __all__ = [
     "DEFAULT_BUCKET",
     "DEFAULT_PUBLIC_URL_BASE",
@@ -22,7 +24,6 @@ __all__ = [
     "DiscoveredScreenshotStore",
     "ScreenshotSink",
     "ScreenshotStore",
-    "ScreenshotsUnavailableError",
 ]
 
 log = logging.getLogger("fleet_sdk.traces")
@@ -257,8 +258,11 @@ DISCOVERY_PATH = "/v1/discovery"
 """Where a non-production server says where its other surfaces are (``get_discovery``)."""
 
 
-class ScreenshotsUnavailableError(RuntimeError):
-    """The server stores no screenshots (or could not say where): they keep their data URLs."""
+class ScreenshotsUnavailableError(FleetError):
+    """The server stores no screenshots (or could not say where): they keep their data URLs.
+
+    Raised by ``DiscoveredScreenshotStore.upload`` only; ``upload_session`` logs it, never raises.
+    """
 
 
 class DiscoveredScreenshotStore:

@@ -13,7 +13,8 @@ import pytest
 from fleet_local import LocalFleet
 from fleet_sdk import AuthenticationError, Fleet, FleetConfig
 from fleet_sdk._runtime import ORCHESTRATOR_URL, PLATFORM_URL
-from fleet_sdk.traces import DiscoveredScreenshotStore, ScreenshotStore, ScreenshotsUnavailableError
+from fleet_sdk.traces import DiscoveredScreenshotStore, ScreenshotStore
+from fleet_sdk.traces._screenshots import ScreenshotsUnavailableError
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + b"\x00" * 13
 
