@@ -82,7 +82,18 @@ def test_the_clients_send_each_surface_to_its_host(client: type[Fleet] | type[As
 @pytest.mark.parametrize(
     ("environ", "traces", "sessions"),
     [
-        ({"FLEET_BASE_URL": "https://staging.fleetai.example"}, PLATFORM, "https://staging.fleetai.example"),
+        # A non-production orchestrator serves the platform surfaces too, unless told otherwise: its
+        # key once went to the production platform (traces) without the user knowing.
+        (
+            {"FLEET_BASE_URL": "https://staging.fleetai.example"},
+            "https://staging.fleetai.example",
+            "https://staging.fleetai.example",
+        ),
+        (
+            {"FLEET_BASE_URL": "https://staging.fleetai.example", "FLEET_PLATFORM_URL": PLATFORM},
+            PLATFORM,
+            "https://staging.fleetai.example",
+        ),
         (
             {"FLEET_PLATFORM_URL": "https://platform.fleetai.example"},
             "https://platform.fleetai.example",
@@ -90,7 +101,7 @@ def test_the_clients_send_each_surface_to_its_host(client: type[Fleet] | type[As
         ),
     ],
 )
-def test_overriding_one_host_never_moves_the_other(
+def test_the_platform_follows_a_non_production_base_url_unless_set(
     environ: dict[str, str], traces: str, sessions: str
 ) -> None:
     config = FleetConfig.resolve(api_key="k", environ=environ)

@@ -22,7 +22,7 @@ from fastapi import APIRouter, Query
 from fleet_sdk.types import env_instance as models
 from fleet_sdk.verifiers import bundle_sha256
 
-from . import _instances, _verifier_exec
+from . import _instances, _s3, _verifier_exec
 from ._errors import LocalAPIError, not_found
 from ._idempotency import IdempotencyKey, idempotent
 from ._request_ids import RequestId, create_once
@@ -258,6 +258,22 @@ def router(state: LocalState) -> APIRouter:
     async def list_regions() -> list[str]:  # a constant: no worker thread to wait for
         """The regions of the local server."""
         return list(_instances.REGIONS)
+
+    @api.get("/v1/discovery", response_model=models.Discovery)
+    async def get_discovery() -> models.Discovery:
+        """This one server serves every surface; screenshots go to its S3 endpoint, if on."""
+        screenshots = None
+        if state.s3_url is not None:
+            screenshots = models.ScreenshotBucket(
+                endpoint_url=state.s3_url,
+                bucket=_s3.BUCKET,
+                region=_s3.REGION,
+                access_key_id=_s3.PRESIGN_ACCESS_KEY,
+                public_url_base=f"{state.s3_url}/{_s3.BUCKET}",
+            )
+        return models.Discovery(
+            platform_url=state.public_url, browser_url=state.public_url, screenshots=screenshots
+        )
 
     @api.get("/v1/account", response_model=models.AccountResponse)
     def get_account() -> models.AccountResponse:

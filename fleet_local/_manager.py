@@ -176,10 +176,22 @@ def _rows_by_key(
     return columns, rows
 
 
+def _diff_key(conn: sqlite3.Connection, table: str) -> list[str]:
+    """The columns rows are matched by, as the platform's differ picks them: the primary key,
+    else an ``id`` column, else ``rowid``."""
+    key = _primary_key(conn, table)
+    if key:
+        return key
+    columns = [name for _, name, *_ in conn.execute(f"PRAGMA table_info({_quote(table)})").fetchall()]
+    return ["id"] if "id" in columns else []
+
+
 def diff(
     seed: sqlite3.Connection, current: sqlite3.Connection, ignore: models.DiffIgnoreConfig | None
 ) -> models.DiffResponse:
-    """Compare ``current`` with ``seed`` table by table, matching rows by primary key (else rowid)."""
+    """Compare ``current`` with ``seed`` table by table, matching rows by primary key (else an
+    ``id`` column, else rowid), in the platform's shape: rows as ``{"row_id", "data"}`` (modified
+    ones with ``changes`` too, and ``data`` their values in ``current``), ``primary_key`` a list."""
     ignore = ignore or models.DiffIgnoreConfig()
     skipped_tables = set(ignore.tables)
     seed_tables = {name for name, _ in _user_tables(seed)}
@@ -187,7 +199,7 @@ def diff(
     result: dict[str, models.TableDiff] = {}
     for table in sorted((seed_tables | current_tables) - skipped_tables):
         ignored = set(ignore.fields) | set(ignore.table_fields.get(table, []))
-        key = _primary_key(current if table in current_tables else seed, table)
+        key = _diff_key(current if table in current_tables else seed, table)
         before: dict[tuple[Any, ...], dict[str, Any]] = {}
         after: dict[tuple[Any, ...], dict[str, Any]] = {}
         if table in seed_tables:
@@ -198,8 +210,15 @@ def diff(
         def visible(row: dict[str, Any], ignored: set[str] = ignored) -> dict[str, Any]:
             return {c: v for c, v in row.items() if c not in ignored}
 
-        added = [visible(after[k]) for k in after if k not in before]
-        removed = [visible(before[k]) for k in before if k not in after]
+        def row_id(k: tuple[Any, ...]) -> Any:
+            return k[0] if len(k) == 1 else list(k)
+
+        added = [
+            models.DiffRow(row_id=row_id(k), data=visible(row)) for k, row in after.items() if k not in before
+        ]
+        removed = [
+            models.DiffRow(row_id=row_id(k), data=visible(row)) for k, row in before.items() if k not in after
+        ]
         modified: list[models.ModifiedRow] = []
         unchanged = 0
         for k in before.keys() & after.keys():
@@ -210,21 +229,20 @@ def diff(
                 if old.get(column) != new.get(column)
             }
             if changes:
-                modified.append(models.ModifiedRow(key=k[0] if len(k) == 1 else list(k), changes=changes))
+                modified.append(models.ModifiedRow(row_id=row_id(k), changes=changes, data=new))
             else:
                 unchanged += 1
-        modified.sort(key=lambda m: str(m.key))
-        primary_key: str | list[str] = (key[0] if len(key) == 1 else key) if key else "rowid"
+        modified.sort(key=lambda m: str(m.row_id))
         result[table] = models.TableDiff(
             table_name=table,
-            primary_key=primary_key,
+            primary_key=key or ["rowid"],
             added_rows=added,
             removed_rows=removed,
             modified_rows=modified,
             unchanged_count=unchanged,
             total_changes=len(added) + len(removed) + len(modified),
         )
-    return models.DiffResponse(success=True, diff=result)
+    return models.DiffResponse(success=True, diff=result, message="Structured diff generated successfully")
 
 
 _DOCS = """<!doctype html>

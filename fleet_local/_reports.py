@@ -15,8 +15,8 @@ so a report cannot say what its results do not), then 409/200/201 by digest, wit
 reports per key per rolling minute) only for a report that would be new.
 
 The work proportional to a report runs in worker threads, never on the event loop: checking an
-import, and rendering an export. Renderings are kept by digest, format and theme (the
-``_Renderings`` cache), so a large report is rendered once however often it is fetched.
+import, and rendering an export. Renderings are kept by digest, format, theme and Markdown part
+(the ``_Renderings`` cache), so a large report is rendered once however often it is fetched.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
 from fleet_sdk.reports import (
+    MARKDOWN_PARTS,
     THEMES,
     Outcome,
     ReportEnvelope,
@@ -52,6 +53,7 @@ from fleet_sdk.reports import (
     filename,
     inconsistency,
     render,
+    to_markdown,
 )
 
 from ._episodes import SESSION_KIND
@@ -288,16 +290,16 @@ class _Renderings:
 
     def __init__(self, limit: int = RENDER_CACHE_BYTES) -> None:
         self.limit = limit
-        self._texts: collections.OrderedDict[tuple[str, str, str], str] = collections.OrderedDict()
+        self._texts: collections.OrderedDict[tuple[str | None, ...], str] = collections.OrderedDict()
         self._size = 0
 
-    def get(self, key: tuple[str, str, str]) -> str | None:
+    def get(self, key: tuple[str | None, ...]) -> str | None:
         text = self._texts.get(key)
         if text is not None:
             self._texts.move_to_end(key)
         return text
 
-    def put(self, key: tuple[str, str, str], text: str) -> None:
+    def put(self, key: tuple[str | None, ...], text: str) -> None:
         if len(text) > self.limit or key in self._texts:
             return
         self._texts[key] = text
@@ -307,10 +309,56 @@ class _Renderings:
             self._size -= len(dropped)
 
 
-def _rendered(stored: str, fmt: str, theme: Theme) -> str | None:
-    """A stored envelope rendered, or None when it is not complete (blocking: a worker's job)."""
+@dataclasses.dataclass(frozen=True)
+class _Part:
+    """A Markdown part of a report (``part``, narrowed by ``model`` or named by ``scenario``)."""
+
+    part: str | None = None
+    model: str | None = None
+    scenario: str | None = None
+
+
+def _part_of(request: Request, fmt: str) -> _Part:
+    """The part the query asks for; 422 for an unknown one, or one a format or part cannot take."""
+    query = request.query_params
+    part, model, scenario = (
+        query.get("part") or None,
+        query.get("model") or None,
+        query.get("scenario") or None,
+    )
+
+    def refuse(name: str, message: str) -> RequestValidationError:
+        return RequestValidationError([{"loc": ("query", name), "msg": message, "type": "value_error"}])
+
+    if part is not None and part not in MARKDOWN_PARTS:
+        raise refuse("part", f"part is one of {', '.join(MARKDOWN_PARTS)}, got {part!r}")
+    if part is not None and fmt != "md":
+        raise refuse("part", f"part applies to format=md, not format={fmt}")
+    if part == "scenario" and scenario is None:
+        raise refuse("scenario", "part=scenario needs scenario=<task key>")
+    if scenario is not None and part != "scenario":
+        raise refuse("scenario", "scenario applies to part=scenario")
+    if model is not None and part != "fix_items":
+        raise refuse("model", "model applies to part=fix_items")
+    return _Part(part, model, scenario)
+
+
+def _rendered(stored: str, fmt: str, theme: Theme, part: _Part) -> str | None:
+    """A stored envelope rendered, or None when it is not complete (blocking: a worker's job).
+
+    Raises:
+        LocalAPIError: 404 for a scenario the run did not replay or a model it did not run.
+    """
     envelope = ReportEnvelope.model_validate_json(stored)
-    return render(envelope, fmt, theme=theme) if envelope.report.complete else None
+    if not envelope.report.complete:
+        return None
+    if part.part is None:
+        return render(envelope, fmt, theme=theme)
+    if part.scenario is not None and part.scenario not in envelope.suite.task_keys:
+        raise LocalAPIError(404, f"the run did not replay scenario {part.scenario!r}", code="not_found")
+    if part.model is not None and part.model not in envelope.suite.models:
+        raise LocalAPIError(404, f"the run did not evaluate model {part.model!r}", code="not_found")
+    return to_markdown(envelope, part=part.part, model=part.model, scenario=part.scenario)
 
 
 def _parse_time(name: str, value: str | None) -> dt.datetime:
@@ -454,10 +502,11 @@ def router(state: LocalState) -> APIRouter:
             raise RequestValidationError(
                 [{"loc": ("query", "format"), "msg": "format is one of json, md, html", "type": "enum"}]
             )
-        key = (found[0], fmt, theme)
+        part = _part_of(request, fmt)
+        key = (found[0], fmt, theme, part.part, part.model, part.scenario)
         text = renderings.get(key)
         if text is None:
-            text = await anyio.to_thread.run_sync(_rendered, found[1], fmt, theme, limiter=work())
+            text = await anyio.to_thread.run_sync(_rendered, found[1], fmt, theme, part, limiter=work())
             if text is None:
                 raise RequestValidationError(
                     [
@@ -471,7 +520,8 @@ def router(state: LocalState) -> APIRouter:
             renderings.put(key, text)
         headers = {}
         if download:
-            headers["Content-Disposition"] = f'attachment; filename="{filename(run_id, fmt)}"'  # type: ignore[arg-type]
+            name = filename(run_id, fmt, part.part)  # type: ignore[arg-type]
+            headers["Content-Disposition"] = f'attachment; filename="{name}"'
         return Response(text, media_type=_MEDIA[fmt], headers=headers)
 
     @api.get("/v1/evaluation_trace_window")

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from fleet_sdk import ConfigurationError, FleetError
-from fleet_sdk.process_groups import guard_group, release_group
+from fleet_sdk.process_groups import end_idle_watchdog, guard_group, release_group
 
 from ._claim import ServerClaim, claim_server
 from ._state import LocalSettings, LocalState
@@ -123,6 +123,22 @@ def _tell_about_jail(allow_unjailed: bool) -> None:
     sys.stderr.flush()
 
 
+def client_env(url: str, api_key: str | None) -> dict[str, str]:
+    """The environment variables a client of the server at ``url`` sets: ``FLEET_BASE_URL`` and,
+    when the key may be announced (a generated one), ``FLEET_API_KEY``. Nothing else: the SDK
+    derives the platform and browser URLs from the base URL and asks the server where screenshots
+    go (``GET /v1/discovery``); the public SDK needs only these two as well.
+
+    Args:
+        url: The server's base URL.
+        api_key: The key to announce, or None to leave it out.
+    """
+    env = {"FLEET_BASE_URL": url}
+    if api_key:
+        env["FLEET_API_KEY"] = api_key
+    return env
+
+
 def serve(
     settings: LocalSettings,
     *,
@@ -165,8 +181,14 @@ def _serve_claimed(
 
     def ready() -> None:
         if announce:
-            line = {"event": READY_EVENT, "url": state.public_url, "s3_url": state.s3_url, "pid": os.getpid()}
+            line: dict[str, Any] = {
+                "event": READY_EVENT,
+                "url": state.public_url,
+                "s3_url": state.s3_url,
+                "pid": os.getpid(),
+            }
             line.update(ready_fields or {})
+            line["client_env"] = client_env(state.public_url, (ready_fields or {}).get("api_key"))
             sys.stdout.write(json.dumps(line) + "\n")
             sys.stdout.flush()
         # The probe starts a jailed interpreter (~0.1-1 s): once ready, not in startup's way.
@@ -409,6 +431,7 @@ class LocalFleet:
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout)
             release_group(process.pid)
+            end_idle_watchdog()  # else it lives on until the script exits
         if self._temp_dir is not None:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
 

@@ -12,16 +12,19 @@ Design choices where the schema leaves room:
 * an ingested session has a verifier execution only when it carries ``verifier_execution_id``
   (docs/wire.md#traces: only those count for the pass rate): the stored execution of that id when this
   server ran it, else one made from ``metadata.score``;
-* models are reported bare (``anthropic/claude-x`` → ``claude-x``), ingested ones included.
+* models are reported bare (``anthropic/claude-x`` → ``claude-x``), ingested ones included;
+* ``GET /v1/job-session-groups`` aggregates a job's sessions as the platform's dashboard does:
+  ``avg_score`` only over graded sessions (a verifier execution, so for an ingested session a
+  ``verifier_execution_id``; an inline score alone does not count).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from pydantic import ValidationError
 
 from fleet_sdk.protocol import bare_model
@@ -266,6 +269,47 @@ def _job_sessions(state: LocalState, job_id: str) -> smodels.JobSessionsResponse
     return smodels.JobSessionsResponse(job_id=job_id, total_sessions=len(docs), tasks=tasks)
 
 
+def _group(state: LocalState, job: Mapping[str, Any]) -> smodels.JobSessionGroup:
+    """One job's aggregates: only graded sessions count towards ``avg_score`` (module docstring)."""
+    job_id = str(job.get("id") or job.get("job_id"))
+    docs = state.store.list(SESSION_KIND, parent=job_id)
+    scores = [score for doc in docs if (score := session_score(_verifier_execution(state, doc))) is not None]
+    return smodels.JobSessionGroup(
+        job_id=job_id,
+        name=job.get("name"),
+        created_at=job.get("created_at"),
+        session_count=len(docs),
+        graded_sessions=len(scores),
+        passed_sessions=sum(1 for score in scores if score >= 1.0),
+        avg_score=sum(scores) / len(scores) if scores else None,
+        task_count=len({doc.get("task_key") for doc in docs}),
+    )
+
+
+def _job(state: LocalState, job_id: str) -> dict[str, Any] | None:
+    return state.store.get(JOB_KIND, job_id) or state.store.get(_TRACE_JOB_KIND, job_id)
+
+
+def _job_session_group(state: LocalState, job_id: str) -> smodels.JobSessionGroup:
+    job = _job(state, job_id)
+    if job is None:
+        raise not_found("job", job_id)
+    return _group(state, {"id": job_id, **job})
+
+
+def _job_session_groups(
+    state: LocalState, job_id: str | None, limit: int
+) -> smodels.JobSessionGroupsResponse:
+    if job_id is not None:
+        job = _job(state, job_id)
+        return smodels.JobSessionGroupsResponse(
+            groups=[] if job is None else [_group(state, {"id": job_id, **job})]
+        )
+    jobs = [*state.store.list(JOB_KIND), *state.store.list(_TRACE_JOB_KIND)]
+    jobs.sort(key=lambda job: str(job.get("created_at") or ""), reverse=True)
+    return smodels.JobSessionGroupsResponse(groups=[_group(state, job) for job in jobs[:limit]])
+
+
 def router(state: LocalState) -> APIRouter:
     """Routes of the sessions surface."""
     api = APIRouter(tags=["sessions"])
@@ -300,6 +344,18 @@ def router(state: LocalState) -> APIRouter:
     async def get_job_sessions(job_id: str) -> smodels.JobSessionsResponse:
         """A job's sessions grouped by task, with pass counts and average scores."""
         return await anyio.to_thread.run_sync(_job_sessions, state, job_id)
+
+    @api.get("/v1/job-session-groups", response_model=smodels.JobSessionGroupsResponse)
+    async def list_job_session_groups(
+        job_id: str | None = None, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+    ) -> smodels.JobSessionGroupsResponse:
+        """Jobs, newest first, with their session counts and ``avg_score`` over graded sessions."""
+        return await anyio.to_thread.run_sync(_job_session_groups, state, job_id, limit)
+
+    @api.get("/v1/job-session-groups/{job_id}", response_model=smodels.JobSessionGroup)
+    async def get_job_session_group(job_id: str) -> smodels.JobSessionGroup:
+        """One job's session aggregates (404 for an unknown job)."""
+        return await anyio.to_thread.run_sync(_job_session_group, state, job_id)
 
     # Unset fields stay out: a stored message has only the keys it was sent with, and an optional
     # field such as an image's ``detail`` is not nullable in the schema.

@@ -46,6 +46,7 @@ from fleet_sdk.verifiers import (
     BUNDLE_ENTRY_NAME,
     CallConvention,
     JailUnavailableError,
+    VerifierError,
     VerifierOutcome,
     bundle_sha256,
     run_sandboxed_async,
@@ -299,6 +300,12 @@ def _error(kind: str, message: str) -> dict[str, Any]:
     return {"type": kind, "message": message, "traceback": None}
 
 
+def _wire_error(error: VerifierError) -> dict[str, Any]:
+    """``error`` as the platform reports it: ``type`` is the exception's class name when the
+    verifier raised (the public SDK re-raises remote errors by that name), else the fault kind."""
+    return {"type": error.wire_type, "message": error.message, "traceback": error.traceback}
+
+
 async def run_code(
     state: LocalState,
     code: str,
@@ -355,7 +362,7 @@ async def run_code(
                 allow_unjailed=unjailed,
                 scratch_root=scratch_root(state),
             )
-            error = outcome.error.model_dump() if outcome.error is not None else None
+            error = _wire_error(outcome.error) if outcome.error is not None else None
             success, score, result = outcome.success, outcome.score, _jsonable(outcome.result)
             stdout, elapsed = outcome.stdout, outcome.execution_time_ms
         except JailUnavailableError as exc:
@@ -564,7 +571,9 @@ async def execute_function(
             result=record.get("result"),
             message=f"{req.function_name} ran in {round(record['execution_time_ms'])} ms",
         )
-    detail = f"{error['type']}: {error['message']}"
+    # A raised exception's message already starts with its class name (``error.type``).
+    raised = str(error["message"]).startswith(f"{error['type']}:") or error["message"] == error["type"]
+    detail = error["message"] if raised else f"{error['type']}: {error['message']}"
     return models.ExecuteFunctionResponse(
         success=False,
         result=None,

@@ -62,7 +62,8 @@ class _FleetBase:
 
     @property
     def screenshot_store(self) -> ScreenshotSink | None:
-        """The store ``traces`` uploads screenshots to, when one was set (None: production)."""
+        """The store ``traces`` uploads screenshots to, when one was set or built (None: the default,
+        not built yet)."""
         return self.traces.configured_store
 
     def _configure(
@@ -151,8 +152,9 @@ class AsyncFleet(_FleetBase):
             proxies, limits), MCP tool calls included; owned by the caller. Default: the SDK's
             own pool, closed by ``close``.
         environ: Environment to resolve settings from (default ``os.environ``).
-        screenshot_store: Where ``traces`` uploads screenshots (default: the production bucket
-            with the AWS credential chain); ``LocalFleet`` passes its own S3 endpoint.
+        screenshot_store: Where ``traces`` uploads screenshots (default: for the production
+            orchestrator, the production bucket with the AWS credential chain; for any other
+            ``base_url``, the bucket that server names at ``GET /v1/discovery``, never production).
     """
 
     traces: AsyncTraces
@@ -364,8 +366,9 @@ class Fleet(_FleetBase):
             and MCP tool calls), used on the SDK's event loop thread only; owned by the caller.
             Default: through ``http_client`` when given, else the SDK's own async pool.
         environ: Environment to resolve settings from (default ``os.environ``).
-        screenshot_store: Where ``traces`` uploads screenshots (default: the production bucket
-            with the AWS credential chain); ``LocalFleet`` passes its own S3 endpoint.
+        screenshot_store: Where ``traces`` uploads screenshots (default: for the production
+            orchestrator, the production bucket with the AWS credential chain; for any other
+            ``base_url``, the bucket that server names at ``GET /v1/discovery``, never production).
     """
 
     traces: Traces

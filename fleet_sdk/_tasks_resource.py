@@ -7,11 +7,14 @@ trainer gets (``list``, ``get``, ``load``) goes straight into ``TaskEnv``.
 from __future__ import annotations
 
 import builtins
+import difflib
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 
+from ._exceptions import APIStatusError, NotFoundError
 from ._twin import sync_method
 from .tasks import Task, as_task, load_tasks
 
@@ -19,6 +22,25 @@ if TYPE_CHECKING:
     from ._api import AsyncAPIOwner, SyncAPIOwner
 
 __all__ = ["AsyncTasks", "Tasks"]
+
+_E = TypeVar("_E", bound=APIStatusError)
+
+
+def _did_you_mean(word: str, known: Iterable[str]) -> str:
+    found = difflib.get_close_matches(word, list(known), n=1)
+    return f"; did you mean {found[0]!r}?" if found else ""
+
+
+def _with_hint(exc: _E, hint: str) -> _E:
+    """``exc`` again (same class, status, body and request), its message ending with ``hint``."""
+    return type(exc)(
+        exc.message + hint,
+        method=exc.method,
+        url=exc.url,
+        request_id=exc.request_id,
+        response=exc.response,
+        body=exc.body,
+    )
 
 
 class AsyncTasks:
@@ -42,20 +64,34 @@ class AsyncTasks:
     ) -> builtins.list[Task]:
         """Tasks visible to the key; filters combine with AND.
 
+        An empty answer for an ``env_key`` no environment has is a misspelling, not "no tasks":
+        that raises, naming the closest key.
+
         Args:
             env_key: Only tasks of this environment.
             task_keys: Only these tasks.
             project_key: Only tasks of this project.
             data_key: Only tasks bound to this data snapshot.
             data_version: Only tasks bound to this data snapshot version.
+
+        Raises:
+            EnvNotFoundError: No environment has ``env_key`` (the message suggests the closest).
         """
-        page = await self._fleet.api.control_plane.list_tasks(
+        api = self._fleet.api.control_plane
+        page = await api.list_tasks(
             env_key=env_key,
             task_keys=task_keys,
             project_key=project_key,
             data_id=data_key,
             data_version=data_version,
         )
+        if not page.tasks and env_key is not None:
+            # One more request, only when nothing matched: is the environment itself unknown?
+            try:
+                await api.get_env(env_key)
+            except NotFoundError as exc:
+                known = [env.env_key for env in await api.list_envs()]
+                raise _with_hint(exc, _did_you_mean(env_key, known)) from None
         return [as_task(task) for task in page.tasks]
 
     async def get(self, task_key: str) -> Task:
@@ -65,9 +101,14 @@ class AsyncTasks:
             task_key: The task's key.
 
         Raises:
-            NotFoundError: No task has this key.
+            NotFoundError: No task has this key (the message suggests the closest one).
         """
-        return as_task(await self._fleet.api.control_plane.get_task(task_key))
+        api = self._fleet.api.control_plane
+        try:
+            return as_task(await api.get_task(task_key))
+        except NotFoundError as exc:
+            known = [task.task_key for task in (await api.list_tasks()).tasks]
+            raise _with_hint(exc, _did_you_mean(task_key, known)) from None
 
     async def load(self, path: str | Path) -> builtins.list[Task]:
         """Tasks from a JSON task file (``{"tasks": [...]}`` or a bare list), read off the loop.

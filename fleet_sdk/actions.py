@@ -154,9 +154,18 @@ def _openai_call(call: Any, field: str) -> ToolCall:
 
 def _anthropic_call(block: Mapping[str, Any], field: str) -> ToolCall:
     name = _name(block.get("name"), f"{field}.name")
-    return ToolCall(
-        name, _arguments(block.get("input"), f"{field}.input"), _call_id(block.get("id"), f"{field}.id")
-    )
+    # The Messages API always sends both; a block without them was built by hand or cut short, and
+    # its tool_result could not be matched (no id) or its arguments were lost (no input).
+    for required in ("id", "input"):
+        if required not in block:
+            raise ActionError(
+                f"{field}.{required} is missing: an Anthropic tool_use block has 'id', 'name' and 'input'",
+                field=f"{field}.{required}",
+            )
+    call_id = _name(block.get("id"), f"{field}.id")
+    if block.get("input") is None:
+        raise ActionError(f"{field}.input must be an object, got None", field=f"{field}.input")
+    return ToolCall(name, _arguments(block.get("input"), f"{field}.input"), call_id)
 
 
 def _assistant_message(message: Mapping[str, Any], field: str) -> Action:
@@ -259,6 +268,13 @@ def parse_action(action: Any) -> Action:
         )
     if "role" in action:
         return _assistant_message(action, "message")
+    if "tool_calls" in action or isinstance(action.get("content"), list):
+        # An assistant message with its role left out: say so, rather than list native keys.
+        raise ActionError(
+            "message.role is missing: an assistant message with tool_calls or content blocks needs "
+            "'role': 'assistant' (or pass a native action {'tool': ..., 'params': {...}})",
+            field="message.role",
+        )
     kind = action.get("type")
     if kind == "function":
         return Action((_openai_call(action, "tool_call"),))

@@ -92,6 +92,11 @@ def _serve(args: argparse.Namespace) -> int:
             print(f"fleet-sdk local server: generated API key {api_key}", file=sys.stderr)
         elif api_key is None:
             print("fleet-sdk local server: --allow-any-key: every bearer key is accepted", file=sys.stderr)
+        host, port = claim.socket.getsockname()[:2]
+        key_shown = api_key if generated else ("<any key>" if api_key is None else "<your --api-key>")
+        # The only two settings a client needs (platform, browser and screenshot URLs follow).
+        settings_line = f"FLEET_BASE_URL=http://{host}:{port} FLEET_API_KEY={key_shown}"
+        print(f"fleet-sdk local server: clients set {settings_line}", file=sys.stderr)
     from ._exceptions import ConfigurationError
 
     try:

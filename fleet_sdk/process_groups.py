@@ -109,6 +109,25 @@ class _Guard:
             return False
         return True
 
+    def end_if_idle(self, timeout: float) -> bool:
+        """Close the pipe of a watchdog that guards nothing, so it exits now, and reap it.
+
+        Returns:
+            Whether no watchdog is left running.
+        """
+        with self._lock:
+            if self._groups or self._watchdog is None:
+                return not self._groups
+            watchdog, self._watchdog = self._watchdog, None
+            if watchdog.stdin is not None:
+                with contextlib.suppress(OSError):
+                    watchdog.stdin.close()  # end of file: it kills nothing (no group) and exits
+        try:
+            watchdog.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
     def forget(self) -> None:
         """After a plain ``fork``, in the child: it must neither keep the pipe open (the watchdog
         would wait for it too) nor speak for the parent's groups."""
@@ -145,3 +164,17 @@ def release_group(pgid: int) -> None:
         pgid: A group passed to :func:`guard_group` before.
     """
     _GUARD.discard(pgid)
+
+
+def end_idle_watchdog(timeout: float = 5.0) -> bool:
+    """End the watchdog now if no group is registered (an owner such as ``LocalFleet`` calls this
+    when it stops, so the watchdog does not outlive it until the interpreter exits). The next
+    :func:`guard_group` starts a new one.
+
+    Args:
+        timeout: Seconds to wait for it to exit.
+
+    Returns:
+        Whether no watchdog is left running (False while groups are still registered).
+    """
+    return _GUARD.end_if_idle(timeout)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import functools
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast, get_args
 
 from ._client import async_fleet_of
 from ._exceptions import FleetError
@@ -22,6 +22,7 @@ from ._runtime import Deadline, RetryPolicy, is_transient
 from ._twin import sync_function
 from .rewards import is_judge_error
 from .verifiers import (
+    ErrorType,
     VerifierCodeError,
     VerifierError,
     VerifierOutcome,
@@ -59,12 +60,21 @@ class RemoteVerifierOutcome(VerifierOutcome):
     transient: bool = False
 
 
+_KINDS: frozenset[str] = frozenset(get_args(ErrorType))
+
+
+def _error_from_wire(wire_type: str, message: str, traceback: str | None) -> VerifierError:
+    """The wire's ``error.type`` is a fault kind, or, when the verifier raised, the exception's
+    class name (as the platform reports it): the latter is kind ``exception``."""
+    if wire_type in _KINDS:
+        return VerifierError(type=cast(ErrorType, wire_type), message=message, traceback=traceback)
+    return VerifierError(type="exception", message=message, traceback=traceback, exception_type=wire_type)
+
+
 def _outcome(response: Any, attempts: int) -> RemoteVerifierOutcome:
     error = None
     if response.error is not None:
-        error = VerifierError(
-            type=response.error.type, message=response.error.message, traceback=response.error.traceback
-        )
+        error = _error_from_wire(response.error.type, response.error.message, response.error.traceback)
     score: float | None = None
     if response.success and error is None:
         try:

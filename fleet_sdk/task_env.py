@@ -245,6 +245,14 @@ class TaskEnv:
     ) -> None:
         if max_steps < 1:
             raise ValueError(f"max_steps must be at least 1, got {max_steps}")
+        given: object = task  # the annotation says no str; a newcomer passes the task key anyway
+        if isinstance(given, str):
+            # pydantic's "Input should be a valid dictionary" would not say what to do instead.
+            raise TypeError(
+                f"TaskEnv takes a Task, not a task key: fetch it first, "
+                f"TaskEnv(fleet.tasks.get({given!r}), fleet=fleet) "
+                f"(with an AsyncFleet: await fleet.tasks.get({given!r}))"
+            )
         self.task = as_task(task)
         self._fleet_arg = fleet
         self._fleet: AsyncFleet | None = None

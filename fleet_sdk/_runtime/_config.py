@@ -1,7 +1,9 @@
 """Where each API lives and which key it takes.
 
 Resolution order for every setting: an explicit argument, then an environment
-variable, then the production default (docs/wire.md#hosts). The two production hosts
+variable, then the default (docs/wire.md#hosts): production for a client of the production
+orchestrator, else the one ``base_url`` for every surface, so that a key meant for a local or
+self-hosted server never reaches a production host. The two production hosts
 differ on purpose: trace jobs and browser leases live on the platform host,
 everything else (including session ingest) on the orchestrator.
 """
@@ -76,7 +78,9 @@ class FleetConfig:
         Args:
             api_key: Fleet API key; else ``FLEET_API_KEY``.
             base_url: Orchestrator URL (control plane, sessions); else ``FLEET_BASE_URL``.
-            platform_url: Platform URL (traces); else ``FLEET_PLATFORM_URL``.
+            platform_url: Platform URL (traces); else ``FLEET_PLATFORM_URL``; else production
+                when ``base_url`` is the production orchestrator, else ``base_url`` itself (a
+                local or self-hosted server serves every surface; see ``get_discovery``).
             browser_url: Browser-lease URL; else ``BROWSER_API_BASE_URL``, else the platform URL.
             browser_api_key: Browser-lease key; else ``FLEET_TEAM_API_KEY``, ``BROWSER_API_TOKEN``,
                 then the Fleet API key.
@@ -84,17 +88,21 @@ class FleetConfig:
         """
         env = os.environ if environ is None else environ
         key = api_key or env.get(ENV_API_KEY) or None
+        resolved_base = _clean_url(
+            base_url or env.get(ENV_BASE_URL) or ORCHESTRATOR_URL, "base_url / FLEET_BASE_URL"
+        )
+        # Any server but the production orchestrator serves the platform surfaces itself unless
+        # told otherwise: its key must never be sent to the production platform.
+        default_platform = PLATFORM_URL if resolved_base == ORCHESTRATOR_URL else resolved_base
         resolved_platform = _clean_url(
-            platform_url or env.get(ENV_PLATFORM_URL) or PLATFORM_URL,
+            platform_url or env.get(ENV_PLATFORM_URL) or default_platform,
             "platform_url / FLEET_PLATFORM_URL",
         )
         browser_key = browser_api_key
         for name in BROWSER_KEY_CHAIN:
             browser_key = browser_key or env.get(name) or None
         return cls(
-            base_url=_clean_url(
-                base_url or env.get(ENV_BASE_URL) or ORCHESTRATOR_URL, "base_url / FLEET_BASE_URL"
-            ),
+            base_url=resolved_base,
             platform_url=resolved_platform,
             browser_url=_clean_url(
                 browser_url or env.get(ENV_BROWSER_URL) or resolved_platform,

@@ -22,6 +22,7 @@ from ._screenshots import (
     DEFAULT_BUCKET,
     DEFAULT_PUBLIC_URL_BASE,
     DEFAULT_REGION,
+    DiscoveredScreenshotStore,
     ScreenshotSink,
     ScreenshotStore,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "KEY_PREFIX",
     "AsyncTraces",
     "DataImage",
+    "DiscoveredScreenshotStore",
     "ScreenshotSink",
     "ScreenshotStore",
     "SessionStatus",

@@ -14,10 +14,14 @@ import logging
 import threading
 from typing import Any, Protocol, runtime_checkable
 
+from .._exceptions import FleetError
+
 __all__ = [
     "DEFAULT_BUCKET",
     "DEFAULT_PUBLIC_URL_BASE",
     "DEFAULT_REGION",
+    "DISCOVERY_PATH",
+    "DiscoveredScreenshotStore",
     "ScreenshotSink",
     "ScreenshotStore",
 ]
@@ -248,3 +252,101 @@ class ScreenshotStore:
                     self.uploads += 1
                 self._known.add(key)
         return url
+
+
+DISCOVERY_PATH = "/v1/discovery"
+"""Where a non-production server says where its other surfaces are (``get_discovery``)."""
+
+
+class ScreenshotsUnavailableError(FleetError):
+    """The server stores no screenshots (or could not say where): they keep their data URLs.
+
+    Raised by ``DiscoveredScreenshotStore.upload`` only; ``upload_session`` logs it, never raises.
+    """
+
+
+class DiscoveredScreenshotStore:
+    """The screenshot store of a non-production server, learned from its ``GET /v1/discovery``.
+
+    The default store of a client whose ``base_url`` is not the production orchestrator: its key
+    must never sign a request to the production bucket. The route is asked once, on the first
+    upload (in the upload's worker thread), and the answer kept; until it answers, or when it
+    names no bucket (a server without S3, or one that does not serve the route), uploads fail and
+    screenshots keep their data URLs. A 5xx or a refused connection is asked again next time.
+
+    Args:
+        base_url: The server (the client's ``base_url``).
+        api_key: The client's key: the bearer for the route, and the S3 secret.
+        timeout: Seconds for the discovery request.
+    """
+
+    def __init__(self, base_url: str, api_key: str | None, *, timeout: float = 30.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._api_key = api_key
+        self._timeout = timeout
+        self._lock = threading.Lock()
+        self._answered = False
+        self._store: ScreenshotStore | None = None
+        self._why = "not asked yet"
+
+    def __repr__(self) -> str:
+        return f"DiscoveredScreenshotStore(base_url={self.base_url!r}, store={self._store!r})"
+
+    def resolve(self) -> ScreenshotStore | None:
+        """The store the server names (asking it the first time), or None when it names none.
+
+        Raises:
+            ScreenshotsUnavailableError: The server could not be asked (it will be next time).
+        """
+        with self._lock:
+            if not self._answered:
+                self._ask()
+            return self._store
+
+    def _ask(self) -> None:
+        import httpx
+
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        try:
+            response = httpx.get(self.base_url + DISCOVERY_PATH, headers=headers, timeout=self._timeout)
+        except httpx.HTTPError as exc:
+            raise ScreenshotsUnavailableError(
+                f"could not ask {self.base_url}{DISCOVERY_PATH} where screenshots go: {type(exc).__name__}"
+            ) from None
+        if response.status_code >= 500 or response.status_code == 429:
+            raise ScreenshotsUnavailableError(
+                f"{self.base_url}{DISCOVERY_PATH} answered {response.status_code}; asked again next upload"
+            )
+        self._answered = True
+        if response.status_code != 200:
+            self._why = f"{self.base_url}{DISCOVERY_PATH} answered {response.status_code}"
+            log.warning("screenshots stay data URLs: %s (no bucket known for this server)", self._why)
+            return
+        bucket = (response.json() or {}).get("screenshots")
+        if not bucket:
+            self._why = f"{self.base_url} stores no screenshots"
+            return
+        self._store = ScreenshotStore.for_endpoint(
+            bucket["endpoint_url"],
+            bucket=bucket["bucket"],
+            region=bucket["region"],
+            public_url_base=bucket["public_url_base"],
+            aws_access_key_id=bucket["access_key_id"],
+            aws_secret_access_key=self._api_key,
+        )
+
+    def upload(self, key: str, data: bytes, mime: str) -> str:
+        """Upload to the server's bucket (see the class docstring).
+
+        Args:
+            key: The object key.
+            data: The image bytes.
+            mime: The image MIME type.
+
+        Raises:
+            ScreenshotsUnavailableError: The server names no bucket (the screenshot keeps its data URL).
+        """
+        store = self.resolve()
+        if store is None:
+            raise ScreenshotsUnavailableError(self._why)
+        return store.upload(key, data, mime)

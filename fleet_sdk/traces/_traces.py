@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
+from .._runtime import FleetConfig
+from .._runtime._config import ORCHESTRATOR_URL
 from .._twin import sync_method
 from ._rewrite import DataImage, collect_data_images, rewrite_chat_history
-from ._screenshots import ScreenshotSink, ScreenshotStore
+from ._screenshots import DiscoveredScreenshotStore, ScreenshotSink, ScreenshotStore
 
 if TYPE_CHECKING:
     from .._api import AsyncAPIOwner, SyncAPIOwner
@@ -93,11 +95,19 @@ class _StoreSlot:
 
     _store: ScreenshotSink | None
 
+    def _client_config(self) -> FleetConfig | None:
+        raise NotImplementedError
+
     @property
     def screenshot_store(self) -> ScreenshotSink:
-        """The default screenshot store (the production bucket unless set)."""
+        """The default screenshot store, unless set: the production bucket for a client of the
+        production orchestrator, else the bucket its server names (``DiscoveredScreenshotStore``)."""
         if self._store is None:
-            self._store = ScreenshotStore()
+            config = self._client_config()
+            if config is not None and config.base_url != ORCHESTRATOR_URL:
+                self._store = DiscoveredScreenshotStore(config.base_url, config.api_key)
+            else:
+                self._store = ScreenshotStore()
         return self._store
 
     @screenshot_store.setter
@@ -106,7 +116,7 @@ class _StoreSlot:
 
     @property
     def configured_store(self) -> ScreenshotSink | None:
-        """The store given or assigned, without building the production default (None if none)."""
+        """The store given, assigned or built, without building the default (None if none yet)."""
         return self._store
 
 
@@ -115,8 +125,9 @@ class AsyncTraces(_StoreSlot):
 
     Args:
         fleet: The client whose ``api.traces`` / ``api.sessions`` are used.
-        screenshot_store: Where screenshots go (default: the production bucket, built on
-            first use with the AWS credential chain).
+        screenshot_store: Where screenshots go (default, built on first use: the production
+            bucket with the AWS credential chain for a client of the production orchestrator, else
+            the bucket its server names, ``DiscoveredScreenshotStore``).
 
     Attributes:
         screenshot_store: The store used when ``upload_session`` is not given one; assign
@@ -129,6 +140,10 @@ class AsyncTraces(_StoreSlot):
 
     def __repr__(self) -> str:
         return f"AsyncTraces(screenshot_store={self._store!r})"
+
+    def _client_config(self) -> FleetConfig | None:
+        config = getattr(self._fleet, "config", None)
+        return config if isinstance(config, FleetConfig) else None
 
     async def create_job(self, name: str) -> str:
         """Create a trace job on the platform host (``POST /v1/traces/jobs``) and return its id.
@@ -244,7 +259,7 @@ class Traces(_StoreSlot):
 
     Args:
         fleet: The sync client; the work runs on its ``async_fleet`` via the loop bridge.
-        screenshot_store: Where screenshots go (default: the production bucket).
+        screenshot_store: Where screenshots go (default: as ``AsyncTraces``).
     """
 
     def __init__(self, fleet: SyncAPIOwner, screenshot_store: ScreenshotSink | None = None) -> None:
@@ -253,6 +268,10 @@ class Traces(_StoreSlot):
 
     def __repr__(self) -> str:
         return f"Traces(screenshot_store={self._store!r})"
+
+    def _client_config(self) -> FleetConfig | None:
+        config = getattr(self._fleet, "config", None)
+        return config if isinstance(config, FleetConfig) else None
 
     @property
     def _inner(self) -> AsyncTraces:

@@ -341,6 +341,8 @@ class Execution:
         error_message: A one-line description of the fault.
         traceback: The traceback (from the verifier's own frames) or syntax-error detail.
         execution_time_ms: Wall time of loading plus calling the verifier.
+        exception_type: The class name of the exception the verifier raised (``error_type``
+            ``"exception"``), else ``None``.
     """
 
     def __init__(
@@ -352,6 +354,7 @@ class Execution:
         error_message: str | None = None,
         traceback: str | None = None,
         execution_time_ms: float = 0.0,
+        exception_type: str | None = None,
     ) -> None:
         self.result = result
         self.score = score
@@ -359,6 +362,7 @@ class Execution:
         self.error_message = error_message
         self.traceback = traceback
         self.execution_time_ms = execution_time_ms
+        self.exception_type = exception_type
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={value!r}" for name, value in vars(self).items())
@@ -406,7 +410,12 @@ def _fault(exc: BaseException, code: str) -> Execution:
         return Execution(error_type="memory_limit", error_message=message, traceback=trace)
     text = str(exc)
     message = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return Execution(error_type="exception", error_message=message, traceback=_format_traceback(exc, code))
+    return Execution(
+        error_type="exception",
+        error_message=message,
+        traceback=_format_traceback(exc, code),
+        exception_type=type(exc).__name__,
+    )
 
 
 def _scored(result: Any) -> Execution:

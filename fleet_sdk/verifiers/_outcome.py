@@ -26,6 +26,8 @@ class VerifierError(BaseModel):
         message: One line, e.g. ``"ZeroDivisionError: division by zero"``.
         traceback: The traceback from the verifier's own frames, the syntax error with a caret,
             or the child's stderr when it died; ``None`` when there is nothing more to say.
+        exception_type: When the verifier raised, the exception's class name (e.g.
+            ``"ZeroDivisionError"``); the wire's ``error.type`` carries it, as the platform's does.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -33,6 +35,13 @@ class VerifierError(BaseModel):
     type: ErrorType
     message: str
     traceback: str | None = None
+    exception_type: str | None = None
+
+    @property
+    def wire_type(self) -> str:
+        """``error.type`` as the platform reports it: the exception's class name when the
+        verifier raised, else :attr:`type`."""
+        return self.exception_type or self.type
 
 
 class VerifierOutcome(BaseModel):
@@ -70,6 +79,7 @@ def outcome_from_execution(execution: Execution, *, stdout: str) -> VerifierOutc
             type=execution.error_type,
             message=execution.error_message or execution.error_type,
             traceback=execution.traceback,
+            exception_type=execution.exception_type,
         )
     return VerifierOutcome(
         success=error is None,

@@ -151,6 +151,7 @@ def _record(execution: Execution, limit: int) -> dict[str, Any]:
             "type": execution.error_type,
             "message": _capped(execution.error_message or ""),
             "traceback": _capped(execution.traceback),
+            "exception_type": execution.exception_type,
         }
     return {
         "result": _jsonable(execution.result, limit, execution.score),

@@ -229,3 +229,52 @@ async def test_demo_trace_uploads_and_task_env_stay_on_loopback(guard_log: Path,
     installed = [line for line in guard_log.read_text().splitlines() if line.startswith("installed")]
     assert len({line.rsplit(" ", 1)[1] for line in installed}) >= 2, "the guard did not run in the servers"
     assert _refusals(guard_log) == []
+
+
+async def test_base_url_and_key_alone_keep_an_episode_with_traces_and_screenshots_local(
+    guard_log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client given only ``base_url`` and the key, as a user of ``fleet-sdk serve`` writes it.
+
+    Regression: ``AsyncFleet(base_url=<local>, api_key=...)`` sent ``traces.create_job`` to the
+    production platform host and screenshots to the production bucket (with whatever AWS
+    credentials the environment held); a user had to find ``platform_url``, ``browser_url`` and
+    a ``ScreenshotStore`` with the server's S3 URL and key in the code. Now the platform and browser
+    URLs are the base URL, and the bucket is the one the server names at ``GET /v1/discovery``.
+    """
+    for name in ("FLEET_BASE_URL", "FLEET_API_KEY", "FLEET_PLATFORM_URL", "BROWSER_API_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    from fleet_sdk import AsyncFleet, Fleet
+    from fleet_sdk.traces import DiscoveredScreenshotStore
+
+    async with LocalFleet() as local:
+        with Fleet(base_url=local.base_url, api_key=local.api_key) as fleet:
+            assert (fleet.config.platform_url, fleet.config.browser_url) == (local.base_url, local.base_url)
+            job_id = fleet.traces.create_job("only base_url")
+            sync_image = PNG + uuid.uuid4().bytes
+            session_id = fleet.traces.upload_session(
+                job_id=job_id, task_key="t", model="m", chat_history=_history(sync_image), reward=1.0
+            )
+            assert session_id is not None
+            transcript = fleet.api.sessions.get_session_transcript(session_id).transcript
+            store = fleet.traces.screenshot_store
+            assert isinstance(store, DiscoveredScreenshotStore) and store.resolve() is not None
+        _assert_served(_image_urls(transcript), local, sync_image)
+
+        afleet = AsyncFleet(base_url=local.base_url, api_key=local.api_key)
+        try:
+            task = (await afleet.tasks.list(env_key="orderdesk"))[0]
+            episode_image = PNG + uuid.uuid4().bytes
+            env = TaskEnv(task, fleet=afleet, max_steps=5, trace_job_id=job_id, trace_model="local/test")
+            async with env:
+                await env.reset_async()
+                await env.step_async({"tool": "list_orders", "params": {}})
+                for message in _history(episode_image)[1:]:
+                    env.context.add_message(message)
+                await env.step_async({"done": True})
+            assert env.trace_session_id is not None
+            episode = await afleet.api.sessions.get_session_transcript(env.trace_session_id)
+        finally:
+            await afleet.close()
+        _assert_served(_image_urls(episode.transcript), local, episode_image)
+    assert _refusals(guard_log) == []

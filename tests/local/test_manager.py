@@ -105,12 +105,13 @@ def test_write_diff_reset(manager: InstanceManagerClient) -> None:
     diff = manager.structured_diff(models.DiffRequest())
     assert diff.success
     customers = diff.diff["customers"]
-    assert customers.primary_key == "id" and customers.total_changes == 1
-    assert customers.modified_rows[0].key == 1
+    assert customers.primary_key == ["id"] and customers.total_changes == 1
+    assert customers.modified_rows[0].row_id == 1
+    assert customers.modified_rows[0].data["tier"] == new_tier
     assert customers.modified_rows[0].changes["tier"].before == tier
     assert customers.modified_rows[0].changes["tier"].after == new_tier
     notes = diff.diff["order_notes"]
-    assert len(notes.added_rows) == 1 and notes.added_rows[0]["body"] == "hello"
+    assert len(notes.added_rows) == 1 and notes.added_rows[0].data["body"] == "hello"
     assert diff.diff["products"].total_changes == 0 and diff.diff["products"].unchanged_count > 0
 
     ignored = manager.structured_diff(

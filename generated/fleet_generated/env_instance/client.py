@@ -53,6 +53,7 @@ OPERATIONS: dict[str, Operation] = {
     "list_instances": Operation("list_instances", "GET", "/v1/env/instances", "control-plane", False, SERVER_URL, 200),
     "list_regions": Operation("list_regions", "GET", "/v1/regions", "control-plane", False, SERVER_URL, 200),
     "get_account": Operation("get_account", "GET", "/v1/account", "control-plane", False, SERVER_URL, 200),
+    "get_discovery": Operation("get_discovery", "GET", "/v1/discovery", "control-plane", False, SERVER_URL, 200),
     "list_runs": Operation("list_runs", "GET", "/v1/env/runs", "control-plane", False, SERVER_URL, 200),
     "delete_instances_batch": Operation("delete_instances_batch", "DELETE", "/v1/env/instances/batch", "control-plane", False, SERVER_URL, 200),
     "get_instance": Operation("get_instance", "GET", "/v1/env/instances/{instance_id}", "control-plane", False, SERVER_URL, 200),
@@ -349,6 +350,37 @@ class AsyncControlPlaneClient(AsyncResource):
         return await self._send(
             OPERATIONS["get_account"],
             models.AccountResponse,
+            options=options,
+        )
+
+    async def get_discovery(
+        self,
+        *,
+        options: RequestOptions | None = None,
+    ) -> models.Discovery:
+        """Where a non-production server's other surfaces are.
+
+        The URLs a client needs besides this one, so that `base_url` and the API key are the
+        only settings: the platform (trace jobs, report import) and browser-lease hosts, and the
+        S3-compatible endpoint that stores trace screenshots. The SDK asks it once, on the first
+        screenshot upload, and only when `base_url` is not the production orchestrator (which
+        does not serve it); an answer it cannot get leaves screenshots as data URLs, never sends
+        them to the production bucket.
+
+        Args:
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The other surfaces of this server.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid credentials (API key, or runner token on the manager API).
+            RateLimitError: 429: Too many requests; transient. Retry after the delay in `Retry-After` when present.
+            InternalServerError: 5XX: The server failed. 502, 503 and 504 are transient and retried; `retryable` overrides when present.
+        """
+        return await self._send(
+            OPERATIONS["get_discovery"],
+            models.Discovery,
             options=options,
         )
 
@@ -1272,6 +1304,7 @@ class AsyncControlPlaneClientWithRawResponse:
         self.list_instances = async_raw_response(raw.list_instances)
         self.list_regions = async_raw_response(raw.list_regions)
         self.get_account = async_raw_response(raw.get_account)
+        self.get_discovery = async_raw_response(raw.get_discovery)
         self.list_runs = async_raw_response(raw.list_runs)
         self.delete_instances_batch = async_raw_response(raw.delete_instances_batch)
         self.get_instance = async_raw_response(raw.get_instance)
@@ -1314,6 +1347,7 @@ class ControlPlaneClient(SyncResource):
     list_instances = blocking(AsyncControlPlaneClient.list_instances)
     list_regions = blocking(AsyncControlPlaneClient.list_regions)
     get_account = blocking(AsyncControlPlaneClient.get_account)
+    get_discovery = blocking(AsyncControlPlaneClient.get_discovery)
     list_runs = blocking(AsyncControlPlaneClient.list_runs)
     delete_instances_batch = blocking(AsyncControlPlaneClient.delete_instances_batch)
     get_instance = blocking(AsyncControlPlaneClient.get_instance)
@@ -1351,6 +1385,7 @@ class ControlPlaneClientWithRawResponse:
         self.list_instances = raw_response(raw.list_instances)
         self.list_regions = raw_response(raw.list_regions)
         self.get_account = raw_response(raw.get_account)
+        self.get_discovery = raw_response(raw.get_discovery)
         self.list_runs = raw_response(raw.list_runs)
         self.delete_instances_batch = raw_response(raw.delete_instances_batch)
         self.get_instance = raw_response(raw.get_instance)
@@ -1648,7 +1683,7 @@ class AsyncInstanceManagerClient(AsyncResource):
     ) -> models.DiffResponse:
         """Diff the current database against the seed.
 
-        Compares the `current` database with `seed`, table by table, and returns the added, removed and modified rows of each table. `ignore_config` leaves out whole tables, columns everywhere, or columns of given tables.
+        Compares the `current` database with `seed`, table by table, and returns the added, removed and modified rows of each table, each as `row_id` (its primary-key value) and `data` (its columns). `ignore_config` leaves out whole tables, columns everywhere, or columns of given tables.
 
         Args:
             body: Body of `structured_diff`.

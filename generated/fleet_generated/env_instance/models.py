@@ -824,19 +824,19 @@ class VerifierError(BaseModel):
     Why a verifier run failed.
     """
 
-    type: Literal[
-        "syntax_error",
-        "no_entry_point",
-        "exception",
-        "timeout",
-        "memory_limit",
-        "invalid_result",
+    type: Annotated[
+        str,
+        Field(
+            examples=["ZeroDivisionError", "AssertionError", "syntax_error", "timeout"]
+        ),
     ]
     """
-    Kind of failure:
+    Kind of failure; when the verifier raised, the exception's class name
+    (e.g. `ZeroDivisionError`, `AssertionError`), which the public SDK re-raises by name.
+    Otherwise one of:
     - `syntax_error`: the code does not parse.
     - `no_entry_point`: no `verify` function and not exactly one top-level function; the message names the functions found.
-    - `exception`: the verifier raised.
+    - `exception`: the verifier could not be run, or its process died without a result.
     - `timeout`: it ran longer than `timeout`.
     - `memory_limit`: it exceeded its memory limit.
     - `invalid_result`: it returned something other than a number, a dict with `score`, or an object with `.score`.
@@ -1624,18 +1624,66 @@ class ColumnChange(BaseModel):
     """
 
 
+class ScreenshotBucket(BaseModel):
+    """
+    An S3-compatible bucket for trace screenshots. Sign requests with `access_key_id` and,
+    as the secret access key, the API key the client already holds (never sent back here).
+
+    """
+
+    endpoint_url: str
+    """
+    The S3 endpoint (path-style addressing).
+    """
+    bucket: str
+    """
+    The bucket name.
+    """
+    region: str
+    """
+    The region to sign for.
+    """
+    access_key_id: str
+    """
+    The access key id (not a secret).
+    """
+    public_url_base: str
+    """
+    Objects are read anonymously at `<public_url_base>/<key>`.
+    """
+
+
+class DiffRow(BaseModel):
+    """
+    A row added to or removed from a table.
+    """
+
+    row_id: Any
+    """
+    The row's primary-key value (a list of values for a composite key; the rowid when the table has neither a primary key nor an `id` column).
+    """
+    data: dict[str, Any]
+    """
+    The row, as a map from column name to value (ignored columns left out).
+    """
+
+
 class ModifiedRow(BaseModel):
     """
     A row present in both databases whose values differ.
     """
 
-    key: Any
+    row_id: Any
     """
     The row's primary-key value (a list of values for a composite key).
     """
     changes: dict[str, ColumnChange]
     """
     The changed columns, as a map from column name to its before and after values.
+    """
+    data: dict[str, Any]
+    """
+    The row as it is in `current` (ignored columns left out).
     """
 
 
@@ -1648,19 +1696,19 @@ class TableDiff(BaseModel):
     """
     The table.
     """
-    primary_key: str | list[str] | None = None
+    primary_key: list[str]
     """
-    Column(s) used to match rows between the databases; a list for a
-    composite key. A single name or a list are both accepted.
+    Column(s) used to match rows between the databases: the primary key, else `["id"]`
+    when the table has an `id` column, else `["rowid"]`.
 
     """
-    added_rows: list[dict[str, Any]] = []
+    added_rows: Annotated[list[DiffRow], Field(validate_default=True)] = []
     """
-    Rows in `current` but not in `seed`, each a map from column name to value.
+    Rows in `current` but not in `seed`.
     """
-    removed_rows: list[dict[str, Any]] = []
+    removed_rows: Annotated[list[DiffRow], Field(validate_default=True)] = []
     """
-    Rows in `seed` but not in `current`, each a map from column name to value.
+    Rows in `seed` but not in `current`.
     """
     modified_rows: Annotated[list[ModifiedRow], Field(validate_default=True)] = []
     """
@@ -1688,6 +1736,10 @@ class DiffResponse(BaseModel):
     diff: dict[str, TableDiff]
     """
     Map from table name to that table's differences. Tables without changes may be left out.
+    """
+    message: str | None = None
+    """
+    One line saying what happened.
     """
 
 
@@ -1795,6 +1847,25 @@ class TaskUpdate(TaskUpdateRequest):
     """
 
 
+class Discovery(BaseModel):
+    """
+    Answer of `get_discovery`.
+    """
+
+    platform_url: str
+    """
+    Base URL of the trace-job and report surfaces (the SDK's `platform_url`).
+    """
+    browser_url: str
+    """
+    Base URL of the browser-lease surface (the SDK's `browser_url`).
+    """
+    screenshots: ScreenshotBucket | None
+    """
+    Where trace screenshots go; null when this server stores none (they stay data URLs).
+    """
+
+
 __all__ = [
     "AccountResponse",
     "CDPDescribeResponse",
@@ -1806,6 +1877,8 @@ __all__ = [
     "DiffIgnoreConfig",
     "DiffRequest",
     "DiffResponse",
+    "DiffRow",
+    "Discovery",
     "DuplicateRequestDetail",
     "Environment",
     "EnvironmentInfo",
@@ -1842,6 +1915,7 @@ __all__ = [
     "RestoreRequest",
     "RestoreResponse",
     "Run",
+    "ScreenshotBucket",
     "SeedURLResponse",
     "SeedUploadRequest",
     "SnapshotResponse",

@@ -123,6 +123,9 @@ class AsyncEvaluationReportsClient(AsyncResource):
         format: Literal["json", "md", "html"] | None = None,
         download: bool | None = None,
         theme: Literal["light", "dark", "auto"] | None = None,
+        part: Literal["verdict", "fix_items", "scenario"] | None = None,
+        model: str | None = None,
+        scenario: str | None = None,
         options: RequestOptions | None = None,
     ) -> models.ReportEnvelope:
         """Export an evaluation report as JSON, Markdown or HTML.
@@ -130,16 +133,23 @@ class AsyncEvaluationReportsClient(AsyncResource):
         Returns a stored report: the envelope as JSON (`format=json`, the default), its Markdown
         (`format=md`, `text/markdown`) or its self-contained HTML page (`format=html`,
         `text/html`, coloured by `theme`). `download=1` sends it as an attachment named
-        `<run_id>.json`, `<run_id>.md` or `<run_id>.html`. 404 for a `run_id` this key stored no
-        report under; 422 for an unknown format or theme, or a report that is not complete (it has
-        pending results). The generated client reads the JSON form; request the others with a raw
-        response.
+        `<run_id>.json`, `<run_id>.md` or `<run_id>.html` (`<run_id>-<part>.md` for a part, `_` as
+        `-`). `format=md` can send one `part` of the report: `verdict`, `fix_items` (narrowed by
+        `model`) or `scenario` (named by `scenario`, a task key). 404 for a `run_id` this key stored
+        no report under, a `scenario` the run did not replay or a `model` it did not evaluate; 422
+        for an unknown format, theme or part, a part with another format than `md`, `part=scenario`
+        without `scenario`, `scenario` or `model` without their part, or a report that is not
+        complete (it has pending results). The generated client reads the JSON form; request the
+        others with a raw response.
 
         Args:
             run_id: The report's run id.
             format: `json` (default), `md` or `html`.
             download: Send as an attachment (`Content-Disposition: attachment; filename=...`).
             theme: Colours of the HTML page: `light`, `dark`, or `auto` (the viewer's preference). Other formats ignore it.
+            part: With `format=md`, one part instead of the whole report: `verdict`, `fix_items` or `scenario`.
+            model: With `part=fix_items`, only this model's failures (a model of the report; 404 otherwise).
+            scenario: With `part=scenario`, the task key (a task the run replayed; 404 otherwise).
             options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
 
         Returns:
@@ -158,7 +168,14 @@ class AsyncEvaluationReportsClient(AsyncResource):
             OPERATIONS["get_evaluation_report"],
             models.ReportEnvelope,
             path_params={"run_id": run_id},
-            params={"format": format, "download": download, "theme": theme},
+            params={
+                "format": format,
+                "download": download,
+                "theme": theme,
+                "part": part,
+                "model": model,
+                "scenario": scenario,
+            },
             options=options,
         )
 

@@ -47,6 +47,8 @@ OPERATIONS: dict[str, Operation] = {
     "log_session": Operation("log_session", "POST", "/v1/traces/logs", "sessions", False, SERVER_URL, 200),
     "get_session_transcript": Operation("get_session_transcript", "GET", "/v1/sessions/{session_id}/transcript", "sessions", False, SERVER_URL, 200),
     "get_job_sessions": Operation("get_job_sessions", "GET", "/v1/sessions/job/{job_id}", "sessions", False, SERVER_URL, 200),
+    "list_job_session_groups": Operation("list_job_session_groups", "GET", "/v1/job-session-groups", "sessions", False, SERVER_URL, 200),
+    "get_job_session_group": Operation("get_job_session_group", "GET", "/v1/job-session-groups/{job_id}", "sessions", False, SERVER_URL, 200),
 }
 # fmt: on
 """Every operation of the schema by ``operationId`` (fields in ``Operation`` order), for contract tests."""
@@ -301,6 +303,72 @@ class AsyncSessionsClient(AsyncResource):
             options=options,
         )
 
+    async def list_job_session_groups(
+        self,
+        *,
+        job_id: str | None = None,
+        limit: int | None = None,
+        options: RequestOptions | None = None,
+    ) -> models.JobSessionGroupsResponse:
+        """List jobs with the aggregates of their sessions.
+
+        One group per job (evaluation job or trace job), newest first, with its session counts
+        and `avg_score`, as the dashboard shows them. Only a graded session counts towards
+        `avg_score`: one with a verifier execution (an ingested session counts only when it
+        carries `verifier_execution_id`; its inline `metadata.score` alone is stored but not
+        counted), whose verifier succeeded and whose judge did not fail.
+
+        Args:
+            job_id: Only the group of this job (an empty list when it has none).
+            limit: At most this many groups.
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The groups.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid API key.
+            UnprocessableEntityError: 422: The request failed validation; `detail` lists the bad fields.
+            RateLimitError: 429: Too many requests; retry later with backoff.
+            InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
+        """
+        return await self._send(
+            OPERATIONS["list_job_session_groups"],
+            models.JobSessionGroupsResponse,
+            params={"job_id": job_id, "limit": limit},
+            options=options,
+        )
+
+    async def get_job_session_group(
+        self,
+        job_id: str,
+        *,
+        options: RequestOptions | None = None,
+    ) -> models.JobSessionGroup:
+        """One job's session aggregates.
+
+        The group of one job (see `list_job_session_groups`); 404 for a job this key cannot see.
+
+        Args:
+            job_id: Id of the job (evaluation job or trace job).
+            options: Per-call overrides (timeout, deadline, max_retries, idempotency_key, extra_headers).
+
+        Returns:
+            The job's group.
+
+        Raises:
+            AuthenticationError: 401: Missing or invalid API key.
+            NotFoundError: 404: The session or job does not exist (or is not visible to this key).
+            RateLimitError: 429: Too many requests; retry later with backoff.
+            InternalServerError: 5XX: Server-side failure (any 5XX); `retryable` tells whether a retry may help.
+        """
+        return await self._send(
+            OPERATIONS["get_job_session_group"],
+            models.JobSessionGroup,
+            path_params={"job_id": job_id},
+            options=options,
+        )
+
 
 class AsyncSessionsClientWithRawResponse:
     """``AsyncSessionsClient`` whose methods return the ``RawResponse`` instead of the model.
@@ -315,6 +383,8 @@ class AsyncSessionsClientWithRawResponse:
         self.log_session = async_raw_response(raw.log_session)
         self.get_session_transcript = async_raw_response(raw.get_session_transcript)
         self.get_job_sessions = async_raw_response(raw.get_job_sessions)
+        self.list_job_session_groups = async_raw_response(raw.list_job_session_groups)
+        self.get_job_session_group = async_raw_response(raw.get_job_session_group)
 
 
 class SessionsClient(SyncResource):
@@ -335,6 +405,8 @@ class SessionsClient(SyncResource):
     log_session = blocking(AsyncSessionsClient.log_session)
     get_session_transcript = blocking(AsyncSessionsClient.get_session_transcript)
     get_job_sessions = blocking(AsyncSessionsClient.get_job_sessions)
+    list_job_session_groups = blocking(AsyncSessionsClient.list_job_session_groups)
+    get_job_session_group = blocking(AsyncSessionsClient.get_job_session_group)
 
 
 class SessionsClientWithRawResponse:
@@ -350,3 +422,5 @@ class SessionsClientWithRawResponse:
         self.log_session = raw_response(raw.log_session)
         self.get_session_transcript = raw_response(raw.get_session_transcript)
         self.get_job_sessions = raw_response(raw.get_job_sessions)
+        self.list_job_session_groups = raw_response(raw.list_job_session_groups)
+        self.get_job_session_group = raw_response(raw.get_job_session_group)

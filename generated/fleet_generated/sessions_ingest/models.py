@@ -289,6 +289,45 @@ class VerifierExecution(VerifierExecutionResult):
     """
 
 
+class JobSessionGroup(BaseModel):
+    """
+    A job and the aggregates of its sessions.
+    """
+
+    job_id: str
+    """
+    Id of the job.
+    """
+    name: str | None = None
+    """
+    The job's name, when it has one.
+    """
+    created_at: datetime | None = None
+    """
+    When the job was created, when known.
+    """
+    session_count: Annotated[int, Field(ge=0)]
+    """
+    Sessions of the job.
+    """
+    graded_sessions: Annotated[int, Field(ge=0)]
+    """
+    Sessions that count towards `avg_score` (graded; see the operation).
+    """
+    passed_sessions: Annotated[int, Field(ge=0)]
+    """
+    Graded sessions that scored 1.0 or more.
+    """
+    avg_score: float | None
+    """
+    Mean score of the graded sessions; null when none was graded.
+    """
+    task_count: Annotated[int, Field(ge=0)]
+    """
+    Distinct tasks among the sessions.
+    """
+
+
 class Instance(BaseModel):
     """
     The env instance a session ran on, as the orchestrator records it.
@@ -400,6 +439,17 @@ class ToolCall(BaseModel):
     function: ToolCallFunction
     """
     Name and JSON-encoded arguments of the called function.
+    """
+
+
+class JobSessionGroupsResponse(BaseModel):
+    """
+    Answer of `list_job_session_groups`.
+    """
+
+    groups: list[JobSessionGroup]
+    """
+    One group per job, newest first.
     """
 
 
@@ -717,6 +767,8 @@ __all__ = [
     "ImageURL",
     "ImageURLBlock",
     "Instance",
+    "JobSessionGroup",
+    "JobSessionGroupsResponse",
     "JobSessions",
     "JobSessionsResponse",
     "SessionInfo",
