@@ -18,7 +18,6 @@ platform, over HTTP, is the episode side's (``fleet_sdk.remote_verifier``).
 """
 
 from .._public import publish
-from ._audit import DENIED_PREFIX, SandboxPolicy
 from ._bundle import BUNDLE_ENTRY_NAME, bundle_sha256, bundle_verifier
 from ._entry import (
     VERIFIER_FILENAME,
@@ -30,7 +29,6 @@ from ._entry import (
     load_verifier,
     score_from_result,
 )
-from ._jail import JailStatus, jail_status
 from ._local import run_local, run_local_async
 from ._namespace import (
     TASK_FAILED_SCORE,
@@ -45,17 +43,7 @@ from ._namespace import (
     normalized_string_comparison,
 )
 from ._outcome import SandboxLayers, VerifierError, VerifierOutcome
-from ._plain_pickle import PlainDataError, dump_plain, load_plain
 from ._query import QueryBuilder
-from ._sandbox import (
-    DEFAULT_MEMORY_MB,
-    DEFAULT_TIMEOUT,
-    OUTPUT_LIMIT_BYTES,
-    JailUnavailableError,
-    SandboxError,
-    run_sandboxed,
-    run_sandboxed_async,
-)
 from ._snapshot import IgnoreConfig, SnapshotDiff
 from ._sqlite import (
     DatabaseSnapshot,
@@ -68,10 +56,6 @@ from ._sqlite import (
 
 __all__ = [
     "BUNDLE_ENTRY_NAME",
-    "DEFAULT_MEMORY_MB",
-    "DEFAULT_TIMEOUT",
-    "DENIED_PREFIX",
-    "OUTPUT_LIMIT_BYTES",
     "TASK_FAILED_SCORE",
     "TASK_SUCCESSFUL_SCORE",
     "VERIFIER_FILENAME",
@@ -82,17 +66,12 @@ __all__ = [
     "ErrorType",
     "IgnoreConfig",
     "InvalidResultError",
-    "JailStatus",
-    "JailUnavailableError",
-    "PlainDataError",
     "QueryBuilder",
     "QueryResult",
     "QueryResultLike",
     "SQLiteDatabase",
     "SQLiteEnvironment",
-    "SandboxError",
     "SandboxLayers",
-    "SandboxPolicy",
     "SnapshotDiff",
     "UnknownDatabaseError",
     "VerifierCodeError",
@@ -102,19 +81,14 @@ __all__ = [
     "bundle_sha256",
     "bundle_verifier",
     "contains_number",
-    "dump_plain",
     "extract_numbers",
     "find_entry_point",
     "harden_connection",
-    "jail_status",
-    "load_plain",
     "load_verifier",
     "normalized_contains",
     "normalized_string_comparison",
     "run_local",
     "run_local_async",
-    "run_sandboxed",
-    "run_sandboxed_async",
     "score_from_result",
 ]
 

@@ -42,14 +42,23 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .._exceptions import JailUnavailableError, SandboxError
-from .._twin import sync_function
-from ..process_groups import GATE_OPEN, gated, guard_group, release_group
+from fleet_sdk._twin import sync_function
+from fleet_sdk.verifiers._entry import CallConvention, call_arguments
+from fleet_sdk.verifiers._outcome import ErrorType, SandboxLayers, VerifierError, VerifierOutcome
+
 from ._cgroup import RunCgroup
-from ._entry import CallConvention, call_arguments
-from ._jail import INNER_CODE_DIR, THREAD_LIMIT, jail_argv, jail_status, seccomp_fd
-from ._outcome import ErrorType, SandboxLayers, VerifierError, VerifierOutcome
+from ._errors import JailUnavailableError, SandboxError
+from ._jail import (
+    INNER_CODE_DIR,
+    INNER_RUNTIME_DIR,
+    RUNTIME_DIR,
+    THREAD_LIMIT,
+    jail_argv,
+    jail_status,
+    seccomp_fd,
+)
 from ._plain_pickle import PlainDataError, dump_plain
+from ._process_groups import GATE_OPEN, gated, guard_group, release_group
 
 __all__ = [
     "DEFAULT_MEMORY_MB",
@@ -171,7 +180,13 @@ def _prepare(
             if seccomp is not None:
                 job.child_fds.append(seccomp)
             argv, inner_databases = jail_argv(
-                [os.path.realpath(sys.executable), "-I", "-S", f"{INNER_CODE_DIR}/{_CHILD_SCRIPT.name}"],
+                [
+                    os.path.realpath(sys.executable),
+                    "-I",
+                    "-S",
+                    f"{INNER_CODE_DIR}/{_CHILD_SCRIPT.name}",
+                    INNER_RUNTIME_DIR,
+                ],
                 status=status,
                 code_dir=_CHILD_SCRIPT.parent.resolve(),
                 databases=resolved,
@@ -187,7 +202,10 @@ def _prepare(
         else:
             job.root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=scratch_root))
             (job.root / "work").mkdir()
-            argv, inner_databases = [sys.executable, "-I", "-S", str(_CHILD_SCRIPT)], resolved
+            argv, inner_databases = (
+                [sys.executable, "-I", "-S", str(_CHILD_SCRIPT), str(RUNTIME_DIR)],
+                resolved,
+            )
         payload = {
             "code": code,
             "final_answer": final_answer,
@@ -456,7 +474,7 @@ async def run_sandboxed_async(
 
 def _run_job(job: _Job) -> VerifierOutcome:
     """Run a prepared job to its outcome, blocking (on the SDK's loop bridge)."""
-    from .._runtime._bridge import run_sync
+    from fleet_sdk._runtime._bridge import run_sync
 
     return run_sync(_run_job_async(job))
 
