@@ -73,7 +73,6 @@ SLOW = (
     "tests/local/test_s3.py::test_objects_and_session_urls_survive_a_restart",
     "tests/local/test_s3.py::test_without_s3_screenshots_keep_their_data_urls_and_go_nowhere",
     "tests/test_context_manager.py::test_a_backtracking_search_is_a_tool_error_and_the_loop_keeps_running",
-    "tests/test_import_graph.py::test_the_deprecated_local_alias_gives_the_server_package_itself",
     "tests/sandbox/test_verifier_sandbox.py::test_infinite_loop_is_killed_at_the_timeout_and_output_is_capped",
     "tests/sandbox/test_verifier_sandbox.py::test_async_run_times_out",
 )

@@ -17,7 +17,6 @@ PYTHON = "3.11"
 LINT_TARGETS = (
     "fleet_sdk",
     "fleet_local",
-    "fleet_api",
     "codegen",
     "tests",
     "contracts",

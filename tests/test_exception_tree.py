@@ -34,9 +34,8 @@ from fleet_sdk.verifiers import (
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
-# Left out of the walk: each integration imports its framework (an extra), and fleet_sdk.local is
-# a deprecated alias of another package (fleet_local).
-NOT_WALKED = ("fleet_sdk.integrations", "fleet_sdk.local")
+# Left out of the walk: each integration imports its framework (an extra).
+NOT_WALKED = ("fleet_sdk.integrations",)
 
 
 def _private(name: str) -> bool:
@@ -141,7 +140,7 @@ def test_exports_show_their_public_module() -> None:
         if not isinstance(value, type | FunctionType) or not value.__module__.startswith("fleet_sdk"):
             continue  # constants, typing forms, the generated package's own classes
         if value.__qualname__ != name:
-            continue  # an alias under another name (fleet_sdk.specs.Spec): found through the original
+            continue  # an alias under another name: found through the original
         home = importlib.import_module(value.__module__)
         assert getattr(home, value.__qualname__) is value, f"{module}.{name} is not where it says"
         if not (isinstance(value, type) and _typed_fields(value)):

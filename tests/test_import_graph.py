@@ -1,7 +1,7 @@
 """The import graph of the installed packages: no cycles, one-way layers, light entry points.
 
 The graph is read statically (``ast`` over every module of ``fleet_sdk``, the server package
-``fleet_local``, the generated package ``fleet_generated`` and the ``fleet_api`` alias). Between
+``fleet_local`` and the generated package ``fleet_generated``). Between
 modules, every import that runs counts: module level and inside functions (a cycle hidden in a
 function is still a cycle). Between packages, imports for type annotations (under
 ``TYPE_CHECKING``) count too: a facade typed with a class of the package that builds it is
@@ -24,11 +24,11 @@ from pathlib import Path
 
 import pytest
 
-ROOTS = ("fleet_sdk", "fleet_local", "fleet_generated", "fleet_api")
+ROOTS = ("fleet_sdk", "fleet_local", "fleet_generated")
 
 # Where the SDK may reach into the server, all of them lazily (inside a function): the command
-# line where it starts a server, and the deprecated ``fleet_sdk.local`` alias.
-SERVER_DOORS = frozenset({"fleet_sdk.cli", "fleet_sdk._cli_eval", "fleet_sdk.local"})
+# line where it starts a server.
+SERVER_DOORS = frozenset({"fleet_sdk.cli", "fleet_sdk._cli_eval"})
 
 
 @cache
@@ -155,10 +155,8 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def _package_node(module: str) -> str:
     """A module's node in the package graph: a subpackage of a root is one node, each top-level
-    module of a root is its own, and ``fleet_api`` is one."""
+    module of a root is its own."""
     parts = module.split(".")
-    if parts[0] == "fleet_api":
-        return "fleet_api"
     return ".".join(parts[:2])
 
 
@@ -263,7 +261,6 @@ def test_the_walker_sees_the_edges_it_must() -> None:
     assert "fleet_generated.env_instance.models" in graph["fleet_sdk.remote_verifier"]  # from X import module
     assert "fleet_sdk.protocol" in graph["fleet_sdk.policies"]  # relative
     assert "fleet_sdk.policies" in graph["fleet_local._episodes"]  # absolute, across roots
-    assert "fleet_generated" in graph["fleet_api"]  # the alias points one way
     assert "fleet_sdk._api" not in graph["fleet_sdk.env"]  # only under TYPE_CHECKING there
     assert "fleet_sdk._api" in _graph(types=True)["fleet_sdk.env"]
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
@@ -275,7 +272,6 @@ def test_re_exports_are_followed_to_the_defining_module() -> None:
     assert _resolve("fleet_sdk", "AsyncFleet") == "fleet_sdk._client"
     assert _resolve("fleet_sdk", "NotFoundError") == "fleet_sdk._exceptions"
     assert _resolve("fleet_sdk._runtime", "RequestOptions") == "fleet_generated._transport"
-    assert _resolve("fleet_sdk.local", "LocalFleet") == "fleet_local._server"
     resolved = _resolved()
     assert "fleet_sdk._client" in resolved["fleet_local._server"]
 
@@ -299,18 +295,6 @@ def test_the_generated_package_imports_no_hand_written_code() -> None:
         if module.startswith("fleet_generated")
         for target in targets
         if not target.startswith("fleet_generated")
-    )
-    assert not offenders
-
-
-def test_nothing_in_fleet_sdk_imports_the_fleet_api_alias() -> None:
-    graph = _resolved()
-    offenders = sorted(
-        m
-        for m, targets in graph.items()
-        if m.startswith("fleet_")
-        and m != "fleet_api"
-        and any(t.split(".")[0] == "fleet_api" for t in targets)
     )
     assert not offenders
 
@@ -371,7 +355,7 @@ def test_the_server_uses_only_the_public_sdk() -> None:
                 continue
             for target, name in names:
                 root = target.split(".")[0]
-                if root == "fleet_generated" or root == "fleet_api":
+                if root == "fleet_generated":
                     offenders.append(f"{module}:{node.lineno} imports {target} (use fleet_sdk.types)")
                 elif module.startswith("fleet_local.sandbox") and target in SANDBOX_PRIVATE:
                     continue
@@ -421,33 +405,3 @@ def test_import_fleet_sdk_loads_no_server() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
-
-
-def test_fleet_api_alias_gives_the_generated_modules_themselves() -> None:
-    code = (
-        "from fleet_api.env_instance import models as old\n"
-        "import fleet_api.traces_jobs.client as old_client\n"
-        "from fleet_generated.env_instance import models as new\n"
-        "from fleet_generated.traces_jobs import client as new_client\n"
-        "import fleet_api._resource, fleet_generated._resource as new_resource\n"
-        "print(old is new, old_client is new_client, old.InstanceRequest is new.InstanceRequest,\n"
-        "      fleet_api._resource is new_resource)\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.split() == ["True", "True", "True", "True"]
-
-
-def test_the_deprecated_local_alias_gives_the_server_package_itself() -> None:
-    code = (
-        "import warnings\n"
-        "with warnings.catch_warnings(record=True) as caught:\n"
-        "    warnings.simplefilter('always')\n"
-        "    from fleet_sdk.local import LocalFleet, ScriptedPolicy\n"
-        "import fleet_local, fleet_sdk.policies\n"
-        "print(LocalFleet is fleet_local.LocalFleet, ScriptedPolicy is fleet_sdk.policies.ScriptedPolicy,\n"
-        "      [str(w.message) for w in caught if w.category is DeprecationWarning])\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.startswith(
-        "True True ['fleet_sdk.local is deprecated; import LocalFleet from fleet_local'"
-    )
