@@ -54,6 +54,8 @@ SLOW = (
     "tests/local/test_hostile_input.py::test_without_the_jail_untrusted_code_never_runs_for_a_request_without_the_key",
     "tests/test_suite_markers.py::test_the_quick_subset_leaves_out_e2e_browser_and_slow_tests",
     "tests/local/test_cli_serve.py",
+    "tests/local/test_cli_arguments.py",
+    "tests/test_import_contracts.py",
     "tests/local/test_server_lifecycle.py",
     "tests/test_codegen.py",
     "tests/test_readme.py",

@@ -330,7 +330,7 @@ class LocalFleet:
         argv = [
             sys.executable,
             "-m",
-            "fleet_sdk.cli",
+            "fleet_local",
             "serve",
             "--data-dir",
             str(self.data_dir),

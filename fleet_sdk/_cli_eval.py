@@ -291,7 +291,7 @@ def _check_tasks(args: argparse.Namespace, embedded: bool, problems: list[str]) 
             problems.append(f"--tasks-file: {exc}")
     if not embedded or not (args.env or args.task_key):
         return  # the platform's tasks are checked once connected (no server to start first)
-    from fleet_local.environments import registry
+    from ._server_plugin import bundled_environments as registry
 
     environments = registry()
     keys = [str(t["task_key"]) for env in environments.values() for t in env.tasks]
@@ -592,7 +592,7 @@ async def _eval(args: argparse.Namespace, plan: _Plan, out: TextIO) -> ReportEnv
                 )
         import anyio
 
-        from fleet_local import LocalFleet
+        from ._server_plugin import LocalFleet
 
         settings: dict[str, Any] = {}
         if args.jobs and plan.endpoints:  # the embedded server asks the models of its job itself
