@@ -6,12 +6,17 @@
 - :func:`jail_status` says whether the jail can start here and what it bounds;
 - :func:`load_plain` / :func:`dump_plain` read and write a verifier's arguments as a pickle of
   plain data only (the public SDK's ``args`` form);
+- :func:`harden_connection` refuses ``ATTACH`` and native-pointer functions on a SQLite
+  connection, as the verifier runtime does for its read-only databases (the server's query
+  endpoint uses it too);
 - ``_process_groups.py`` keeps the process groups the server starts (verifier runs, browsers)
   from outliving it, SIGKILL included.
 
 The child (``_child.py``, ``_runner.py``) loads only the standard-library modules of this
 package and of the SDK's verifier runtime (``fleet_sdk.verifiers``), by path.
 """
+
+from fleet_sdk.verifiers._sqlite import harden_connection
 
 from ._audit import DENIED_PREFIX, SandboxPolicy
 from ._jail import JailStatus, jail_status
@@ -37,6 +42,7 @@ __all__ = [
     "SandboxError",
     "SandboxPolicy",
     "dump_plain",
+    "harden_connection",
     "jail_status",
     "load_plain",
     "run_sandboxed",

@@ -1,16 +1,13 @@
 """Verifiers: the namespace they run in, finding their entry point, and running them here.
 
 - :func:`run_local` / :func:`run_local_async` run a verifier in this process (debugging only,
-  not a sandbox);
-- :func:`run_sandboxed` / :func:`run_sandboxed_async` run it in a fresh, limited child process
-  inside an OS jail (bubblewrap), with an audit hook as a second layer;
+  not a sandbox: untrusted code runs on a server, the platform's or the local server's OS
+  sandbox, ``fleet_local.sandbox``);
 - :func:`bundle_verifier` / :func:`bundle_sha256` make the deterministic bundle the remote
-  ``/v1/verifiers/execute`` takes;
+  ``/v1/verifiers/execute`` takes (the sha256 is part of its request);
 - :class:`SQLiteEnvironment` is a local ``env`` over SQLite files (``env.db("seed")``,
   ``env.db("current")``), whose databases also offer the public SDK's helpers
-  (:class:`QueryBuilder`, :class:`SnapshotDiff`, :class:`IgnoreConfig`; docs/verifier-runtime.md);
-- :func:`load_plain` / :func:`dump_plain` read and write a verifier's arguments as a pickle of
-  plain data only (the public SDK's ``args`` form).
+  (:class:`QueryBuilder`, :class:`SnapshotDiff`, :class:`IgnoreConfig`; docs/verifier-runtime.md).
 
 Every runner returns a :class:`VerifierOutcome`; verifier faults are in ``outcome.error``.
 Importing this package loads only the standard library and pydantic: running a verifier on the
@@ -51,7 +48,6 @@ from ._sqlite import (
     SQLiteDatabase,
     SQLiteEnvironment,
     UnknownDatabaseError,
-    harden_connection,
 )
 
 __all__ = [
@@ -83,7 +79,6 @@ __all__ = [
     "contains_number",
     "extract_numbers",
     "find_entry_point",
-    "harden_connection",
     "load_verifier",
     "normalized_contains",
     "normalized_string_comparison",
