@@ -1,6 +1,6 @@
 """In-process tests of fleet_sdk.verifiers: namespace helpers, entry point, scoring, run_local,
 the SQLite environment, bundles and the audit policy (the sandbox child itself is exercised in
-test_verifier_sandbox.py)."""
+tests/sandbox/)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ pipe too, so it is read like stdout and stderr: continuously, with a cap, and a 
 is an error; nothing of a jailed run touches the host's disk. The whole process group is
 killed at the deadline (and after the run, should anything of it be left), and every fault
 comes back as ``VerifierOutcome.error``. From its start until it is reaped, the group is
-registered with ``fleet_sdk.process_groups`` (and held at its gate until then, which is also
+registered with ``_process_groups.py`` (and held at its gate until then, which is also
 when it is moved into its cgroup), so it is killed even when this process is SIGKILLed mid-run
 (for a jailed run bwrap's ``--die-with-parent`` does it too, once bwrap has armed it; an
 unjailed run has nothing else).
@@ -522,7 +522,7 @@ async def _run_job_async(job: _Job) -> VerifierOutcome:
                 # Exited. The one kill rule: the group goes after every run, so a straggler it
                 # left (a daemon thread's fork, a detached grandchild) never outlives the run.
                 # The group id stays ours while any member lives; with none left, killpg finds
-                # nothing (tests/test_verifier_sandbox.py, threads left running).
+                # nothing (tests/sandbox/test_verifier_sandbox.py, threads left running).
                 _kill_group(process.pid)
         except BaseException:
             if process.returncode is None:

@@ -1,4 +1,4 @@
-"""``fleet_sdk.process_groups``: process groups registered by a process die when it is SIGKILLed.
+"""``fleet_local.sandbox._process_groups``: process groups registered by a process die when it is SIGKILLed.
 
 A holder process (a real interpreter importing the guard) starts process groups of its own
 (``sh`` with two ``sleep`` children, each in its own session), registers them and is then
