@@ -1,9 +1,9 @@
 """Entry script of the sandbox child, run as ``python -I -S _child.py`` (never imported).
 
-It must not import ``fleet_sdk``: that would pull in pydantic and read the project's files. It
-registers this directory, and the verifier runtime's (``fleet_sdk/verifiers``, its argv[1]) as
-``fleet_sdk.verifiers``, as bare packages (without running an ``__init__``) so the stdlib-only
-modules of both can import each other, then hands over to :func:`_runner.main`. Once the result is written it exits at once (``os._exit``).
+It must not import ``fleet_sdk``: that would pull in httpx and read the project's files. It
+registers this directory as a bare package (without running ``__init__``, which needs
+pydantic) so the stdlib-only modules beside it can import each other relatively, then hands
+over to :func:`_runner.main`. Once the result is written it exits at once (``os._exit``).
 """
 
 import contextlib
