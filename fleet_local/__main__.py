@@ -7,4 +7,5 @@ from fleet_sdk.cli import main
 
 from ._cli import add_commands
 
-sys.exit(main(command_sets=[add_commands]))
+if __name__ == "__main__":  # walking the package's modules imports this one too
+    sys.exit(main(command_sets=[add_commands]))
