@@ -59,6 +59,8 @@ SLOW = (
     "tests/local/test_hostile_input.py::test_without_the_jail_untrusted_code_never_runs_for_a_request_without_the_key",
     "tests/test_suite_markers.py::test_the_quick_subset_leaves_out_e2e_browser_and_slow_tests",
     "tests/local/test_cli_serve.py",
+    "tests/local/test_cli_arguments.py",
+    "tests/test_import_contracts.py",
     "tests/local/test_server_lifecycle.py",
     "tests/test_codegen.py",
     "tests/test_readme.py",
@@ -80,9 +82,8 @@ SLOW = (
     "tests/local/test_task_data_private.py::test_task_data_an_older_server_kept_public_moves_to_the_private_bucket",
     "tests/local/test_store_off_the_loop.py",
     "tests/test_context_manager.py::test_a_backtracking_search_is_a_tool_error_and_the_loop_keeps_running",
-    "tests/test_import_graph.py::test_the_deprecated_local_alias_gives_the_server_package_itself",
-    "tests/test_verifier_sandbox.py::test_infinite_loop_is_killed_at_the_timeout_and_output_is_capped",
-    "tests/test_verifier_sandbox.py::test_async_run_times_out",
+    "tests/sandbox/test_verifier_sandbox.py::test_infinite_loop_is_killed_at_the_timeout_and_output_is_capped",
+    "tests/sandbox/test_verifier_sandbox.py::test_async_run_times_out",
 )
 """Node-id prefixes (a module, or a test with all its parameters) of the slow tests the other
 markers leave in the quick subset: each took a second or more of a full run on a busy 2-core

@@ -17,7 +17,6 @@ PYTHON = "3.11"
 LINT_TARGETS = (
     "fleet_sdk",
     "fleet_local",
-    "fleet_api",
     "codegen",
     "tests",
     "contracts",
@@ -117,11 +116,13 @@ def generate(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """``ruff check``, ``ruff format --check`` and codegen determinism (a drift check under
-    another hash seed). Static checks run here and in ``.ci/run``, not inside pytest."""
+    """``ruff check``, ``ruff format --check``, ``lint-imports`` (the packages' layers) and codegen
+    determinism (a drift check under another hash seed). Static checks run here and in
+    ``.ci/run``, not inside pytest."""
     _install(session, "lint")
     session.run("ruff", "check", *LINT_TARGETS)
     session.run("ruff", "format", "--check", *LINT_TARGETS)
+    session.run("lint-imports")
     session.run("python", "-m", "codegen", "--check", env={"PYTHONHASHSEED": "12345"})
 
 

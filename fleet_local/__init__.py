@@ -6,8 +6,9 @@ address and data dir ``claim_server`` took; ``run_demo`` is ``fleet-sdk demo``. 
 (FastAPI, uvicorn, mcp) is only imported by the server process itself, and importing this
 package loads nothing until a name is used, so ``fleet-sdk serve`` refuses a busy port or data
 dir before any of it loads. This package is one more client of ``fleet_sdk``: it uses the SDK's
-public API, its generated models (``fleet_sdk.types``) and ``fleet_sdk.protocol``, and the SDK
-imports it only where its command line starts a server (``tests/test_import_graph.py``).
+public API, its generated models (``fleet_sdk.types``) and ``fleet_sdk.protocol``; the SDK never
+imports it, but finds its commands and ``LocalFleet`` through the ``fleet_sdk.server`` entry
+point (``_cli.py``; the import-linter contracts in ``pyproject.toml``).
 """
 
 import importlib

@@ -16,7 +16,7 @@ connect through the lease's ``cdp_url`` (``_lease_endpoints``).
 Chromium runs in a process group of its own (``start_new_session``), so ending a lease kills the
 browser and every renderer/utility child it forked with one ``killpg``: no orphan processes, even
 when the Playwright connection is wedged. Reaping it and removing the profile directory follow in
-a worker thread. The group is also registered with ``fleet_sdk.process_groups`` from its start
+a worker thread. The group is also registered with ``fleet_local/sandbox/_process_groups.py`` from its start
 until it is reaped, so it dies with the server even when the server is SIGKILLed and runs no
 shutdown. (The Playwright driver needs no guard: it exits when its stdin pipe from the server
 closes, ``tests/local/test_server_lifecycle.py``.)
@@ -221,7 +221,7 @@ class BrowserPool:
     def __init__(self, root: Path) -> None:
         self._root = root
         # Profiles of browsers whose server was killed before it could remove them (the browsers
-        # themselves died with it: fleet_sdk/process_groups.py); one still in use by a live
+        # themselves died with it: fleet_local/sandbox/_process_groups.py); one still in use by a live
         # Chromium (another server on this data dir) is left alone.
         for stale in root.glob(f"{PROFILE_PREFIX}*"):
             if not _profile_in_use(stale):

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from fleet_sdk import BrowserStartError
-from fleet_sdk.process_groups import guard_group, release_group
+
+from .sandbox._process_groups import guard_group, release_group
 
 __all__ = ["BROWSER_UID", "PROFILE_PREFIX", "START_DEADLINE", "Confinement", "Launched", "launch", "reap"]
 

@@ -34,10 +34,6 @@ ADMIN_PATH = "/_admin/faults"
 MAX_RULE_BYTES = 65_536
 
 
-class DroppedConnection(Exception):
-    """Raised inside the ASGI app so the server closes the socket with no response."""
-
-
 class FaultRule(BaseModel):
     """One armed fault.
 

@@ -26,7 +26,6 @@ from fastapi.responses import FileResponse, HTMLResponse
 from starlette.background import BackgroundTask
 
 from fleet_sdk.types import env_instance as models
-from fleet_sdk.verifiers import harden_connection
 
 from . import _action_log, _instance_browser, _instances, _verifier_exec
 from ._action_log import ACTION_LOG
@@ -34,6 +33,7 @@ from ._auth import auth_refusal
 from ._errors import LocalAPIError
 from ._sql_work import run_sql, timed_out
 from ._state import LocalState, iso
+from .sandbox import harden_connection
 
 __all__ = ["MANAGER_PREFIX", "describe", "diff", "query", "router"]
 

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from fleet_sdk import ConfigurationError, FleetError
-from fleet_sdk.process_groups import end_idle_watchdog, guard_group, release_group
 
 from ._claim import ServerClaim, claim_server
 from ._state import LocalSettings, LocalState
+from .sandbox._process_groups import end_idle_watchdog, guard_group, release_group
 
 if TYPE_CHECKING:
     from fleet_sdk import AsyncFleet, Fleet
@@ -73,7 +73,7 @@ def jail_notice(*, allow_unjailed: bool, opt_in: str) -> str | None:
         allow_unjailed: The server runs trusted code under the audit hook alone.
         opt_in: How the reader allows that (a flag, a keyword).
     """
-    from fleet_sdk.verifiers import jail_status
+    from .sandbox import jail_status
 
     status = jail_status()
     if status.available:
@@ -93,9 +93,8 @@ def jail_notice(*, allow_unjailed: bool, opt_in: str) -> str | None:
 
 def _announce_jail(state: LocalState) -> None:
     """Say once on stderr, at startup, what bounds a verifier run here (and which run at all)."""
-    from fleet_sdk.verifiers import jail_status
-
     from ._verifier_exec import verifier_concurrency
+    from .sandbox import jail_status
 
     notice = jail_notice(
         allow_unjailed=state.settings.allow_unjailed_verifiers, opt_in="--allow-unjailed-verifiers"
@@ -353,7 +352,7 @@ class LocalFleet:
         argv = [
             sys.executable,
             "-m",
-            "fleet_sdk.cli",
+            "fleet_local",
             "serve",
             "--data-dir",
             str(self.data_dir),

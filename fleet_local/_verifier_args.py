@@ -15,9 +15,8 @@ import binascii
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet_sdk.verifiers import PlainDataError, load_plain
-
 from ._errors import LocalAPIError
+from .sandbox import PlainDataError, load_plain
 
 __all__ = ["Invocation", "from_args_array", "from_pickled_args"]
 

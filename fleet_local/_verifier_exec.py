@@ -42,20 +42,13 @@ import anyio
 from fastapi.exceptions import RequestValidationError
 
 from fleet_sdk.types import env_instance as models
-from fleet_sdk.verifiers import (
-    BUNDLE_ENTRY_NAME,
-    CallConvention,
-    JailUnavailableError,
-    VerifierError,
-    VerifierOutcome,
-    bundle_sha256,
-    run_sandboxed_async,
-)
+from fleet_sdk.verifiers import BUNDLE_ENTRY_NAME, CallConvention, VerifierError, VerifierOutcome, bundle_sha256
 
 from . import _instances
 from ._errors import LocalAPIError, not_found
 from ._state import LocalState, iso, new_id
 from ._verifier_args import Invocation, from_args_array, from_pickled_args
+from .sandbox import JailUnavailableError, run_sandboxed_async
 
 __all__ = [
     "BUNDLE_KIND",

@@ -300,7 +300,7 @@ def _check_tasks(args: argparse.Namespace, embedded: bool, problems: list[str]) 
             problems.append(f"--tasks-file: {exc}")
     if not embedded or not (args.env or args.task_key):
         return  # the platform's tasks are checked once connected (no server to start first)
-    from fleet_local.environments import registry
+    from ._server_plugin import bundled_environments as registry
 
     environments = registry()
     keys = [str(t["task_key"]) for env in environments.values() for t in env.tasks]
@@ -640,7 +640,7 @@ async def _eval_on_server(
                 )
         import anyio
 
-        from fleet_local import LocalFleet
+        from ._server_plugin import LocalFleet
 
         settings: dict[str, Any] = {}
         if plan.jobs and plan.endpoints:  # the embedded server asks the models of its job itself

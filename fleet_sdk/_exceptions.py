@@ -39,21 +39,18 @@ looks in all three places (see ``ErrorBodyFields``)::
     │   └── EvaluationTimeoutError      an evaluation job was not terminal by its deadline
     ├── BrowserStartError               a browser lease could not be made ready (deleted first)
     ├── UnknownPartError                [reports] a report part, model or scenario the report does not have
-    ├── SandboxError                    [verifiers] the verifier sandbox could not run at all
-    │   └── JailUnavailableError        [verifiers] no OS jail here, and running without one was not allowed
     ├── VerifierCodeError               [verifiers] the verifier's code does not parse or has no entry point
     ├── InvalidResultError              [verifiers] a verifier returned something that is not a score
-    ├── UnknownDatabaseError            [verifiers] ``env.db(name)`` names no database of the environment
-    └── PlainDataError                  [verifiers] verifier arguments that are not plain data
+    └── UnknownDatabaseError            [verifiers] ``env.db(name)`` names no database of the environment
 
 Each is exported from ``fleet_sdk``, except those marked ``[module]``: exported from
 ``fleet_sdk.<module>`` (``fleet_sdk.mcp.MCPTransportError``). ``MCPTransportError`` and
 ``MCPSessionExpiredError`` are defined in ``fleet_sdk/mcp.py`` (``transient`` reads the runtime's
 retry rule, which this module, standard library only, cannot import), ``UnknownPartError`` in
-``fleet_sdk/reports/_render.py``, and the last four in the standard-library-only verifier
-modules the sandbox child loads without ``fleet_sdk`` (there they derive from ``Exception``;
-see ``fleet_sdk/verifiers/_compat.py``); ``UnknownPartError``, ``ContextToolError`` and
-``TaskConfigError`` and ``PlainDataError`` are ``ValueError``s too, ``InvalidResultError`` a ``TypeError`` and
+``fleet_sdk/reports/_render.py``, and the last three in the standard-library-only verifier
+modules the local server's sandbox child loads without ``fleet_sdk`` (there they derive from
+``Exception``; see ``fleet_sdk/verifiers/_compat.py``); ``UnknownPartError``, ``ContextToolError``
+and ``TaskConfigError`` are ``ValueError``s too, ``InvalidResultError`` a ``TypeError`` and
 ``UnknownDatabaseError`` a ``LookupError``. ``tests/test_exception_tree.py`` checks this drawing
 against the classes. Every error pickles (Ray ships them between processes).
 
@@ -95,13 +92,11 @@ __all__ = [
     "EvaluationTimeoutError",
     "FleetError",
     "InternalServerError",
-    "JailUnavailableError",
     "MCPError",
     "NotFoundError",
     "PermissionDeniedError",
     "PolicyError",
     "RateLimitError",
-    "SandboxError",
     "TaskConfigError",
     "ToolNotFoundError",
     "ToolsUnavailableError",
@@ -440,25 +435,3 @@ class BrowserStartError(FleetError):
     """A browser could not be made ready: a lease that ended, did not start in time, lacks the
     ``computer`` tool or failed its health check (``BrowserSession.open`` deletes it first), or,
     on the local server, a Chromium or Playwright that is missing or did not come up."""
-
-
-class SandboxError(FleetError):
-    """The verifier sandbox could not run at all: invalid arguments or no interpreter to start.
-
-    Faults of the verifier itself never raise; they are returned in ``VerifierOutcome.error``.
-    """
-
-
-class JailUnavailableError(SandboxError):
-    """The OS jail cannot start on this machine and the caller did not allow running without it.
-
-    Attributes:
-        reason: Why the jail is unavailable (e.g. bubblewrap is not installed).
-    """
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(
-            f"the verifier OS jail is unavailable ({reason}); refusing to run untrusted code with "
-            "only the audit hook (pass allow_unjailed=True to accept that)"
-        )
-        self.reason = reason

@@ -2,8 +2,8 @@
 
 The runtime retries a single safe request by itself. Some operations need a retry around
 something bigger: an instance creation under a provisioning-sized backoff, a remote verifier
-run whose answer can say "judge error, try again", an MCP session, a model endpoint the local
-server's policies call. They all go through ``retry_async``, which takes its decisions from
+run whose answer can say "judge error, try again", an MCP session, the model endpoint a
+chat-completions policy calls. They all go through ``retry_async``, which takes its decisions from
 ``fleet_sdk._runtime``: ``is_transient`` (the one classifier), ``RetryPolicy.backoff`` (with
 the server's ``Retry-After``) and a ``Deadline`` that no wait may run past.
 """

@@ -35,11 +35,11 @@ from ._exceptions import (
     RateLimitError,
     ToolNotFoundError,
 )
+from ._png import is_blank_png
 from ._runtime import Deadline
 from ._runtime._policy import parse_retry_after
 from .mcp import MCPClient
 from .messages import ContentBlock
-from .png import is_blank_png
 from .tools import Tool
 
 if TYPE_CHECKING:
@@ -55,7 +55,6 @@ __all__ = [
     "ComputerResult",
     "ToolFailure",
     "computer_use_make_kwargs",
-    "is_blank_png",
     "multimodal_ttl",
 ]
 

@@ -21,7 +21,6 @@ import asyncio
 import json
 import os
 import threading
-import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -56,20 +55,6 @@ R = TypeVar("R")
 
 Job = Callable[["AsyncFleet", T, int], Awaitable[R]]
 """One unit of work an executor runs: ``await job(fleet, item, attempt)`` (see ``run_spec``)."""
-
-
-def ReferencePolicy() -> PolicyFactory:
-    """Deprecated: ``fleet_sdk.policies.ScriptedPolicy`` (what ``specs_for`` uses by default).
-
-    ``ReferencePolicy()`` gives that factory, so ``specs_for(tasks, policy=ReferencePolicy())``
-    keeps working.
-    """
-    warnings.warn(
-        "fleet_sdk.executors.ReferencePolicy is deprecated; use fleet_sdk.policies.ScriptedPolicy",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return ScriptedPolicy
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Wire conventions the client and the local server share, defined once.
 
 Both sides import these names from here: the client's ``TaskEnv`` and ``make()`` on one side,
-the local server (``fleet_sdk.local``) on the other. This module imports nothing from either,
+the local server (``fleet_local``) on the other. This module imports nothing from either,
 so the server never loads the client facades to learn a constant.
 """
 

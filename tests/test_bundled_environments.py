@@ -27,8 +27,9 @@ from fleet_local.environments import (
     registry,
 )
 from fleet_local.environments._verifier_lib import HELPERS
+from fleet_local.sandbox import run_sandboxed
 from fleet_sdk.rewards import partial_reward
-from fleet_sdk.verifiers import SQLiteEnvironment, VerifierOutcome, run_local, run_sandboxed
+from fleet_sdk.verifiers import SQLiteEnvironment, VerifierOutcome, run_local
 
 ENVIRONMENTS = registry()
 # Tool-use tasks, played here through the tools; browser_use tasks (computer actions) are played in a

@@ -22,23 +22,20 @@ import pytest
 
 import fleet_local
 import fleet_sdk
+from fleet_local.sandbox import JailUnavailableError, PlainDataError, SandboxError
 from fleet_sdk import _exceptions
 from fleet_sdk.mcp import MCPSessionExpiredError, MCPTransportError
 from fleet_sdk.reports import UnknownPartError
 from fleet_sdk.verifiers import (
     InvalidResultError,
-    JailUnavailableError,
-    PlainDataError,
-    SandboxError,
     UnknownDatabaseError,
     VerifierCodeError,
 )
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
-# Left out of the walk: each integration imports its framework (an extra), and fleet_sdk.local is
-# a deprecated alias of another package (fleet_local).
-NOT_WALKED = ("fleet_sdk.integrations", "fleet_sdk.local")
+# Left out of the walk: each integration imports its framework (an extra).
+NOT_WALKED = ("fleet_sdk.integrations",)
 
 
 def _private(name: str) -> bool:
@@ -137,13 +134,13 @@ def _typed_fields(value: type) -> bool:
 def test_exports_show_their_public_module() -> None:
     assert fleet_sdk.NotFoundError.__module__ == "fleet_sdk"
     assert fleet_sdk.Fleet.__module__ == "fleet_sdk"  # loaded on first use, published then
-    assert SandboxError.__module__ == "fleet_sdk.verifiers"
+    assert VerifierCodeError.__module__ == "fleet_sdk.verifiers"
     assert MCPTransportError.__module__ == "fleet_sdk.mcp"
     for module, name, value in exports():
         if not isinstance(value, type | FunctionType) or not value.__module__.startswith("fleet_sdk"):
             continue  # constants, typing forms, the generated package's own classes
         if value.__qualname__ != name:
-            continue  # an alias under another name (fleet_sdk.specs.Spec): found through the original
+            continue  # an alias under another name: found through the original
         home = importlib.import_module(value.__module__)
         assert getattr(home, value.__qualname__) is value, f"{module}.{name} is not where it says"
         if not (isinstance(value, type) and _typed_fields(value)):
@@ -203,13 +200,18 @@ def _samples() -> list[fleet_sdk.FleetError]:
         fleet_sdk.EvaluationTimeoutError("job still running"),
         fleet_sdk.BrowserStartError("lease did not start"),
         UnknownPartError("part must be one of ..."),
-        SandboxError("timeout must be positive"),
-        JailUnavailableError("bubblewrap is not installed"),
         VerifierCodeError("syntax_error", "line 1: invalid syntax", lineno=1, detail="x ^"),
         InvalidResultError("not a score"),
         UnknownDatabaseError("archive", ["seed", "current"]),
-        PlainDataError("not plain data: datetime.datetime", offending="datetime.datetime"),
     ]
+
+
+SERVER_SAMPLES = [
+    SandboxError("timeout must be positive"),
+    JailUnavailableError("bubblewrap is not installed"),
+    PlainDataError("not plain data: datetime.datetime", offending="datetime.datetime"),
+]
+"""The local server's sandbox errors: ``FleetError``s too, but not the SDK's to export."""
 
 
 def _same(copy: BaseException, original: BaseException) -> None:
@@ -225,7 +227,8 @@ def _same(copy: BaseException, original: BaseException) -> None:
 def test_every_error_pickles_and_copies() -> None:
     samples = _samples()
     assert {type(error) for error in samples} == {next(iter(c)) for c in exported_errors().values()}
-    for error in samples:
+    for error in [*samples, *SERVER_SAMPLES]:
+        assert isinstance(error, fleet_sdk.FleetError)
         _same(pickle.loads(pickle.dumps(error)), error)
 
 
@@ -248,5 +251,5 @@ def test_errors_unpickle_in_a_fresh_process_through_their_public_modules() -> No
 @pytest.mark.parametrize("cls", [fleet_sdk.APIStatusError, JailUnavailableError, VerifierCodeError])
 def test_errors_with_keyword_arguments_are_rebuilt_without_calling_init(cls: type) -> None:
     """Regression: the default ``cls(*args)`` dropped keyword-only arguments, so unpickling failed."""
-    sample = next(error for error in _samples() if type(error) is cls)
+    sample = next(error for error in [*_samples(), *SERVER_SAMPLES] if type(error) is cls)
     _same(pickle.loads(pickle.dumps(sample)), sample)

@@ -1,15 +1,13 @@
-"""The import graph of the installed packages: no cycles, one-way layers, light entry points.
+"""What the import-linter contracts and ruff's PLC2701 cannot say: no cycles, light entry points.
 
-The graph is read statically (``ast`` over every module of ``fleet_sdk``, the server package
-``fleet_local``, the generated package ``fleet_generated`` and the ``fleet_api`` alias). Between
-modules, every import that runs counts: module level and inside functions (a cycle hidden in a
-function is still a cycle). Between packages, imports for type annotations (under
-``TYPE_CHECKING``) count too: a facade typed with a class of the package that builds it is
-layered upside down even though Python would survive it.
-
-A name imported from a package that only re-exports it is followed to the module that defines
-it (``_resolved``), so a rule about what a layer may reach cannot be passed by importing a
-forbidden name through a permitted module.
+The layers (the server above the SDK above the generated package, the SDK never importing the
+server) are import-linter contracts in ``pyproject.toml`` and a private name imported across
+packages is ruff's ``PLC2701``; both run in CI and ``nox -s lint``, and
+``tests/test_import_contracts.py`` shows each catching a planted violation. What is left here:
+no import cycle between modules (imports that run: module level and inside functions) or
+between packages (type-only imports too: a facade typed with a class of the package that builds
+it is layered upside down even though Python would survive it), and what each entry point loads.
+The graph is read statically (``ast`` over every module of the three packages).
 """
 
 from __future__ import annotations
@@ -24,11 +22,7 @@ from pathlib import Path
 
 import pytest
 
-ROOTS = ("fleet_sdk", "fleet_local", "fleet_generated", "fleet_api")
-
-# Where the SDK may reach into the server, all of them lazily (inside a function): the command
-# line where it starts a server, and the deprecated ``fleet_sdk.local`` alias.
-SERVER_DOORS = frozenset({"fleet_sdk.cli", "fleet_sdk._cli_eval", "fleet_sdk.local"})
+ROOTS = ("fleet_sdk", "fleet_local", "fleet_generated")
 
 
 @cache
@@ -155,10 +149,8 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def _package_node(module: str) -> str:
     """A module's node in the package graph: a subpackage of a root is one node, each top-level
-    module of a root is its own, and ``fleet_api`` is one."""
+    module of a root is its own."""
     parts = module.split(".")
-    if parts[0] == "fleet_api":
-        return "fleet_api"
     return ".".join(parts[:2])
 
 
@@ -171,91 +163,6 @@ def _package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     return collapsed
 
 
-@cache
-def _definitions(module: str) -> dict[str, str]:
-    """Names ``module`` imports from others (type-only imports included), by the module it took
-    each from: ``{"AsyncFleet": "fleet_sdk._client"}`` for ``fleet_sdk``."""
-    known = _modules()
-    path = known[module]
-    package = _package_of(module, path)
-    found: dict[str, str] = {}
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    type_only = [
-        node for top in tree.body if isinstance(top, ast.If) and _is_type_checking(top) for node in top.body
-    ]
-    for node in [*tree.body, *type_only]:
-        if not isinstance(node, ast.ImportFrom):
-            continue
-        base = _absolute(package, node)
-        for alias in node.names:
-            if f"{base}.{alias.name}" not in known and base in known:
-                found[alias.asname or alias.name] = base
-    return found
-
-
-def _absolute(package: str, node: ast.ImportFrom) -> str:
-    if not node.level:
-        return node.module or ""
-    parts = package.split(".")
-    parts = parts[: len(parts) - (node.level - 1)]
-    return ".".join([*parts, node.module] if node.module else parts)
-
-
-def _resolve(module: str, name: str, seen: frozenset[str] = frozenset()) -> str:
-    """The module that defines ``name`` as ``module`` exports it, following re-exports."""
-    source = _definitions(module).get(name)
-    if source is None or source in seen:
-        return module
-    return _resolve(source, name, seen | {module})
-
-
-@cache
-def _resolved(*, types: bool = True) -> dict[str, set[str]]:
-    """The graph with every ``from M import name`` pointing at the module that defines ``name``
-    (beside ``M`` itself, which also runs)."""
-    known = _modules()
-    plain = _graph(types=types)
-    graph: dict[str, set[str]] = {}
-    for module, path in known.items():
-        package = _package_of(module, path)
-        targets: set[str] = set()
-        for node in _walk(ast.parse(path.read_text(encoding="utf-8"), str(path)), types=types):
-            if isinstance(node, ast.ImportFrom):
-                base = _absolute(package, node)
-                for alias in node.names:
-                    if f"{base}.{alias.name}" in known:
-                        targets.add(f"{base}.{alias.name}")
-                    elif base in known:
-                        targets.update({base, _resolve(base, alias.name)})
-        graph[module] = (targets | plain[module]) - {module}
-    return graph
-
-
-def _lazy_imports_of(module: str, root: str) -> list[tuple[int, bool]]:
-    """Each import of ``root`` in ``module``: its line, and whether it runs only when called
-    (inside a function, or type-only)."""
-    path = _modules()[module]
-    found: list[tuple[int, bool]] = []
-
-    def visit(node: ast.AST, lazy: bool) -> None:
-        for child in ast.iter_child_nodes(node):
-            inner = (
-                lazy or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) or _is_type_checking(child)
-            )
-            if isinstance(child, ast.Import | ast.ImportFrom):
-                names = (
-                    [a.name for a in child.names] if isinstance(child, ast.Import) else [child.module or ""]
-                )
-                if any(n == root or n.startswith(f"{root}.") for n in names) and not getattr(
-                    child, "level", 0
-                ):
-                    found.append((child.lineno, inner))
-            visit(child, inner)
-
-    visit(ast.parse(path.read_text(encoding="utf-8"), str(path)), False)
-    return found
-
-
 def test_the_walker_sees_the_edges_it_must() -> None:
     """Guards the test itself: known edges of each import form are found."""
     graph = _graph()
@@ -263,21 +170,9 @@ def test_the_walker_sees_the_edges_it_must() -> None:
     assert "fleet_generated.env_instance.models" in graph["fleet_sdk.remote_verifier"]  # from X import module
     assert "fleet_sdk.protocol" in graph["fleet_sdk.policies"]  # relative
     assert "fleet_sdk.policies" in graph["fleet_local._episodes"]  # absolute, across roots
-    assert "fleet_generated" in graph["fleet_api"]  # the alias points one way
     assert "fleet_sdk._api" not in graph["fleet_sdk.env"]  # only under TYPE_CHECKING there
     assert "fleet_sdk._api" in _graph(types=True)["fleet_sdk.env"]
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-
-
-def test_re_exports_are_followed_to_the_defining_module() -> None:
-    """``from fleet_sdk import AsyncFleet`` reaches ``fleet_sdk._client`` (a lazy name, declared
-    under ``TYPE_CHECKING``), and a name imported through two re-exports is followed through both."""
-    assert _resolve("fleet_sdk", "AsyncFleet") == "fleet_sdk._client"
-    assert _resolve("fleet_sdk", "NotFoundError") == "fleet_sdk._exceptions"
-    assert _resolve("fleet_sdk._runtime", "RequestOptions") == "fleet_generated._transport"
-    assert _resolve("fleet_sdk.local", "LocalFleet") == "fleet_local._server"
-    resolved = _resolved()
-    assert "fleet_sdk._client" in resolved["fleet_local._server"]
 
 
 def test_no_cycle_between_modules() -> None:
@@ -288,85 +183,6 @@ def test_no_cycle_between_modules() -> None:
 def test_no_cycle_between_packages() -> None:
     cycles = _cycles(_package_graph(_graph(types=True)))
     assert not cycles, "import cycles between packages:\n" + "\n".join(" <-> ".join(c) for c in cycles)
-
-
-def test_the_generated_package_imports_no_hand_written_code() -> None:
-    """``fleet_generated`` reaches the runtime only through the ``_transport`` protocols it
-    declares (``fleet_sdk`` hands its runtime in), so there is no package cycle to survive."""
-    offenders = sorted(
-        (module, target)
-        for module, targets in _resolved().items()
-        if module.startswith("fleet_generated")
-        for target in targets
-        if not target.startswith("fleet_generated")
-    )
-    assert not offenders
-
-
-def test_nothing_in_fleet_sdk_imports_the_fleet_api_alias() -> None:
-    graph = _resolved()
-    offenders = sorted(
-        m
-        for m, targets in graph.items()
-        if m.startswith("fleet_")
-        and m != "fleet_api"
-        and any(t.split(".")[0] == "fleet_api" for t in targets)
-    )
-    assert not offenders
-
-
-def test_the_sdk_does_not_import_the_server() -> None:
-    """``fleet_sdk`` reaches ``fleet_local`` only through its doors (the command line that starts
-    a server, the deprecated alias), and there only lazily, re-exports followed."""
-    reached = sorted(
-        (module, target)
-        for module, targets in _resolved().items()
-        if module.startswith("fleet_sdk") and module not in SERVER_DOORS
-        for target in targets
-        if target.split(".")[0] == "fleet_local"
-    )
-    assert not reached, f"fleet_sdk modules that reach the server: {reached}"
-    for door in sorted(SERVER_DOORS):
-        imports = _lazy_imports_of(door, "fleet_local")
-        assert imports, f"{door} no longer imports fleet_local: take it off SERVER_DOORS"
-        eager = [line for line, lazy in imports if not lazy]
-        assert not eager, f"{door} imports fleet_local at module level (lines {eager})"
-
-
-def _public(module: str) -> bool:
-    return not any(part.startswith("_") for part in module.split("."))
-
-
-def test_the_server_uses_only_the_public_sdk() -> None:
-    """Every import ``fleet_local`` makes of the SDK names a public module, and every name it takes
-    from ``fleet_sdk`` itself is in ``fleet_sdk.__all__``; models come through ``fleet_sdk.types``."""
-    import fleet_sdk
-
-    known = _modules()
-    offenders: list[str] = []
-    for module, path in known.items():
-        if not module.startswith("fleet_local"):
-            continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-            if isinstance(node, ast.Import):
-                names = [(alias.name, None) for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and not node.level:
-                names = [(node.module or "", alias.name) for alias in node.names]
-            else:
-                continue
-            for target, name in names:
-                root = target.split(".")[0]
-                if root == "fleet_generated" or root == "fleet_api":
-                    offenders.append(f"{module}:{node.lineno} imports {target} (use fleet_sdk.types)")
-                elif root == "fleet_sdk" and not _public(target):
-                    offenders.append(f"{module}:{node.lineno} imports private {target}")
-                elif (
-                    target == "fleet_sdk"
-                    and name not in fleet_sdk.__all__
-                    and name not in ("types", "protocol")
-                ):
-                    offenders.append(f"{module}:{node.lineno} imports {name} from fleet_sdk (not in __all__)")
-    assert not offenders, "\n".join(offenders)
 
 
 @pytest.mark.parametrize("heavy", ["httpx", "anyio"])
@@ -406,31 +222,18 @@ def test_import_fleet_sdk_loads_no_server() -> None:
     assert result.stdout.strip() == "[]"
 
 
-def test_fleet_api_alias_gives_the_generated_modules_themselves() -> None:
+def test_the_command_line_loads_the_servers_commands_but_not_the_server() -> None:
+    """``fleet-sdk --help`` finds ``serve`` and ``demo`` through the entry point, loading the
+    server's small command module only."""
     code = (
-        "from fleet_api.env_instance import models as old\n"
-        "import fleet_api.traces_jobs.client as old_client\n"
-        "from fleet_generated.env_instance import models as new\n"
-        "from fleet_generated.traces_jobs import client as new_client\n"
-        "import fleet_api._resource, fleet_generated._resource as new_resource\n"
-        "print(old is new, old_client is new_client, old.InstanceRequest is new.InstanceRequest,\n"
-        "      fleet_api._resource is new_resource)\n"
+        "import sys\n"
+        "from fleet_sdk.cli import build_parser\n"
+        "commands = build_parser()._subparsers._group_actions[0].choices\n"
+        "print(sorted(commands))\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('fleet_local', 'fastapi', 'uvicorn')))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.split() == ["True", "True", "True", "True"]
-
-
-def test_the_deprecated_local_alias_gives_the_server_package_itself() -> None:
-    code = (
-        "import warnings\n"
-        "with warnings.catch_warnings(record=True) as caught:\n"
-        "    warnings.simplefilter('always')\n"
-        "    from fleet_sdk.local import LocalFleet, ScriptedPolicy\n"
-        "import fleet_local, fleet_sdk.policies\n"
-        "print(LocalFleet is fleet_local.LocalFleet, ScriptedPolicy is fleet_sdk.policies.ScriptedPolicy,\n"
-        "      [str(w.message) for w in caught if w.category is DeprecationWarning])\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.startswith(
-        "True True ['fleet_sdk.local is deprecated; import LocalFleet from fleet_local'"
-    )
+    assert result.stdout.splitlines() == [
+        "['demo', 'eval', 'report', 'serve']",
+        "['fleet_local', 'fleet_local._cli']",
+    ]

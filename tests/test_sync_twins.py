@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from fleet_local.sandbox import run_sandboxed, run_sandboxed_async
 from fleet_sdk import AsyncDatabase, AsyncEnv, AsyncFleet, Database, Env, Fleet, TaskEnv
 from fleet_sdk._tasks_resource import AsyncTasks, Tasks
 from fleet_sdk._twin import sync_annotation
@@ -21,7 +22,7 @@ from fleet_sdk.episodes import play_episode, play_episode_sync
 from fleet_sdk.evaluation import evaluate_job, evaluate_job_sync, run_evaluation, run_evaluation_sync
 from fleet_sdk.remote_verifier import run_remote, run_remote_async
 from fleet_sdk.traces import AsyncTraces, Traces
-from fleet_sdk.verifiers import run_local, run_local_async, run_sandboxed, run_sandboxed_async
+from fleet_sdk.verifiers import run_local, run_local_async
 
 CLASS_PAIRS = [
     (Fleet, AsyncFleet),

@@ -15,18 +15,14 @@ from typing import Any
 
 import pytest
 
+from fleet_local.sandbox import PlainDataError, SandboxError, dump_plain, load_plain, run_sandboxed
 from fleet_sdk.verifiers import (
     DatabaseSnapshot,
     IgnoreConfig,
-    PlainDataError,
     QueryBuilder,
-    SandboxError,
     SnapshotDiff,
     SQLiteEnvironment,
-    dump_plain,
-    load_plain,
     run_local,
-    run_sandboxed,
 )
 
 SCHEMA = """

@@ -1,6 +1,6 @@
 """In-process tests of fleet_sdk.verifiers: namespace helpers, entry point, scoring, run_local,
 the SQLite environment, bundles and the audit policy (the sandbox child itself is exercised in
-test_verifier_sandbox.py)."""
+tests/sandbox/)."""
 
 from __future__ import annotations
 
@@ -20,15 +20,14 @@ from typing import Any
 import pytest
 from _dbs import make_db
 
+from fleet_local.sandbox import DENIED_PREFIX, SandboxPolicy, run_sandboxed
 from fleet_sdk import FleetError
 from fleet_sdk.verifiers import (
-    DENIED_PREFIX,
     TASK_FAILED_SCORE,
     TASK_SUCCESSFUL_SCORE,
     Environment,
     InvalidResultError,
     QueryResult,
-    SandboxPolicy,
     SQLiteEnvironment,
     UnknownDatabaseError,
     VerifierCodeError,
@@ -43,11 +42,11 @@ from fleet_sdk.verifiers import (
     normalized_string_comparison,
     run_local,
     run_local_async,
-    run_sandboxed,
     score_from_result,
 )
 
 VERIFIERS_DIR = Path(__file__).resolve().parents[1] / "fleet_sdk" / "verifiers"
+SANDBOX_DIR = Path(__file__).resolve().parents[1] / "fleet_local" / "sandbox"
 
 
 # -- fixtures ----------------------------------------------------------------------------------
@@ -585,31 +584,32 @@ def test_policy_allows_harmless_events(policy: SandboxPolicy, tmp_path: Path) ->
 
 # -- package hygiene ---------------------------------------------------------------------------
 
+RUNTIME_STDLIB_ONLY = ["_compat.py", "_namespace.py", "_sqlite.py", "_entry.py", "_query.py", "_snapshot.py"]
+"""The verifier runtime's modules the sandbox child loads (as ``fleet_sdk.verifiers``, by path)."""
+SANDBOX_STDLIB_ONLY = ["_audit.py", "_runner.py", "_child.py", "_plain_pickle.py"]
+"""The sandbox's own modules the child loads (``fleet_local/sandbox``)."""
 STDLIB_ONLY = [
-    "_compat.py",
-    "_namespace.py",
-    "_sqlite.py",
-    "_entry.py",
-    "_audit.py",
-    "_runner.py",
-    "_child.py",
+    *(VERIFIERS_DIR / name for name in RUNTIME_STDLIB_ONLY),
+    *(SANDBOX_DIR / name for name in SANDBOX_STDLIB_ONLY),
 ]
-OURS = [*STDLIB_ONLY, "_outcome.py", "_local.py", "_sandbox.py", "_bundle.py", "__init__.py"]
+OURS = [*RUNTIME_STDLIB_ONLY, "_outcome.py", "_local.py", "_bundle.py", "__init__.py"]
 
 
 def _imported_roots(path: Path) -> set[str]:
+    """Top-level packages ``path`` imports; the runtime's stdlib-only modules count as the stdlib."""
+    child_modules = {f"fleet_sdk.verifiers.{name.removesuffix('.py')}" for name in RUNTIME_STDLIB_ONLY}
     roots: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             roots.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            roots.add(node.module.split(".")[0])
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module not in child_modules:
+            roots.add(str(node.module).split(".")[0])
     return roots
 
 
-@pytest.mark.parametrize("name", STDLIB_ONLY)
-def test_child_modules_import_only_the_stdlib(name: str) -> None:
-    roots = _imported_roots(VERIFIERS_DIR / name)
+@pytest.mark.parametrize("path", STDLIB_ONLY, ids=lambda path: path.name)
+def test_child_modules_import_only_the_stdlib(path: Path) -> None:
+    roots = _imported_roots(path)
     assert roots <= set(sys.stdlib_module_names) | {"__future__"}, roots - set(sys.stdlib_module_names)
 
 

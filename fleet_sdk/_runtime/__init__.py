@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from fleet_generated._transport import QueryValue, RequestOptions
 
     from ._async import AsyncHTTPClient
-    from ._base import REQUEST_ID_HEADER, BaseHTTPClient
+    from ._base import REQUEST_ID_HEADER, RETRY_COUNT_HEADER, BaseHTTPClient
     from ._config import ORCHESTRATOR_URL, PLATFORM_URL, FleetConfig, Surface
     from ._policy import (
         IDEMPOTENCY_HEADER,
@@ -38,6 +38,7 @@ __all__ = [
     "PLATFORM_URL",
     "REDACTED",
     "REQUEST_ID_HEADER",
+    "RETRY_COUNT_HEADER",
     "TRANSIENT_MESSAGES",
     "APIResponse",
     "AsyncHTTPClient",
@@ -61,6 +62,7 @@ _HOMES = {
     "RequestOptions": "fleet_generated._transport",
     "AsyncHTTPClient": "._async",
     "REQUEST_ID_HEADER": "._base",
+    "RETRY_COUNT_HEADER": "._base",
     "BaseHTTPClient": "._base",
     "ORCHESTRATOR_URL": "._config",
     "PLATFORM_URL": "._config",

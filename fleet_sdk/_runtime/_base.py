@@ -41,6 +41,10 @@ from ._response import APIResponse
 T = TypeVar("T")
 
 REQUEST_ID_HEADER = "X-Request-ID"
+RETRY_COUNT_HEADER = "X-Fleet-Retry-Count"
+"""Sent on every attempt beside the stable ``X-Request-ID``: 0 on the first, then the number of
+retries before it, so a server (and its logs) can tell a retry from a new call, as openai-python's
+``x-stainless-retry-count`` does."""
 USER_AGENT = "fleet-sdk/0.1"
 
 log = logging.getLogger("fleet_sdk.http")
@@ -115,11 +119,6 @@ class BaseHTTPClient:
     def __repr__(self) -> str:
         key = REDACTED if self._api_key else None
         return f"{type(self).__name__}(base_url={self.base_url!r}, api_key={key!r})"
-
-    @property
-    def has_api_key(self) -> bool:
-        """Whether requests carry a bearer key."""
-        return bool(self._api_key)
 
     @property
     def policy(self) -> CallPolicy:
@@ -234,6 +233,7 @@ class BaseHTTPClient:
                 raise self._deadline_error(call, retries_taken)
             timeout = call.timeout.to_httpx(call.deadline.remaining())
             call.request.extensions["timeout"] = timeout.as_dict()
+            call.request.headers[RETRY_COUNT_HEADER] = str(retries_taken)
             outcome = yield None
             if isinstance(outcome, httpx.TransportError):
                 error = self._transport_error(call, outcome)

@@ -100,8 +100,3 @@ def run_sync(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         timeout: Optional bound in seconds.
     """
     return _BRIDGE.run(coro, timeout)
-
-
-def bridge() -> LoopBridge:
-    """The process-wide bridge."""
-    return _BRIDGE

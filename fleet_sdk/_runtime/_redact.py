@@ -19,11 +19,6 @@ _BEARER = re.compile(r"(?i)(bearer\s+)(?!<[\w-]+>(?:[\s\"'`,;]|$))[^\s\"'`,;]+")
 _SENSITIVE_HEADERS = frozenset({"authorization", "x-api-key", "x-runner-token", "cookie", "set-cookie"})
 
 
-def mask(secret: str | None) -> str | None:
-    """Return a fixed placeholder for a secret, or None when there is none."""
-    return None if secret is None else REDACTED
-
-
 class Redactor:
     """Replaces known secret values and bearer tokens in text."""
 

@@ -31,7 +31,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from . import _openenv_packages  # noqa: F401  (first: OpenEnv's client then loads without its server)
+from ._extras import not_installed
+
+try:
+    from . import _openenv_packages  # noqa: F401  (first: OpenEnv's client then loads without its server)
+except ModuleNotFoundError as exc:
+    if exc.name != "openenv":
+        raise
+    raise not_installed("openenv", extra="openenv", adapter=__name__) from exc
 
 # isort: split
 from openenv.core.client_types import StepResult

@@ -18,7 +18,15 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import anyio
-import ray
+
+from ._extras import not_installed
+
+try:
+    import ray
+except ModuleNotFoundError as exc:
+    if exc.name != "ray":
+        raise
+    raise not_installed("ray", extra="ray", adapter=__name__) from exc
 from ray.exceptions import RayActorError
 
 from ..executors import EpisodeResult, EpisodeSpec, Job, ResultSink, pending_specs, run_spec

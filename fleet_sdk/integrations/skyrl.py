@@ -21,7 +21,14 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import skyrl_gym
+from ._extras import not_installed
+
+try:
+    import skyrl_gym
+except ModuleNotFoundError as exc:
+    if exc.name != "skyrl_gym":
+        raise
+    raise not_installed("skyrl_gym", extra="skyrl", adapter=__name__) from exc
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput, ConversationType
 
 from .._exceptions import ActionError, ConfigurationError

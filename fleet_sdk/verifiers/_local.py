@@ -27,10 +27,11 @@ def run_local(
 
     This is for debugging verifiers and for trusted code only: **it is not a sandbox**. The code
     runs with this process's permissions, files, network and secrets, with no time or memory
-    limit; use :func:`run_sandboxed` for anything else. Faults of the verifier (syntax errors,
-    no entry point, exceptions, invalid results) are returned in ``outcome.error``, never
-    raised. ``print`` output is captured by swapping ``sys.stdout``, which is process-wide:
-    other threads' prints during the run land in ``outcome.stdout`` too.
+    limit; untrusted code runs on a server (the local server's OS sandbox, or the platform).
+    Faults of the verifier (syntax errors, no entry point, exceptions, invalid results) are
+    returned in ``outcome.error``, never raised. ``print`` output is captured by swapping
+    ``sys.stdout``, which is process-wide: other threads' prints during the run land in
+    ``outcome.stdout`` too.
 
     An ``async def verify`` works here as well: without a running event loop it is run with
     ``asyncio.run``; inside one (a notebook, an async app) it runs on a fresh loop in a worker

@@ -54,8 +54,9 @@ class VerifierOutcome(BaseModel):
         stdout: What the verifier printed (capped by the sandbox).
         error: Why there is no score, or ``None``.
         execution_time_ms: Wall time of the run: loading plus calling the verifier for
-            ``run_local``, the whole child process for ``run_sandboxed``.
-        sandbox: For ``run_sandboxed``, the layers that protected the run:
+            ``run_local``, the whole child process for a sandboxed run.
+        sandbox: For a sandboxed run (the local server's ``fleet_local.sandbox``), the layers that
+            protected the run:
             ``"os_jail+audit_hook"`` normally, ``"audit_hook"`` when the OS jail was
             unavailable and the caller allowed that; ``None`` for ``run_local`` (no sandbox).
     """

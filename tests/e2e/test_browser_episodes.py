@@ -17,12 +17,12 @@ import pytest
 from fleet_local import LocalFleet
 from fleet_local.environments._computer_steps import click
 from fleet_sdk import AsyncFleet, Fleet
+from fleet_sdk._png import is_blank_png
 from fleet_sdk.browser import (
     MULTIMODAL_TTL_SECONDS,
     BrowserSession,
     BrowserStartError,
     computer_use_make_kwargs,
-    is_blank_png,
     multimodal_ttl,
 )
 from fleet_sdk.episodes import play_episode

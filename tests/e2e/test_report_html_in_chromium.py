@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from playwright import sync_api
 
-from fleet_sdk.png import is_blank_png
+from fleet_sdk._png import is_blank_png
 from fleet_sdk.reports import Outcome, ReportEnvelope, Sampling, Source, build_report, to_html
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

@@ -32,7 +32,7 @@ from fleet_local._chromium import BrowserPool
 from fleet_local._chromium_launch import Launched
 from fleet_local._lease_book import REAPER_INTERVAL
 from fleet_sdk import BrowserStartError
-from fleet_sdk.browser import is_blank_png
+from fleet_sdk._png import is_blank_png
 from fleet_sdk.mcp import MCPClient
 from fleet_sdk.task_env import TaskEnv
 from fleet_sdk.tasks import Task

@@ -34,10 +34,11 @@ from _waits import PATIENCE, wait_until, wait_until_async
 from fleet_local import LocalFleet, _jobs
 from fleet_local._store import Store
 from fleet_local.environments import registry
+from fleet_local.sandbox import DENIED_PREFIX, jail_status
 from fleet_sdk.protocol import MAX_JSON_DEPTH
 from fleet_sdk.reports import Outcome, Source, build_report
 from fleet_sdk.types import env_instance as models
-from fleet_sdk.verifiers import DENIED_PREFIX, bundle_sha256, bundle_verifier, jail_status, score_from_result
+from fleet_sdk.verifiers import bundle_sha256, bundle_verifier, score_from_result
 
 MAX_BODY = 8 * 1024 * 1024
 RUNAWAY = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"

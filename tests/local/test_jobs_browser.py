@@ -28,7 +28,7 @@ from _waits import PATIENCE
 from fleet_local import LocalFleet
 from fleet_local._job_browser import session_lease_id
 from fleet_sdk import AsyncFleet
-from fleet_sdk.browser import is_blank_png
+from fleet_sdk._png import is_blank_png
 from fleet_sdk.traces import is_turn_footer
 from fleet_sdk.types import env_instance as models
 from fleet_sdk.types import sessions_ingest as smodels

@@ -158,7 +158,7 @@ def _started(pid: int) -> int | None:
 def _sigkill_leaves_nothing(server: LocalFleet, procs: list[Proc]) -> None:
     """SIGKILL the server; every process in ``procs`` and in their groups must then end.
 
-    Polled against a deadline: the watchdog of ``fleet_sdk.process_groups`` and the Playwright
+    Polled against a deadline: the watchdog of ``fleet_local.sandbox._process_groups`` and the Playwright
     driver notice the server's death through a closed pipe, which takes a moment. Only
     processes started before the kill count: on a busy machine pids wrap around within
     minutes, and a stranger may get one of ours (or lead a group with one of our group ids).

@@ -15,10 +15,17 @@ import types
 _PACKAGE = "_fleet_verifier_sandbox"
 
 
+def _package(name: str, path: list[str]) -> None:
+    package = types.ModuleType(name)
+    package.__path__ = path
+    sys.modules[name] = package
+
+
 def _bootstrap() -> int:
-    package = types.ModuleType(_PACKAGE)
-    package.__path__ = [os.path.dirname(os.path.realpath(__file__))]
-    sys.modules[_PACKAGE] = package
+    _package(_PACKAGE, [os.path.dirname(os.path.realpath(__file__))])
+    # The verifier runtime's stdlib-only modules (argv[1]: fleet_sdk/verifiers), under their own names.
+    _package("fleet_sdk", [])
+    _package("fleet_sdk.verifiers", [sys.argv[1]])
     runner = importlib.import_module(f"{_PACKAGE}._runner")
     status: int = runner.main()
     return status

@@ -22,7 +22,7 @@ import pytest
 from _jail_runs import probes, run_without_audit_hook
 from _procs import processes
 
-from fleet_sdk.verifiers import (
+from fleet_local.sandbox import (
     DENIED_PREFIX,
     JailUnavailableError,
     _jail,

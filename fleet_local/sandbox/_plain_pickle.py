@@ -17,7 +17,7 @@ import io
 import pickle
 from typing import Any
 
-from ._compat import ErrorBase
+from fleet_sdk.verifiers._compat import ErrorBase
 
 __all__ = ["MAX_DEPTH", "MAX_ITEMS", "PlainDataError", "check_plain", "dump_plain", "load_plain"]
 

@@ -16,7 +16,7 @@ pipe too, so it is read like stdout and stderr: continuously, with a cap, and a 
 is an error; nothing of a jailed run touches the host's disk. The whole process group is
 killed at the deadline (and after the run, should anything of it be left), and every fault
 comes back as ``VerifierOutcome.error``. From its start until it is reaped, the group is
-registered with ``fleet_sdk.process_groups`` (and held at its gate until then, which is also
+registered with ``_process_groups.py`` (and held at its gate until then, which is also
 when it is moved into its cgroup), so it is killed even when this process is SIGKILLed mid-run
 (for a jailed run bwrap's ``--die-with-parent`` does it too, once bwrap has armed it; an
 unjailed run has nothing else).
@@ -42,14 +42,23 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .._exceptions import JailUnavailableError, SandboxError
-from .._twin import sync_function
-from ..process_groups import GATE_OPEN, gated, guard_group, release_group
+from fleet_sdk._twin import sync_function
+from fleet_sdk.verifiers._entry import CallConvention, call_arguments
+from fleet_sdk.verifiers._outcome import ErrorType, SandboxLayers, VerifierError, VerifierOutcome
+
 from ._cgroup import RunCgroup
-from ._entry import CallConvention, call_arguments
-from ._jail import INNER_CODE_DIR, THREAD_LIMIT, jail_argv, jail_status, seccomp_fd
-from ._outcome import ErrorType, SandboxLayers, VerifierError, VerifierOutcome
+from ._errors import JailUnavailableError, SandboxError
+from ._jail import (
+    INNER_CODE_DIR,
+    INNER_RUNTIME_DIR,
+    RUNTIME_DIR,
+    THREAD_LIMIT,
+    jail_argv,
+    jail_status,
+    seccomp_fd,
+)
 from ._plain_pickle import PlainDataError, dump_plain
+from ._process_groups import GATE_OPEN, gated, guard_group, release_group
 
 __all__ = [
     "DEFAULT_MEMORY_MB",
@@ -171,7 +180,13 @@ def _prepare(
             if seccomp is not None:
                 job.child_fds.append(seccomp)
             argv, inner_databases = jail_argv(
-                [os.path.realpath(sys.executable), "-I", "-S", f"{INNER_CODE_DIR}/{_CHILD_SCRIPT.name}"],
+                [
+                    os.path.realpath(sys.executable),
+                    "-I",
+                    "-S",
+                    f"{INNER_CODE_DIR}/{_CHILD_SCRIPT.name}",
+                    INNER_RUNTIME_DIR,
+                ],
                 status=status,
                 code_dir=_CHILD_SCRIPT.parent.resolve(),
                 databases=resolved,
@@ -187,7 +202,10 @@ def _prepare(
         else:
             job.root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=scratch_root))
             (job.root / "work").mkdir()
-            argv, inner_databases = [sys.executable, "-I", "-S", str(_CHILD_SCRIPT)], resolved
+            argv, inner_databases = (
+                [sys.executable, "-I", "-S", str(_CHILD_SCRIPT), str(RUNTIME_DIR)],
+                resolved,
+            )
         payload = {
             "code": code,
             "final_answer": final_answer,
@@ -456,7 +474,7 @@ async def run_sandboxed_async(
 
 def _run_job(job: _Job) -> VerifierOutcome:
     """Run a prepared job to its outcome, blocking (on the SDK's loop bridge)."""
-    from .._runtime._bridge import run_sync
+    from fleet_sdk._runtime._bridge import run_sync
 
     return run_sync(_run_job_async(job))
 
@@ -504,7 +522,7 @@ async def _run_job_async(job: _Job) -> VerifierOutcome:
                 # Exited. The one kill rule: the group goes after every run, so a straggler it
                 # left (a daemon thread's fork, a detached grandchild) never outlives the run.
                 # The group id stays ours while any member lives; with none left, killpg finds
-                # nothing (tests/test_verifier_sandbox.py, threads left running).
+                # nothing (tests/sandbox/test_verifier_sandbox.py, threads left running).
                 _kill_group(process.pid)
         except BaseException:
             if process.returncode is None:

@@ -1,4 +1,4 @@
-"""``fleet_sdk.process_groups``: process groups registered by a process die when it is SIGKILLed.
+"""``fleet_local.sandbox._process_groups``: process groups registered by a process die when it is SIGKILLed.
 
 A holder process (a real interpreter importing the guard) starts process groups of its own
 (``sh`` with two ``sleep`` children, each in its own session), registers them and is then
@@ -23,8 +23,8 @@ import pytest
 from _procs import processes
 from _waits import PATIENCE
 
-from fleet_sdk import process_groups as _group_guard
-from fleet_sdk.process_groups import GATE_OPEN, gated
+from fleet_local.sandbox import _process_groups as _group_guard
+from fleet_local.sandbox._process_groups import GATE_OPEN, gated
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 
@@ -32,7 +32,7 @@ DEADLINE = PATIENCE
 
 HOLDER = """
 import subprocess, sys
-from fleet_sdk import process_groups as _group_guard
+from fleet_local.sandbox import _process_groups as _group_guard
 
 for line in sys.stdin:
     command, *args = line.split()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from fleet_sdk.verifiers import VerifierOutcome, _sandbox
+from fleet_local.sandbox import _sandbox
+from fleet_sdk.verifiers import VerifierOutcome
 
 __all__ = ["probes", "run_without_audit_hook"]
 

@@ -1,4 +1,4 @@
-"""The watchdog of :mod:`fleet_sdk.process_groups`, run as ``python -I -S _group_watchdog.py``.
+"""The watchdog of ``fleet_local/sandbox/_process_groups.py``, run as ``python -I -S _group_watchdog.py``.
 
 Imports nothing of ``fleet_sdk`` (and ``fleet_sdk`` never imports it): it must start fast and
 hold no more than the standard library. It reads ``+<pgid>`` / ``-<pgid>`` lines on stdin, the pipe whose

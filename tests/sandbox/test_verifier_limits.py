@@ -24,9 +24,9 @@ import pytest
 from _jail_runs import probes, run_without_audit_hook
 from _procs import processes
 
-from fleet_sdk.verifiers import OUTPUT_LIMIT_BYTES, _jail, _sandbox, run_sandboxed
-from fleet_sdk.verifiers._cgroup import RunCgroup, find_cgroup_parent
-from fleet_sdk.verifiers._seccomp import seccomp_program
+from fleet_local.sandbox import OUTPUT_LIMIT_BYTES, _jail, _sandbox, run_sandboxed
+from fleet_local.sandbox._cgroup import RunCgroup, find_cgroup_parent
+from fleet_local.sandbox._seccomp import seccomp_program
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the OS jail is Linux's")
 

@@ -29,6 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import fleet_sdk.verifiers
+
 from ._cgroup import CPU_WEIGHT, find_cgroup_parent
 from ._seccomp import seccomp_program
 
@@ -48,6 +50,12 @@ INNER_SCRATCH = "/scratch"
 
 INNER_CODE_DIR = "/opt/fleet-verifier"
 """Where the sandbox's own stdlib-only modules are mounted (read-only) inside the jail."""
+
+INNER_RUNTIME_DIR = "/opt/fleet-verifier-runtime"
+"""Where the verifier runtime's stdlib-only modules (``fleet_sdk/verifiers``) are mounted (read-only)."""
+
+RUNTIME_DIR = Path(os.path.realpath(os.path.dirname(fleet_sdk.verifiers.__file__)))
+"""The host directory of the verifier runtime, which the sandbox child imports besides its own."""
 
 THREAD_LIMIT = 64
 """Processes and threads of one run together (``pids.max``, else ``RLIMIT_NPROC``)."""
@@ -205,7 +213,7 @@ def jail_argv(
         if status.sized_tmpfs:
             args += ["--size", str(scratch_mb * _MIB)]
         args += ["--tmpfs", tmpfs]
-    args += ["--ro-bind", str(code_dir), INNER_CODE_DIR]
+    args += ["--ro-bind", str(code_dir), INNER_CODE_DIR, "--ro-bind", str(RUNTIME_DIR), INNER_RUNTIME_DIR]
     inner: dict[str, str] = {}
     for index, (name, host_path) in enumerate(databases.items()):
         inner_path = f"{_INNER_DATABASES}/{index}.sqlite"

@@ -37,7 +37,7 @@ __all__ = ["GATE_OPEN", "gated", "guard_group", "release_group"]
 _WATCHDOG = Path(__file__).with_name("_group_watchdog.py")
 
 # ``read`` consumes stdin a byte at a time up to the newline, so what follows the line is left
-# for the program ``exec`` starts (``tests/test_group_guard.py``).
+# for the program ``exec`` starts (``tests/sandbox/test_group_guard.py``).
 _GATE = ("/bin/sh", "-c", 'read -r _ || exit 125; exec "$@"', "fleet-gate")
 
 GATE_OPEN = b"\n"

@@ -338,7 +338,7 @@ def lock_down_connection(connection: sqlite3.Connection) -> None:
     Args:
         connection: A connection opened before the hook (the hook denies opening new ones).
     """
-    from ._sqlite import harden_connection
+    from fleet_sdk.verifiers._sqlite import harden_connection
 
     harden_connection(connection)
 

@@ -28,9 +28,10 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
+from fleet_sdk.verifiers._entry import Execution, execute
+from fleet_sdk.verifiers._sqlite import SQLiteEnvironment
+
 from ._audit import SandboxPolicy, install_audit_hook
-from ._entry import Execution, execute
-from ._sqlite import SQLiteEnvironment
 
 __all__ = ["main"]
 
@@ -115,7 +116,7 @@ def _forget_sandbox_modules() -> None:
     """Drop this package's modules from ``sys.modules``, so the verifier cannot reach the hook's
     module globals by name (the runner keeps its own references)."""
     package = __name__.rpartition(".")[0]
-    for name in [n for n in sys.modules if n == package or n.startswith(package + ".")]:
+    for name in [n for n in sys.modules if n.partition(".")[0] in (package, "fleet_sdk")]:
         del sys.modules[name]
 
 

@@ -17,19 +17,19 @@ from _dbs import make_db
 from _procs import processes
 from _waits import PATIENCE, wait_until_async
 
-from fleet_sdk import FleetError
-from fleet_sdk.verifiers import (
+from fleet_local.sandbox import (
     DENIED_PREFIX,
     OUTPUT_LIMIT_BYTES,
     SandboxError,
-    VerifierOutcome,
     run_sandboxed,
     run_sandboxed_async,
 )
+from fleet_sdk import FleetError
+from fleet_sdk.verifiers import VerifierOutcome
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox child is tested on Linux")
 
-PROJECT_FILE = Path(__file__).resolve().parents[1] / "pyproject.toml"
+PROJECT_FILE = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
 
 def sandbox_children() -> list[int]:
