@@ -42,7 +42,13 @@ import anyio
 from fastapi.exceptions import RequestValidationError
 
 from fleet_sdk.types import env_instance as models
-from fleet_sdk.verifiers import BUNDLE_ENTRY_NAME, CallConvention, VerifierError, VerifierOutcome, bundle_sha256
+from fleet_sdk.verifiers import (
+    BUNDLE_ENTRY_NAME,
+    CallConvention,
+    VerifierError,
+    VerifierOutcome,
+    bundle_sha256,
+)
 
 from . import _instances
 from ._errors import LocalAPIError, not_found
