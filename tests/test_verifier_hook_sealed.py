@@ -205,3 +205,80 @@ def verify(env):
     assert "boom" in text, text
     assert "loaded" not in text and "opened" not in text, text
     assert "('ctypes', 'PermissionError: denied by the verifier sandbox" in text, text
+
+
+def test_a_traceback_kept_from_a_denial_gives_no_way_to_the_hook(databases: dict[str, str]) -> None:
+    """The runner used to format a failing verifier's traceback with frame reads allowed, and the
+    exception's ``__str__`` ran in that window: it walked a traceback it had kept from one of the
+    hook's denials to the hook's own frame, read ``check`` from its locals and emptied the deny
+    sets in ``check.__globals__``. The runner now reads frames only in C, never around the
+    verifier's code."""
+    code = """
+import os
+kept = []
+try:
+    os.system("true")
+except PermissionError as exc:
+    kept.append(exc)
+found = {}
+class Boom(Exception):
+    def __str__(self):
+        if not found:
+            try:
+                tb = kept[0].__traceback__
+                while tb.tb_next is not None:
+                    tb = tb.tb_next
+                check = tb.tb_frame.f_locals["check"]
+                for name, value in list(check.__globals__.items()):
+                    if type(value) is frozenset:
+                        check.__globals__[name] = frozenset()
+                found["frame"] = "reached"
+            except Exception as exc:
+                found["frame"] = type(exc).__name__ + ": " + str(exc)
+            try:
+                __import__("_posixsubprocess")
+                found["import"] = "loaded"
+            except Exception as exc:
+                found["import"] = type(exc).__name__ + ": " + str(exc)
+        return repr(sorted(found.items()))
+def verify(env):
+    raise Boom()
+"""
+    outcome = run_sandboxed(code, databases=databases)
+    assert outcome.error is not None and outcome.error.type == "exception"
+    message = outcome.error.message
+    assert "reached" not in message and "loaded" not in message, message
+    assert f"('frame', 'PermissionError: {DENIED_PREFIX}: reading tb_frame')" in message, message
+    assert f"('import', 'PermissionError: {DENIED_PREFIX}: import of _posixsubprocess')" in message
+
+
+def test_tracebacks_and_decorated_entry_points_still_work_without_the_window(
+    databases: dict[str, str],
+) -> None:
+    """What the window was for: a ``functools.wraps`` entry point gets as many arguments as the
+    function it wraps, and a chained failure is shown with its cause and both tracebacks."""
+    code = """
+import functools
+def logged(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+    return wrapper
+class Loud(Exception):
+    def __str__(self):
+        return "loud message"
+@logged
+def verify(env):
+    try:
+        {}["missing"]
+    except KeyError as exc:
+        raise Loud() from exc
+"""
+    outcome = run_sandboxed(code, databases=databases)
+    assert outcome.error is not None and outcome.error.traceback is not None
+    assert outcome.error.message == "Loud: loud message"
+    trace = outcome.error.traceback
+    assert "KeyError: 'missing'" in trace
+    assert "The above exception was the direct cause of the following exception:" in trace
+    assert 'File "<verifier>", line 14, in verify\n    {}["missing"]' in trace
+    assert trace.rstrip().endswith("verifier.Loud: loud message"), trace

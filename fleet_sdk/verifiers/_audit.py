@@ -41,14 +41,15 @@ through :class:`SandboxPolicy` or this module's dict. A verifier that reaches th
 anyway (``object.__subclasses__()`` finds the class, ``__globals__`` reads raise no audit
 event) and rewrites its deny sets or functions changes nothing the hook uses. The check never
 runs with any exemption: code of the verifier's that runs inside it (an ``__fspath__``) is
-checked like any other. The runner's own short windows (inspecting the entry point, formatting
-a traceback) are exempt from the frame and code rules only.
+checked like any other. The runner's own short windows (reading the entry point's code object,
+a traceback's frames) are exempt from the frame and code rules only, and run none of the
+verifier's code (``_entry._chain``).
 
 It is still a tripwire, not a boundary: PEP 578 cannot see what C code does (SQLite opening a
 file for ``ATTACH``, for one), reading ``__globals__``, ``f_locals`` or ``f_globals`` raises no
-event, and code of the verifier's that runs in the runner's windows (an exception's ``__str__``
-while its traceback is formatted) may read frames, and through the hook's own frame in a saved
-traceback reach its state. Only the OS jail of ``_jail.py`` keeps a verifier away from the host
+event (one frame reached by a way not refused here leads to the hook's state: its own frame is
+in the traceback of every denial), and the hook shares the interpreter, and its memory bugs,
+with the code it checks. Only the OS jail of ``_jail.py`` keeps a verifier away from the host
 (``docs/threat-model.md``).
 """
 

@@ -195,17 +195,46 @@ def load_verifier(
 # inspect for its signature.
 _CO_VARARGS = 0x04
 _CO_ITERABLE_COROUTINE = 0x100
+# A function's attribute dict and code object, read through ``FunctionType``'s own descriptors:
+# nothing of the verifier's (a dict subclass's methods, a property) runs while they are read.
+_FUNCTION_DICT = FunctionType.__dict__["__dict__"]
+_FUNCTION_CODE = FunctionType.__dict__["__code__"]
+_MISSING = object()
 
 
-def _positional(entry: Callable[..., Any], candidates: tuple[Any, ...]) -> tuple[Any, ...]:
+def _plain_code(entry: Any, unaudited: Callable[[], AbstractContextManager[None]]) -> Any:
+    """The code object of ``entry`` when it is a plain ``def``, or one that ``functools.wraps``
+    wrapped (what ``inspect.signature`` would read), else ``None``.
+
+    In the sandbox, only the code object is read inside ``unaudited()`` (the window in which the
+    hook lets frames and code be read): no code of the verifier's may run there.
+    """
+    for _ in range(64):
+        if type(entry) is not FunctionType:
+            return None
+        attributes = _FUNCTION_DICT.__get__(entry)
+        if dict.__contains__(attributes, "__signature__"):
+            return None
+        wrapped = dict.get(attributes, "__wrapped__", _MISSING)
+        if wrapped is _MISSING:
+            with unaudited():
+                return _FUNCTION_CODE.__get__(entry)
+        entry = wrapped
+    return None
+
+
+def _positional(
+    entry: Callable[..., Any],
+    candidates: tuple[Any, ...],
+    unaudited: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext,
+) -> tuple[Any, ...]:
     """The first of ``candidates``, as many as ``entry`` takes positionally (all for ``*args``)."""
-    plain = type(entry) is FunctionType and not hasattr(entry, "__wrapped__")
-    if plain and not hasattr(entry, "__signature__"):
-        code = entry.__code__  # a plain def: its code object says what inspect.signature would
+    code = _plain_code(entry, unaudited)
+    if code is not None:  # a def: its code object says what inspect.signature would
         if code.co_flags & _CO_VARARGS:
             return candidates
         return candidates[: code.co_argcount]
-    import inspect  # decorated entry points, callable objects, partials...
+    import inspect  # callable objects, partials... (their code runs, audited as any other)
 
     try:
         parameters = list(inspect.signature(entry).parameters.values())
@@ -272,9 +301,7 @@ def _call(
         if convention == "snapshots"
         else (env, final_answer)
     )
-    with unaudited():
-        call_args = _positional(entry, candidates)
-    return entry(*call_args)
+    return entry(*_positional(entry, candidates, unaudited))
 
 
 def _is_awaitable(value: Any) -> bool:
@@ -377,36 +404,128 @@ class Execution:
         return self.error_type is None
 
 
-def _format_traceback(exc: BaseException, code: str) -> str:
+# An exception's links and traceback, read through ``BaseException``'s own descriptors (an
+# exception class of the verifier's may override the attributes with properties).
+_CAUSE = BaseException.__dict__["__cause__"]
+_CONTEXT = BaseException.__dict__["__context__"]
+_SUPPRESS_CONTEXT = BaseException.__dict__["__suppress_context__"]
+_TRACEBACK = BaseException.__dict__["__traceback__"]
+_CAUSE_TEXT = "\nThe above exception was the direct cause of the following exception:\n\n"
+_CONTEXT_TEXT = "\nDuring handling of the above exception, another exception occurred:\n\n"
+_Entries = list[tuple[str, int, str]]
+
+
+def _chain(
+    exc: BaseException, unaudited: Callable[[], AbstractContextManager[None]]
+) -> list[tuple[BaseException, _Entries, str]]:
+    """``exc`` and the exceptions it was raised from, newest first: each with its traceback's
+    ``(file, line, function)`` and how the next one led to it (a cause's or context's text).
+
+    The frames are read inside ``unaudited()`` from C attributes of C types alone, so no code of
+    the verifier's (an exception's ``__str__``, a module's ``__loader__``) runs in that window.
+    """
+    chain: list[tuple[BaseException, _Entries, str]] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    with unaudited():
+        while current is not None and id(current) not in seen and len(chain) < 32:
+            seen.add(id(current))
+            entries: _Entries = []
+            tb = _TRACEBACK.__get__(current)
+            while tb is not None and len(entries) < 256:
+                frame_code = tb.tb_frame.f_code
+                entries.append((frame_code.co_filename, tb.tb_lineno, frame_code.co_name))
+                tb = tb.tb_next
+            cause, context = _CAUSE.__get__(current), _CONTEXT.__get__(current)
+            if cause is not None:
+                chain.append((current, entries, _CAUSE_TEXT))
+                current = cause
+            elif context is not None and not _SUPPRESS_CONTEXT.__get__(current):
+                chain.append((current, entries, _CONTEXT_TEXT))
+                current = context
+            else:
+                chain.append((current, entries, ""))
+                current = None
+    return chain
+
+
+def _format_traceback(
+    exc: BaseException,
+    code: str,
+    unaudited: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext,
+) -> str:
     """Format ``exc`` starting at the verifier's own outermost frame, with its source lines."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename != VERIFIER_FILENAME:
-        tb = tb.tb_next
     import linecache
     import traceback
 
+    chain = _chain(exc, unaudited)
+    entries = chain[0][1]
+    for index, (filename, _, _) in enumerate(entries):
+        if filename == VERIFIER_FILENAME:
+            chain[0] = (chain[0][0], entries[index:], chain[0][2])
+            break
     lines = code.splitlines(keepends=True)
     linecache.cache[VERIFIER_FILENAME] = (len(code), None, lines, VERIFIER_FILENAME)
+    parts: list[str] = []
     try:
-        return "".join(traceback.format_exception(type(exc), exc, tb or exc.__traceback__))
+        for error, stack, led_here in reversed(chain):
+            parts.append(led_here)  # how the one printed before led to this one
+            if stack:
+                summary = traceback.StackSummary.from_list(
+                    [
+                        (name, line, function, linecache.getline(name, line).strip())
+                        for name, line, function in stack
+                    ]
+                )
+                parts.append("Traceback (most recent call last):\n")
+                parts.extend(summary.format())
+            parts.append(_exception_line(error))
+        return "".join(parts)
     finally:
         linecache.cache.pop(VERIFIER_FILENAME, None)
 
 
-def _fault(exc: BaseException, code: str) -> Execution:
+def _text(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # the verifier's own __str__ failed
+        return "<exception str() failed>"
+
+
+def _exception_line(exc: BaseException) -> str:
+    """``Type: message`` and its notes, as ``traceback`` prints them (which would also walk the
+    tracebacks of ``exc``'s context: frames, read outside the runner's window)."""
+    kind = type(exc)
+    name, module = kind.__qualname__, kind.__module__
+    if module not in ("__main__", "builtins"):
+        name = f"{module}.{name}"
+    text = _text(exc)
+    lines = [f"{name}: {text}" if text else name]
+    notes = getattr(exc, "__notes__", None)
+    if isinstance(notes, list | tuple):
+        lines.extend(note if isinstance(note, str) else "<note str() failed>" for note in notes)
+    return "\n".join(lines) + "\n"
+
+
+def _fault(
+    exc: BaseException,
+    code: str,
+    unaudited: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext,
+) -> Execution:
     """Classify an exception raised while loading or running the verifier."""
     if isinstance(exc, VerifierCodeError):
         return Execution(error_type=exc.error_type, error_message=exc.message, traceback=exc.detail)
     if isinstance(exc, MemoryError):
         message = "MemoryError: the verifier ran out of memory"
         try:
-            trace = _format_traceback(exc, code)
+            trace = _format_traceback(exc, code, unaudited)
         except MemoryError:
             return Execution(error_type="memory_limit", error_message=message)
         return Execution(error_type="memory_limit", error_message=message, traceback=trace)
-    text = str(exc)
+    text = _text(exc)
     message = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return Execution(error_type="exception", error_message=message, traceback=_format_traceback(exc, code))
+    trace = _format_traceback(exc, code, unaudited)
+    return Execution(error_type="exception", error_message=message, traceback=trace)
 
 
 def _scored(result: Any) -> Execution:
@@ -474,8 +593,9 @@ def execute(
         convention: How the entry point is called (see :data:`CallConvention`).
         function_name: An explicit entry point.
         namespace: The globals to run the code in; :func:`build_namespace` by default.
-        unaudited: In the sandbox, exempts this thread from the audit hook while the runner's
-            own code inspects the entry point or formats a traceback (frame introspection).
+        unaudited: In the sandbox, lets this thread read frames and code objects while the
+            runner reads the entry point's code or a traceback's frames (never around code of
+            the verifier's).
     """
     start = time.perf_counter()
     globals_ = build_namespace() if namespace is None else namespace
@@ -490,8 +610,7 @@ def execute(
                 result = _await_in_new_loop(result)
         execution = _scored(result)
     except (Exception, SystemExit) as exc:
-        with unaudited():
-            execution = _fault(exc, code)
+        execution = _fault(exc, code, unaudited)
     execution.execution_time_ms = (time.perf_counter() - start) * 1000.0
     return execution
 
