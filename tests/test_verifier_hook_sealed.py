@@ -11,6 +11,10 @@ with the hook off.
 
 from __future__ import annotations
 
+import dis
+import types
+
+import pytest
 from _jail_runs import probes
 
 from fleet_sdk.verifiers import DENIED_PREFIX, run_sandboxed
@@ -282,3 +286,75 @@ def verify(env):
     assert "The above exception was the direct cause of the following exception:" in trace
     assert 'File "<verifier>", line 14, in verify\n    {}["missing"]' in trace
     assert trace.rstrip().endswith("verifier.Loud: loud message"), trace
+
+
+def test_rebinding_the_runner_globals_hands_out_no_window(databases: dict[str, str]) -> None:
+    """The runner's module globals are reachable (``Execution.__init__.__globals__``): rebinding
+    ``_positional`` there once handed the hook's window to the verifier, which read the hook's
+    frame from a kept denial, emptied the deny sets and imported ``_posixsubprocess``. The
+    runner binds its helpers as defaults, and the hook refuses changing those."""
+    code = (
+        SUBCLASSES_WALK
+        + """
+import os
+kept, called = [], []
+try:
+    os.system("true")
+except PermissionError as exc:
+    kept.append(exc)
+def take_the_window(name):
+    def hijacked(*args, **kwargs):
+        called.append(name)
+        for unaudited in args:
+            if callable(unaudited) and getattr(unaudited, "__name__", "") == "unaudited":
+                tb = kept[0].__traceback__
+                while tb.tb_next is not None:
+                    tb = tb.tb_next
+                frame = unaudited(lambda: tb.tb_frame)
+                for key, value in list(frame.f_globals.items()):
+                    if type(value) is frozenset:
+                        frame.f_globals[key] = frozenset()
+        raise RuntimeError("hijacked " + name)
+    return hijacked
+g = next(c.__init__.__globals__ for c in classes() if c.__name__ == "Execution")
+originals = {name: g[name] for name in ("_call", "_positional", "_fault", "_format_traceback")}
+for name in ("_call", "_positional", "_plain_code", "_fault", "_format_traceback", "_read_chain"):
+    g[name] = take_the_window(name)
+refused = {}
+for name, function in originals.items():
+    try:
+        function.__defaults__ = tuple(take_the_window(name) for _ in function.__defaults__)
+        refused[name] = "changed"
+    except Exception as exc:
+        refused[name] = type(exc).__name__
+def verify(env):
+    try:
+        __import__("_posixsubprocess")
+        imported = "loaded"
+    except Exception as exc:
+        imported = type(exc).__name__
+    raise ValueError(repr({"called": called, "imported": imported, "refused": refused}))
+"""
+    )
+    outcome = run_sandboxed(code, databases=databases)
+    assert outcome.error is not None and outcome.error.message.startswith("ValueError: "), outcome.error
+    assert "'called': []" in outcome.error.message, outcome.error.message
+    assert "'imported': 'PermissionError'" in outcome.error.message
+    for name in ("_call", "_positional", "_fault", "_format_traceback"):
+        assert f"'{name}': 'PermissionError'" in outcome.error.message, outcome.error.message
+    assert 'File "<verifier>"' in (outcome.error.traceback or "")
+
+
+@pytest.mark.parametrize("name", ["_read_chain", "_plain_code"])
+def test_what_runs_in_the_window_looks_up_no_global(name: str) -> None:
+    """In the hook's window frames are readable: a global looked up there (a builtin, a module
+    constant) could be one the verifier rebound, and its code would run with that power."""
+    from fleet_sdk.verifiers import _entry
+
+    code = getattr(_entry, name).__code__
+    todo, names = [code], []
+    while todo:
+        current = todo.pop()
+        names += [i.argval for i in dis.get_instructions(current) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")]
+        todo += [const for const in current.co_consts if isinstance(const, types.CodeType)]
+    assert names == []

@@ -41,9 +41,11 @@ through :class:`SandboxPolicy` or this module's dict. A verifier that reaches th
 anyway (``object.__subclasses__()`` finds the class, ``__globals__`` reads raise no audit
 event) and rewrites its deny sets or functions changes nothing the hook uses. The check never
 runs with any exemption: code of the verifier's that runs inside it (an ``__fspath__``) is
-checked like any other. The runner's own short windows (reading the entry point's code object,
-a traceback's frames) are exempt from the frame and code rules only, and run none of the
-verifier's code (``_entry._chain``).
+checked like any other. The runner's own short windows (``unaudited(read, *args)``: reading
+the entry point's code object, a traceback's frames) are exempt from the frame and code rules
+only, run none of the verifier's code (``_entry._read_chain``, garbage collection off), and are
+never handed to it: the hook refuses changing the ``__defaults__`` through which the runner's
+functions pass the window on (``protected``).
 
 It is still a tripwire, not a boundary: PEP 578 cannot see what C code does (SQLite opening a
 file for ``ATTACH``, for one), reading ``__globals__``, ``f_locals`` or ``f_globals`` raises no
@@ -57,14 +59,14 @@ from __future__ import annotations
 
 import _imp
 import builtins
-import contextlib
+import gc
 import os
 import sqlite3
 import stat
 import sys
 import threading
 import types
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 __all__ = ["DENIED_PREFIX", "SandboxPolicy", "install_audit_hook", "lock_down_connection"]
@@ -408,7 +410,7 @@ def lock_down_connection(connection: sqlite3.Connection) -> None:
     harden_connection(connection)
 
 
-def install_audit_hook(policy: SandboxPolicy) -> Callable[[], contextlib.AbstractContextManager[None]]:
+def install_audit_hook(policy: SandboxPolicy, protected: Iterable[dict[str, Any]] = ()) -> Callable[..., Any]:
     """Install ``policy`` as an audit hook for the rest of this process's life.
 
     Only call this in a throw-away process (the sandbox child): hooks cannot be removed.
@@ -417,20 +419,25 @@ def install_audit_hook(policy: SandboxPolicy) -> Callable[[], contextlib.Abstrac
 
     Args:
         policy: The allow-list to enforce.
+        protected: Module dicts (the runner's) whose functions' ``__defaults__`` and
+            ``__kwdefaults__`` may not be changed once the hook is on: the runner binds the
+            functions it hands the window to as defaults (``_entry.Unaudited``).
 
     Returns:
-        ``unaudited()``: a context manager exempting the *current thread* from the frame and
-        code introspection rules (and nothing else) while the runner's own code formats a
-        traceback or inspects the entry point (other threads stay checked).
+        ``unaudited(read, *args)``: ``read(*args)`` with the *current thread* exempt from the
+        frame and code introspection rules (and nothing else), for the runner's own reads of
+        a traceback's frames or the entry point's code; garbage collection is off meanwhile, so
+        no finalizer of the verifier's runs there. Other threads stay checked.
     """
     sealed = _sealed_globals()
     hook, unaudited = sealed["_make_hook"](
         _str_exact(policy.workdir),
         frozenset(_str_exact(path) for path in policy.database_files),
         tuple(_str_exact(root) for root in policy.read_roots),
+        (globals(), sealed, *protected),
     )
     sys.addaudithook(hook)
-    return cast("Callable[[], contextlib.AbstractContextManager[None]]", unaudited)
+    return cast("Callable[..., Any]", unaudited)
 
 
 def _sealed_globals() -> dict[str, Any]:
@@ -449,17 +456,31 @@ def _sealed_globals() -> dict[str, Any]:
 
 
 def _make_hook(
-    workdir: str, database_files: frozenset[str], read_roots: tuple[str, ...]
-) -> tuple[Callable[[str, tuple[Any, ...]], None], Callable[[], contextlib.AbstractContextManager[None]]]:
+    workdir: str,
+    database_files: frozenset[str],
+    read_roots: tuple[str, ...],
+    protected: tuple[dict[str, Any], ...],
+) -> tuple[Callable[[str, tuple[Any, ...]], None], Callable[..., Any]]:
     """The hook and its ``unaudited()``; called on the sealed copy only, so that both functions'
     globals are the private ones and everything they use is bound in their closure."""
     state = threading.local()
     check, getattr_, relaxed_events = _check, getattr, _RELAXED_EVENTS
     frame_denied, permission_error, prefix = _FrameDenied, PermissionError, DENIED_PREFIX
+    function_type, globals_of = types.FunctionType, types.FunctionType.__dict__["__globals__"].__get__
+    defaults = frozenset({"__defaults__", "__kwdefaults__"})
+    gc_disable, gc_enable, gc_isenabled = gc.disable, gc.enable, gc.isenabled
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
         if event in relaxed_events and getattr_(state, "relaxed", False):
             return
+        if (
+            event == "object.__setattr__"
+            and len(args) > 1
+            and args[1] in defaults
+            and type(args[0]) is function_type
+            and any(globals_of(args[0]) is module for module in protected)
+        ):
+            raise permission_error(f"{prefix}: changing {args[1]} of the sandbox's own functions")
         try:
             reason = check(workdir, database_files, read_roots, event, args)
         except Exception:  # a path that cannot even be resolved is not allowed
@@ -468,13 +489,15 @@ def _make_hook(
             denied = frame_denied if event in relaxed_events else permission_error
             raise denied(f"{prefix}: {reason}")
 
-    @contextlib.contextmanager
-    def unaudited() -> Iterator[None]:
-        previous = getattr_(state, "relaxed", False)
+    def unaudited(read: Callable[..., Any], *args: Any) -> Any:
+        previous, collecting = getattr_(state, "relaxed", False), gc_isenabled()
+        gc_disable()
         state.relaxed = True
         try:
-            yield
+            return read(*args)
         finally:
             state.relaxed = previous
+            if collecting:
+                gc_enable()
 
     return hook, unaudited

@@ -11,13 +11,11 @@ verifier's entry point is not a plain function or when a fault is formatted.
 from __future__ import annotations
 
 import ast
-import contextlib
 import math
 import numbers
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from types import FunctionType, GeneratorType
 from typing import Any, Literal, TypeVar
 
@@ -201,24 +199,47 @@ _FUNCTION_DICT = FunctionType.__dict__["__dict__"]
 _FUNCTION_CODE = FunctionType.__dict__["__code__"]
 _MISSING = object()
 
+Unaudited = Callable[..., Any]
+"""``unaudited(read, *args)``: ``read(*args)`` with the sandbox's hook letting this thread read
+frames and code objects (``_audit.install_audit_hook``); outside the sandbox, :func:`_direct`.
 
-def _plain_code(entry: Any, unaudited: Callable[[], AbstractContextManager[None]]) -> Any:
+The functions that pass it on bind each other as positional defaults, not by global name: the
+verifier can reach and rebind this module's globals (``Execution.__init__.__globals__``), and
+would otherwise be handed the window; the hook refuses changing their ``__defaults__``.
+"""
+
+
+def _direct(read: Callable[..., _T], *args: Any) -> _T:
+    """:data:`Unaudited` outside the sandbox: ``read(*args)``."""
+    return read(*args)
+
+
+def _plain_code(
+    entry: Any,
+    unaudited: Unaudited,
+    _type: Any = type,
+    _function: Any = FunctionType,
+    _attributes_of: Any = _FUNCTION_DICT.__get__,
+    _contains: Any = dict.__contains__,
+    _get: Any = dict.get,
+    _missing: Any = _MISSING,
+    _code_of: Any = _FUNCTION_CODE.__get__,
+) -> Any:
     """The code object of ``entry`` when it is a plain ``def``, or one that ``functools.wraps``
     wrapped (what ``inspect.signature`` would read), else ``None``.
 
-    In the sandbox, only the code object is read inside ``unaudited()`` (the window in which the
-    hook lets frames and code be read): no code of the verifier's may run there.
+    In the sandbox, only the code object is read in the hook's window, by a C method: no code
+    of the verifier's runs there.
     """
-    for _ in range(64):
-        if type(entry) is not FunctionType:
+    for _ in (0,) * 64:
+        if _type(entry) is not _function:
             return None
-        attributes = _FUNCTION_DICT.__get__(entry)
-        if dict.__contains__(attributes, "__signature__"):
+        attributes = _attributes_of(entry)
+        if _contains(attributes, "__signature__"):
             return None
-        wrapped = dict.get(attributes, "__wrapped__", _MISSING)
-        if wrapped is _MISSING:
-            with unaudited():
-                return _FUNCTION_CODE.__get__(entry)
+        wrapped = _get(attributes, "__wrapped__", _missing)
+        if wrapped is _missing:
+            return unaudited(_code_of, entry)
         entry = wrapped
     return None
 
@@ -226,7 +247,8 @@ def _plain_code(entry: Any, unaudited: Callable[[], AbstractContextManager[None]
 def _positional(
     entry: Callable[..., Any],
     candidates: tuple[Any, ...],
-    unaudited: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext,
+    unaudited: Unaudited = _direct,
+    _plain_code: Any = _plain_code,
 ) -> tuple[Any, ...]:
     """The first of ``candidates``, as many as ``entry`` takes positionally (all for ``*args``)."""
     code = _plain_code(entry, unaudited)
@@ -287,10 +309,11 @@ def _call(
     entry: Callable[..., Any],
     env: Any,
     final_answer: Any,
+    _positional: Any = _positional,
     *,
     arguments: tuple[Sequence[Any], Mapping[str, Any]] | None,
     convention: CallConvention,
-    unaudited: Callable[[], AbstractContextManager[None]],
+    unaudited: Unaudited,
 ) -> Any:
     """Call the entry point the way ``convention`` and ``arguments`` say (see :data:`CallConvention`)."""
     if arguments is not None:
@@ -415,50 +438,62 @@ _CONTEXT_TEXT = "\nDuring handling of the above exception, another exception occ
 _Entries = list[tuple[str, int, str]]
 
 
-def _chain(
-    exc: BaseException, unaudited: Callable[[], AbstractContextManager[None]]
+def _read_chain(
+    exc: BaseException,
+    _id: Any = id,
+    _len: Any = len,
+    _set: Any = set,
+    _traceback_of: Any = _TRACEBACK.__get__,
+    _cause_of: Any = _CAUSE.__get__,
+    _context_of: Any = _CONTEXT.__get__,
+    _suppressed: Any = _SUPPRESS_CONTEXT.__get__,
+    _cause_text: str = _CAUSE_TEXT,
+    _context_text: str = _CONTEXT_TEXT,
 ) -> list[tuple[BaseException, _Entries, str]]:
     """``exc`` and the exceptions it was raised from, newest first: each with its traceback's
     ``(file, line, function)`` and how the next one led to it (a cause's or context's text).
 
-    The frames are read inside ``unaudited()`` from C attributes of C types alone, so no code of
-    the verifier's (an exception's ``__str__``, a module's ``__loader__``) runs in that window.
+    Runs in the hook's window (frames readable): every name is a default bound at import, every
+    read a C attribute of a C type (tracebacks, frames, code objects, ``BaseException``'s own
+    descriptors), so no code of the verifier's (an exception's ``__str__``, a property, a
+    rebound global) runs there.
     """
-    chain: list[tuple[BaseException, _Entries, str]] = []
-    seen: set[int] = set()
+    chain: list[tuple[BaseException, _Entries, str]] = []  # (no annotation is evaluated)
+    seen = _set()
     current: BaseException | None = exc
-    with unaudited():
-        while current is not None and id(current) not in seen and len(chain) < 32:
-            seen.add(id(current))
-            entries: _Entries = []
-            tb = _TRACEBACK.__get__(current)
-            while tb is not None and len(entries) < 256:
-                frame_code = tb.tb_frame.f_code
-                entries.append((frame_code.co_filename, tb.tb_lineno, frame_code.co_name))
-                tb = tb.tb_next
-            cause, context = _CAUSE.__get__(current), _CONTEXT.__get__(current)
-            if cause is not None:
-                chain.append((current, entries, _CAUSE_TEXT))
-                current = cause
-            elif context is not None and not _SUPPRESS_CONTEXT.__get__(current):
-                chain.append((current, entries, _CONTEXT_TEXT))
-                current = context
-            else:
-                chain.append((current, entries, ""))
-                current = None
+    while current is not None and _id(current) not in seen and _len(chain) < 32:
+        seen.add(_id(current))
+        entries: _Entries = []
+        tb = _traceback_of(current)
+        while tb is not None and _len(entries) < 256:
+            frame_code = tb.tb_frame.f_code
+            entries.append((frame_code.co_filename, tb.tb_lineno, frame_code.co_name))
+            tb = tb.tb_next
+        cause, context = _cause_of(current), _context_of(current)
+        if cause is not None:
+            chain.append((current, entries, _cause_text))
+            current = cause
+        elif context is not None and not _suppressed(current):
+            chain.append((current, entries, _context_text))
+            current = context
+        else:
+            chain.append((current, entries, ""))
+            current = None
     return chain
 
 
 def _format_traceback(
     exc: BaseException,
     code: str,
-    unaudited: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext,
+    unaudited: Unaudited = _direct,
+    _read_chain: Any = _read_chain,
 ) -> str:
-    """Format ``exc`` starting at the verifier's own outermost frame, with its source lines."""
+    """Format ``exc`` starting at the verifier's own outermost frame, with its source lines
+    (read outside the hook's window: ``linecache``, ``str`` of the exceptions)."""
     import linecache
     import traceback
 
-    chain = _chain(exc, unaudited)
+    chain: list[tuple[BaseException, _Entries, str]] = unaudited(_read_chain, exc)
     entries = chain[0][1]
     for index, (filename, _, _) in enumerate(entries):
         if filename == VERIFIER_FILENAME:
@@ -510,7 +545,8 @@ def _exception_line(exc: BaseException) -> str:
 def _fault(
     exc: BaseException,
     code: str,
-    unaudited: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext,
+    unaudited: Unaudited = _direct,
+    _format_traceback: Any = _format_traceback,
 ) -> Execution:
     """Classify an exception raised while loading or running the verifier."""
     if isinstance(exc, VerifierCodeError):
@@ -578,7 +614,7 @@ def execute(
     convention: CallConvention = "env",
     function_name: str | None = None,
     namespace: dict[str, Any] | None = None,
-    unaudited: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext,
+    unaudited: Unaudited = _direct,
 ) -> Execution:
     """Load and call a verifier synchronously; every verifier fault becomes ``error_type``.
 
@@ -593,24 +629,25 @@ def execute(
         convention: How the entry point is called (see :data:`CallConvention`).
         function_name: An explicit entry point.
         namespace: The globals to run the code in; :func:`build_namespace` by default.
-        unaudited: In the sandbox, lets this thread read frames and code objects while the
-            runner reads the entry point's code or a traceback's frames (never around code of
-            the verifier's).
+        unaudited: In the sandbox, the hook's window for reading the entry point's code and a
+            traceback's frames (see :data:`Unaudited`).
     """
+    # Bound before the verifier's module runs, which may rebind this module's globals.
+    call, fault = _call, _fault
     start = time.perf_counter()
     globals_ = build_namespace() if namespace is None else namespace
     try:
         # Registered for the whole run: get_type_hints and pickle look the module up too.
         with registered_as_module(globals_):
             entry = load_verifier(code, namespace=globals_, function_name=function_name)
-            result = _call(
+            result = call(
                 entry, env, final_answer, arguments=arguments, convention=convention, unaudited=unaudited
             )
             if _is_awaitable(result):
                 result = _await_in_new_loop(result)
         execution = _scored(result)
     except (Exception, SystemExit) as exc:
-        execution = _fault(exc, code, unaudited)
+        execution = fault(exc, code, unaudited)
     execution.execution_time_ms = (time.perf_counter() - start) * 1000.0
     return execution
 
@@ -650,7 +687,7 @@ async def execute_async(
                 final_answer,
                 arguments=arguments,
                 convention=convention,
-                unaudited=contextlib.nullcontext,
+                unaudited=_direct,
             )
             while _is_awaitable(result):
                 result = await result
