@@ -17,13 +17,12 @@ names the reason:
   (``Page.navigate``, ``Target.createTarget``, ``Network.loadNetworkResource``,
   ``Fetch.continueRequest``, ``Network.continueInterceptedRequest``, cookies' URLs...);
   ``DOM.setFileInputFiles``, ``DOM.getFileInfo`` and ``Input.dispatchDragEvent`` with files (they
-  hand host paths to a page, or a page's files' host paths to the client); ``Tracing.start`` with
-  a Perfetto config or the system backend;
+  hand host paths to a page, or a page's files' host paths to the client);
 * the browser's own privileges: ``Target.exposeDevToolsProtocol`` (CDP for a page's scripts,
   past this proxy), ``Target.sendMessageToTarget`` (messages this proxy would not see),
   ``Target.setRemoteLocations``, ``Target.openDevTools``, ``Browser.executeBrowserCommand``,
-  and the ``Extensions``, ``PWA``, ``Cast``, ``Tethering`` and ``SystemInfo`` domains (the last
-  describes the server's processes and GPU); attaching to the browser's own UI targets
+  and the ``Extensions``, ``PWA``, ``Cast``, ``Tethering``, ``SystemInfo`` and ``Tracing``
+  domains (the last two describe the server's processes); attaching to the browser's own UI targets
   (``browser_ui``, ``chrome:`` pages);
 * the browser's life: ``Browser.close``, ``Browser.crash``, ``Browser.crashGpuProcess`` (a lease
   ends by deleting it).
@@ -92,7 +91,6 @@ ALLOWED_METHODS = frozenset(
             "Storage.getStorageKeyForFrame",
         ),
         *("Security.enable", "Security.disable", "Security.setIgnoreCertificateErrors"),
-        *("Tracing.start", "Tracing.end", "Tracing.getCategories", "Tracing.recordClockSyncMarker"),
     }
 )
 """Methods allowed one by one, in the domains that also reach the browser, its network or disk."""
@@ -121,6 +119,7 @@ _REFUSED_DOMAINS = {
     "Cast": "discovers and casts to devices on the network",
     "Tethering": "opens listening ports on the server",
     "SystemInfo": "describes the server's processes, GPU and command line",
+    "Tracing": "a browser trace holds the server's process list and command lines",
 }
 
 _REFUSED_METHODS = {
@@ -179,10 +178,6 @@ def refusal(method: str, params: Mapping[str, Any], allowed_hosts: Sequence[str]
         data = params.get("data")
         if isinstance(data, Mapping) and data.get("files"):
             return f"{method} with files is refused: it hands files of the server's disk to a page"
-    if method == "Tracing.start" and (
-        params.get("perfettoConfig") is not None or params.get("tracingBackend") == "system"
-    ):
-        return f"{method} with a Perfetto config or the system backend is refused"
     return None
 
 

@@ -88,6 +88,8 @@ def test_what_playwright_sends_is_allowed(method: str) -> None:
         "SystemInfo.getProcessInfo",
         "SystemInfo.getInfo",
         "SystemInfo.getFeatureState",
+        "Tracing.start",
+        "Tracing.end",
         "Browser.getBrowserCommandLine",
         "Browser.getHistograms",
         "Storage.clearDataForOrigin",
