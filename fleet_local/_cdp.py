@@ -10,8 +10,9 @@ Playwright connection (the ``computer`` tool) and every ``cdp_url`` client are c
   to that session and the answers come back without one, as on a connection of its own;
 * it may address only the sessions it owns: that one, those it attached (a ``sessionId`` in a
   result) and those attached for it (``Target.attachedToTarget`` on one of its sessions);
-* every message is checked by ``_cdp_policy`` (refused methods, URLs outside the lease's hosts,
-  downloads turned into ``deny``) and sent re-serialised, so the browser reads what was checked;
+* every message is checked by ``_cdp_policy`` (an allow-list of methods, URLs outside the lease's
+  hosts, downloads turned into ``deny``) and sent re-serialised, so the browser reads what was
+  checked;
   a context a client makes gets ``deny`` for downloads before the client hears of it;
 * when it disconnects, its browser session is detached, which detaches its child sessions and
   disposes the contexts it made with ``disposeOnDetach`` (Playwright's ``new_context``).

@@ -25,10 +25,9 @@ import signal
 import sqlite3
 import sys
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from typing import Any
 
-from fleet_sdk.verifiers._entry import Execution, execute
+from fleet_sdk.verifiers._entry import Execution, _direct, execute
 from fleet_sdk.verifiers._sqlite import SQLiteEnvironment
 
 from ._audit import SandboxPolicy, install_audit_hook
@@ -112,6 +111,13 @@ def _read_roots() -> list[str]:
     return roots
 
 
+def _sandbox_module_dicts() -> list[dict[str, Any]]:
+    """The globals of this package's modules and of the verifier runtime beside them (``_entry``
+    carries the runner's window): the hook protects their functions' defaults."""
+    package = __name__.rpartition(".")[0]
+    return [vars(m) for n, m in sys.modules.items() if n.partition(".")[0] in (package, "fleet_sdk")]
+
+
 def _forget_sandbox_modules() -> None:
     """Drop this package's modules from ``sys.modules``, so the verifier cannot reach the hook's
     module globals by name (the runner keeps its own references)."""
@@ -184,12 +190,13 @@ def main() -> int:
         for name in databases:  # the hook denies sqlite3.connect: open them all now
             with contextlib.suppress(OSError, sqlite3.Error):  # env.db(name) will say why
                 env.db(name).connect()
-        unaudited: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
+        unaudited: Callable[..., Any] = _direct
         _remove_unaudited()
         if payload.get("audit_hook", True):
             # No local keeps the policy: the hook's closure is its only holder.
             unaudited = install_audit_hook(
-                SandboxPolicy(workdir=os.getcwd(), databases=databases.values(), read_roots=_read_roots())
+                SandboxPolicy(workdir=os.getcwd(), databases=databases.values(), read_roots=_read_roots()),
+                protected=_sandbox_module_dicts(),
             )
         _forget_sandbox_modules()
         execution = execute(

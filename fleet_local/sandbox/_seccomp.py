@@ -10,7 +10,12 @@ holds for every thread of the run and for anything that interpreter ``exec``s. I
 - reaching other processes and the kernel's larger surfaces: ``ptrace``, ``process_vm_*``,
   ``pidfd_*``, ``kcmp``, ``keyctl``, ``bpf``, ``perf_event_open``, ``userfaultfd``,
   ``io_uring_*``, ``open_by_handle_at``, modules, ``kexec``, ``reboot``, ``swapon``...;
-- memory outside the address-space limit: ``memfd_create``, ``memfd_secret``;
+- memory outside the address-space limit: ``memfd_create``, ``memfd_secret``; other
+  processes' pages and the x86 descriptor table: ``move_pages``, ``modify_ldt``;
+- System V IPC objects (``msgget``, ``semget``, ``shmget``), which no verifier needs;
+- sockets of any family but ``AF_UNIX``, ``AF_INET`` and ``AF_INET6`` (``socket`` and
+  ``socketpair``): the jail's empty network namespace isolates the inet families, not
+  ``AF_VSOCK`` (a virtual machine's host services), ``AF_NETLINK`` or the rest;
 - ``setsid`` (the run stays one process group and session) and the ``TIOCSTI``/``TIOCLINUX``
   ioctls (typing into a terminal).
 
@@ -43,6 +48,9 @@ _ARCH = 4
 _ARG0_LOW = 16
 _ARG1_LOW = 24
 
+# Socket families a verifier may open (linux/socket.h); every other one is refused.
+_AF_UNIX, _AF_INET, _AF_INET6 = 1, 2, 10
+
 _CLONE_THREAD = 0x00010000
 _CLONE_NEW_ANY = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
 _TIOCSTI = 0x5412
@@ -60,6 +68,7 @@ _DENIED = [
     *("fanotify_init", "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load"),
     *("reboot", "swapon", "swapoff", "syslog", "acct", "quotactl", "personality"),
     *("memfd_create", "memfd_secret", "setsid", "fork", "vfork"),
+    *("move_pages", "modify_ldt", "msgget", "semget", "shmget"),
 ]
 
 _X86_64 = {
@@ -73,7 +82,8 @@ _X86_64 = {
     "userfaultfd": 323, "pidfd_send_signal": 424, "io_uring_setup": 425, "io_uring_enter": 426,
     "io_uring_register": 427, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
     "fsmount": 432, "fspick": 433, "pidfd_open": 434, "clone3": 435, "pidfd_getfd": 438,
-    "mount_setattr": 442, "memfd_secret": 447,
+    "mount_setattr": 442, "memfd_secret": 447, "shmget": 29, "socket": 41, "socketpair": 53,
+    "semget": 64, "msgget": 68, "modify_ldt": 154, "move_pages": 279,
 }  # fmt: skip
 _AARCH64 = {
     "ioctl": 29, "umount2": 39, "mount": 40, "pivot_root": 41, "chroot": 51, "quotactl": 60,
@@ -86,7 +96,8 @@ _AARCH64 = {
     "pidfd_send_signal": 424, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
     "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432,
     "fspick": 433, "pidfd_open": 434, "clone3": 435, "pidfd_getfd": 438, "mount_setattr": 442,
-    "memfd_secret": 447,
+    "memfd_secret": 447, "msgget": 186, "semget": 190, "shmget": 194, "socket": 198,
+    "socketpair": 199, "move_pages": 239,
 }  # fmt: skip
 # platform.machine() -> (AUDIT_ARCH_* of linux/audit.h, syscall table, whether x32 exists).
 _ARCHES = {
@@ -146,8 +157,10 @@ def seccomp_program(machine: str | None = None) -> bytes | None:
     p.jump(_JEQ_K, table["clone3"], "enosys", 0)
     p.jump(_JEQ_K, table["clone"], "clone", 0)
     p.jump(_JEQ_K, table["ioctl"], "ioctl", 0)
+    p.jump(_JEQ_K, table["socket"], "socket", 0)
+    p.jump(_JEQ_K, table["socketpair"], "socket", 0)
     for name in _DENIED:
-        if name in table:  # fork and vfork exist on x86_64 only
+        if name in table:  # fork, vfork and modify_ldt exist on x86_64 only
             p.jump(_JEQ_K, table[name], "deny", 0)
     p.ret(_RET_ALLOW)
     p.label("clone")  # a thread, in no new namespace
@@ -158,6 +171,11 @@ def seccomp_program(machine: str | None = None) -> bytes | None:
     p.load(_ARG1_LOW)
     p.jump(_JEQ_K, _TIOCSTI, "deny", 0)
     p.jump(_JEQ_K, _TIOCLINUX, "deny", "allow")
+    p.label("socket")  # the family is the first argument of both
+    p.load(_ARG0_LOW)
+    p.jump(_JEQ_K, _AF_UNIX, "allow", 0)
+    p.jump(_JEQ_K, _AF_INET, "allow", 0)
+    p.jump(_JEQ_K, _AF_INET6, "allow", "deny")
     p.label("allow")
     p.ret(_RET_ALLOW)
     p.label("deny")

@@ -11,13 +11,11 @@ verifier's entry point is not a plain function or when a fault is formatted.
 from __future__ import annotations
 
 import ast
-import contextlib
 import math
 import numbers
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from types import FunctionType, GeneratorType
 from typing import Any, Literal, TypeVar
 
@@ -195,17 +193,70 @@ def load_verifier(
 # inspect for its signature.
 _CO_VARARGS = 0x04
 _CO_ITERABLE_COROUTINE = 0x100
+# A function's attribute dict and code object, read through ``FunctionType``'s own descriptors:
+# nothing of the verifier's (a dict subclass's methods, a property) runs while they are read.
+_FUNCTION_DICT = FunctionType.__dict__["__dict__"]
+_FUNCTION_CODE = FunctionType.__dict__["__code__"]
+_MISSING = object()
+
+Unaudited = Callable[..., Any]
+"""``unaudited(read, *args)``: ``read(*args)`` with the sandbox's hook letting this thread read
+frames and code objects (``_audit.install_audit_hook``); outside the sandbox, :func:`_direct`.
+
+The functions that pass it on bind each other as positional defaults, not by global name: the
+verifier can reach and rebind this module's globals (``Execution.__init__.__globals__``), and
+would otherwise be handed the window; the hook refuses changing their ``__defaults__``.
+"""
 
 
-def _positional(entry: Callable[..., Any], candidates: tuple[Any, ...]) -> tuple[Any, ...]:
+def _direct(read: Callable[..., _T], *args: Any) -> _T:
+    """:data:`Unaudited` outside the sandbox: ``read(*args)``."""
+    return read(*args)
+
+
+def _plain_code(
+    entry: Any,
+    unaudited: Unaudited,
+    _type: Any = type,
+    _function: Any = FunctionType,
+    _attributes_of: Any = _FUNCTION_DICT.__get__,
+    _contains: Any = dict.__contains__,
+    _get: Any = dict.get,
+    _missing: Any = _MISSING,
+    _code_of: Any = _FUNCTION_CODE.__get__,
+) -> Any:
+    """The code object of ``entry`` when it is a plain ``def``, or one that ``functools.wraps``
+    wrapped (what ``inspect.signature`` would read), else ``None``.
+
+    In the sandbox, only the code object is read in the hook's window, by a C method: no code
+    of the verifier's runs there.
+    """
+    for _ in (0,) * 64:
+        if _type(entry) is not _function:
+            return None
+        attributes = _attributes_of(entry)
+        if _contains(attributes, "__signature__"):
+            return None
+        wrapped = _get(attributes, "__wrapped__", _missing)
+        if wrapped is _missing:
+            return unaudited(_code_of, entry)
+        entry = wrapped
+    return None
+
+
+def _positional(
+    entry: Callable[..., Any],
+    candidates: tuple[Any, ...],
+    unaudited: Unaudited = _direct,
+    _plain_code: Any = _plain_code,
+) -> tuple[Any, ...]:
     """The first of ``candidates``, as many as ``entry`` takes positionally (all for ``*args``)."""
-    plain = type(entry) is FunctionType and not hasattr(entry, "__wrapped__")
-    if plain and not hasattr(entry, "__signature__"):
-        code = entry.__code__  # a plain def: its code object says what inspect.signature would
+    code = _plain_code(entry, unaudited)
+    if code is not None:  # a def: its code object says what inspect.signature would
         if code.co_flags & _CO_VARARGS:
             return candidates
         return candidates[: code.co_argcount]
-    import inspect  # decorated entry points, callable objects, partials...
+    import inspect  # callable objects, partials... (their code runs, audited as any other)
 
     try:
         parameters = list(inspect.signature(entry).parameters.values())
@@ -258,10 +309,11 @@ def _call(
     entry: Callable[..., Any],
     env: Any,
     final_answer: Any,
+    _positional: Any = _positional,
     *,
     arguments: tuple[Sequence[Any], Mapping[str, Any]] | None,
     convention: CallConvention,
-    unaudited: Callable[[], AbstractContextManager[None]],
+    unaudited: Unaudited,
 ) -> Any:
     """Call the entry point the way ``convention`` and ``arguments`` say (see :data:`CallConvention`)."""
     if arguments is not None:
@@ -272,9 +324,7 @@ def _call(
         if convention == "snapshots"
         else (env, final_answer)
     )
-    with unaudited():
-        call_args = _positional(entry, candidates)
-    return entry(*call_args)
+    return entry(*_positional(entry, candidates, unaudited))
 
 
 def _is_awaitable(value: Any) -> bool:
@@ -381,40 +431,142 @@ class Execution:
         return self.error_type is None
 
 
-def _format_traceback(exc: BaseException, code: str) -> str:
-    """Format ``exc`` starting at the verifier's own outermost frame, with its source lines."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename != VERIFIER_FILENAME:
-        tb = tb.tb_next
+# An exception's links and traceback, read through ``BaseException``'s own descriptors (an
+# exception class of the verifier's may override the attributes with properties).
+_CAUSE = BaseException.__dict__["__cause__"]
+_CONTEXT = BaseException.__dict__["__context__"]
+_SUPPRESS_CONTEXT = BaseException.__dict__["__suppress_context__"]
+_TRACEBACK = BaseException.__dict__["__traceback__"]
+_CAUSE_TEXT = "\nThe above exception was the direct cause of the following exception:\n\n"
+_CONTEXT_TEXT = "\nDuring handling of the above exception, another exception occurred:\n\n"
+_Entries = list[tuple[str, int, str]]
+
+
+def _read_chain(
+    exc: BaseException,
+    _id: Any = id,
+    _len: Any = len,
+    _set: Any = set,
+    _traceback_of: Any = _TRACEBACK.__get__,
+    _cause_of: Any = _CAUSE.__get__,
+    _context_of: Any = _CONTEXT.__get__,
+    _suppressed: Any = _SUPPRESS_CONTEXT.__get__,
+    _cause_text: str = _CAUSE_TEXT,
+    _context_text: str = _CONTEXT_TEXT,
+) -> list[tuple[BaseException, _Entries, str]]:
+    """``exc`` and the exceptions it was raised from, newest first: each with its traceback's
+    ``(file, line, function)`` and how the next one led to it (a cause's or context's text).
+
+    Runs in the hook's window (frames readable): every name is a default bound at import, every
+    read a C attribute of a C type (tracebacks, frames, code objects, ``BaseException``'s own
+    descriptors), so no code of the verifier's (an exception's ``__str__``, a property, a
+    rebound global) runs there.
+    """
+    chain: list[tuple[BaseException, _Entries, str]] = []  # (no annotation is evaluated)
+    seen = _set()
+    current: BaseException | None = exc
+    while current is not None and _id(current) not in seen and _len(chain) < 32:
+        seen.add(_id(current))
+        entries: _Entries = []
+        tb = _traceback_of(current)
+        while tb is not None and _len(entries) < 256:
+            frame_code = tb.tb_frame.f_code
+            entries.append((frame_code.co_filename, tb.tb_lineno, frame_code.co_name))
+            tb = tb.tb_next
+        cause, context = _cause_of(current), _context_of(current)
+        if cause is not None:
+            chain.append((current, entries, _cause_text))
+            current = cause
+        elif context is not None and not _suppressed(current):
+            chain.append((current, entries, _context_text))
+            current = context
+        else:
+            chain.append((current, entries, ""))
+            current = None
+    return chain
+
+
+def _format_traceback(
+    exc: BaseException,
+    code: str,
+    unaudited: Unaudited = _direct,
+    _read_chain: Any = _read_chain,
+) -> str:
+    """Format ``exc`` starting at the verifier's own outermost frame, with its source lines
+    (read outside the hook's window: ``linecache``, ``str`` of the exceptions)."""
     import linecache
     import traceback
 
+    chain: list[tuple[BaseException, _Entries, str]] = unaudited(_read_chain, exc)
+    entries = chain[0][1]
+    for index, (filename, _, _) in enumerate(entries):
+        if filename == VERIFIER_FILENAME:
+            chain[0] = (chain[0][0], entries[index:], chain[0][2])
+            break
     lines = code.splitlines(keepends=True)
     linecache.cache[VERIFIER_FILENAME] = (len(code), None, lines, VERIFIER_FILENAME)
+    parts: list[str] = []
     try:
-        return "".join(traceback.format_exception(type(exc), exc, tb or exc.__traceback__))
+        for error, stack, led_here in reversed(chain):
+            parts.append(led_here)  # how the one printed before led to this one
+            if stack:
+                summary = traceback.StackSummary.from_list(
+                    [
+                        (name, line, function, linecache.getline(name, line).strip())
+                        for name, line, function in stack
+                    ]
+                )
+                parts.append("Traceback (most recent call last):\n")
+                parts.extend(summary.format())
+            parts.append(_exception_line(error))
+        return "".join(parts)
     finally:
         linecache.cache.pop(VERIFIER_FILENAME, None)
 
 
-def _fault(exc: BaseException, code: str) -> Execution:
+def _text(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # the verifier's own __str__ failed
+        return "<exception str() failed>"
+
+
+def _exception_line(exc: BaseException) -> str:
+    """``Type: message`` and its notes, as ``traceback`` prints them (which would also walk the
+    tracebacks of ``exc``'s context: frames, read outside the runner's window)."""
+    kind = type(exc)
+    name, module = kind.__qualname__, kind.__module__
+    if module not in ("__main__", "builtins"):
+        name = f"{module}.{name}"
+    text = _text(exc)
+    lines = [f"{name}: {text}" if text else name]
+    notes = getattr(exc, "__notes__", None)
+    if isinstance(notes, list | tuple):
+        lines.extend(note if isinstance(note, str) else "<note str() failed>" for note in notes)
+    return "\n".join(lines) + "\n"
+
+
+def _fault(
+    exc: BaseException,
+    code: str,
+    unaudited: Unaudited = _direct,
+    _format_traceback: Any = _format_traceback,
+) -> Execution:
     """Classify an exception raised while loading or running the verifier."""
     if isinstance(exc, VerifierCodeError):
         return Execution(error_type=exc.error_type, error_message=exc.message, traceback=exc.detail)
     if isinstance(exc, MemoryError):
         message = "MemoryError: the verifier ran out of memory"
         try:
-            trace = _format_traceback(exc, code)
+            trace = _format_traceback(exc, code, unaudited)
         except MemoryError:
             return Execution(error_type="memory_limit", error_message=message)
         return Execution(error_type="memory_limit", error_message=message, traceback=trace)
-    text = str(exc)
+    text = _text(exc)
     message = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    trace = _format_traceback(exc, code, unaudited)
     return Execution(
-        error_type="exception",
-        error_message=message,
-        traceback=_format_traceback(exc, code),
-        exception_type=type(exc).__name__,
+        error_type="exception", error_message=message, traceback=trace, exception_type=type(exc).__name__
     )
 
 
@@ -468,7 +620,7 @@ def execute(
     convention: CallConvention = "env",
     function_name: str | None = None,
     namespace: dict[str, Any] | None = None,
-    unaudited: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext,
+    unaudited: Unaudited = _direct,
 ) -> Execution:
     """Load and call a verifier synchronously; every verifier fault becomes ``error_type``.
 
@@ -483,24 +635,25 @@ def execute(
         convention: How the entry point is called (see :data:`CallConvention`).
         function_name: An explicit entry point.
         namespace: The globals to run the code in; :func:`build_namespace` by default.
-        unaudited: In the sandbox, exempts this thread from the audit hook while the runner's
-            own code inspects the entry point or formats a traceback (frame introspection).
+        unaudited: In the sandbox, the hook's window for reading the entry point's code and a
+            traceback's frames (see :data:`Unaudited`).
     """
+    # Bound before the verifier's module runs, which may rebind this module's globals.
+    call, fault = _call, _fault
     start = time.perf_counter()
     globals_ = build_namespace() if namespace is None else namespace
     try:
         # Registered for the whole run: get_type_hints and pickle look the module up too.
         with registered_as_module(globals_):
             entry = load_verifier(code, namespace=globals_, function_name=function_name)
-            result = _call(
+            result = call(
                 entry, env, final_answer, arguments=arguments, convention=convention, unaudited=unaudited
             )
             if _is_awaitable(result):
                 result = _await_in_new_loop(result)
         execution = _scored(result)
     except (Exception, SystemExit) as exc:
-        with unaudited():
-            execution = _fault(exc, code)
+        execution = fault(exc, code, unaudited)
     execution.execution_time_ms = (time.perf_counter() - start) * 1000.0
     return execution
 
@@ -540,7 +693,7 @@ async def execute_async(
                 final_answer,
                 arguments=arguments,
                 convention=convention,
-                unaudited=contextlib.nullcontext,
+                unaudited=_direct,
             )
             while _is_awaitable(result):
                 result = await result
