@@ -238,7 +238,9 @@ async def test_instance_health_and_lookups_answer_while_the_store_lock_is_held(s
             pending = [
                 asyncio.ensure_future(client.get(manager.format(live) + "/health")),
                 asyncio.ensure_future(client.get(manager.format(live) + "/resources")),
-                asyncio.ensure_future(client.get(manager.format(live) + "/resources/sqlite/current/describe")),
+                asyncio.ensure_future(
+                    client.get(manager.format(live) + "/resources/sqlite/current/describe")
+                ),
                 asyncio.ensure_future(client.get(f"/v1/env/instances/{live}")),
                 asyncio.ensure_future(client.get(manager.format(deleted) + "/health")),
                 asyncio.ensure_future(client.get(manager.format("no-such-instance") + "/health")),
@@ -251,7 +253,9 @@ async def test_instance_health_and_lookups_answer_while_the_store_lock_is_held(s
             assert not served.waits.count(instance_lookup)
             assert still_held()  # answered while the lock was held, not once it was free
         answers = [request.result() for request in pending]
-    assert [answer.status_code for answer in answers] == [200, 200, 200, 200, 404, 404], [a.text for a in answers]
+    assert [answer.status_code for answer in answers] == [200, 200, 200, 200, 404, 404], [
+        a.text for a in answers
+    ]
     health = answers[0].json()
     assert (health["status"], health["instance_id"], health["env_key"]) == ("ok", live, "orderdesk")
     assert {"seed", "current"} <= {resource["name"] for resource in answers[1].json()}
