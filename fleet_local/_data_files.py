@@ -16,7 +16,6 @@ answers 503 ``s3_unavailable`` on a server started without S3.
 
 from __future__ import annotations
 
-import threading
 from typing import Annotated
 
 from fastapi import APIRouter, Path
@@ -37,8 +36,6 @@ DOWNLOAD_URL_SECONDS = 3600
 
 Name = Annotated[str, Path(pattern=r"^[A-Za-z0-9._-]+$", max_length=255)]
 """A path segment that becomes part of an object key (``DataKeyPath`` in the schema)."""
-
-_versions_lock = threading.Lock()  # one new version of a data key at a time
 
 
 def _require_s3(state: LocalState) -> None:
@@ -71,7 +68,7 @@ def router(state: LocalState) -> APIRouter:
         _require_s3(state)
         _instances.environment(state, env_key, status=404)
         record_id = f"{env_key}/{data_key}"
-        with _versions_lock:
+        with state.store.locks.hold(SEED_KIND, record_id):  # one new version of a data key at a time
             record = state.store.get(SEED_KIND, record_id) or {
                 "env_key": env_key,
                 "data_key": data_key,

@@ -179,7 +179,9 @@ def _window(ttl_seconds: int, heartbeat_interval: int | None, explicit_ttl: bool
 
 
 def _load(state: LocalState, instance_id: str) -> dict[str, Any]:
-    doc = state.store.get(KIND, instance_id)
+    # Store.read waits for no store call: an instance's /health and every manager route's lookup
+    # answer while a slow one holds the store's lock.
+    doc = state.store.read(KIND, instance_id)
     if doc is None:
         raise not_found("instance", instance_id, code="instance_not_found")
     return doc

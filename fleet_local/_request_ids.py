@@ -13,7 +13,6 @@ across restarts.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
@@ -31,8 +30,6 @@ RequestId = Annotated[str | None, Header(alias="X-Request-ID", min_length=1, max
 """The optional ``X-Request-ID`` header of a route."""
 
 T = TypeVar("T")
-
-_lock = threading.Lock()  # one check-and-bind at a time; the create itself runs outside it
 
 
 class DuplicateRequestError(LocalAPIError):
@@ -80,7 +77,8 @@ def create_once(store: Store, request_id: str | None, instance_id: str, create: 
     """
     if request_id is None:
         return create()
-    with _lock:
+    # One check-and-bind per id at a time (the create itself runs outside the lock).
+    with store.locks.hold(REQUEST_ID_KIND, request_id):
         bound = store.get(REQUEST_ID_KIND, request_id)
         if bound is not None:
             raise DuplicateRequestError(request_id, str(bound["instance_id"]))

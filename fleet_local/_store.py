@@ -66,7 +66,9 @@ class Store:
     """Thread-safe JSON document store over SQLite (WAL mode).
 
     Each call is atomic; work that spans several (read a document, then write it or files beside
-    it) holds a named lock of ``locks`` meanwhile.
+    it) holds a named lock of ``locks`` meanwhile. Every call but :meth:`read` goes through one
+    connection and one lock; :meth:`read` takes a read-only connection of its own and never waits
+    for that lock (see its docstring).
 
     Args:
         path: The database file; created with its tables when missing.
@@ -83,11 +85,52 @@ class Store:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
+        self._ro_uri = f"{path.resolve().as_uri()}?mode=ro"
+        self._readers: builtins.list[sqlite3.Connection] = []  # idle read-only connections
+        self._readers_guard = threading.Lock()  # held for a list pop or append only, never for SQL
+        self._closed = False
 
     def close(self) -> None:
         """Close the database."""
         with self._lock:
             self._db.close()
+        with self._readers_guard:
+            self._closed = True
+            readers, self._readers = self._readers, []
+        for reader in readers:
+            reader.close()
+
+    def read(self, kind: str, id: str) -> dict[str, Any] | None:
+        """The document as last committed, or None, read without waiting for the store's lock.
+
+        For lookups that must answer while a slow store call holds the lock (an instance's
+        ``/health``). It runs on a read-only connection of its own: in WAL mode a reader never
+        waits for the writer, and each read starts a fresh read transaction, so it sees every
+        write that returned before it began (writes commit as they return) and none half-done.
+
+        Args:
+            kind: Record type, e.g. ``"instance"``.
+            id: Record id.
+        """
+        with self._readers_guard:
+            if self._closed:
+                raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+            reader = self._readers.pop() if self._readers else None
+        if reader is None:
+            reader = sqlite3.connect(self._ro_uri, uri=True, check_same_thread=False, isolation_level=None)
+            reader.execute("PRAGMA query_only = ON")
+        try:
+            # fetchall() runs the statement to its end, which ends its read transaction: an idle
+            # connection holds no snapshot that a later read would see instead of newer writes.
+            rows = reader.execute("SELECT doc FROM docs WHERE kind=? AND id=?", (kind, id)).fetchall()
+        finally:
+            with self._readers_guard:
+                idle = not self._closed
+                if idle:
+                    self._readers.append(reader)
+            if not idle:
+                reader.close()
+        return _loads(rows[0][0]) if rows else None
 
     def put(self, kind: str, id: str, doc: dict[str, Any], *, parent: str | None = None) -> dict[str, Any]:
         """Insert or replace a document; returns it as stored (``doc`` itself unless a lone

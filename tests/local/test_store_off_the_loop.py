@@ -7,11 +7,14 @@ has one lock, shared with the worker threads that run every other route's store 
 one slow store call held it, the loop itself waited for the lock and every route of the server
 stalled, ``/v1/regions`` included. Those calls now run in the server's worker threads.
 
+Regression too: the instance manager's ``/health`` (and every other lookup of an instance: the
+manager's routes, ``GET /v1/env/instances/{id}``) read the instance through that same lock, so a
+slow store call held up a trainer's health checks. They now read through ``Store.read``, a
+read-only connection of their own, which in WAL mode waits for no writer.
+
 The server runs in this process (uvicorn in a thread) so that the test can hold the store's own
 lock from another thread, as a slow store call would, and see which threads wait for it. The
-instance manager's ``/health`` reads the instance from the store, so it waits for the lock like
-any route that needs the store: what must answer meanwhile is the loop, probed with
-``/v1/regions`` (a constant, answered on the loop), as the load tests do.
+loop is probed with ``/v1/regions`` (a constant, answered on the loop), as the load tests do.
 """
 
 from __future__ import annotations
@@ -213,3 +216,50 @@ async def test_the_lease_reaper_waits_for_the_store_off_the_loop(served: Served)
             lambda: served.state.store.get("browser_lease", lease_id)["status"] == "expired",  # type: ignore[index]
             "the reaper expiring the lease",
         )
+
+
+def instance_lookup(names: frozenset[str]) -> bool:
+    """A thread looking an instance up (a manager route, the control plane's ``get_instance``)."""
+    return "require_live" in names or "get_instance" in names
+
+
+async def test_instance_health_and_lookups_answer_while_the_store_lock_is_held(served: Served) -> None:
+    async with httpx.AsyncClient(base_url=served.url, headers=AUTH, timeout=PATIENCE) as client:
+        made = []
+        for _ in range(2):
+            created = await client.post("/v1/env/instances", json={"env_key": "orderdesk"})
+            assert created.status_code == 200, created.text
+            made.append(created.json()["instance_id"])
+        live, deleted = made
+        gone = await client.delete(f"/v1/env/instances/{deleted}")
+        assert gone.status_code == 200 and gone.json()["status"] == "terminated", gone.text
+        manager = "/instances/{}/api/v1/env"
+        with held_by_another_thread(served.store_lock) as still_held:
+            pending = [
+                asyncio.ensure_future(client.get(manager.format(live) + "/health")),
+                asyncio.ensure_future(client.get(manager.format(live) + "/resources")),
+                asyncio.ensure_future(
+                    client.get(manager.format(live) + "/resources/sqlite/current/describe")
+                ),
+                asyncio.ensure_future(client.get(f"/v1/env/instances/{live}")),
+                asyncio.ensure_future(client.get(manager.format(deleted) + "/health")),
+                asyncio.ensure_future(client.get(manager.format("no-such-instance") + "/health")),
+            ]
+            # Before the fix each of them waited for the lock inside its lookup.
+            await wait_until_async(
+                lambda: all(request.done() for request in pending) or served.waits.count(instance_lookup),
+                "the instance lookups answering (or waiting for the store)",
+            )
+            assert not served.waits.count(instance_lookup)
+            assert still_held()  # answered while the lock was held, not once it was free
+        answers = [request.result() for request in pending]
+    assert [answer.status_code for answer in answers] == [200, 200, 200, 200, 404, 404], [
+        a.text for a in answers
+    ]
+    health = answers[0].json()
+    assert (health["status"], health["instance_id"], health["env_key"]) == ("ok", live, "orderdesk")
+    assert {"seed", "current"} <= {resource["name"] for resource in answers[1].json()}
+    assert answers[2].json()["success"] is True and answers[2].json()["tables"]
+    assert answers[3].json()["status"] == "running"
+    assert answers[4].json()["code"] == answers[5].json()["code"] == "instance_not_found"
+    assert "terminated" in answers[4].json()["detail"]
