@@ -10,7 +10,8 @@
   ``env.db("current")``), whose databases also offer the public SDK's helpers
   (:class:`QueryBuilder`, :class:`SnapshotDiff`, :class:`IgnoreConfig`; docs/verifier-runtime.md);
 - :func:`load_plain` / :func:`dump_plain` read and write a verifier's arguments as a pickle of
-  plain data only (the public SDK's ``args`` form).
+  plain data only (the public SDK's ``args`` form); :class:`PickledArguments` reads such a
+  pickle's shape without decoding it, for a sandboxed run to decode under its limits.
 
 Every runner returns a :class:`VerifierOutcome`; verifier faults are in ``outcome.error``.
 Importing this package loads only the standard library and pydantic: running a verifier on the
@@ -45,6 +46,7 @@ from ._namespace import (
     normalized_string_comparison,
 )
 from ._outcome import SandboxLayers, VerifierError, VerifierOutcome
+from ._pickled_args import PickledArguments
 from ._plain_pickle import PlainDataError, dump_plain, load_plain
 from ._query import QueryBuilder
 from ._sandbox import (
@@ -84,6 +86,7 @@ __all__ = [
     "InvalidResultError",
     "JailStatus",
     "JailUnavailableError",
+    "PickledArguments",
     "PlainDataError",
     "QueryBuilder",
     "QueryResult",
