@@ -70,7 +70,9 @@ _SIGNING_HINT = (
     "sign the request with AWS SigV4 using the server's API key as the secret access key "
     "(LocalFleet.screenshot_store() and the clients LocalFleet hands out do)"
 )
-_AUTH_FIELDS = re.compile(r"(\w+)=([^,\s]+)")
+# Names match from a word's start only: unanchored, ``\w+`` was retried inside every word, which
+# made a 64 KiB keyless Authorization header 13 s of matching, holding the interpreter's lock.
+_AUTH_FIELDS = re.compile(r"(?<!\w)(\w+)=([^,\s]+)")
 _XMLNS = "http://s3.amazonaws.com/doc/2006-03-01/"
 
 
@@ -255,7 +257,7 @@ def _presigned_refusal(
     if (
         fields.get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256"
         or len(credential) != 5
-        or not expires.isdigit()
+        or not (expires.isascii() and expires.isdigit() and len(expires) <= 9)  # int() of 5,000 digits raises
         or "host" not in signed
     ):
         return S3Refusal(400, "AuthorizationQueryParametersError", "malformed presigned URL")
@@ -263,9 +265,9 @@ def _presigned_refusal(
         moment = dt.datetime.strptime(amz_date, "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC)
     except ValueError:
         return S3Refusal(400, "AuthorizationQueryParametersError", "X-Amz-Date is not YYYYMMDDTHHMMSSZ")
-    if int(expires) > PRESIGN_MAX_SECONDS or not moment - CLOCK_SKEW <= now <= moment + dt.timedelta(
-        seconds=int(expires)
-    ):
+    # As an age: ``moment - CLOCK_SKEW`` is before the year 1 for an X-Amz-Date in its first minutes.
+    age = now - moment
+    if int(expires) > PRESIGN_MAX_SECONDS or not -CLOCK_SKEW <= age <= dt.timedelta(seconds=int(expires)):
         return S3Refusal(403, "AccessDenied", "the presigned URL has expired (or is not valid yet)")
     if credential[2] != REGION:
         return _wrong_region("AuthorizationQueryParametersError", credential[2])
