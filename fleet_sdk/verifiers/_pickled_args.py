@@ -13,8 +13,7 @@ Standard library only: the sandbox child loads this file without importing ``fle
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ._pickle_shape import Shape, read_shape
 from ._plain_pickle import PlainDataError, load_plain
@@ -45,9 +44,11 @@ def _env_entry(value: Any) -> str | None:
     return instance_id if type(instance_id) is str else None
 
 
-@dataclass(frozen=True)
-class PickledArguments:
+class PickledArguments(NamedTuple):
     """A public-SDK ``args`` pickle, read but not decoded.
+
+    (A named tuple, not a dataclass: the sandbox child imports this module, and ``dataclasses``
+    would cost every run the import of ``inspect``.)
 
     Attributes:
         data: The pickle.
