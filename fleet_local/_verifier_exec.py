@@ -32,7 +32,6 @@ import logging
 import math
 import os
 import shutil
-import textwrap
 import zipfile
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -54,6 +53,7 @@ from fleet_sdk.verifiers import (
 )
 
 from . import _instances
+from ._dedent import dedent
 from ._errors import LocalAPIError, not_found
 from ._state import LocalState, iso, new_id
 from ._verifier_args import Invocation, bad_arguments, from_args_array, from_pickled_args
@@ -559,10 +559,13 @@ async def execute_function(
         LocalAPIError: 404 ``instance_not_found``; 503 ``verifier_jail_unavailable`` or
             ``verifier_busy``.
     """
+    await anyio.to_thread.run_sync(_instances.require_live, state, instance_id)  # 404 before any work
+    # The public SDK sends inspect.getsource(fn): a function defined inside another is indented.
+    # A pure-Python walk of up to a megabyte (keyless): off the loop.
+    code = await anyio.to_thread.run_sync(dedent, req.function_code)
     record = await run_code(
         state,
-        # The public SDK sends inspect.getsource(fn): a function defined inside another is indented.
-        textwrap.dedent(req.function_code),
+        code,
         instance_id,
         final_answer=req.text_solution,
         convention="snapshots",

@@ -7,7 +7,8 @@ refused within :data:`ATTACK_BOUND` while ``/v1/regions`` answers each probe wit
 :data:`PROBE_BOUND` (the bounds the issue set). Two attacks that cost seconds of one C call each
 (holding the interpreter's lock wherever it runs) get the looser bound of
 ``test_loop_under_attack.py``: pickled dict keys chosen to collide (the sandboxed run decodes them,
-under its limits), and a 64 KiB S3 ``Authorization`` header (its parsing was quadratic).
+under its limits), and a 64 KiB S3 ``Authorization`` header (its parsing was quadratic). A
+megabyte of blanks as a keyless ``function_code`` (its dedent was quadratic) gets the tight one.
 
 Like ``test_loop_under_attack.py``, this module asserts latencies: they are the acceptance
 criterion of these attacks. Each test checks the slowest probe of the whole attack.
@@ -161,3 +162,23 @@ async def test_a_64_kib_s3_authorization_header_is_refused_and_the_server_keeps_
         assert max(latencies) < COSTLY_PROBE_BOUND, (
             f"slowest of {len(latencies)} probes: {max(latencies):.2f}s"
         )
+
+
+async def test_a_megabyte_of_blanks_as_function_code_leaves_the_server_answering(server: LocalFleet) -> None:
+    """The manager dedented the public SDK's ``function_code`` with ``textwrap.dedent``, whose regex
+    backtracks over every run of blanks: 999,999 spaces and an ``x``, sent with no key, held the
+    interpreter's lock for 3 s (on the event loop) per request."""
+    async with (
+        raw_async_client(server, timeout=60) as client,
+        httpx.AsyncClient(base_url=server.base_url, timeout=60) as keyless,
+    ):
+        instance = await new_instance(client)
+        url = f"/instances/{instance}/api/v1/env/execute_verifier_function"
+        body = {"function_code": " " * 999_999 + "x", "function_name": "x"}
+
+        async def attack() -> list[int]:
+            return [(await keyless.post(url, json=body)).status_code for _ in range(3)]
+
+        statuses, latencies = await probed(client, attack())
+        assert statuses == [200, 200, 200]  # the verifier's fault (no such function), answered
+        assert max(latencies) < PROBE_BOUND, f"slowest of {len(latencies)} probes: {max(latencies):.2f}s"
