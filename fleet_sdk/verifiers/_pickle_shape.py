@@ -33,7 +33,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from ._plain_pickle import MAX_DEPTH, MAX_ITEMS, PlainDataError
+from ._plain_bounds import MAX_DEPTH, MAX_ITEMS, PlainDataError
 
 __all__ = ["MAX_OPCODES", "MAX_PICKLE_BYTES", "Shape", "read_shape"]
 

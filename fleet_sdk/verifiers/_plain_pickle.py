@@ -17,15 +17,10 @@ import io
 import pickle
 from typing import Any
 
-from ._compat import ErrorBase
+from ._pickle_shape import MAX_PICKLE_BYTES, read_shape
+from ._plain_bounds import MAX_DEPTH, MAX_ITEMS, PlainDataError
 
 __all__ = ["MAX_DEPTH", "MAX_ITEMS", "PlainDataError", "check_plain", "dump_plain", "load_plain"]
-
-MAX_ITEMS = 100_000
-"""At most this many values (containers and scalars, counted each time they are reached)."""
-
-MAX_DEPTH = 64
-"""At most this many containers nested in each other."""
 
 _SCALARS = (type(None), bool, int, float, complex, str, bytes, bytearray)
 _CONTAINERS = (list, tuple, dict, set, frozenset)
@@ -33,18 +28,6 @@ _CONTAINERS = (list, tuple, dict, set, frozenset)
 # none of them). bytearray is not one: ``bytearray(10**12)`` would allocate what the pickle
 # never held.
 _BUILDERS = frozenset({"set", "frozenset", "complex"})
-
-
-class PlainDataError(ValueError, ErrorBase):
-    """A value (or pickle) is not plain data: builtin containers and scalars, of bounded size.
-
-    Attributes:
-        offending: What was refused: a type or global name such as ``"datetime.datetime"``.
-    """
-
-    def __init__(self, message: str, *, offending: str | None = None) -> None:
-        super().__init__(message)
-        self.offending = offending
 
 
 class _PlainUnpickler(pickle.Unpickler):
@@ -166,8 +149,6 @@ def load_plain(data: bytes) -> Any:
             a readable pickle, exceeds a bound (bytes, opcodes, values, depth), or built something
             :func:`check_plain` refuses.
     """
-    from ._pickle_shape import read_shape  # here: that module imports this one
-
     read_shape(data)
     try:
         value = _PlainUnpickler(io.BytesIO(data)).load()
@@ -190,8 +171,6 @@ def dump_plain(value: Any) -> bytes:
         PlainDataError: ``value`` is not plain data, or its pickle is larger than
             :func:`load_plain` reads.
     """
-    from ._pickle_shape import MAX_PICKLE_BYTES
-
     check_plain(value)
     data = pickle.dumps(value, protocol=5)
     if len(data) > MAX_PICKLE_BYTES:
