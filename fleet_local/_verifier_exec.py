@@ -458,7 +458,15 @@ async def _save_execution(
     )
 
 
-async def _invocation(req: models.VerifiersExecuteRequest) -> tuple[str | None, Any, Invocation | None]:
+_ARGUMENT_READERS = 2
+"""Pickled arguments' shapes read at once: each read is a bounded pure-Python walk (up to a few
+tenths of a second and some megabytes for the largest), so many at once, keyless, would take
+every worker thread; the rest wait their turn."""
+
+
+async def _invocation(
+    state: LocalState, req: models.VerifiersExecuteRequest
+) -> tuple[str | None, Any, Invocation | None]:
     """(instance id, final answer, public-SDK arguments) of a request, in any argument form.
 
     ``args`` as ``VerifierArgs`` names the instance and the final answer. ``args`` as a string is
@@ -472,7 +480,11 @@ async def _invocation(req: models.VerifiersExecuteRequest) -> tuple[str | None, 
     if isinstance(req.args, models.VerifierArgs):
         return req.args.instance_id, req.args.final_answer, None
     if isinstance(req.args, models.PickledArgs):
-        invocation = await anyio.to_thread.run_sync(from_pickled_args, req.args.root)
+        if state.argument_readers is None:  # made inside the loop, on first use
+            state.argument_readers = anyio.CapacityLimiter(_ARGUMENT_READERS)
+        invocation = await anyio.to_thread.run_sync(
+            from_pickled_args, req.args.root, limiter=state.argument_readers
+        )
     else:
         invocation = from_args_array(list(req.args_array or []))
     return invocation.instance_id, None, invocation
@@ -498,7 +510,7 @@ async def execute_verifier(
     """
     if instance_id is not None:  # the route names it: an unknown one is 404 before the body is read
         await anyio.to_thread.run_sync(_instances.require_live, state, instance_id)
-    named, final_answer, invocation = await _invocation(req)
+    named, final_answer, invocation = await _invocation(state, req)
     target = instance_id if instance_id is not None else named
     if target is None and isinstance(req.args, models.VerifierArgs):
         # The control plane's schema requires it, so the body check normally answers this first.
