@@ -459,9 +459,13 @@ async def _save_execution(
 
 
 _ARGUMENT_READERS = 2
-"""Pickled arguments' shapes read at once: each read is a bounded pure-Python walk (up to a few
-tenths of a second and some megabytes for the largest), so many at once, keyless, would take
-every worker thread; the rest wait their turn."""
+"""Pickled arguments' shapes read at once in worker threads: each read is a bounded pure-Python
+walk (up to a few tenths of a second and some megabytes for the largest), so many at once,
+keyless, would take every worker thread; the rest wait their turn."""
+_INLINE_ARGUMENTS = 1024
+"""Pickled ``args`` of up to this many base64 characters (the public SDK's usually are: a final
+answer and the instance id take about 150) are read on the loop: at most 768 opcodes, about a
+millisecond, less than a thread hop; and a flood of large ones never delays them."""
 
 
 async def _invocation(
@@ -470,8 +474,8 @@ async def _invocation(
     """(instance id, final answer, public-SDK arguments) of a request, in any argument form.
 
     ``args`` as ``VerifierArgs`` names the instance and the final answer. ``args`` as a string is
-    the public SDK's pickle, whose shape ``_verifier_args`` reads (off the loop: a bounded walk in
-    pure Python) without decoding it; without ``args``, ``args_array`` holds the positional
+    the public SDK's pickle, whose shape ``_verifier_args`` reads (a bounded walk in pure Python:
+    off the loop unless small) without decoding it; without ``args``, ``args_array`` holds the positional
     arguments followed by ``{"env": <instance_id>}``.
 
     Raises:
@@ -480,11 +484,14 @@ async def _invocation(
     if isinstance(req.args, models.VerifierArgs):
         return req.args.instance_id, req.args.final_answer, None
     if isinstance(req.args, models.PickledArgs):
-        if state.argument_readers is None:  # made inside the loop, on first use
-            state.argument_readers = anyio.CapacityLimiter(_ARGUMENT_READERS)
-        invocation = await anyio.to_thread.run_sync(
-            from_pickled_args, req.args.root, limiter=state.argument_readers
-        )
+        if len(req.args.root) <= _INLINE_ARGUMENTS:
+            invocation = from_pickled_args(req.args.root)
+        else:
+            if state.argument_readers is None:  # made inside the loop, on first use
+                state.argument_readers = anyio.CapacityLimiter(_ARGUMENT_READERS)
+            invocation = await anyio.to_thread.run_sync(
+                from_pickled_args, req.args.root, limiter=state.argument_readers
+            )
     else:
         invocation = from_args_array(list(req.args_array or []))
     return invocation.instance_id, None, invocation
