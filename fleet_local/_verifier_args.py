@@ -4,7 +4,7 @@ The public SDK sends ``args`` as base64 of a (cloud)pickle of
 ``{"args": (None, *positional, {"env": <instance_id>}), "kwargs": {...}}``: the leading ``None``
 stands for ``env`` and the trailing ``{"env": ...}`` names the instance (``schemas/env-instance.yaml``,
 ``VerifiersExecuteRequest``). The server never decodes it: unpickling can cost time exponential in
-a pickle's size, in C calls that hold the interpreter's lock (a 276-byte pickle once froze every
+a pickle's size, in C calls that hold the interpreter's lock (a 265-byte pickle once froze every
 route for good). It reads the pickle's shape only (``PickledArguments.read``, a bounded walk of
 its opcodes that builds and hashes nothing), which names the instance and refuses, with a 400
 naming ``args``, what is not plain data or could not be honoured (so keyword arguments such as

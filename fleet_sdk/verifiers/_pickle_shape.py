@@ -1,7 +1,7 @@
 """A pickle's shape, read without building what it describes.
 
 Unpickling can cost far more than the pickle's size. A container reused through the memo is
-one opcode wherever it appears again, so 276 bytes can describe a tuple of 2**64 leaves (each
+one opcode wherever it appears again, so 265 bytes can describe a tuple of 2**64 leaves (each
 level ``(T, T)`` of the one below); using it as a dict key makes the unpickler hash all of
 them, in one C call that holds the interpreter's lock. :func:`read_shape` walks the opcodes in
 pure Python instead, building a light tree (:class:`Shape` for containers, the values
