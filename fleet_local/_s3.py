@@ -665,10 +665,10 @@ class _S3Handler(BaseHTTPRequestHandler):
         if "X-Amz-Signature=" in self._target()[1]:  # a presigned URL signs no payload
             headers.setdefault("x-amz-content-sha256", UNSIGNED)
         length = headers.get("content-length", "")
-        if not length.isdigit() or "chunked" in headers.get("transfer-encoding", ""):
+        if not (length.isascii() and length.isdigit()) or "chunked" in headers.get("transfer-encoding", ""):
             self._refuse(S3Refusal(411, "MissingContentLength", "send Content-Length"), body_unread=True)
             return
-        if int(length) > MAX_OBJECT_BYTES:
+        if len(length) > 18 or int(length) > MAX_OBJECT_BYTES:  # int() of 5,000 digits raises
             message = f"objects are limited to {MAX_OBJECT_BYTES} bytes"
             self._refuse(S3Refusal(400, "EntityTooLarge", message), body_unread=True)
             return
@@ -722,7 +722,8 @@ class _S3Handler(BaseHTTPRequestHandler):
         token = query.get("continuation-token", "")
         start_after = unquote(token) if token else query.get("start-after", "")
         max_keys = query.get("max-keys", str(MAX_LIST_KEYS))
-        limit = min(int(max_keys), MAX_LIST_KEYS) if max_keys.isdigit() else MAX_LIST_KEYS
+        small = max_keys.isascii() and max_keys.isdigit() and len(max_keys) <= 9
+        limit = min(int(max_keys), MAX_LIST_KEYS) if small else MAX_LIST_KEYS
         objects, truncated = self.server.objects.list(prefix, start_after, limit)
         contents = "".join(
             f"<Contents><Key>{escape(o.key)}</Key><LastModified>{_iso(o.last_modified)}</LastModified>"

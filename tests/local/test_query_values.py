@@ -3,8 +3,9 @@
 Each of these answered a 500 or a silent default before: ``?format=&theme=`` rendered the default
 report where ``?format=bogus`` is a 422; a trace window ending in the first minutes of the year 1
 raised ``OverflowError`` computing its start; a presigned S3 URL dated then raised the same, and
-one with an ``X-Amz-Expires`` of 5,000 digits a ``ValueError``. Beyond those cases, every query
-parameter the schemas declare is tried with the bad values of its type.
+one with an ``X-Amz-Expires`` of 5,000 digits a ``ValueError``; the web UI took a search or an id
+of 5,000 digits (or ``²``) for a number. Beyond those cases, every query parameter the schemas
+declare is tried with the bad values of its type.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from _http import raw_client
 
 from fleet_local import LocalFleet
 from fleet_sdk.reports import Outcome, Source, build_report
+from fleet_sdk.types import env_instance as models
 
 SCHEMAS = Path(__file__).parents[2] / "schemas"
 RUN_ID = "query-values"
@@ -161,3 +163,18 @@ def test_a_presigned_url_dated_at_the_ends_of_time_is_refused(local: LocalFleet)
                 f"{local.s3_url}/fleet-sessions-images/anything.png", params={**signed, **query}, content=b"x"
             )
             assert answer.status_code == status, (query, answer.text)
+
+
+def test_the_web_uis_ids_of_5000_digits_or_superscripts_are_not_a_500(
+    local: LocalFleet, instance: models.InstanceResponse
+) -> None:
+    """The keyless web UI took any text ``str.isdigit`` accepts for an id: ``int()`` of 5,000 digits
+    raises, and so does ``int("²")``, both 500s. A search for them finds nothing; a form posted to
+    them is a 404."""
+    base = f"/instances/{instance.instance_id}/orders"
+    with httpx.Client(base_url=local.base_url, timeout=60) as keyless:
+        for text in ("9" * 5000, "²", "12"):
+            search = keyless.get(base, params={"q": text})
+            assert search.status_code == 200, (text[:3], search.text[:300])
+            posted = keyless.post(f"{base}/{text}/cancel", data={"reason": "x"})
+            assert posted.status_code in (303, 404), (text[:3], posted.status_code)
