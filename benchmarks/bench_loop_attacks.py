@@ -1,7 +1,9 @@
 """How fast the local server answers while a hostile request is dealt with.
 
 Each attack once froze every route (a body parsed and schema-checked on the event loop, a
-report rendered there in quadratic time, runaway SQL, CPU-spinning verifiers). While it runs,
+report rendered there in quadratic time, runaway SQL, CPU-spinning verifiers, a 265-byte pickle
+of a tuple DAG through the memo that the server unpickled, hashing 2**64 leaves, and pickled
+dict keys chosen to collide, which cost seconds to unpickle wherever it happens). While it runs,
 a prober asks the instance manager's ``/health`` and the control plane's ``/v1/regions`` in
 turn, every 20 ms; the same prober runs for as long again with no attack (the baseline),
 alternating attack and baseline windows round by round (A/B, B/A, ...). Printed per attack:
@@ -34,6 +36,26 @@ SPIN = "def verify(env):\n    while True:\n        pass\n"
 Attack = Callable[[httpx.AsyncClient, httpx.AsyncClient, str, int], Awaitable[Any]]
 """``(keyed client, keyless client, instance id, round)``: builds the attack's bodies (before any
 probe, so that building them never stalls the prober) and returns the requests to await."""
+
+
+def memo_dag(levels: int = 64) -> bytes:
+    """A dict keyed by a tuple DAG of ``levels`` levels, each ``(T, T)`` of the one below through the
+    memo (``BINGET``, ``TUPLE2``, ``MEMOIZE``): 265 bytes, 2**64 leaves (tests/_pickles.py)."""
+    out = bytearray(b"\x80\x05}\x94)\x94")
+    for level in range(levels):
+        out += b"h" + bytes([level + 1]) + b"\x86\x94"
+    return bytes(out + b"Ns.")
+
+
+def colliding_int_keys(count: int) -> bytes:
+    """``{"args": (None, {k: 0, ...}), "kwargs": {}}`` with ``count`` int keys that all hash to 0
+    (multiples of 2**61 - 1): quadratic to unpickle (tests/_pickles.py)."""
+    out = bytearray(b"\x80\x05}\x8c\x04argsN}(")
+    for i in range(1, count + 1):
+        key = i * (2**61 - 1)
+        raw = key.to_bytes((key.bit_length() + 8) // 8, "little", signed=True)
+        out += b"\x8a" + bytes([len(raw)]) + raw + b"K\x00"
+    return bytes(out + b"u\x86s\x8c\x06kwargs}s.")
 
 
 def manager(instance_id: str) -> str:
@@ -138,6 +160,35 @@ def spinning_verifiers(
     return expect((200, 503), *(keyless.post(url, json=body) for _ in range(8)))
 
 
+def verifier_body(code: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "key": "bench",
+        "sha256": bundle_sha256(code),
+        "function_name": "verify",
+        "timeout": 5,
+        "bundle": base64.b64encode(bundle_verifier(code)).decode(),
+        **fields,
+    }
+
+
+def pickle_bomb(
+    client: httpx.AsyncClient, keyless: httpx.AsyncClient, instance: str, _: int
+) -> Awaitable[None]:
+    body = json.dumps(verifier_body(SPIN, args=base64.b64encode(memo_dag()).decode())).encode()
+    url = f"{manager(instance)}/execute_verifier_function"
+    return expect(400, *(post_json(keyless, url, body) for _ in range(8)))
+
+
+def colliding_pickled_keys(
+    client: httpx.AsyncClient, keyless: httpx.AsyncClient, instance: str, _: int
+) -> Awaitable[None]:
+    body = json.dumps(
+        verifier_body(SPIN, args=base64.b64encode(colliding_int_keys(40_000)).decode())
+    ).encode()
+    url = f"{manager(instance)}/execute_verifier_function"
+    return expect(200, post_json(keyless, url, body))  # the run times out decoding them
+
+
 ATTACKS: dict[str, Attack] = {
     "keyless query, 400k args (7.6 MiB, 422)": huge_keyless_query,
     "ingest, a million values (14 MiB, 413)": million_value_ingest,
@@ -145,6 +196,8 @@ ATTACKS: dict[str, Attack] = {
     "report import + HTML (1000 tasks x 5 models)": report_import_and_html,
     "24 runaway SQL queries": runaway_sql,
     "8 CPU-spinning verifiers": spinning_verifiers,
+    "8 pickle bombs, keyless (memo DAG, 400)": pickle_bomb,
+    "colliding pickled keys, keyless (in the run)": colliding_pickled_keys,
 }
 
 

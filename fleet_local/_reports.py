@@ -321,11 +321,8 @@ class _Part:
 def _part_of(request: Request, fmt: str) -> _Part:
     """The part the query asks for; 422 for an unknown one, or one a format or part cannot take."""
     query = request.query_params
-    part, model, scenario = (
-        query.get("part") or None,
-        query.get("model") or None,
-        query.get("scenario") or None,
-    )
+    # Only an absent value means "none": ``?part=`` is a 422 like ``?part=bogus``.
+    part, model, scenario = query.get("part"), query.get("model"), query.get("scenario")
 
     def refuse(name: str, message: str) -> RequestValidationError:
         return RequestValidationError([{"loc": ("query", name), "msg": message, "type": "value_error"}])
@@ -361,15 +358,20 @@ def _rendered(stored: str, fmt: str, theme: Theme, part: _Part) -> str | None:
     return to_markdown(envelope, part=part.part, model=part.model, scenario=part.scenario)
 
 
+_EARLIEST = dt.datetime.min.replace(tzinfo=dt.UTC)
+
+
 def _parse_time(name: str, value: str | None) -> dt.datetime:
+    """A date-time query parameter, in UTC (without a zone it is UTC, schemas/README.md, never the
+    server's local time); one whose UTC time falls outside the years 1-9999 is a 422."""
     try:
         moment = dt.datetime.fromisoformat(str(value))
+        return moment.replace(tzinfo=dt.UTC) if moment.tzinfo is None else moment.astimezone(dt.UTC)
     except ValueError:
-        raise RequestValidationError(
-            [{"loc": ("query", name), "msg": "must be an RFC 3339 date-time", "type": "value_error"}]
-        ) from None
-    # Without a zone it is UTC (schemas/README.md), never the server's local time.
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
+        message = "must be an RFC 3339 date-time"
+    except OverflowError:  # 0001-01-01T00:00:00+01:00 is in the year 0 in UTC
+        message = "must be an RFC 3339 date-time whose UTC time is in the years 1 to 9999"
+    raise RequestValidationError([{"loc": ("query", name), "msg": message, "type": "value_error"}])
 
 
 def _query_int(request: Request, name: str, default: int, low: int, high: int, *, clamp: bool = False) -> int:
@@ -403,7 +405,12 @@ def trace_window(state: LocalState, request: Request) -> dict[str, Any]:
     end = dt.datetime.now(dt.UTC) if raw_end is None else _parse_time("end", raw_end)
     raw_start = request.query_params.get("start")
     minutes = _query_int(request, "minutes", 60, *WINDOW_MINUTES, clamp=True)
-    start = end - dt.timedelta(minutes=minutes) if raw_start is None else _parse_time("start", raw_start)
+    if raw_start is not None:
+        start = _parse_time("start", raw_start)
+    elif end - _EARLIEST < dt.timedelta(minutes=minutes):  # it would begin before the year 1
+        start = _EARLIEST
+    else:
+        start = end - dt.timedelta(minutes=minutes)
     bucket = _query_int(request, "bucket_seconds", 60, 1, 86400)
     limit = _query_int(request, "limit", 100, *WINDOW_LIMIT, clamp=True)
     # An empty or reversed window has no buckets; a window too long for its buckets gets wider
@@ -488,9 +495,10 @@ def router(state: LocalState) -> APIRouter:
 
     @api.get("/v1/evaluation_reports/{run_id}")
     async def get_evaluation_report(run_id: str, request: Request) -> Response:
-        fmt = request.query_params.get("format") or "json"
+        # Only an absent value takes the default: ``?format=`` is a 422 like ``?format=bogus``.
+        fmt = request.query_params.get("format", "json")
         download = _query_flag(request, "download")
-        theme = request.query_params.get("theme") or "auto"
+        theme = request.query_params.get("theme", "auto")
         if theme not in THEMES:
             raise RequestValidationError(
                 [{"loc": ("query", "theme"), "msg": f"theme is one of {', '.join(THEMES)}", "type": "enum"}]

@@ -85,7 +85,9 @@ _SIGNING_HINT = (
     "sign the request with AWS SigV4 using the server's API key as the secret access key "
     "(LocalFleet.screenshot_store() and the clients LocalFleet hands out do)"
 )
-_AUTH_FIELDS = re.compile(r"(\w+)=([^,\s]+)")
+# Names match from a word's start only: unanchored, ``\w+`` was retried inside every word, which
+# made a 64 KiB keyless Authorization header 13 s of matching, holding the interpreter's lock.
+_AUTH_FIELDS = re.compile(r"(?<!\w)(\w+)=([^,\s]+)")
 _XMLNS = "http://s3.amazonaws.com/doc/2006-03-01/"
 
 
@@ -298,7 +300,7 @@ def _presigned_refusal(
     if (
         fields.get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256"
         or len(credential) != 5
-        or not expires.isdigit()
+        or not (expires.isascii() and expires.isdigit() and len(expires) <= 9)  # int() of 5,000 digits raises
         or "host" not in signed
     ):
         return S3Refusal(400, "AuthorizationQueryParametersError", "malformed presigned URL")
@@ -306,9 +308,9 @@ def _presigned_refusal(
         moment = dt.datetime.strptime(amz_date, "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC)
     except ValueError:
         return S3Refusal(400, "AuthorizationQueryParametersError", "X-Amz-Date is not YYYYMMDDTHHMMSSZ")
-    if int(expires) > PRESIGN_MAX_SECONDS or not moment - CLOCK_SKEW <= now <= moment + dt.timedelta(
-        seconds=int(expires)
-    ):
+    # As an age: ``moment - CLOCK_SKEW`` is before the year 1 for an X-Amz-Date in its first minutes.
+    age = now - moment
+    if int(expires) > PRESIGN_MAX_SECONDS or not -CLOCK_SKEW <= age <= dt.timedelta(seconds=int(expires)):
         return S3Refusal(403, "AccessDenied", "the presigned URL has expired (or is not valid yet)")
     if credential[2] != REGION:
         return _wrong_region("AuthorizationQueryParametersError", credential[2])
@@ -762,10 +764,10 @@ class _S3Handler(BaseHTTPRequestHandler):
         if "X-Amz-Signature=" in self._target()[1]:  # a presigned URL signs no payload
             headers.setdefault("x-amz-content-sha256", UNSIGNED)
         length = headers.get("content-length", "")
-        if not length.isdigit() or "chunked" in headers.get("transfer-encoding", ""):
+        if not (length.isascii() and length.isdigit()) or "chunked" in headers.get("transfer-encoding", ""):
             self._refuse(S3Refusal(411, "MissingContentLength", "send Content-Length"), body_unread=True)
             return
-        if int(length) > MAX_OBJECT_BYTES:
+        if len(length) > 18 or int(length) > MAX_OBJECT_BYTES:  # int() of 5,000 digits raises
             message = f"objects are limited to {MAX_OBJECT_BYTES} bytes"
             self._refuse(S3Refusal(400, "EntityTooLarge", message), body_unread=True)
             return
@@ -820,7 +822,8 @@ class _S3Handler(BaseHTTPRequestHandler):
         token = query.get("continuation-token", "")
         start_after = unquote(token) if token else query.get("start-after", "")
         max_keys = query.get("max-keys", str(MAX_LIST_KEYS))
-        limit = min(int(max_keys), MAX_LIST_KEYS) if max_keys.isdigit() else MAX_LIST_KEYS
+        small = max_keys.isascii() and max_keys.isdigit() and len(max_keys) <= 9
+        limit = min(int(max_keys), MAX_LIST_KEYS) if small else MAX_LIST_KEYS
         listed, truncated = objects.list(prefix, start_after, limit)
         contents = "".join(
             f"<Contents><Key>{escape(o.key)}</Key><LastModified>{_iso(o.last_modified)}</LastModified>"

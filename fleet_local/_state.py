@@ -121,6 +121,8 @@ class LocalState:
         sql_workers: The gate SQL requests wait at and the SQL threads, which run below the
             server's priority (``_sql_work``; made on first use, inside the loop).
         verifier_gate: The slots verifier runs wait for (``_verifier_exec``; made on first use).
+        argument_readers: The worker threads reading pickled verifier arguments' shapes share
+            (``_verifier_exec``; made on first use).
 
     ``build_state`` (``fleet_local._server``) creates one with every service in place.
     """
@@ -141,6 +143,7 @@ class LocalState:
     on_ready: Callable[[], None] | None = None
     sql_workers: tuple[asyncio.Semaphore, ThreadPoolExecutor] | None = None
     verifier_gate: anyio.Semaphore | None = None
+    argument_readers: anyio.CapacityLimiter | None = None
 
     @property
     def data_dir(self) -> Path:

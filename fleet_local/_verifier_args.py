@@ -3,9 +3,13 @@
 The public SDK sends ``args`` as base64 of a (cloud)pickle of
 ``{"args": (None, *positional, {"env": <instance_id>}), "kwargs": {...}}``: the leading ``None``
 stands for ``env`` and the trailing ``{"env": ...}`` names the instance (``schemas/env-instance.yaml``,
-``VerifiersExecuteRequest``). It is read with the SDK's plain-data unpickler, which builds builtin
-containers and scalars only; anything else is a 400 naming it, and the verifier does not run, so
-keyword arguments such as ``final_answer`` are never dropped.
+``VerifiersExecuteRequest``). The server never decodes it: unpickling can cost time exponential in
+a pickle's size, in C calls that hold the interpreter's lock (a 265-byte pickle once froze every
+route for good). It reads the pickle's shape only (``PickledArguments.read``, a bounded walk of
+its opcodes that builds and hashes nothing), which names the instance and refuses, with a 400
+naming ``args``, what is not plain data or could not be honoured (so keyword arguments such as
+``final_answer`` are never dropped); the verifier's sandboxed run decodes the pickle itself,
+under its own CPU, memory and time limits.
 """
 
 from __future__ import annotations
@@ -16,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._errors import LocalAPIError
-from .sandbox import PlainDataError, load_plain
+from .sandbox import PickledArguments, PlainDataError
 
-__all__ = ["Invocation", "from_args_array", "from_pickled_args"]
+__all__ = ["Invocation", "bad_arguments", "from_args_array", "from_pickled_args"]
 
 
 @dataclass(frozen=True)
@@ -27,13 +31,16 @@ class Invocation:
 
     Attributes:
         instance_id: The instance the ``{"env": ...}`` entry names, if any.
-        args: Positional arguments after ``env``.
+        args: Positional arguments after ``env`` (``args_array``).
         kwargs: Keyword arguments.
+        pickled: The pickled ``args`` as received, read but not decoded; ``None`` when they hold
+            no argument for the verifier.
     """
 
     instance_id: str | None
     args: list[Any] = field(default_factory=list)
     kwargs: dict[str, Any] = field(default_factory=dict)
+    pickled: PickledArguments | None = None
 
     @property
     def arguments(self) -> tuple[list[Any], dict[str, Any]] | None:
@@ -42,7 +49,8 @@ class Invocation:
         return (self.args, self.kwargs) if self.args or self.kwargs else None
 
 
-def _bad(message: str) -> LocalAPIError:
+def bad_arguments(message: str) -> LocalAPIError:
+    """The 400 for ``args`` that cannot be honoured."""
     return LocalAPIError(400, f"args: {message}", code="bad_request", retryable=False)
 
 
@@ -69,34 +77,25 @@ def from_args_array(values: list[Any]) -> Invocation:
 
 
 def from_pickled_args(text: str) -> Invocation:
-    """The call a public-SDK ``args`` string describes.
+    """The call a public-SDK ``args`` string describes, read without decoding the pickle.
+
+    A bounded walk in pure Python (a few tenths of a second at most): call it off the event loop.
 
     Args:
         text: The ``args`` field: base64 of a plain-data pickle.
 
     Raises:
         LocalAPIError: 400 ``bad_request`` naming the problem: not base64, not a pickle of plain
-            data (naming the refused type, e.g. ``datetime.datetime``), or not the
+            data (naming the refused type, e.g. ``datetime.datetime``), past a bound (size,
+            opcodes, values counted each time they are reached, nesting), or not the
             ``{"args": [...], "kwargs": {...}}`` shape.
     """
     try:
         raw = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
-        raise _bad("not valid base64") from None
+        raise bad_arguments("not valid base64") from None
     try:
-        decoded = load_plain(raw)
+        pickled = PickledArguments.read(raw)
     except PlainDataError as exc:
-        raise _bad(str(exc)) from None
-    if not isinstance(decoded, dict) or not set(decoded) <= {"args", "kwargs"}:
-        raise _bad(f'expected a pickled {{"args": [...], "kwargs": {{...}}}}, got {type(decoded).__name__}')
-    positional, kwargs = decoded.get("args", ()), decoded.get("kwargs") or {}
-    if not isinstance(positional, list | tuple) or not isinstance(kwargs, dict):
-        raise _bad('"args" must be a tuple or list and "kwargs" a dict')
-    bad_key = next((key for key in kwargs if not isinstance(key, str)), None)
-    if bad_key is not None:
-        raise _bad(f"keyword argument names must be strings, not {bad_key!r}")
-    values = list(positional)
-    if values and values[0] is None:  # the public SDK's stand-in for env
-        values = values[1:]
-    instance_id, values = _split_env(values)
-    return Invocation(instance_id, values, dict(kwargs))
+        raise bad_arguments(str(exc)) from None
+    return Invocation(pickled.instance_id, pickled=None if pickled.empty else pickled)

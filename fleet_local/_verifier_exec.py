@@ -32,7 +32,6 @@ import logging
 import math
 import os
 import shutil
-import textwrap
 import zipfile
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -51,10 +50,11 @@ from fleet_sdk.verifiers import (
 )
 
 from . import _instances
+from ._dedent import dedent
 from ._errors import LocalAPIError, not_found
 from ._state import LocalState, iso, new_id
-from ._verifier_args import Invocation, from_args_array, from_pickled_args
-from .sandbox import JailUnavailableError, run_sandboxed_async
+from ._verifier_args import Invocation, bad_arguments, from_args_array, from_pickled_args
+from .sandbox import JailUnavailableError, PickledArguments, PlainDataError, run_sandboxed_async
 
 __all__ = [
     "BUNDLE_KIND",
@@ -312,6 +312,7 @@ async def run_code(
     *,
     final_answer: Any = None,
     arguments: tuple[list[Any], dict[str, Any]] | None = None,
+    pickled_args: PickledArguments | None = None,
     convention: CallConvention = "env",
     function_name: str | None = None,
     timeout_seconds: float | None = None,
@@ -323,7 +324,8 @@ async def run_code(
 
     Verifier faults never raise: they come back with ``success: False`` and ``error``.
     ``arguments`` (``(args, kwargs)``) call ``verify(env, *args, **kwargs)`` instead of passing
-    ``final_answer``; ``convention`` is the sandbox's (``"snapshots"`` for the public SDK's
+    ``final_answer``, as do ``pickled_args`` (the public SDK's pickle, which only the run
+    decodes); ``convention`` is the sandbox's (``"snapshots"`` for the public SDK's
     ``fn(before, after, transcript)``). ``keyed``: the request bore the server's key (see
     :func:`may_run_unjailed`).
 
@@ -335,7 +337,8 @@ async def run_code(
         LocalAPIError: 404 ``instance_not_found`` when the instance is unknown or terminated;
             503 ``verifier_jail_unavailable`` when the OS jail cannot start and the code may not
             run without it (:func:`may_run_unjailed`); 503 ``verifier_busy`` when no run slot
-            was free within the run's timeout.
+            was free within the run's timeout; 400 ``bad_request`` naming ``args`` when the run
+            could not decode ``pickled_args`` (nothing ran, nothing is stored).
     """
     seed = await anyio.to_thread.run_sync(_instances.database_path, state, instance_id, "seed")
     current = seed.with_name("current.db")
@@ -360,6 +363,7 @@ async def run_code(
                 scratch_mb=settings.verifier_scratch_mb,
                 allow_unjailed=unjailed,
                 scratch_root=scratch_root(state),
+                pickled_args=pickled_args,
             )
             error = _wire_error(outcome.error) if outcome.error is not None else None
             success, score, result = outcome.success, outcome.score, _jsonable(outcome.result)
@@ -372,6 +376,8 @@ async def run_code(
                     "(unjailed runs are for trusted code only)"
                 )
             raise LocalAPIError(503, detail, code=JAIL_UNAVAILABLE, retryable=False) from None
+        except PlainDataError as exc:  # the pickled arguments, decoded in the run: the request's fault
+            raise bad_arguments(str(exc)) from None
         except Exception as exc:  # the runner itself failed (e.g. a final_answer that is not JSON)
             _log.warning("verifier runner failed: %s", exc)
             error = _error("exception", f"the verifier could not be run: {type(exc).__name__}: {exc}")
@@ -456,12 +462,25 @@ async def _save_execution(
     )
 
 
-def _invocation(req: models.VerifiersExecuteRequest) -> tuple[str | None, Any, Invocation | None]:
+_ARGUMENT_READERS = 2
+"""Pickled arguments' shapes read at once in worker threads: each read is a bounded pure-Python
+walk (up to a few tenths of a second and some megabytes for the largest), so many at once,
+keyless, would take every worker thread; the rest wait their turn."""
+_INLINE_ARGUMENTS = 1024
+"""Pickled ``args`` of up to this many base64 characters (the public SDK's usually are: a final
+answer and the instance id take about 150) are read on the loop: at most 768 opcodes, about a
+millisecond, less than a thread hop; and a flood of large ones never delays them."""
+
+
+async def _invocation(
+    state: LocalState, req: models.VerifiersExecuteRequest
+) -> tuple[str | None, Any, Invocation | None]:
     """(instance id, final answer, public-SDK arguments) of a request, in any argument form.
 
     ``args`` as ``VerifierArgs`` names the instance and the final answer. ``args`` as a string is
-    the public SDK's pickle, read by ``_verifier_args``; without ``args``, ``args_array`` holds the
-    positional arguments followed by ``{"env": <instance_id>}``.
+    the public SDK's pickle, whose shape ``_verifier_args`` reads (a bounded walk in pure Python:
+    off the loop unless small) without decoding it; without ``args``, ``args_array`` holds the positional
+    arguments followed by ``{"env": <instance_id>}``.
 
     Raises:
         LocalAPIError: 400 ``bad_request`` for pickled ``args`` that cannot be read as plain data.
@@ -469,7 +488,14 @@ def _invocation(req: models.VerifiersExecuteRequest) -> tuple[str | None, Any, I
     if isinstance(req.args, models.VerifierArgs):
         return req.args.instance_id, req.args.final_answer, None
     if isinstance(req.args, models.PickledArgs):
-        invocation = from_pickled_args(req.args.root)
+        if len(req.args.root) <= _INLINE_ARGUMENTS:
+            invocation = from_pickled_args(req.args.root)
+        else:
+            if state.argument_readers is None:  # made inside the loop, on first use
+                state.argument_readers = anyio.CapacityLimiter(_ARGUMENT_READERS)
+            invocation = await anyio.to_thread.run_sync(
+                from_pickled_args, req.args.root, limiter=state.argument_readers
+            )
     else:
         invocation = from_args_array(list(req.args_array or []))
     return invocation.instance_id, None, invocation
@@ -493,7 +519,9 @@ async def execute_verifier(
             ``args`` that are not plain data; 404 for unknown code (``not_found``) or instance
             (``instance_not_found``).
     """
-    named, final_answer, invocation = _invocation(req)
+    if instance_id is not None:  # the route names it: an unknown one is 404 before the body is read
+        await anyio.to_thread.run_sync(_instances.require_live, state, instance_id)
+    named, final_answer, invocation = await _invocation(state, req)
     target = instance_id if instance_id is not None else named
     if target is None and isinstance(req.args, models.VerifierArgs):
         # The control plane's schema requires it, so the body check normally answers this first.
@@ -515,6 +543,7 @@ async def execute_verifier(
         target,
         final_answer=final_answer,
         arguments=invocation.arguments if invocation is not None else None,
+        pickled_args=invocation.pickled if invocation is not None else None,
         function_name=req.function_name,
         timeout_seconds=float(req.timeout),
         key=req.key,
@@ -553,10 +582,13 @@ async def execute_function(
         LocalAPIError: 404 ``instance_not_found``; 503 ``verifier_jail_unavailable`` or
             ``verifier_busy``.
     """
+    await anyio.to_thread.run_sync(_instances.require_live, state, instance_id)  # 404 before any work
+    # The public SDK sends inspect.getsource(fn): a function defined inside another is indented.
+    # A pure-Python walk of up to a megabyte (keyless): off the loop.
+    code = await anyio.to_thread.run_sync(dedent, req.function_code)
     record = await run_code(
         state,
-        # The public SDK sends inspect.getsource(fn): a function defined inside another is indented.
-        textwrap.dedent(req.function_code),
+        code,
         instance_id,
         final_answer=req.text_solution,
         convention="snapshots",

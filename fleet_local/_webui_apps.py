@@ -139,6 +139,12 @@ def _query(state: LocalState, instance_id: str, sql: str, args: tuple[Any, ...] 
         conn.close()
 
 
+def _small_int(text: str) -> int | None:
+    """``text`` as an id, if it is one: ASCII digits, at most 18 of them (``str.isdigit`` is true of
+    ``"²"``, which ``int`` refuses, and ``int`` of 5,000 digits raises: each was a 500)."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None
+
+
 def _search(
     state: LocalState,
     instance_id: str,
@@ -151,8 +157,9 @@ def _search(
     """Rows of a search page: ``q`` as a number matches the id column, else the text column
     (substring); no ``q`` lists the latest ``MAX_ROWS``. ``order`` is (matches, latest)."""
     id_column, text_column = columns
-    if q.isdigit():
-        return _query(state, instance_id, f"{sql} WHERE {id_column} = ? ORDER BY {order[0]}", (int(q),))
+    number = _small_int(q)
+    if number is not None:
+        return _query(state, instance_id, f"{sql} WHERE {id_column} = ? ORDER BY {order[0]}", (number,))
     if q:
         return _query(
             state, instance_id, f"{sql} WHERE {text_column} LIKE ? ORDER BY {order[0]}", (f"%{q}%",)
@@ -429,20 +436,21 @@ def router(state: LocalState) -> APIRouter:
             env_key = await anyio.to_thread.run_sync(_env_key, state, instance_id)
             form = await _form_fields(request)
             target = f"/instances/{quote(instance_id)}/{app}/{item}"
+            item_id = _small_int(item)
             if (
                 env_key == "orderdesk"
                 and app == "orders"
-                and item.isdigit()
+                and item_id is not None
                 and action in ("status", "cancel", "refund")
             ):
-                tool, arguments = _order_action(action, int(item), form)
+                tool, arguments = _order_action(action, item_id, form)
             elif (
                 env_key == "calendar"
                 and app == "events"
-                and item.isdigit()
+                and item_id is not None
                 and action in ("move", "rename", "cancel")
             ):
-                tool, arguments = _event_action(action, int(item), form)
+                tool, arguments = _event_action(action, item_id, form)
             else:
                 return _html_error(404, f"no form {app}/{item}/{action} in {env_key}")
             outcome = await execute_tool(state, instance_id, tool, arguments)

@@ -5,7 +5,9 @@
   ``_cgroup.py``), with an audit hook (``_audit.py``) as a second layer;
 - :func:`jail_status` says whether the jail can start here and what it bounds;
 - :func:`load_plain` / :func:`dump_plain` read and write a verifier's arguments as a pickle of
-  plain data only (the public SDK's ``args`` form);
+  plain data only (the public SDK's ``args`` form); :class:`PickledArguments` reads such a
+  pickle's shape without decoding it (a bounded opcode walk, ``_pickle_shape.py``), for the
+  jailed run to decode under its limits;
 - :func:`harden_connection` refuses ``ATTACH`` and native-pointer functions on a SQLite
   connection, as the verifier runtime does for its read-only databases (the server's query
   endpoint uses it too);
@@ -20,6 +22,7 @@ from fleet_sdk.verifiers._sqlite import harden_connection
 
 from ._audit import DENIED_PREFIX, SandboxPolicy
 from ._jail import JailStatus, jail_status
+from ._pickled_args import PickledArguments
 from ._plain_pickle import PlainDataError, dump_plain, load_plain
 from ._sandbox import (
     DEFAULT_MEMORY_MB,
@@ -38,6 +41,7 @@ __all__ = [
     "OUTPUT_LIMIT_BYTES",
     "JailStatus",
     "JailUnavailableError",
+    "PickledArguments",
     "PlainDataError",
     "SandboxError",
     "SandboxPolicy",

@@ -17,15 +17,10 @@ import io
 import pickle
 from typing import Any
 
-from fleet_sdk.verifiers._compat import ErrorBase
+from ._pickle_shape import MAX_PICKLE_BYTES, read_shape
+from ._plain_bounds import MAX_DEPTH, MAX_ITEMS, PlainDataError
 
 __all__ = ["MAX_DEPTH", "MAX_ITEMS", "PlainDataError", "check_plain", "dump_plain", "load_plain"]
-
-MAX_ITEMS = 100_000
-"""At most this many values (containers and scalars, counted each time they are reached)."""
-
-MAX_DEPTH = 64
-"""At most this many containers nested in each other."""
 
 _SCALARS = (type(None), bool, int, float, complex, str, bytes, bytearray)
 _CONTAINERS = (list, tuple, dict, set, frozenset)
@@ -33,18 +28,6 @@ _CONTAINERS = (list, tuple, dict, set, frozenset)
 # none of them). bytearray is not one: ``bytearray(10**12)`` would allocate what the pickle
 # never held.
 _BUILDERS = frozenset({"set", "frozenset", "complex"})
-
-
-class PlainDataError(ValueError, ErrorBase):
-    """A value (or pickle) is not plain data: builtin containers and scalars, of bounded size.
-
-    Attributes:
-        offending: What was refused: a type or global name such as ``"datetime.datetime"``.
-    """
-
-    def __init__(self, message: str, *, offending: str | None = None) -> None:
-        super().__init__(message)
-        self.offending = offending
 
 
 class _PlainUnpickler(pickle.Unpickler):
@@ -68,6 +51,39 @@ def _type_name(value: Any) -> str:
     return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
 
 
+_Path = tuple[Any, Any] | None
+"""Where a value is: ``(the parent's path, the step)``, a step being an index, ``("key", key)``
+or ``("value", key)``; ``None`` for the value itself. Linked, so a step costs the same at any depth."""
+
+
+def _describe(path: _Path) -> str:
+    """Where a value is, for a message: ``the value[0] key 'a'`` (keys shown briefly, never whole)."""
+    steps = []
+    while path is not None:
+        path, step = path
+        steps.append(step)
+    text = "the value"
+    for step in reversed(steps):
+        if isinstance(step, int):
+            text += f"[{step}]"
+        else:  # ("key" or "value", the dict key)
+            where, key = step
+            shown = _brief(key)
+            text += f" key {shown}" if where == "key" else f"[{shown}]"
+    return text
+
+
+def _brief(key: Any) -> str:
+    """A dict key as a message shows it: a short str or number as it is, anything else by its type
+    (a repr could take exponential time, or fail, on what a pickle built)."""
+    kind = type(key)
+    if kind is str:
+        return repr(key[:40]) + ("..." if len(key) > 40 else "")
+    if kind in (bool, type(None)) or (kind is int and -(10**20) < key < 10**20):
+        return repr(key)
+    return f"<{_type_name(key)}>"
+
+
 def check_plain(value: Any) -> None:
     """Raise unless ``value`` is plain data.
 
@@ -75,6 +91,7 @@ def check_plain(value: Any) -> None:
     ``bytearray`` and ``list``, ``tuple``, ``dict``, ``set``, ``frozenset`` of plain data (exactly
     these types, not subclasses), with no container inside itself, at most :data:`MAX_DEPTH`
     containers deep and :data:`MAX_ITEMS` values in all (a value reached twice counts twice).
+    The walk is linear in the values it counts; a message is made only when it raises.
 
     Args:
         value: The value to check.
@@ -85,7 +102,7 @@ def check_plain(value: Any) -> None:
     budget = [MAX_ITEMS]
     open_containers: set[int] = set()
 
-    def visit(item: Any, depth: int, path: str) -> None:
+    def visit(item: Any, depth: int, path: _Path) -> None:
         budget[0] -= 1
         if budget[0] < 0:
             raise PlainDataError(f"more than {MAX_ITEMS} values")
@@ -95,41 +112,51 @@ def check_plain(value: Any) -> None:
         if kind not in _CONTAINERS:
             name = _type_name(item)
             raise PlainDataError(
-                f"{path} is a {name}; only builtin containers and scalars are accepted", offending=name
+                f"{_describe(path)} is a {name}; only builtin containers and scalars are accepted",
+                offending=name,
             )
         if depth >= MAX_DEPTH:
-            raise PlainDataError(f"{path} is nested more than {MAX_DEPTH} containers deep")
+            raise PlainDataError(f"{_describe(path)} is nested more than {MAX_DEPTH} containers deep")
         if id(item) in open_containers:
-            raise PlainDataError(f"{path} contains itself")
+            raise PlainDataError(f"{_describe(path)} contains itself")
         open_containers.add(id(item))
         if kind is dict:
             for key, member in item.items():
-                visit(key, depth + 1, f"{path} key {key!r:.40}")
-                visit(member, depth + 1, f"{path}[{key!r:.40}]")
+                visit(key, depth + 1, (path, ("key", key)))
+                visit(member, depth + 1, (path, ("value", key)))
         else:
             for index, member in enumerate(item):
-                visit(member, depth + 1, f"{path}[{index}]")
+                visit(member, depth + 1, (path, index))
         open_containers.discard(id(item))
 
-    visit(value, 0, "the value")
+    visit(value, 0, None)
 
 
 def load_plain(data: bytes) -> Any:
     """Read a pickle of plain data without running anything it names.
+
+    The pickle's shape is read first, without building anything (``_pickle_shape.py``): a
+    pickle describing more values than the bounds allow, through containers it reuses, is
+    refused before the unpickler could spend exponential time on it. Building the value still
+    hashes its dict keys and set members, which keys chosen to collide make quadratic: decode
+    untrusted pickles where a CPU limit applies (the sandbox's child does).
 
     Args:
         data: The pickle.
 
     Raises:
         PlainDataError: The pickle names anything but ``set``, ``frozenset`` or ``complex``, is not
-            a readable pickle, or built something :func:`check_plain` refuses.
+            a readable pickle, exceeds a bound (bytes, opcodes, values, depth), or built something
+            :func:`check_plain` refuses.
     """
+    read_shape(data)
     try:
         value = _PlainUnpickler(io.BytesIO(data)).load()
     except PlainDataError:
         raise
     except Exception as exc:  # every way a malformed pickle fails: UnpicklingError, EOFError, ...
-        raise PlainDataError(f"not a readable pickle: {type(exc).__name__}: {exc}") from None
+        # Named by type only: the text of some (a UnicodeDecodeError's) quotes the data.
+        raise PlainDataError(f"not a readable pickle: {type(exc).__name__}") from None
     check_plain(value)
     return value
 
@@ -141,7 +168,11 @@ def dump_plain(value: Any) -> bytes:
         value: Plain data (see :func:`check_plain`).
 
     Raises:
-        PlainDataError: ``value`` is not plain data.
+        PlainDataError: ``value`` is not plain data, or its pickle is larger than
+            :func:`load_plain` reads.
     """
     check_plain(value)
-    return pickle.dumps(value, protocol=5)
+    data = pickle.dumps(value, protocol=5)
+    if len(data) > MAX_PICKLE_BYTES:
+        raise PlainDataError(f"the pickle is {len(data)} bytes; at most {MAX_PICKLE_BYTES} are accepted")
+    return data

@@ -2,13 +2,16 @@
 
 Standard library only (see ``_child.py``). The protocol with the parent (``_sandbox.py``):
 
-- stdin: one JSON object ``{code, final_answer, arguments, convention, function_name,
-  databases, result_fd, jailed, memory_mb, cpu_seconds, result_limit}`` (``arguments``:
-  ``null``, or the hex of a plain-data pickle of ``(args, kwargs)``, see ``_plain_pickle.py``);
+- stdin: one JSON object ``{code, final_answer, arguments, pickled_args, convention,
+  function_name, databases, result_fd, jailed, memory_mb, cpu_seconds, result_limit}``
+  (``arguments``: ``null``, or the hex of a plain-data pickle of ``(args, kwargs)``, see
+  ``_plain_pickle.py``; ``pickled_args``: ``null``, or the public SDK's pickle, undecoded, see
+  ``_pickled_args.py``);
 - stdout / stderr: whatever the verifier prints (the parent captures and caps them);
 - ``result_fd``: an inherited pipe, on which one JSON object ``{result, score, error,
-  execution_time_ms}`` is written at the end; nothing on it means the child died (killed, or
-  ``os._exit``). The verifier can reach the pipe as well: the parent caps what it reads.
+  execution_time_ms}`` is written at the end, or ``{arguments_error}`` when the arguments could
+  not be decoded (nothing ran); nothing on it means the child died (killed, or ``os._exit``).
+  The verifier can reach the pipe as well: the parent caps what it reads.
 
 Order matters: limits first, then the result pipe is opened, everything the runner needs is
 imported, the process functions no audit event covers are removed, and only then is the audit
@@ -168,6 +171,22 @@ def _record(execution: Execution, limit: int) -> dict[str, Any]:
     }
 
 
+def _read_arguments(payload: dict[str, Any]) -> tuple[list[Any], dict[str, Any]] | None:
+    """The verifier's ``(args, kwargs)``, if the job has any, decoded here: under this run's
+    limits, so a pickle that is costly to decode costs the run, not the server that received it.
+    The pickle modules load only for the runs that need them."""
+    if payload.get("pickled_args") is not None:
+        from ._pickled_args import load_arguments
+
+        return load_arguments(payload["pickled_args"])
+    if payload.get("arguments") is not None:
+        from ._plain_pickle import load_plain
+
+        args, kwargs = load_plain(bytes.fromhex(payload["arguments"]))
+        return args, kwargs
+    return None
+
+
 def main() -> int:
     """Run the job read from stdin; the exit status is 0 whenever a result file was written."""
     payload = json.loads(sys.stdin.buffer.read())
@@ -180,12 +199,11 @@ def main() -> int:
     limit = int(payload["result_limit"])
     with os.fdopen(int(payload["result_fd"]), "w", encoding="utf-8") as result_file:
         _prepare_imports(code)
-        arguments = None
-        if payload.get("arguments") is not None:  # pickle loads only for the runs that need it
-            from ._plain_pickle import load_plain
-
-            args, kwargs = load_plain(bytes.fromhex(payload["arguments"]))
-            arguments = (args, kwargs)
+        try:
+            arguments = _read_arguments(payload)
+        except Exception as exc:  # the request's fault, not the verifier's: the parent refuses it
+            result_file.write(json.dumps({"arguments_error": _capped(str(exc) or type(exc).__name__)}))
+            return 0
         env = SQLiteEnvironment(databases, read_only=True)  # hardened connections: see _sqlite.py
         for name in databases:  # the hook denies sqlite3.connect: open them all now
             with contextlib.suppress(OSError, sqlite3.Error):  # env.db(name) will say why

@@ -57,6 +57,7 @@ from ._jail import (
     jail_status,
     seccomp_fd,
 )
+from ._pickled_args import PickledArguments
 from ._plain_pickle import PlainDataError, dump_plain
 from ._process_groups import GATE_OPEN, gated, guard_group, release_group
 
@@ -110,6 +111,7 @@ class _Job:
     child_fds: list[int]  # what the child inherits (the result pipe's write end, the filter)
     root: Path | None = None  # an unjailed run's temporary directory (its cwd is ``root/work``)
     cgroup: RunCgroup | None = None
+    decodes_arguments: bool = False  # the child decodes pickled arguments (and may refuse them)
 
     def close_child_fds(self) -> None:
         """Close this process's copies of what the child inherited (once it has them)."""
@@ -145,6 +147,7 @@ def _prepare(
     args: Sequence[Any] | None = None,
     kwargs: Mapping[str, Any] | None = None,
     convention: CallConvention = "env",
+    pickled_args: PickledArguments | None = None,
 ) -> _Job:
     """Check the arguments and make the run's command line, pipes and cgroup (jailed if possible).
 
@@ -159,6 +162,9 @@ def _prepare(
         pickled = dump_plain(arguments).hex() if arguments is not None else None
     except (ValueError, PlainDataError) as exc:
         raise SandboxError(f"verifier arguments: {exc}") from None
+    alone = arguments is None and final_answer is None and convention == "env"
+    if pickled_args is not None and not alone:
+        raise SandboxError("pickled_args go alone (no final_answer, args, kwargs) with the 'env' convention")
     if not (isinstance(timeout, int | float) and math.isfinite(timeout) and timeout > 0):
         raise SandboxError(f"timeout must be a positive number of seconds, not {timeout!r}")
     if not (isinstance(memory_mb, int) and memory_mb >= 32):
@@ -174,6 +180,7 @@ def _prepare(
         layers = "os_jail" if status.available else "none"
     result_fd, result_write = os.pipe()
     job = _Job([], b"", float(timeout), memory_mb, layers, result_fd, [result_write])
+    job.decodes_arguments = pickled_args is not None
     try:
         if status.available:
             seccomp = seccomp_fd() if status.seccomp else None
@@ -210,6 +217,7 @@ def _prepare(
             "code": code,
             "final_answer": final_answer,
             "arguments": pickled,
+            "pickled_args": pickled_args.payload() if pickled_args is not None else None,
             "convention": convention,
             "function_name": function_name,
             "databases": inner_databases,
@@ -282,7 +290,11 @@ def _finish(
     result: _Captured,
     elapsed_ms: float,
 ) -> VerifierOutcome:
-    """Build the outcome from what the child left behind; never raises for the child's faults."""
+    """Build the outcome from what the child left behind; never raises for the child's faults.
+
+    Raises:
+        PlainDataError: The child could not decode the job's pickled arguments (nothing ran).
+    """
     stderr_tail = stderr[-_STDERR_TAIL:] or None
 
     def failed(kind: ErrorType, message: str, traceback: str | None = stderr_tail) -> VerifierOutcome:
@@ -302,6 +314,8 @@ def _finish(
         record = json.loads(result.data) if result.data else None
     except ValueError:  # cut short (killed while writing), or not the runner's
         record = None
+    if isinstance(record, dict) and job.decodes_arguments and "arguments_error" in record:
+        raise PlainDataError(str(record["arguments_error"]))
     if isinstance(record, dict):  # complete: the verifier finished, even if only just in time
         try:
             error = record.get("error")
@@ -397,6 +411,7 @@ async def run_sandboxed_async(
     scratch_mb: int = DEFAULT_SCRATCH_MB,
     allow_unjailed: bool = False,
     scratch_root: str | os.PathLike[str] | None = None,
+    pickled_args: PickledArguments | None = None,
 ) -> VerifierOutcome:
     """Run a verifier in a fresh, limited, OS-jailed child process and return its outcome.
 
@@ -445,12 +460,16 @@ async def run_sandboxed_async(
             access) reaches the host as this process's user.
         scratch_root: Where an unjailed run's temporary directory (its cwd) is made (the
             system's temp directory by default); it is removed after the run.
+        pickled_args: The public SDK's pickled arguments as received
+            (:meth:`PickledArguments.read`), instead of ``args`` and ``kwargs``: decoded inside
+            the run, under its limits, never in this process.
 
     Raises:
         JailUnavailableError: The OS jail cannot start and ``allow_unjailed`` is false.
         SandboxError: Invalid arguments (e.g. a ``final_answer`` that is not JSON, ``args`` that
             are not plain data, or ``args`` together with ``final_answer``), or the interpreter
             could not be started or confined.
+        PlainDataError: The run could not decode ``pickled_args`` (the verifier did not run).
     """
     # Off the loop: checking the jail may run bubblewrap (seconds, under a lock), and making
     # the run's cgroup or directory touches the file system.
@@ -468,6 +487,7 @@ async def run_sandboxed_async(
         args=args,
         kwargs=kwargs,
         convention=convention,
+        pickled_args=pickled_args,
     )
     return await _run_job_async(job)
 
