@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import anyio
 
-from ._exceptions import ConflictError, NotFoundError
+from ._exceptions import APIStatusError, ConflictError, NotFoundError
 from ._retry import retry_async
 from ._runtime import Deadline, RequestOptions, RetryPolicy, is_transient, within
+from ._runtime._cleanup import CLEANUP_DEADLINE, run_cleanup
 
 if TYPE_CHECKING:
     from fleet_generated.env_instance import models
@@ -115,22 +117,22 @@ async def create_instance(
     key = str(uuid.uuid4())
     request_id = str(uuid.uuid4())
 
-    async def send() -> models.InstanceResponse:
+    async def send(limit: Deadline) -> models.InstanceResponse:
         # Every retry of a create happens in retry_async, under one policy: the runtime makes one attempt.
-        options: RequestOptions = {**(within(deadline) or {}), "max_retries": 0}
+        options: RequestOptions = {**(within(limit) or {}), "max_retries": 0}
         return await api.create_instance(
             request, idempotency_key=key, x_request_id=request_id, options=options
         )
 
-    async def attempt() -> models.InstanceResponse:
+    async def attempt(limit: Deadline) -> models.InstanceResponse:
         nonlocal request_id
         try:
-            return await send()
+            return await send(limit)
         except ConflictError as exc:
             original = duplicate_instance_id(exc)
             if original is None:
                 raise
-        instance = await _recover(api, original, deadline)
+        instance = await _recover(api, original, limit)
         if instance.status not in _DEAD:
             log.warning(
                 "creating %s: an earlier attempt made instance %s; using it", request.env_key, original
@@ -143,13 +145,56 @@ async def create_instance(
             instance.status,
         )
         request_id = str(uuid.uuid4())
-        return await send()
+        return await send(limit)
 
-    return await retry_async(
-        attempt,
-        what=f"creating {request.env_key}",
-        policy=policy,
-        deadline=deadline,
-        log=log,
-        transient=is_transient_provisioning_error,
-    )
+    maybe_made = False  # an attempt may have created an instance whose answer never came
+
+    async def tracked() -> models.InstanceResponse:
+        nonlocal maybe_made
+        try:
+            return await attempt(deadline)
+        except APIStatusError:
+            raise  # the server answered with an error: nothing was made by this attempt
+        except BaseException:
+            maybe_made = True  # lost on the way back, cut off, unreadable, or cancelled
+            raise
+
+    try:
+        return await retry_async(
+            tracked,
+            what=f"creating {request.env_key}",
+            policy=policy,
+            deadline=deadline,
+            log=log,
+            transient=is_transient_provisioning_error,
+        )
+    except BaseException:
+        if maybe_made:
+            reclaim = Deadline(CLEANUP_DEADLINE)
+            await run_cleanup(
+                lambda: _reclaim(api, lambda: attempt(reclaim), reclaim),
+                what=f"reclaiming a {request.env_key} instance",
+            )
+        raise
+
+
+async def _reclaim(
+    api: AsyncControlPlaneClient,
+    attempt: Callable[[], Awaitable[models.InstanceResponse]],
+    deadline: Deadline,
+) -> None:
+    """Find the instance a failed creation may have made and delete it.
+
+    Sending the create once more with the same ``Idempotency-Key`` and ``X-Request-ID`` names the
+    instance an earlier attempt made (its replay, or a 409 ``duplicate_request_id``); when none
+    was made it makes one, deleted at once all the same. Failures are logged, never raised: the
+    caller is already raising the creation's own error.
+    """
+    try:
+        instance = await attempt()
+        await api.delete_instance(instance.instance_id, options=within(deadline))
+        log.warning("a failed creation had made instance %s; deleted it", instance.instance_id)
+    except NotFoundError:
+        pass
+    except Exception as exc:
+        log.warning("could not reclaim the instance of a failed creation: %s", type(exc).__name__)

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from ._exceptions import DatabaseError, FleetError, NotFoundError, ToolNotFoundError
+from ._exceptions import ClientClosedError, DatabaseError, FleetError, NotFoundError, ToolNotFoundError
+from ._runtime._cleanup import run_cleanup
 from ._twin import sync_method, sync_view
 
 if TYPE_CHECKING:
@@ -68,6 +69,7 @@ class AsyncDatabase:
 
     async def describe(self) -> models.DescribeResponse:
         """Tables, their SQL and columns."""
+        self._env._require_open()
         return await self._env.manager.describe_database(self.name)
 
     async def query(
@@ -85,6 +87,7 @@ class AsyncDatabase:
             DatabaseError: The database refused the statement (bad SQL, a constraint); carries
                 the database's message.
         """
+        self._env._require_open()
         response = await self._env.manager.query_database(
             self.name, query=sql, args=args, read_only=read_only
         )
@@ -140,6 +143,15 @@ class AsyncEnv:
         return self.instance.instance_id
 
     @property
+    def closed(self) -> bool:
+        """Whether ``close`` was called (the instance is deleted)."""
+        return self._closed
+
+    def _require_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError(f"instance {self.instance_id!r} is closed (deleted); make a new env")
+
+    @property
     def env_key(self) -> str:
         """The environment key."""
         return self.instance.env_key
@@ -150,6 +162,7 @@ class AsyncEnv:
         Args:
             seed: Optional seed forwarded to the instance.
         """
+        self._require_open()
         if seed is None:
             return await self.manager.reset_instance()
         return await self.manager.reset_instance(seed=seed)
@@ -164,6 +177,7 @@ class AsyncEnv:
 
     async def resources(self) -> list[models.Resource]:
         """The instance's resources (databases, browsers, APIs)."""
+        self._require_open()
         return await self.manager.list_resources()
 
     async def diff(self, ignore: models.DiffIgnoreConfig | None = None) -> models.DiffResponse:
@@ -172,6 +186,7 @@ class AsyncEnv:
         Args:
             ignore: Tables, fields and per-table fields to leave out.
         """
+        self._require_open()
         if ignore is None:
             return await self.manager.structured_diff()
         return await self.manager.structured_diff(ignore_config=ignore)
@@ -199,6 +214,7 @@ class AsyncEnv:
 
     async def heartbeat(self) -> models.HeartbeatResponse:
         """Extend the instance's TTL."""
+        self._require_open()
         return await self._fleet.api.control_plane.heartbeat_instance(self.instance_id)
 
     async def keep_alive(self, period: float | None = None) -> None:
@@ -216,10 +232,9 @@ class AsyncEnv:
                 ``heartbeat_interval``, or 30 when it has none).
 
         Raises:
-            FleetError: The env is closed.
+            ClientClosedError: The env is closed.
         """
-        if self._closed:
-            raise FleetError(f"instance {self.instance_id!r} is closed: nothing to keep alive")
+        self._require_open()
         if self._heartbeats is not None and not self._heartbeats.done():
             return
         if period is None:
@@ -247,14 +262,20 @@ class AsyncEnv:
 
     async def refresh(self) -> models.InstanceResponse:
         """Fetch the instance's current state from the control plane."""
+        self._require_open()
         self.instance = await self._fleet.api.control_plane.get_instance(self.instance_id)
         return self.instance
 
     async def close(self) -> None:
-        """Delete the instance (idempotent; an already-deleted instance is fine)."""
+        """End the MCP sessions and delete the instance (idempotent; an already-deleted instance is
+        fine). Runs to its end in a cancelled task too (bounded); every further use of the env
+        raises ``ClientClosedError``."""
         if self._closed:
             return
         self._closed = True
+        await run_cleanup(self._close, what=f"closing instance {self.instance_id}")
+
+    async def _close(self) -> None:
         if self._heartbeats is not None:
             self._heartbeats.cancel()
             import asyncio
@@ -322,6 +343,11 @@ class Env:
     def env_key(self) -> str:
         """The environment key."""
         return self._inner.env_key
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` was called (the instance is deleted)."""
+        return self._inner.closed
 
     reset = sync_method(AsyncEnv.reset)
     db = sync_view(AsyncEnv.db, wrap=Database)
