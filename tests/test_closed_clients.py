@@ -1,6 +1,9 @@
 """A closed client refuses further use with one error, ``ClientClosedError``, and sends nothing,
 the way an ``httpx`` client does once closed; so do the env, MCP client and browser lease it made."""
 
+# Each use is a lambda on purpose: reading ``fleet.api`` itself must raise inside ``pytest.raises``.
+# ruff: noqa: PLW0108
+
 from __future__ import annotations
 
 import httpx
