@@ -122,9 +122,8 @@ def test_ctrl_c_in_a_sync_make_deletes_the_instance_before_the_interrupt_returns
     counting._inner = transport  # type: ignore[assignment]
     pool = httpx.AsyncClient(transport=counting)
     run_id = f"make-sigint-{uuid.uuid4().hex[:8]}"
-    with server.fleet(async_http_client=pool) as fleet:
-        with pytest.raises(KeyboardInterrupt):
-            fleet.make("orderdesk", run_id=run_id)
+    with server.fleet(async_http_client=pool) as fleet, pytest.raises(KeyboardInterrupt):
+        fleet.make("orderdesk", run_id=run_id)
     with Fleet(server.api_key, base_url=server.base_url) as check:
         made = check.instances(run_id=run_id)
     assert len(made) == 1 and made[0].status == "terminated"
