@@ -246,6 +246,7 @@ class BrowserSession:
             session._mcp = MCPClient(
                 [running.mcp_url],
                 http_client=fleet.http_client,
+                retry=fleet.call_policy.retry,
                 timeout=fleet.call_policy.timeout,
                 call_deadline=call_deadline,
             )

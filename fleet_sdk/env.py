@@ -128,6 +128,7 @@ class AsyncEnv:
         self.mcp: MCPClient = MCPClient(
             mcp_endpoints or [f"{root}mcp", f"{root}api/v1/mcp"],
             http_client=fleet.api.http_client,
+            retry=fleet.api.call_policy.retry,
             timeout=fleet.api.call_policy.timeout,
             call_deadline=call_deadline,
         )

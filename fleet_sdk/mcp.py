@@ -37,6 +37,7 @@ from ._mcp_results import extract_tool_result
 from ._public import publish
 from ._retry import is_transient_reply, retry_async
 from ._runtime import Deadline, RetryPolicy, Timeout
+from ._runtime._cleanup import run_cleanup
 from ._version import __version__
 from .tools import Tool
 
@@ -346,17 +347,26 @@ class MCPClient:
             request_id = self._next_id
             payload = {"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": params}
             response = await self._post(session, payload, deadline)
-            message = _parse_body(response, request_id)
-            if message.get("error") is not None:
-                raise MCPError(f"MCP initialize on {session.endpoint} was refused: {message['error']}")
-            result = message.get("result") or {}
-            session.session_id = response.headers.get(_SESSION_HEADER)
-            session.protocol_version = str(result.get("protocolVersion") or PROTOCOL_VERSION)
-            self.initializations += 1
+            # From here the server holds a session: one not set up to the end is ended at once
+            # (the client would forget its id, and the server keep it until its idle timeout).
+            opened = _Session(session.endpoint, response.headers.get(_SESSION_HEADER))
             try:
+                message = _parse_body(response, request_id)
+                if message.get("error") is not None:
+                    raise MCPError(f"MCP initialize on {session.endpoint} was refused: {message['error']}")
+                result = message.get("result") or {}
+                session.session_id = opened.session_id
+                session.protocol_version = str(result.get("protocolVersion") or PROTOCOL_VERSION)
+                self.initializations += 1
                 await self._post(session, {"jsonrpc": "2.0", "method": "notifications/initialized"}, deadline)
             except BaseException:
                 session.reset()
+                http = self._http
+                if opened.session_id is not None and http is not None and not http.is_closed:
+                    await run_cleanup(
+                        lambda: self._end_session(http, opened),
+                        what=f"ending MCP session on {opened.endpoint}",
+                    )
                 raise
 
     async def _request(

@@ -61,6 +61,7 @@ class ChaosTransport(httpx.AsyncBaseTransport):
         self.sent: list[str] = []
         self.target: asyncio.Task[object] | None = None
         self.fired: str | None = None  # "METHOD path" of the request that went wrong
+        self.sessions: set[str] = set()  # MCP session ids in the answers handed to the client
 
     @property
     def count(self) -> int:
@@ -81,7 +82,7 @@ class ChaosTransport(httpx.AsyncBaseTransport):
             self.on_request(number, request)
         chaos = self.chaos if number == self.at else None
         if chaos is None:
-            return await self._inner.handle_async_request(request)
+            return self._seen(await self._inner.handle_async_request(request))
         self.fired = self.sent[-1]
         if chaos == "cancel_before":
             await self._cancel()
@@ -99,11 +100,17 @@ class ChaosTransport(httpx.AsyncBaseTransport):
         await response.aclose()
         if chaos == "cancel_after":
             await self._cancel()
-            return rebuilt(response, body, request)
+            return self._seen(rebuilt(response, body, request))
         if chaos == "reset_after":
             raise httpx.ReadError("injected: connection reset by peer", request=request)
         assert chaos == "malformed"
-        return rebuilt(response, b'{"truncated', request)
+        return self._seen(rebuilt(response, b'{"truncated', request))
+
+    def _seen(self, response: httpx.Response) -> httpx.Response:
+        session = response.headers.get("mcp-session-id")
+        if session:
+            self.sessions.add(session)
+        return response
 
     async def aclose(self) -> None:
         await self._inner.aclose()
