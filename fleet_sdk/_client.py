@@ -15,8 +15,13 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 import anyio
 
 from ._api import AsyncFleetAPI, FleetAPI
-from ._exceptions import ClientClosedError, FleetError, NotFoundError
-from ._provisioning import PROVISIONING_RETRY, create_instance, is_transient_provisioning_error
+from ._exceptions import ClientClosedError, FleetError
+from ._provisioning import (
+    PROVISIONING_RETRY,
+    create_instance,
+    delete_instance,
+    is_transient_provisioning_error,
+)
 from ._refs import parse_ref
 from ._runtime import (
     NOT_GIVEN,
@@ -330,9 +335,7 @@ class AsyncFleet(_FleetBase):
 
         async def delete() -> None:
             try:
-                await control_plane.delete_instance(instance_id, options=within(Deadline(CLEANUP_DEADLINE)))
-            except NotFoundError:
-                pass
+                await delete_instance(control_plane, instance_id, deadline=Deadline(CLEANUP_DEADLINE))
             except FleetError as exc:
                 log.warning("could not delete instance %s after a failed make: %s", instance_id, exc)
 

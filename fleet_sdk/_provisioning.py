@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from ._exceptions import APIStatusError, ConflictError, NotFoundError
+from ._exceptions import APIResponseValidationError, APIStatusError, ConflictError, NotFoundError
 from ._retry import retry_async
 from ._runtime import Deadline, RequestOptions, RetryPolicy, is_transient, within
 from ._runtime._cleanup import CLEANUP_DEADLINE, run_cleanup
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PROVISIONING_RETRY",
     "create_instance",
+    "delete_instance",
     "duplicate_instance_id",
     "is_transient_provisioning_error",
 ]
@@ -192,9 +193,46 @@ async def _reclaim(
     """
     try:
         instance = await attempt()
-        await api.delete_instance(instance.instance_id, options=within(deadline))
+        await delete_instance(api, instance.instance_id, deadline=deadline)
         log.warning("a failed creation had made instance %s; deleted it", instance.instance_id)
-    except NotFoundError:
-        pass
     except Exception as exc:
         log.warning("could not reclaim the instance of a failed creation: %s", type(exc).__name__)
+
+
+_DELETE_RETRY = RetryPolicy(max_retries=4, backoff_base=0.5, backoff_max=4.0)
+
+
+async def delete_instance(api: AsyncControlPlaneClient, instance_id: str, *, deadline: Deadline) -> None:
+    """Delete an instance until it is gone, or the deadline or the retries run out.
+
+    A delete is safe to repeat, so every transient failure is retried, every 5xx included (as a
+    create's are); an instance already gone (404) is deleted; a 2xx answer whose body cannot be
+    read still says the instance was deleted.
+
+    Args:
+        api: The control-plane client.
+        instance_id: The instance.
+        deadline: Overall deadline for every attempt.
+
+    Raises:
+        FleetError: The last error once it is permanent or time or retries ran out.
+    """
+
+    async def attempt() -> None:
+        options: RequestOptions = {**(within(deadline) or {}), "max_retries": 0}
+        try:
+            await api.delete_instance(instance_id, options=options)
+        except NotFoundError:
+            pass
+        except APIResponseValidationError as exc:
+            if not 200 <= exc.status_code < 300:
+                raise
+
+    await retry_async(
+        attempt,
+        what=f"deleting instance {instance_id}",
+        policy=_DELETE_RETRY,
+        deadline=deadline,
+        log=log,
+        transient=is_transient_provisioning_error,
+    )

@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 import anyio
 
 from ._exceptions import (
+    APIResponseValidationError,
     APIStatusError,
     BrowserStartError,
     ClientClosedError,
@@ -37,7 +38,8 @@ from ._exceptions import (
     RateLimitError,
     ToolNotFoundError,
 )
-from ._runtime import Deadline, within
+from ._retry import retry_async
+from ._runtime import Deadline, RequestOptions, RetryPolicy, is_transient, within
 from ._runtime._cleanup import CLEANUP_DEADLINE, run_cleanup
 from ._runtime._policy import parse_retry_after
 from .mcp import MCPClient
@@ -155,13 +157,43 @@ async def _create_lease(fleet: AsyncFleet, request: BrowserLeaseRequest, ready: 
             raise
 
 
+async def _delete_lease(fleet: AsyncFleet, lease_id: str, deadline: Deadline) -> None:
+    """Delete a lease until it is gone (an ended one, 404 or 410, is); a delete is safe to repeat,
+    so every transient failure is retried, every 5xx included, and a 2xx answer that cannot be read
+    still says it was deleted."""
+    api = fleet.api.browser
+
+    async def attempt() -> None:
+        options: RequestOptions = {**(within(deadline) or {}), "max_retries": 0}
+        try:
+            await api.delete_browser_lease(lease_id, options=options)
+        except APIStatusError as exc:
+            if exc.status_code not in (404, 410):
+                raise
+        except APIResponseValidationError as exc:
+            if not 200 <= exc.status_code < 300:
+                raise
+
+    await retry_async(
+        attempt,
+        what=f"deleting browser lease {lease_id}",
+        policy=_DELETE_RETRY,
+        deadline=deadline,
+        log=log,
+        transient=lambda exc: is_transient(exc, server_errors=True),
+    )
+
+
+_DELETE_RETRY = RetryPolicy(max_retries=4, backoff_base=0.5, backoff_max=4.0)
+
+
 async def _reclaim_lease(fleet: AsyncFleet, request: BrowserLeaseRequest, key: str) -> None:
     """Delete the lease a create with ``key`` may have made (never raises)."""
     api = fleet.api.browser
     limit = Deadline(CLEANUP_DEADLINE)
     try:
         lease = await api.create_browser_lease(request, idempotency_key=key, options=within(limit))
-        await api.delete_browser_lease(lease.lease_id, options=within(limit))
+        await _delete_lease(fleet, lease.lease_id, limit)
     except FleetError as exc:
         log.warning("could not reclaim the lease of a failed create: %s", type(exc).__name__)
 
@@ -338,14 +370,12 @@ class BrowserSession:
 
     async def _close(self) -> None:
         try:
-            await self._fleet.api.browser.delete_browser_lease(
-                self.lease_id, options=within(Deadline(CLOSE_DEADLINE))
-            )
-        except APIStatusError as exc:
-            if exc.status_code not in (404, 410):
-                log.warning("browser lease %s: delete failed with %s", self.lease_id, exc.status_code)
-        except FleetError as exc:
-            log.warning("browser lease %s: delete failed: %s", self.lease_id, type(exc).__name__)
-        finally:
             if self._mcp is not None:
                 await self._mcp.aclose()
+        finally:
+            try:
+                await _delete_lease(self._fleet, self.lease_id, Deadline(CLOSE_DEADLINE))
+            except APIStatusError as exc:
+                log.warning("browser lease %s: delete failed with %s", self.lease_id, exc.status_code)
+            except FleetError as exc:
+                log.warning("browser lease %s: delete failed: %s", self.lease_id, type(exc).__name__)

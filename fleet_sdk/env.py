@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 from ._exceptions import ClientClosedError, DatabaseError, FleetError, NotFoundError, ToolNotFoundError
-from ._runtime._cleanup import run_cleanup
+from ._runtime import Deadline
+from ._runtime._cleanup import CLEANUP_DEADLINE, run_cleanup
 from ._twin import sync_method, sync_view
 
 if TYPE_CHECKING:
@@ -287,8 +288,11 @@ class AsyncEnv:
             # End the MCP sessions first: once the instance is gone its endpoints answer 404.
             await self.mcp.aclose()
         finally:
-            with contextlib.suppress(NotFoundError):
-                await self._fleet.api.control_plane.delete_instance(self.instance_id)
+            from ._provisioning import delete_instance
+
+            await delete_instance(
+                self._fleet.api.control_plane, self.instance_id, deadline=Deadline(CLEANUP_DEADLINE)
+            )
 
     async def __aenter__(self) -> AsyncEnv:
         return self

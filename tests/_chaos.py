@@ -16,16 +16,20 @@ cleanup running in a task of its own) cancels the target and is still sent.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from typing import Literal
 
 import httpx
+
+from fleet_sdk.verifiers._entry import score_from_result
 
 __all__ = ["CANCELS", "FAULTS", "Chaos", "ChaosTransport", "rebuilt"]
 
 Chaos = Literal[
     "cancel_before", "cancel_after", "refused", "reset_after", "server_error", "timeout", "malformed"
 ]
+VERIFIER_PATH = "/v1/verifiers/execute"
 CANCELS: tuple[Chaos, ...] = ("cancel_before", "cancel_after")
 FAULTS: tuple[Chaos, ...] = ("refused", "reset_after", "server_error", "timeout", "malformed")
 
@@ -62,6 +66,7 @@ class ChaosTransport(httpx.AsyncBaseTransport):
         self.target: asyncio.Task[object] | None = None
         self.fired: str | None = None  # "METHOD path" of the request that went wrong
         self.sessions: set[str] = set()  # MCP session ids in the answers handed to the client
+        self.scores: list[float] = []  # scores of the verifier answers handed to the client
 
     @property
     def count(self) -> int:
@@ -82,7 +87,12 @@ class ChaosTransport(httpx.AsyncBaseTransport):
             self.on_request(number, request)
         chaos = self.chaos if number == self.at else None
         if chaos is None:
-            return self._seen(await self._inner.handle_async_request(request))
+            response = await self._inner.handle_async_request(request)
+            if request.url.path == VERIFIER_PATH:
+                body = await response.aread()
+                await response.aclose()
+                response = rebuilt(response, body, request)
+            return self._seen(response)
         self.fired = self.sent[-1]
         if chaos == "cancel_before":
             await self._cancel()
@@ -110,6 +120,13 @@ class ChaosTransport(httpx.AsyncBaseTransport):
         session = response.headers.get("mcp-session-id")
         if session:
             self.sessions.add(session)
+        if response.request.url.path == VERIFIER_PATH and response.status_code == 200:
+            try:
+                answer = json.loads(response.content)
+                if answer.get("success"):
+                    self.scores.append(score_from_result(answer.get("result")))
+            except (ValueError, TypeError, AttributeError):
+                pass  # not a verifier's answer the client can read: no score handed over
         return response
 
     async def aclose(self) -> None:
