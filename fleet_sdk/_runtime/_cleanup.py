@@ -10,7 +10,6 @@ lets the first cancellation go on (``tests/test_cleanup_shield.py``).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -40,6 +39,8 @@ async def run_cleanup(
         what: The cleanup, for the log (``"deleting instance i-1"``).
         seconds: The bound on the cleanup.
     """
+
+    import asyncio  # with the first cleanup, not with the import (``import fleet_sdk`` stays light)
 
     async def bounded() -> T | None:
         with anyio.move_on_after(seconds):
