@@ -92,7 +92,7 @@ class ChaosTransport(httpx.AsyncBaseTransport):
                 body = await response.aread()
                 await response.aclose()
                 response = rebuilt(response, body, request)
-            return self._seen(response)
+            return self._seen(response, request)
         self.fired = self.sent[-1]
         if chaos == "cancel_before":
             await self._cancel()
@@ -110,17 +110,17 @@ class ChaosTransport(httpx.AsyncBaseTransport):
         await response.aclose()
         if chaos == "cancel_after":
             await self._cancel()
-            return self._seen(rebuilt(response, body, request))
+            return self._seen(rebuilt(response, body, request), request)
         if chaos == "reset_after":
             raise httpx.ReadError("injected: connection reset by peer", request=request)
         assert chaos == "malformed"
-        return self._seen(rebuilt(response, b'{"truncated', request))
+        return self._seen(rebuilt(response, b'{"truncated', request), request)
 
-    def _seen(self, response: httpx.Response) -> httpx.Response:
+    def _seen(self, response: httpx.Response, request: httpx.Request) -> httpx.Response:
         session = response.headers.get("mcp-session-id")
         if session:
             self.sessions.add(session)
-        if response.request.url.path == VERIFIER_PATH and response.status_code == 200:
+        if request.url.path == VERIFIER_PATH and response.status_code == 200:
             try:
                 answer = json.loads(response.content)
                 if answer.get("success"):
