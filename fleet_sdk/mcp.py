@@ -275,6 +275,8 @@ class MCPClient:
     def _require_open(self) -> None:
         if self._closed:
             raise ClientClosedError(f"the MCP client of {self.endpoints} is closed (its sessions ended)")
+        if self._http is not None and self._http.is_closed:  # the fleet that made the env closed it
+            raise ClientClosedError(f"the connection pool of the MCP client of {self.endpoints} is closed")
 
     def _pool(self) -> httpx.AsyncClient:
         self._require_open()
