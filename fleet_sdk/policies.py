@@ -486,23 +486,29 @@ class ChatCompletionsPolicy:
 
 
 class ChatCompletionsFactory:
-    """Makes the ``ChatCompletionsPolicy`` of each episode of a model; they all send on one HTTP
-    client, so an evaluation's thousands of model calls reuse their connections.
+    """Makes the ``ChatCompletionsPolicy`` of each episode of a model.
 
-    The client is made on first use and belongs to that event loop; a policy made on another
-    loop gets a client of its own. A pickled copy (an executor shipping it to another process)
-    makes its own. ``aclose`` closes the client at the end of the run.
+    With ``shared``, its policies all send on one HTTP client, so an evaluation's thousands of
+    model calls reuse their connections; whoever asks for that closes the client at the end of
+    the run (``close_policy_factory``). The client is made on first use and belongs to that event
+    loop: a policy made on another loop gets a client of its own. A pickled copy (an executor
+    shipping it to another process) is not shared, so nothing there is left open. Without
+    ``shared`` each policy has its own client, closed with the episode.
 
     Args:
         model: The model id sent as ``model``.
         endpoint: The endpoint.
         timeout: Seconds per HTTP attempt.
+        shared: One HTTP client for every policy, until ``aclose``.
     """
 
-    def __init__(self, model: str, endpoint: ModelEndpoint, timeout: float = 120.0) -> None:
+    def __init__(
+        self, model: str, endpoint: ModelEndpoint, timeout: float = 120.0, *, shared: bool = False
+    ) -> None:
         self.model = model
         self.endpoint = endpoint
         self.timeout = timeout
+        self.shared = shared
         self._client: httpx.AsyncClient | None = None
         self._loop: object = None
 
@@ -512,17 +518,19 @@ class ChatCompletionsFactory:
     def __call__(self, context: PolicyContext) -> ChatCompletionsPolicy:
         import asyncio
 
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._client.is_closed:
-            self._client, self._loop = _model_client(self.endpoint, self.timeout), loop
-        client = self._client if self._loop is loop else None
+        client = None
+        if self.shared:
+            loop = asyncio.get_running_loop()
+            if self._client is None or self._client.is_closed:
+                self._client, self._loop = _model_client(self.endpoint, self.timeout), loop
+            client = self._client if self._loop is loop else None
         return ChatCompletionsPolicy(
             context, model=self.model, endpoint=self.endpoint, timeout=self.timeout, http_client=client
         )
 
     async def aclose(self) -> None:
-        """Close the shared HTTP client (a later episode makes a new one)."""
-        client, self._client, self._loop = self._client, None, None
+        """Close the shared HTTP client; later policies have clients of their own."""
+        client, self._client, self._loop, self.shared = self._client, None, None, False
         if client is not None:
             await client.aclose()
 
@@ -545,15 +553,14 @@ async def close_policy_factory(factory: PolicyFactory) -> None:
         await aclose()
 
 
-def make_policy(model: str, endpoint: ModelEndpoint | None = None) -> PolicyFactory:
+def make_policy(model: str, endpoint: ModelEndpoint | None = None, *, shared: bool = False) -> PolicyFactory:
     """The policy factory of a model id (picklable, so executors can ship it).
-
-    A chat-completions model's factory (``ChatCompletionsFactory``) keeps one HTTP client for
-    every episode it makes: close it with ``close_policy_factory`` at the end of the run.
 
     Args:
         model: ``local/scripted``, ``local/random`` or a chat-completions model id.
         endpoint: Where a model other than ``local/scripted`` / ``local/random`` is asked.
+        shared: A chat-completions model's episodes share one HTTP client (connections reused
+            across a run); the caller closes it with ``close_policy_factory`` at the run's end.
 
     Raises:
         PolicyError: The model is not a local policy and no endpoint is given. (A task the chosen
@@ -567,7 +574,7 @@ def make_policy(model: str, endpoint: ModelEndpoint | None = None) -> PolicyFact
         raise PolicyError(
             f"model {model!r} needs a chat-completions endpoint, or use {SCRIPTED_MODEL!r} / {RANDOM_MODEL!r}"
         )
-    return ChatCompletionsFactory(model, endpoint)
+    return ChatCompletionsFactory(model, endpoint, shared=shared)
 
 
 async def probe_endpoint(model: str, endpoint: ModelEndpoint, *, attempt_timeout: float = 30.0) -> None:

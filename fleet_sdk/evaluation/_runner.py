@@ -537,8 +537,10 @@ async def run_evaluation(
             await record(outcome)
 
         # One policy factory per model for the whole run: its model HTTP client is shared by the
-        # run's episodes (executors in other processes get a pickled copy, with a client of its own).
-        factories = {model: make_policy(model, endpoint) for model, endpoint in endpoints.items()}
+        # run's episodes (an executor's other processes get a copy that is not shared).
+        factories = {
+            model: make_policy(model, endpoint, shared=True) for model, endpoint in endpoints.items()
+        }
         report_progress()
         try:
             if executor is not None:

@@ -48,14 +48,19 @@ async def test_an_evaluation_reuses_one_model_connection_for_all_its_episodes(
 
 
 async def test_the_factory_shares_its_client_closes_it_and_pickles_without_it() -> None:
-    factory = make_policy("my-model", ModelEndpoint("http://127.0.0.1:9/v1", api_key="sk-secret"))
-    assert isinstance(factory, ChatCompletionsFactory)
+    endpoint = ModelEndpoint("http://127.0.0.1:9/v1", api_key="sk-secret")
     context = PolicyContext("e", Task(task_key="t", prompt="p", env_key="orderdesk"), (), 3)
+    own = make_policy("my-model", endpoint)(context)  # not shared: the episode closes its client
+    assert own._owns_client
+    await own.aclose()
+    assert own._client.is_closed
+    factory = make_policy("my-model", endpoint, shared=True)
+    assert isinstance(factory, ChatCompletionsFactory)
     first, second = factory(context), factory(context)
     assert first._client is second._client and not first._owns_client
     await first.aclose()  # an episode's policy never closes the shared client
     assert not second._client.is_closed
-    copy = pickle.loads(pickle.dumps(factory))
-    assert copy._client is None and copy.endpoint == factory.endpoint
+    copy = pickle.loads(pickle.dumps(factory))  # shipped to another process: holds nothing open
+    assert copy._client is None and not copy.shared and copy.endpoint == factory.endpoint
     await factory.aclose()
     assert second._client.is_closed
