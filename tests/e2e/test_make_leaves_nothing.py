@@ -16,6 +16,7 @@ from _chaos import ChaosTransport, rebuilt
 
 from fleet_local import LocalFleet
 from fleet_sdk import AsyncFleet, Fleet, FleetError
+from fleet_sdk._runtime._bridge import run_sync
 from fleet_sdk.task_env import TaskEnv
 from fleet_sdk.tasks import Task
 
@@ -124,6 +125,7 @@ def test_ctrl_c_in_a_sync_make_deletes_the_instance_before_the_interrupt_returns
     run_id = f"make-sigint-{uuid.uuid4().hex[:8]}"
     with server.fleet(async_http_client=pool) as fleet, pytest.raises(KeyboardInterrupt):
         fleet.make("orderdesk", run_id=run_id)
+    run_sync(pool.aclose())  # it lives on the loop bridge, where the sync client used it
     with Fleet(server.api_key, base_url=server.base_url) as check:
         made = check.instances(run_id=run_id)
     assert len(made) == 1 and made[0].status == "terminated"
