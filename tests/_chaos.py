@@ -49,6 +49,7 @@ class ChaosTransport(httpx.AsyncBaseTransport):
         chaos: What happens to request ``at`` (None: nothing, only counting).
         at: The request number (from 1).
         on_request: Called with every request's number and the request, before it is sent.
+        inner: The transport requests go through (default: a plain ``httpx.AsyncHTTPTransport``).
     """
 
     def __init__(
@@ -57,8 +58,9 @@ class ChaosTransport(httpx.AsyncBaseTransport):
         at: int = 0,
         *,
         on_request: Callable[[int, httpx.Request], None] | None = None,
+        inner: httpx.AsyncHTTPTransport | None = None,
     ) -> None:
-        self._inner = httpx.AsyncHTTPTransport()
+        self._inner = inner or httpx.AsyncHTTPTransport()
         self.chaos = chaos
         self.at = at
         self.on_request = on_request

@@ -25,6 +25,7 @@ The counts of cases run are printed at the end of the module.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -33,7 +34,7 @@ from typing import Any
 
 import httpx
 import pytest
-from _chaos import CANCELS, FAULTS, Chaos, ChaosTransport
+from _chaos import CANCELS, FAULTS, Chaos, ChaosTransport, rebuilt
 from _waits import wait_until, wait_until_async
 
 from fleet_local import LocalFleet
@@ -80,7 +81,7 @@ def sweep_server(request: pytest.FixtureRequest) -> Iterator[LocalFleet]:
         with capture.global_and_fixture_disabled():  # shown on success too, not captured
             reporter.write_line(f"\ncancellation and fault sweep: {total} (operation, point, way) cases")
             for (op, way), n in sorted(COUNTS.items()):
-                reporter.write_line(f"  {op:8} {way:13} {n:3} cases")
+                reporter.write_line(f"  {op:9} {way:13} {n:3} cases")
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +98,22 @@ def trace_job(sweep_server: LocalFleet) -> str:
 
 def _actions(task: Task) -> list[dict[str, Any]]:
     return [{"tool": s["tool"], "params": s.get("params") or {}} for s in task.metadata["reference_solution"]]
+
+
+class _PendingAtFirst(httpx.AsyncHTTPTransport):
+    """The real server, but a created instance reads as ``pending`` in the create's answer (a
+    platform still placing it): ``make`` waits and polls until the server says ``running``."""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await super().handle_async_request(request)
+        if request.method != "POST" or request.url.path != "/v1/env/instances":
+            return response
+        body = await response.aread()
+        await response.aclose()
+        data = json.loads(body)
+        if isinstance(data, dict) and data.get("status") == "running":
+            body = json.dumps({**data, "status": "pending"}).encode()
+        return rebuilt(response, body, request)
 
 
 @dataclass
@@ -188,10 +205,12 @@ class Operation:
     name: str
     setup: Callable[[Case], Awaitable[None]]
     run: Callable[[Case], Awaitable[None]]
+    pending: bool = False  # instances read as pending at first (``make`` waits for them)
 
 
 OPERATIONS = (
     Operation("make", _nothing, _op_make),
+    Operation("make-wait", _nothing, _op_make, pending=True),  # the create, then the wait's polls
     Operation("reset", _nothing, _op_reset),
     Operation("step", _reset, _op_step),
     Operation("close", _solved, _op_close),
@@ -219,7 +238,7 @@ class Sweep:
         """Run one case; whether request ``at`` was reached (else the operation is done before)."""
         before = await asyncio.to_thread(self.server.live_objects)
         fds, threads, tasks = _fds(), threading.active_count(), _tasks()
-        transport = ChaosTransport()
+        transport = ChaosTransport(inner=_PendingAtFirst() if operation.pending else None)
         pool = httpx.AsyncClient(transport=transport)
         fleet = self.server.async_fleet(http_client=pool)
         case = Case(fleet, self.task, self.trace_job)
