@@ -12,6 +12,11 @@ A server that recognises a repeat by its ``X-Request-ID`` rather than by the ide
 answers 409 ``duplicate_request_id`` naming the instance the earlier attempt made
 (``schemas/env-instance.yaml``): that instance is the result. Should it already be dead, the
 create is sent once more as a new request.
+
+A creation that fails or is cancelled after an attempt whose answer never came (cut off,
+unreadable, or cancelled in flight) may have made an instance nobody will hold: it is sent once
+more with the same keys, which names that instance (or makes one), and what comes back is deleted
+(``delete_instance``, which retries every transient failure), in a cancelled task too.
 """
 
 from __future__ import annotations
