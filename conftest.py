@@ -36,6 +36,7 @@ BROWSER = (
     "tests/e2e/test_episodes.py::test_every_bundled_task_scores_1_with_its_reference_and_0_when_empty",
     "tests/local/test_server_lifecycle.py::test_a_sigkilled_server_leaves_no_browser_driver_or_verifier_behind",
     "tests/local/test_instance_resources.py::test_the_cdp_resource_is_a_browser_on_the_web_ui_that_dies_with_the_instance",
+    "tests/e2e/test_cancel_and_fault_sweeps.py::test_a_lease_start_broken_at_every_request_leaves_nothing",
 )
 """Node-id prefixes of the tests that start a Chromium outside a browser module (found by
 watching which tests start one)."""
@@ -63,6 +64,7 @@ SLOW = (
     "tests/test_import_contracts.py",
     "tests/local/test_server_lifecycle.py",
     "tests/test_codegen.py",
+    "tests/e2e/test_cancel_and_fault_sweeps.py",
     "tests/test_readme.py",
     "tests/local/test_control_plane.py::test_ttl_expiry_and_restart",
     "tests/local/test_control_plane.py::test_verifier_faults_are_structured",

@@ -21,6 +21,7 @@ from . import (
     _browser,
     _control,
     _data_files,
+    _debug_state,
     _episodes,
     _jobs,
     _lease_endpoints,
@@ -122,7 +123,12 @@ def create_app(state: LocalState) -> FastAPI:
     )
     _mcp.mount(app, state)
     _lease_endpoints.mount(app, state)
-    app.add_middleware(FaultMiddleware, injector=state.faults, api_key=state.settings.api_key)
+    app.add_middleware(
+        FaultMiddleware,
+        injector=state.faults,
+        api_key=state.settings.api_key,
+        live_objects=lambda: _debug_state.live_objects(state),
+    )
     keyed_paths = [
         getattr(route, "path_regex", None) for surface, deps in surfaces if deps for route in surface.routes
     ]

@@ -13,6 +13,7 @@ With ``when="after"`` the request is first handled for real and its answer
 thrown away, as when a server does the work but the response is lost: that is
 what tests that a retried create with an idempotency key makes one instance.
 ``GET /_admin/faults`` lists the faults fired; ``DELETE`` disarms every rule.
+``GET /_admin/state`` lists what the server holds for clients (``_debug_state``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import asyncio
 import fnmatch
 import json
 import threading
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -31,6 +33,7 @@ from ._errors import payload_too_large
 
 FaultMode = Literal["status", "hang", "drop"]
 ADMIN_PATH = "/_admin/faults"
+STATE_PATH = "/_admin/state"
 MAX_RULE_BYTES = 65_536
 
 
@@ -106,19 +109,27 @@ class FaultMiddleware:
         app: The app behind it.
         injector: The armed rules.
         api_key: The server's bearer key, required by the admin API (None: any bearer key).
+        live_objects: What ``GET /_admin/state`` answers (None: 404).
     """
 
-    def __init__(self, app: ASGIApp, injector: FaultInjector, api_key: str | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        injector: FaultInjector,
+        api_key: str | None = None,
+        live_objects: Callable[[], dict[str, Any]] | None = None,
+    ) -> None:
         self.app = app
         self.injector = injector
         self.api_key = api_key
+        self.live_objects = live_objects
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not self.injector.enabled:
             await self.app(scope, receive, send)
             return
         method, path = scope["method"], scope["path"]
-        if path == ADMIN_PATH:
+        if path in (ADMIN_PATH, STATE_PATH):
             await self._admin(scope, receive, send)
             return
         rule = self.injector.take(method, path)
@@ -148,6 +159,12 @@ class FaultMiddleware:
             await _json(send, refusal.status, refusal.body())
             return
         method = scope["method"]
+        if scope["path"] == STATE_PATH:
+            if method != "GET" or self.live_objects is None:
+                await _json(send, 405, {"detail": "Method Not Allowed", "code": "method_not_allowed"})
+                return
+            await _json(send, 200, self.live_objects())
+            return
         if method == "DELETE":
             self.injector.clear()
             await _json(send, 200, {"cleared": True})

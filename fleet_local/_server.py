@@ -559,10 +559,17 @@ class LocalFleet:
         self._require_running()
         self._admin("DELETE")
 
-    def _admin(self, method: str, **kwargs: Any) -> Any:
+    def live_objects(self) -> dict[str, list[str]]:
+        """The ids of the live instances, browser leases and open MCP sessions (``instances``,
+        ``leases``, ``mcp_sessions``): what clients have left on the server. Needs ``faults=True``."""
+        self._require_running()
+        result: dict[str, list[str]] = self._admin("GET", path="/_admin/state")
+        return result
+
+    def _admin(self, method: str, path: str = "/_admin/faults", **kwargs: Any) -> Any:
         """One call to the fault admin API, with the server's key."""
         headers = {"Authorization": f"Bearer {self.api_key}"}
-        url = f"{self.base_url}/_admin/faults"
+        url = f"{self.base_url}{path}"
         response = httpx.request(method, url, headers=headers, timeout=10, **kwargs)
         if response.status_code != 200:
             raise FleetError(f"fault admin API refused {method} ({response.status_code}): {response.text}")

@@ -8,25 +8,34 @@ themselves.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, Self
 
 import anyio
 
 from ._api import AsyncFleetAPI, FleetAPI
-from ._exceptions import FleetError
-from ._provisioning import PROVISIONING_RETRY, create_instance, is_transient_provisioning_error
+from ._exceptions import ClientClosedError, FleetError
+from ._provisioning import (
+    PROVISIONING_RETRY,
+    create_instance,
+    delete_instance,
+    is_transient_provisioning_error,
+)
 from ._refs import parse_ref
 from ._runtime import (
+    NOT_GIVEN,
     CallPolicy,
     Deadline,
     FleetConfig,
+    NotGiven,
     RetryPolicy,
     Surface,
     Timeout,
     within,
 )
 from ._runtime._bridge import run_sync
+from ._runtime._cleanup import CLEANUP_DEADLINE, run_cleanup
 from ._tasks_resource import AsyncTasks, Tasks
 from ._twin import sync_method
 from .env import AsyncEnv, Env
@@ -45,6 +54,8 @@ __all__ = [
     "is_transient_provisioning_error",
 ]
 
+log = logging.getLogger("fleet_sdk.fleet")
+
 InstanceStatus = Literal["pending", "running", "stopped", "terminated", "error"]
 
 
@@ -54,6 +65,16 @@ class _FleetBase:
     config: FleetConfig
     traces: Traces | AsyncTraces
     _policy: CallPolicy
+    _closed: bool = False
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` was called: every further use raises ``ClientClosedError``."""
+        return self._closed
+
+    def _require_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError(f"this {type(self).__name__} is closed; make a new client")
 
     @property
     def call_policy(self) -> CallPolicy:
@@ -74,9 +95,9 @@ class _FleetBase:
         platform_url: str | None,
         browser_url: str | None,
         browser_api_key: str | None,
-        timeout: Timeout | None,
-        retry: RetryPolicy | None,
-        deadline: float | None,
+        timeout: Timeout | NotGiven | None,
+        retry: RetryPolicy | NotGiven | None,
+        deadline: float | NotGiven | None,
         environ: Mapping[str, str] | None,
     ) -> None:
         """Resolve settings (arguments, environment, production) and the call policy."""
@@ -94,6 +115,7 @@ class _FleetBase:
     def _settings(self, policy: CallPolicy | None = None) -> dict[str, Any]:
         """Constructor arguments that rebuild this client's configuration (with ``policy``)."""
         policy = policy or self._policy
+        # A policy field of None is the default, which the constructors spell NOT_GIVEN (None: off).
         return {
             "api_key": self.config.api_key,
             "base_url": self.config.base_url,
@@ -101,8 +123,8 @@ class _FleetBase:
             "browser_url": self.config.browser_url,
             "browser_api_key": self.config.browser_api_key,
             "screenshot_store": self.screenshot_store,
-            "timeout": policy.timeout,
-            "retry": policy.retry,
+            "timeout": NOT_GIVEN if policy.timeout is None else policy.timeout,
+            "retry": NOT_GIVEN if policy.retry is None else policy.retry,
             "deadline": policy.deadline,
         }
 
@@ -113,19 +135,24 @@ class _FleetBase:
     def with_options(
         self,
         *,
-        timeout: Timeout | None = None,
-        retry: RetryPolicy | None = None,
-        deadline: float | None = None,
+        timeout: Timeout | NotGiven | None = NOT_GIVEN,
+        retry: RetryPolicy | NotGiven | None = NOT_GIVEN,
+        deadline: float | NotGiven | None = NOT_GIVEN,
     ) -> Self:
         """A client with another call policy, sharing this one's settings and connection pools.
 
-        ``fleet.with_options(retry=RetryPolicy(max_retries=0)).api.control_plane.get_job(job_id)``
+        ``fleet.with_options(retry=None).api.control_plane.get_job(job_id)`` (no retries)
 
         Args:
-            timeout: Per-attempt timeouts (default: this client's).
-            retry: Retry policy (default: this client's).
-            deadline: Overall seconds per call (default: this client's).
+            timeout: Per-attempt timeouts (not given: this client's; None: none, only the
+                deadline bounds a call).
+            retry: Retry policy (not given: this client's; None: no retries).
+            deadline: Overall seconds per call (not given: this client's; None: none).
+
+        Raises:
+            ClientClosedError: This client is closed.
         """
+        self._require_open()
         policy = self._policy.updated(timeout=timeout, retry=retry, deadline=deadline)
         cls: Any = type(self)  # Fleet or AsyncFleet: the same keyword arguments
         copy: Self = cls(**self._settings(policy), **self._shared_clients())
@@ -145,9 +172,9 @@ class AsyncFleet(_FleetBase):
         platform_url: Platform URL (traces, browser); else ``FLEET_PLATFORM_URL``.
         browser_url: Browser-lease URL; else ``BROWSER_API_BASE_URL``.
         browser_api_key: Browser key; else ``FLEET_TEAM_API_KEY``, ``BROWSER_API_TOKEN``, the API key.
-        timeout: Per-attempt timeouts (default 60 s, connect 10 s).
-        retry: Retry policy for safe calls.
-        deadline: Overall seconds per call, retries included (default 180 s).
+        timeout: Per-attempt timeouts (default 60 s, connect 10 s; None: none).
+        retry: Retry policy for safe calls (default ``RetryPolicy()``; None: no retries).
+        deadline: Overall seconds per call, retries included (default 180 s; None: none).
         http_client: An ``httpx.AsyncClient`` every call goes through (custom transport,
             proxies, limits), MCP tool calls included; owned by the caller. Default: the SDK's
             own pool, closed by ``close``.
@@ -167,9 +194,9 @@ class AsyncFleet(_FleetBase):
         platform_url: str | None = None,
         browser_url: str | None = None,
         browser_api_key: str | None = None,
-        timeout: Timeout | None = None,
-        retry: RetryPolicy | None = None,
-        deadline: float | None = None,
+        timeout: Timeout | NotGiven | None = NOT_GIVEN,
+        retry: RetryPolicy | NotGiven | None = NOT_GIVEN,
+        deadline: float | NotGiven | None = NOT_GIVEN,
         http_client: httpx.AsyncClient | None = None,
         environ: Mapping[str, str] | None = None,
         screenshot_store: ScreenshotSink | None = None,
@@ -189,11 +216,21 @@ class AsyncFleet(_FleetBase):
 
         self._owns_pool = http_client is None
         self._pool = http_client or async_pool_client()
-        self.api = AsyncFleetAPI(self.config, self._pool, self._policy)
+        self._api = AsyncFleetAPI(self.config, self._pool, self._policy)
         self.traces = AsyncTraces(self, screenshot_store)
         """Trace jobs and session uploads with screenshots (``fleet_sdk.traces``)."""
         self.tasks = AsyncTasks(self)
         """Task configs as ``fleet_sdk.Task``: ``list``, ``get``, ``load``."""
+
+    @property
+    def api(self) -> AsyncFleetAPI:
+        """The generated typed clients of every surface, on this client's pool.
+
+        Raises:
+            ClientClosedError: The client is closed.
+        """
+        self._require_open()
+        return self._api
 
     @property
     def http_client(self) -> httpx.AsyncClient:
@@ -271,14 +308,40 @@ class AsyncFleet(_FleetBase):
         }
         request = models.InstanceRequest(**{k: v for k, v in fields.items() if v is not None})
         deadline = Deadline(provision_deadline)
+        # A creation that fails or is cancelled deletes what it may have made (``create_instance``).
         instance = await create_instance(
             self.api.control_plane, request, deadline=deadline, policy=retry or PROVISIONING_RETRY
         )
-        instance = await self._wait_running(instance, deadline)
-        made = AsyncEnv(self, instance)
-        if heartbeat_interval is not None and keep_alive:
-            await made.keep_alive()
+        made: AsyncEnv | None = None
+        try:
+            instance = await self._wait_running(instance, deadline)
+            made = AsyncEnv(self, instance)
+            if heartbeat_interval is not None and keep_alive:
+                await made.keep_alive()
+        except BaseException:
+            # Nobody else holds the instance yet: a wait that timed out, failed or was cancelled
+            # (a trainer's timeout, Ctrl-C) must not leave it billed until its TTL.
+            if made is not None:
+                await made.close()
+            else:
+                await self._discard(instance.instance_id)
+            raise
         return made
+
+    async def _discard(self, instance_id: str) -> None:
+        """Delete an instance ``make`` created and will not hand over, even in a cancelled task.
+
+        Never raises but a held cancellation: the caller is raising the reason already.
+        """
+        control_plane = self._api.control_plane
+
+        async def delete() -> None:
+            try:
+                await delete_instance(control_plane, instance_id, deadline=Deadline(CLEANUP_DEADLINE))
+            except FleetError as exc:
+                log.warning("could not delete instance %s after a failed make: %s", instance_id, exc)
+
+        await run_cleanup(delete, what=f"deleting instance {instance_id}")
 
     async def _wait_running(
         self, instance: models.InstanceResponse, deadline: Deadline
@@ -330,7 +393,11 @@ class AsyncFleet(_FleetBase):
         return AsyncEnv(self, await self.api.control_plane.get_instance(instance_id))
 
     async def close(self) -> None:
-        """Close the connection pool (if this client created it)."""
+        """Close the connection pool (if this client created it); idempotent. Every further use
+        of this client raises ``ClientClosedError``."""
+        if self._closed:
+            return
+        self._closed = True
         if self._owns_pool:
             await self._pool.aclose()
 
@@ -357,9 +424,9 @@ class Fleet(_FleetBase):
         platform_url: Platform URL (traces, browser); else ``FLEET_PLATFORM_URL``.
         browser_url: Browser-lease URL; else ``BROWSER_API_BASE_URL``.
         browser_api_key: Browser key; else ``FLEET_TEAM_API_KEY``, ``BROWSER_API_TOKEN``, the API key.
-        timeout: Per-attempt timeouts (default 60 s, connect 10 s).
-        retry: Retry policy for safe calls.
-        deadline: Overall seconds per call, retries included (default 180 s).
+        timeout: Per-attempt timeouts (default 60 s, connect 10 s; None: none).
+        retry: Retry policy for safe calls (default ``RetryPolicy()``; None: no retries).
+        deadline: Overall seconds per call, retries included (default 180 s; None: none).
         http_client: An ``httpx.Client`` every call goes through (custom transport, proxies);
             owned by the caller. Default: the SDK's own pool, closed by ``close``.
         async_http_client: An ``httpx.AsyncClient`` for the async traffic (the methods above
@@ -381,9 +448,9 @@ class Fleet(_FleetBase):
         platform_url: str | None = None,
         browser_url: str | None = None,
         browser_api_key: str | None = None,
-        timeout: Timeout | None = None,
-        retry: RetryPolicy | None = None,
-        deadline: float | None = None,
+        timeout: Timeout | NotGiven | None = NOT_GIVEN,
+        retry: RetryPolicy | NotGiven | None = NOT_GIVEN,
+        deadline: float | NotGiven | None = NOT_GIVEN,
         http_client: httpx.Client | None = None,
         async_http_client: httpx.AsyncClient | None = None,
         environ: Mapping[str, str] | None = None,
@@ -407,11 +474,21 @@ class Fleet(_FleetBase):
         self._async_pool = async_http_client
         self._derived_pool: httpx.AsyncClient | None = None  # through ``http_client``; this client's
         self._async: AsyncFleet | None = None
-        self.api = FleetAPI(self.config, self._pool, self._policy)
+        self._api = FleetAPI(self.config, self._pool, self._policy)
         self.traces = Traces(self, screenshot_store)
         """Trace jobs and session uploads with screenshots (``fleet_sdk.traces``)."""
         self.tasks = Tasks(self)
         """Task configs as ``fleet_sdk.Task``: ``list``, ``get``, ``load``."""
+
+    @property
+    def api(self) -> FleetAPI:
+        """The generated typed clients of every surface, on this client's pool.
+
+        Raises:
+            ClientClosedError: The client is closed.
+        """
+        self._require_open()
+        return self._api
 
     @property
     def http_client(self) -> httpx.Client:
@@ -420,7 +497,12 @@ class Fleet(_FleetBase):
 
     @property
     def async_fleet(self) -> AsyncFleet:
-        """The async client the facade methods run on (created on first use)."""
+        """The async client the facade methods run on (created on first use).
+
+        Raises:
+            ClientClosedError: The client is closed (a closed client never makes a new pool).
+        """
+        self._require_open()
         if self._async is None:
             pool = self._async_pool
             if pool is None and not self._owns_pool:
@@ -445,7 +527,11 @@ class Fleet(_FleetBase):
     instance = sync_method(AsyncFleet.instance, wrap=Env)
 
     def close(self) -> None:
-        """Close the connection pools (if this client created them)."""
+        """Close the connection pools (if this client created them); idempotent. Every further
+        use of this client raises ``ClientClosedError``."""
+        if self._closed:
+            return
+        self._closed = True
         if self._owns_pool:
             self._pool.close()
         if self._async is not None:

@@ -9,6 +9,7 @@ looks in all three places (see ``ErrorBodyFields``)::
 
     FleetError
     ├── ConfigurationError              bad or missing settings (no API key, bad URL)
+    ├── ClientClosedError               a closed client (or env, MCP client, lease) was used again
     ├── APIError                        anything that went wrong talking to an API
     │   ├── APIConnectionError          no response: DNS, refused, reset
     │   │   └── APITimeoutError         connect/read timeout, or the call's deadline ran out
@@ -81,6 +82,7 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "BrowserStartError",
+    "ClientClosedError",
     "ConfigurationError",
     "ConflictError",
     "ContextToolError",
@@ -124,6 +126,11 @@ def _rebuild(cls: type[FleetError], args: tuple[Any, ...]) -> FleetError:
 
 class ConfigurationError(FleetError):
     """A setting is missing or invalid; the message names it."""
+
+
+class ClientClosedError(FleetError):
+    """A closed ``Fleet`` / ``AsyncFleet`` (or an env, MCP client or browser lease closed with it)
+    was used again; nothing was sent. Make a new client instead."""
 
 
 class APIError(FleetError):

@@ -12,19 +12,26 @@ A server that recognises a repeat by its ``X-Request-ID`` rather than by the ide
 answers 409 ``duplicate_request_id`` naming the instance the earlier attempt made
 (``schemas/env-instance.yaml``): that instance is the result. Should it already be dead, the
 create is sent once more as a new request.
+
+A creation that fails or is cancelled after an attempt whose answer never came (cut off,
+unreadable, or cancelled in flight) may have made an instance nobody will hold: it is sent once
+more with the same keys, which names that instance (or makes one), and what comes back is deleted
+(``delete_instance``, which retries every transient failure), in a cancelled task too.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import anyio
 
-from ._exceptions import ConflictError, NotFoundError
+from ._exceptions import APIResponseValidationError, APIStatusError, ConflictError, NotFoundError
 from ._retry import retry_async
 from ._runtime import Deadline, RequestOptions, RetryPolicy, is_transient, within
+from ._runtime._cleanup import CLEANUP_DEADLINE, run_cleanup
 
 if TYPE_CHECKING:
     from fleet_generated.env_instance import models
@@ -33,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PROVISIONING_RETRY",
     "create_instance",
+    "delete_instance",
     "duplicate_instance_id",
     "is_transient_provisioning_error",
 ]
@@ -115,22 +123,22 @@ async def create_instance(
     key = str(uuid.uuid4())
     request_id = str(uuid.uuid4())
 
-    async def send() -> models.InstanceResponse:
+    async def send(limit: Deadline) -> models.InstanceResponse:
         # Every retry of a create happens in retry_async, under one policy: the runtime makes one attempt.
-        options: RequestOptions = {**(within(deadline) or {}), "max_retries": 0}
+        options: RequestOptions = {**(within(limit) or {}), "max_retries": 0}
         return await api.create_instance(
             request, idempotency_key=key, x_request_id=request_id, options=options
         )
 
-    async def attempt() -> models.InstanceResponse:
+    async def attempt(limit: Deadline) -> models.InstanceResponse:
         nonlocal request_id
         try:
-            return await send()
+            return await send(limit)
         except ConflictError as exc:
             original = duplicate_instance_id(exc)
             if original is None:
                 raise
-        instance = await _recover(api, original, deadline)
+        instance = await _recover(api, original, limit)
         if instance.status not in _DEAD:
             log.warning(
                 "creating %s: an earlier attempt made instance %s; using it", request.env_key, original
@@ -143,12 +151,92 @@ async def create_instance(
             instance.status,
         )
         request_id = str(uuid.uuid4())
-        return await send()
+        return await send(limit)
 
-    return await retry_async(
+    maybe_made = False  # an attempt may have created an instance whose answer never came
+
+    async def tracked() -> models.InstanceResponse:
+        nonlocal maybe_made
+        try:
+            return await attempt(deadline)
+        except APIStatusError:
+            raise  # the server answered with an error: nothing was made by this attempt
+        except BaseException:
+            maybe_made = True  # lost on the way back, cut off, unreadable, or cancelled
+            raise
+
+    try:
+        return await retry_async(
+            tracked,
+            what=f"creating {request.env_key}",
+            policy=policy,
+            deadline=deadline,
+            log=log,
+            transient=is_transient_provisioning_error,
+        )
+    except BaseException:
+        if maybe_made:
+            reclaim = Deadline(CLEANUP_DEADLINE)
+            await run_cleanup(
+                lambda: _reclaim(api, lambda: attempt(reclaim), reclaim),
+                what=f"reclaiming a {request.env_key} instance",
+            )
+        raise
+
+
+async def _reclaim(
+    api: AsyncControlPlaneClient,
+    attempt: Callable[[], Awaitable[models.InstanceResponse]],
+    deadline: Deadline,
+) -> None:
+    """Find the instance a failed creation may have made and delete it.
+
+    Sending the create once more with the same ``Idempotency-Key`` and ``X-Request-ID`` names the
+    instance an earlier attempt made (its replay, or a 409 ``duplicate_request_id``); when none
+    was made it makes one, deleted at once all the same. Failures are logged, never raised: the
+    caller is already raising the creation's own error.
+    """
+    try:
+        instance = await attempt()
+        await delete_instance(api, instance.instance_id, deadline=deadline)
+        log.warning("a failed creation had made instance %s; deleted it", instance.instance_id)
+    except Exception as exc:
+        log.warning("could not reclaim the instance of a failed creation: %s", type(exc).__name__)
+
+
+_DELETE_RETRY = RetryPolicy(max_retries=4, backoff_base=0.5, backoff_max=4.0)
+
+
+async def delete_instance(api: AsyncControlPlaneClient, instance_id: str, *, deadline: Deadline) -> None:
+    """Delete an instance until it is gone, or the deadline or the retries run out.
+
+    A delete is safe to repeat, so every transient failure is retried, every 5xx included (as a
+    create's are); an instance already gone (404) is deleted; a 2xx answer whose body cannot be
+    read still says the instance was deleted.
+
+    Args:
+        api: The control-plane client.
+        instance_id: The instance.
+        deadline: Overall deadline for every attempt.
+
+    Raises:
+        FleetError: The last error once it is permanent or time or retries ran out.
+    """
+
+    async def attempt() -> None:
+        options: RequestOptions = {**(within(deadline) or {}), "max_retries": 0}
+        try:
+            await api.delete_instance(instance_id, options=options)
+        except NotFoundError:
+            pass
+        except APIResponseValidationError as exc:
+            if not 200 <= exc.status_code < 300:
+                raise
+
+    await retry_async(
         attempt,
-        what=f"creating {request.env_key}",
-        policy=policy,
+        what=f"deleting instance {instance_id}",
+        policy=_DELETE_RETRY,
         deadline=deadline,
         log=log,
         transient=is_transient_provisioning_error,

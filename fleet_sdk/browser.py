@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypedDict
 from urllib.parse import urlsplit
@@ -28,15 +29,19 @@ from urllib.parse import urlsplit
 import anyio
 
 from ._exceptions import (
+    APIResponseValidationError,
     APIStatusError,
     BrowserStartError,
+    ClientClosedError,
     FleetError,
     MCPError,
     RateLimitError,
     ToolNotFoundError,
 )
 from ._png import is_blank_png
-from ._runtime import Deadline
+from ._retry import retry_async
+from ._runtime import Deadline, RequestOptions, RetryPolicy, is_transient, within
+from ._runtime._cleanup import CLEANUP_DEADLINE, run_cleanup
 from ._runtime._policy import parse_retry_after
 from .mcp import MCPClient
 from .messages import ContentBlock
@@ -65,7 +70,7 @@ MULTIMODAL_TTL_SECONDS = 1800
 
 COMPUTER = "computer"
 POLL_INTERVAL = 0.5
-CLOSE_DEADLINE = 30.0
+CLOSE_DEADLINE = CLEANUP_DEADLINE
 """Seconds ``close`` may take to delete the lease, even in a cancelled task."""
 
 
@@ -129,17 +134,67 @@ def _png_from_value(value: Any) -> bytes | None:
 async def _create_lease(fleet: AsyncFleet, request: BrowserLeaseRequest, ready: Deadline) -> BrowserLease:
     """Create the lease, waiting out 429s (no browser free: browser-lease.yaml) until ``ready`` ends.
 
-    A refused create made nothing, so making it again is safe.
+    A refused create made nothing, so making it again is safe. Every attempt carries one
+    ``Idempotency-Key``: a create whose answer was lost, unreadable or cancelled is sent once more
+    with it, which names the lease it made (or makes one), and that lease is deleted.
     """
+    api = fleet.api.browser
+    key = str(uuid.uuid4())
     while True:
         try:
-            return await fleet.api.browser.create_browser_lease(request)
+            return await api.create_browser_lease(request, idempotency_key=key, options=within(ready))
         except RateLimitError as exc:
             wait = parse_retry_after(exc.response) or POLL_INTERVAL * 4
             if not ready.allows(wait):
                 raise BrowserStartError(f"no browser was free before the deadline: {exc}") from exc
             log.info("no browser free (429): creating the lease again in %.1fs", wait)
             await anyio.sleep(wait)
+        except APIStatusError:
+            raise  # answered: nothing was made
+        except BaseException:
+            await run_cleanup(lambda: _reclaim_lease(fleet, request, key), what="reclaiming a browser lease")
+            raise
+
+
+async def _delete_lease(fleet: AsyncFleet, lease_id: str, deadline: Deadline) -> None:
+    """Delete a lease until it is gone (an ended one, 404 or 410, is); a delete is safe to repeat,
+    so every transient failure is retried, every 5xx included, and a 2xx answer that cannot be read
+    still says it was deleted."""
+    api = fleet.api.browser
+
+    async def attempt() -> None:
+        options: RequestOptions = {**(within(deadline) or {}), "max_retries": 0}
+        try:
+            await api.delete_browser_lease(lease_id, options=options)
+        except APIStatusError as exc:
+            if exc.status_code not in (404, 410):
+                raise
+        except APIResponseValidationError as exc:
+            if not 200 <= exc.status_code < 300:
+                raise
+
+    await retry_async(
+        attempt,
+        what=f"deleting browser lease {lease_id}",
+        policy=_DELETE_RETRY,
+        deadline=deadline,
+        log=log,
+        transient=lambda exc: is_transient(exc, server_errors=True),
+    )
+
+
+_DELETE_RETRY = RetryPolicy(max_retries=4, backoff_base=0.5, backoff_max=4.0)
+
+
+async def _reclaim_lease(fleet: AsyncFleet, request: BrowserLeaseRequest, key: str) -> None:
+    """Delete the lease a create with ``key`` may have made (never raises)."""
+    api = fleet.api.browser
+    limit = Deadline(CLEANUP_DEADLINE)
+    try:
+        lease = await api.create_browser_lease(request, idempotency_key=key, options=within(limit))
+        await _delete_lease(fleet, lease.lease_id, limit)
+    except FleetError as exc:
+        log.warning("could not reclaim the lease of a failed create: %s", type(exc).__name__)
 
 
 class BrowserSession:
@@ -222,6 +277,7 @@ class BrowserSession:
             session._mcp = MCPClient(
                 [running.mcp_url],
                 http_client=fleet.http_client,
+                retry=fleet.call_policy.retry,
                 timeout=fleet.call_policy.timeout,
                 call_deadline=call_deadline,
             )
@@ -299,6 +355,8 @@ class BrowserSession:
             The action's content blocks (every action answers with a screenshot, an
             ``image_url`` block with a data URL), or ``{"error": message}`` when it failed.
         """
+        if self._closed:
+            raise ClientClosedError(f"browser lease {self.lease_id} is closed (deleted)")
         return _computer_result(await self.mcp.call_tool(name, arguments, deadline=deadline))
 
     async def close(self) -> None:
@@ -306,15 +364,17 @@ class BrowserSession:
         if self._closed:
             return
         self._closed = True
-        # Shielded (and bounded): a close in a cancelled task must still delete the lease.
-        with anyio.move_on_after(CLOSE_DEADLINE, shield=True):
+        # Run to its end (bounded) in a cancelled task too: the lease must still be deleted.
+        await run_cleanup(self._close, what=f"deleting browser lease {self.lease_id}", seconds=CLOSE_DEADLINE)
+
+    async def _close(self) -> None:
+        try:
+            if self._mcp is not None:
+                await self._mcp.aclose()
+        finally:
             try:
-                await self._fleet.api.browser.delete_browser_lease(self.lease_id)
+                await _delete_lease(self._fleet, self.lease_id, Deadline(CLOSE_DEADLINE))
             except APIStatusError as exc:
-                if exc.status_code not in (404, 410):
-                    log.warning("browser lease %s: delete failed with %s", self.lease_id, exc.status_code)
+                log.warning("browser lease %s: delete failed with %s", self.lease_id, exc.status_code)
             except FleetError as exc:
                 log.warning("browser lease %s: delete failed: %s", self.lease_id, type(exc).__name__)
-            finally:
-                if self._mcp is not None:
-                    await self._mcp.aclose()

@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from ._exceptions import DatabaseError, FleetError, NotFoundError, ToolNotFoundError
+from ._exceptions import ClientClosedError, DatabaseError, FleetError, NotFoundError, ToolNotFoundError
+from ._runtime import Deadline
+from ._runtime._cleanup import CLEANUP_DEADLINE, run_cleanup
 from ._twin import sync_method, sync_view
 
 if TYPE_CHECKING:
@@ -68,6 +70,7 @@ class AsyncDatabase:
 
     async def describe(self) -> models.DescribeResponse:
         """Tables, their SQL and columns."""
+        self._env._require_open()
         return await self._env.manager.describe_database(self.name)
 
     async def query(
@@ -85,6 +88,7 @@ class AsyncDatabase:
             DatabaseError: The database refused the statement (bad SQL, a constraint); carries
                 the database's message.
         """
+        self._env._require_open()
         response = await self._env.manager.query_database(
             self.name, query=sql, args=args, read_only=read_only
         )
@@ -125,6 +129,7 @@ class AsyncEnv:
         self.mcp: MCPClient = MCPClient(
             mcp_endpoints or [f"{root}mcp", f"{root}api/v1/mcp"],
             http_client=fleet.api.http_client,
+            retry=fleet.api.call_policy.retry,
             timeout=fleet.api.call_policy.timeout,
             call_deadline=call_deadline,
         )
@@ -140,6 +145,15 @@ class AsyncEnv:
         return self.instance.instance_id
 
     @property
+    def closed(self) -> bool:
+        """Whether ``close`` was called (the instance is deleted)."""
+        return self._closed
+
+    def _require_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError(f"instance {self.instance_id!r} is closed (deleted); make a new env")
+
+    @property
     def env_key(self) -> str:
         """The environment key."""
         return self.instance.env_key
@@ -150,6 +164,7 @@ class AsyncEnv:
         Args:
             seed: Optional seed forwarded to the instance.
         """
+        self._require_open()
         if seed is None:
             return await self.manager.reset_instance()
         return await self.manager.reset_instance(seed=seed)
@@ -164,6 +179,7 @@ class AsyncEnv:
 
     async def resources(self) -> list[models.Resource]:
         """The instance's resources (databases, browsers, APIs)."""
+        self._require_open()
         return await self.manager.list_resources()
 
     async def diff(self, ignore: models.DiffIgnoreConfig | None = None) -> models.DiffResponse:
@@ -172,6 +188,7 @@ class AsyncEnv:
         Args:
             ignore: Tables, fields and per-table fields to leave out.
         """
+        self._require_open()
         if ignore is None:
             return await self.manager.structured_diff()
         return await self.manager.structured_diff(ignore_config=ignore)
@@ -199,6 +216,7 @@ class AsyncEnv:
 
     async def heartbeat(self) -> models.HeartbeatResponse:
         """Extend the instance's TTL."""
+        self._require_open()
         return await self._fleet.api.control_plane.heartbeat_instance(self.instance_id)
 
     async def keep_alive(self, period: float | None = None) -> None:
@@ -216,10 +234,9 @@ class AsyncEnv:
                 ``heartbeat_interval``, or 30 when it has none).
 
         Raises:
-            FleetError: The env is closed.
+            ClientClosedError: The env is closed.
         """
-        if self._closed:
-            raise FleetError(f"instance {self.instance_id!r} is closed: nothing to keep alive")
+        self._require_open()
         if self._heartbeats is not None and not self._heartbeats.done():
             return
         if period is None:
@@ -247,14 +264,20 @@ class AsyncEnv:
 
     async def refresh(self) -> models.InstanceResponse:
         """Fetch the instance's current state from the control plane."""
+        self._require_open()
         self.instance = await self._fleet.api.control_plane.get_instance(self.instance_id)
         return self.instance
 
     async def close(self) -> None:
-        """Delete the instance (idempotent; an already-deleted instance is fine)."""
+        """End the MCP sessions and delete the instance (idempotent; an already-deleted instance is
+        fine). Runs to its end in a cancelled task too (bounded); every further use of the env
+        raises ``ClientClosedError``."""
         if self._closed:
             return
         self._closed = True
+        await run_cleanup(self._close, what=f"closing instance {self.instance_id}")
+
+    async def _close(self) -> None:
         if self._heartbeats is not None:
             self._heartbeats.cancel()
             import asyncio
@@ -265,8 +288,11 @@ class AsyncEnv:
             # End the MCP sessions first: once the instance is gone its endpoints answer 404.
             await self.mcp.aclose()
         finally:
-            with contextlib.suppress(NotFoundError):
-                await self._fleet.api.control_plane.delete_instance(self.instance_id)
+            from ._provisioning import delete_instance
+
+            await delete_instance(
+                self._fleet.api.control_plane, self.instance_id, deadline=Deadline(CLEANUP_DEADLINE)
+            )
 
     async def __aenter__(self) -> AsyncEnv:
         return self
@@ -322,6 +348,11 @@ class Env:
     def env_key(self) -> str:
         """The environment key."""
         return self._inner.env_key
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` was called (the instance is deleted)."""
+        return self._inner.closed
 
     reset = sync_method(AsyncEnv.reset)
     db = sync_view(AsyncEnv.db, wrap=Database)

@@ -32,11 +32,12 @@ from typing import Any
 import anyio
 import httpx
 
-from ._exceptions import MCPError, ToolNotFoundError, ToolsUnavailableError
+from ._exceptions import ClientClosedError, MCPError, ToolNotFoundError, ToolsUnavailableError
 from ._mcp_results import extract_tool_result
 from ._public import publish
 from ._retry import is_transient_reply, retry_async
 from ._runtime import Deadline, RetryPolicy, Timeout
+from ._runtime._cleanup import run_cleanup
 from ._version import __version__
 from .tools import Tool
 
@@ -212,30 +213,73 @@ class MCPClient:
         self._http = http_client
         self._sessions = {endpoint: _Session(endpoint) for endpoint in self.endpoints}
         self._next_id = 0
+        self._closed = False
         self.initializations = 0
         """How many sessions this client has set up (one per endpoint unless the server ended one)."""
 
     def __repr__(self) -> str:
         return f"MCPClient(endpoints={self.endpoints!r})"
 
+    @property
+    def closed(self) -> bool:
+        """Whether ``aclose`` was called: every further request raises ``ClientClosedError``."""
+        return self._closed
+
     async def aclose(self) -> None:
-        """End the open sessions (best effort) and close the pool if this client made it."""
+        """End the open sessions (best effort, each DELETE tried again on a transient failure
+        within 5 s) and close the pool if this client made it; idempotent."""
+        self._closed = True
         try:
             for session in self._sessions.values():
-                if session.session_id is not None and self._http is not None:
-                    headers = {**self._headers, _SESSION_HEADER: session.session_id}
-                    try:
-                        with anyio.fail_after(5):
-                            await self._http.delete(session.endpoint, headers=headers)
-                    except (httpx.HTTPError, TimeoutError) as exc:
-                        log.debug("ending MCP session on %s failed: %s", session.endpoint, _describe(exc))
+                if session.session_id is not None and self._http is not None and not self._http.is_closed:
+                    await self._end_session(self._http, session)
                 session.reset()
         finally:
             if self._owns_http and self._http is not None:
                 await self._http.aclose()
                 self._http = None
 
+    async def _end_session(self, http: httpx.AsyncClient, session: _Session) -> None:
+        """``DELETE`` one session; a DELETE is safe to repeat, so transient failures are retried."""
+        assert session.session_id is not None
+        headers = {**self._headers, _SESSION_HEADER: session.session_id}
+        deadline = Deadline(5.0)
+
+        async def delete() -> None:
+            try:
+                response = await http.delete(
+                    session.endpoint, headers=headers, timeout=self._timeout.to_httpx(deadline.remaining())
+                )
+            except _NOT_SENT as exc:
+                raise MCPTransportError(_describe(exc), sent=False) from exc
+            except httpx.HTTPError as exc:
+                raise MCPTransportError(_describe(exc), sent=True) from exc
+            if response.status_code >= 500 or response.status_code in (408, 429):
+                raise MCPTransportError(
+                    f"HTTP {response.status_code}", sent=True, status_code=response.status_code
+                )
+
+        try:
+            with anyio.fail_after(deadline.remaining()):
+                await retry_async(
+                    delete,
+                    what=f"ending MCP session on {session.endpoint}",
+                    policy=RetryPolicy(max_retries=2, backoff_base=0.1, backoff_max=0.5),
+                    deadline=deadline,
+                    log=log,
+                    transient=lambda exc: isinstance(exc, MCPTransportError) and exc.transient,
+                )
+        except (MCPError, TimeoutError) as exc:
+            log.debug("ending MCP session on %s failed: %s", session.endpoint, _describe(exc))
+
+    def _require_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError(f"the MCP client of {self.endpoints} is closed (its sessions ended)")
+        if self._http is not None and self._http.is_closed:  # the fleet that made the env closed it
+            raise ClientClosedError(f"the connection pool of the MCP client of {self.endpoints} is closed")
+
     def _pool(self) -> httpx.AsyncClient:
+        self._require_open()
         if self._http is None:
             # Created on first use so it binds to the loop that uses it.
             self._http = httpx.AsyncClient()
@@ -305,17 +349,26 @@ class MCPClient:
             request_id = self._next_id
             payload = {"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": params}
             response = await self._post(session, payload, deadline)
-            message = _parse_body(response, request_id)
-            if message.get("error") is not None:
-                raise MCPError(f"MCP initialize on {session.endpoint} was refused: {message['error']}")
-            result = message.get("result") or {}
-            session.session_id = response.headers.get(_SESSION_HEADER)
-            session.protocol_version = str(result.get("protocolVersion") or PROTOCOL_VERSION)
-            self.initializations += 1
+            # From here the server holds a session: one not set up to the end is ended at once
+            # (the client would forget its id, and the server keep it until its idle timeout).
+            opened = _Session(session.endpoint, response.headers.get(_SESSION_HEADER))
             try:
+                message = _parse_body(response, request_id)
+                if message.get("error") is not None:
+                    raise MCPError(f"MCP initialize on {session.endpoint} was refused: {message['error']}")
+                result = message.get("result") or {}
+                session.session_id = opened.session_id
+                session.protocol_version = str(result.get("protocolVersion") or PROTOCOL_VERSION)
+                self.initializations += 1
                 await self._post(session, {"jsonrpc": "2.0", "method": "notifications/initialized"}, deadline)
             except BaseException:
                 session.reset()
+                http = self._http
+                if opened.session_id is not None and http is not None and not http.is_closed:
+                    await run_cleanup(
+                        lambda: self._end_session(http, opened),
+                        what=f"ending MCP session on {opened.endpoint}",
+                    )
                 raise
 
     async def _request(
@@ -387,6 +440,7 @@ class MCPClient:
         Raises:
             ToolsUnavailableError: No endpoint listed any tool.
         """
+        self._require_open()
         if self._tools is not None and not refresh:
             return list(self._tools.values())
         deadline = Deadline(self.list_deadline)
@@ -458,6 +512,7 @@ class MCPClient:
             MCPError: The call failed and repeating it was not safe, or the retries or the
                 deadline ran out.
         """
+        self._require_open()
         tools = self._tools if self._tools is not None else {t.name: t for t in await self.list_tools()}
         tool = tools.get(name)
         if tool is None:

@@ -28,7 +28,6 @@ transcript.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import random
@@ -51,6 +50,7 @@ __all__ = [
     "RANDOM_MODEL",
     "SCRIPTED_MODEL",
     "SUBMIT_FINAL_ANSWER",
+    "ChatCompletionsFactory",
     "ChatCompletionsPolicy",
     "ModelEndpoint",
     "Policy",
@@ -62,6 +62,7 @@ __all__ = [
     "SamplingParams",
     "ScriptedPolicy",
     "ToolCallRequest",
+    "close_policy_factory",
     "make_policy",
     "probe_endpoint",
     "random_value",
@@ -372,6 +373,11 @@ def random_value(rng: random.Random, schema: Mapping[str, Any], depth: int = 0) 
     return "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(low_len, high_len)))
 
 
+def _model_client(endpoint: ModelEndpoint, timeout: float) -> httpx.AsyncClient:
+    headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+    return httpx.AsyncClient(timeout=timeout, headers=headers)
+
+
 class ChatCompletionsPolicy:
     """A model behind an OpenAI-compatible ``/chat/completions`` endpoint, with tools.
 
@@ -380,19 +386,27 @@ class ChatCompletionsPolicy:
         model: The model id sent as ``model`` (e.g. ``openai/gpt-4o``).
         endpoint: The endpoint (``/chat/completions`` is appended to its URL unless present).
         timeout: Seconds per HTTP attempt.
+        http_client: The client to send on, shared by the episodes of a run and owned by the
+            caller (``ChatCompletionsFactory``); None makes one for this episode, closed by ``aclose``.
     """
 
     def __init__(
-        self, context: PolicyContext, *, model: str, endpoint: ModelEndpoint, timeout: float = 120.0
+        self,
+        context: PolicyContext,
+        *,
+        model: str,
+        endpoint: ModelEndpoint,
+        timeout: float = 120.0,
+        http_client: httpx.AsyncClient | None = None,
     ) -> None:
         base = endpoint.base_url.rstrip("/")
         self._url = base if base.endswith("/chat/completions") else f"{base}/chat/completions"
         self._model = model
         self._tools = context.openai_tools
         self._sampling = endpoint.sampling
-        headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
         self._timeout = timeout
-        self._client = httpx.AsyncClient(timeout=timeout, headers=headers)
+        self._owns_client = http_client is None
+        self._client = http_client or _model_client(endpoint, timeout)
 
     async def next_turn(self, messages: Sequence[Mapping[str, Any]]) -> PolicyTurn:
         """Ask the model; transient HTTP failures are retried a couple of times with backoff."""
@@ -466,16 +480,87 @@ class ChatCompletionsPolicy:
             raise PolicyError(f"model endpoint {self._url} answered non-JSON: {response.text[:300]}") from exc
 
     async def aclose(self) -> None:
-        """Close the HTTP client."""
-        await self._client.aclose()
+        """Close the HTTP client, when this policy made it."""
+        if self._owns_client:
+            await self._client.aclose()
 
 
-def make_policy(model: str, endpoint: ModelEndpoint | None = None) -> PolicyFactory:
+class ChatCompletionsFactory:
+    """Makes the ``ChatCompletionsPolicy`` of each episode of a model.
+
+    With ``shared``, its policies all send on one HTTP client, so an evaluation's thousands of
+    model calls reuse their connections; whoever asks for that closes the client at the end of
+    the run (``close_policy_factory``). The client is made on first use and belongs to that event
+    loop: a policy made on another loop gets a client of its own. A pickled copy (an executor
+    shipping it to another process) is not shared, so nothing there is left open. Without
+    ``shared`` each policy has its own client, closed with the episode.
+
+    Args:
+        model: The model id sent as ``model``.
+        endpoint: The endpoint.
+        timeout: Seconds per HTTP attempt.
+        shared: One HTTP client for every policy, until ``aclose``.
+    """
+
+    def __init__(
+        self, model: str, endpoint: ModelEndpoint, timeout: float = 120.0, *, shared: bool = False
+    ) -> None:
+        self.model = model
+        self.endpoint = endpoint
+        self.timeout = timeout
+        self.shared = shared
+        self._client: httpx.AsyncClient | None = None
+        self._loop: object = None
+
+    def __repr__(self) -> str:
+        return f"ChatCompletionsFactory(model={self.model!r}, endpoint={self.endpoint!r})"
+
+    def __call__(self, context: PolicyContext) -> ChatCompletionsPolicy:
+        import asyncio
+
+        client = None
+        if self.shared:
+            loop = asyncio.get_running_loop()
+            if self._client is None or self._client.is_closed:
+                self._client, self._loop = _model_client(self.endpoint, self.timeout), loop
+            client = self._client if self._loop is loop else None
+        return ChatCompletionsPolicy(
+            context, model=self.model, endpoint=self.endpoint, timeout=self.timeout, http_client=client
+        )
+
+    async def aclose(self) -> None:
+        """Close the shared HTTP client; later policies have clients of their own."""
+        client, self._client, self._loop, self.shared = self._client, None, None, False
+        if client is not None:
+            await client.aclose()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"model": self.model, "endpoint": self.endpoint, "timeout": self.timeout}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state)  # type: ignore[misc]
+
+
+async def close_policy_factory(factory: PolicyFactory) -> None:
+    """Release what a policy factory holds for its episodes (``ChatCompletionsFactory``'s client);
+    nothing for a policy class.
+
+    Args:
+        factory: What ``make_policy`` returned.
+    """
+    aclose = getattr(factory, "aclose", None)
+    if aclose is not None and not isinstance(factory, type):
+        await aclose()
+
+
+def make_policy(model: str, endpoint: ModelEndpoint | None = None, *, shared: bool = False) -> PolicyFactory:
     """The policy factory of a model id (picklable, so executors can ship it).
 
     Args:
         model: ``local/scripted``, ``local/random`` or a chat-completions model id.
         endpoint: Where a model other than ``local/scripted`` / ``local/random`` is asked.
+        shared: A chat-completions model's episodes share one HTTP client (connections reused
+            across a run); the caller closes it with ``close_policy_factory`` at the run's end.
 
     Raises:
         PolicyError: The model is not a local policy and no endpoint is given. (A task the chosen
@@ -489,7 +574,7 @@ def make_policy(model: str, endpoint: ModelEndpoint | None = None) -> PolicyFact
         raise PolicyError(
             f"model {model!r} needs a chat-completions endpoint, or use {SCRIPTED_MODEL!r} / {RANDOM_MODEL!r}"
         )
-    return functools.partial(ChatCompletionsPolicy, model=model, endpoint=endpoint)
+    return ChatCompletionsFactory(model, endpoint, shared=shared)
 
 
 async def probe_endpoint(model: str, endpoint: ModelEndpoint, *, attempt_timeout: float = 30.0) -> None:

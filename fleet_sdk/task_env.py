@@ -29,9 +29,8 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, overload
 
-import anyio
-
 from ._exceptions import ContextToolError, EpisodeError, FleetError, MCPError
+from ._runtime._cleanup import CLEANUP_DEADLINE, run_cleanup
 from ._twin import sync_method
 from .actions import Action, ToolCall, parse_action
 from .context import CONTEXT_TOOL_NAMES, CONTEXT_TOOLS, ContextManager
@@ -53,7 +52,7 @@ __all__ = ["SUBMIT_FINAL_ANSWER", "DoneReason", "Observation", "StepInfo", "Task
 
 log = logging.getLogger("fleet_sdk.task_env")
 
-CLOSE_DEADLINE = 30.0
+CLOSE_DEADLINE = CLEANUP_DEADLINE
 """Seconds ``close_async`` may take to delete the instance, even in a cancelled task."""
 DoneReason = Literal["agent", "submitted", "max_steps", "closed"]
 
@@ -413,7 +412,14 @@ class TaskEnv:
         Returns:
             The ``Observation``: prompt, tools (OpenAI format), ``step`` 0, and as ``content`` a
             screenshot with the turn footer on multimodal tasks (else None).
+
+        An episode still running is abandoned: it is graded first (``done_reason`` ``closed``),
+        and uploaded with a trace job, before its instance is restored, as ``close`` does.
         """
+        if self.env is not None and self._started_at is not None and not self.done:
+            self._finish("closed")
+            reward = await self._end_episode()
+            log.info("task %s: the abandoned episode was graded %s", self.task.task_key, reward)
         self._reset_episode()
         self._closed = False
         self._started_at = datetime.now(UTC)
@@ -709,14 +715,12 @@ class TaskEnv:
                             await self._end_episode()
                             self.env = None
                     finally:
-                        # Shielded (and bounded): a cancelled episode must still delete its instance.
-                        with anyio.move_on_after(CLOSE_DEADLINE, shield=True):
-                            await env.close()
+                        # Runs to its end (bounded) in a cancelled task too: see ``AsyncEnv.close``.
+                        await env.close()
         finally:
             if self._fleet_arg is None and self._fleet is not None:
                 owned, self._fleet = self._fleet, None
-                with anyio.move_on_after(CLOSE_DEADLINE, shield=True):
-                    await owned.close()
+                await run_cleanup(owned.close, what="closing its own client", seconds=CLOSE_DEADLINE)
 
     # -- sync twins (fleet_sdk._twin: same signatures and docstrings, run on the loop bridge) --
 

@@ -188,6 +188,7 @@ def _samples() -> list[fleet_sdk.FleetError]:
         status(fleet_sdk.UnprocessableEntityError, 422, {"detail": [{"loc": ["body"]}]}),
         status(fleet_sdk.RateLimitError, 429, {"detail": "slow down", "retryable": True}),
         status(fleet_sdk.InternalServerError, 500, {"detail": "boom"}),
+        fleet_sdk.ClientClosedError("this AsyncFleet is closed"),
         fleet_sdk.MCPError("mcp failed"),
         fleet_sdk.ToolsUnavailableError("no tools"),
         fleet_sdk.ToolNotFoundError("no such tool"),

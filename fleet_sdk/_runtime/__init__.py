@@ -20,9 +20,13 @@ if TYPE_CHECKING:
     from ._config import ORCHESTRATOR_URL, PLATFORM_URL, FleetConfig, Surface
     from ._policy import (
         IDEMPOTENCY_HEADER,
+        NO_RETRIES,
+        NO_TIMEOUT,
+        NOT_GIVEN,
         TRANSIENT_MESSAGES,
         CallPolicy,
         Deadline,
+        NotGiven,
         RetryPolicy,
         Timeout,
         is_transient,
@@ -34,6 +38,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "IDEMPOTENCY_HEADER",
+    "NOT_GIVEN",
+    "NO_RETRIES",
+    "NO_TIMEOUT",
     "ORCHESTRATOR_URL",
     "PLATFORM_URL",
     "REDACTED",
@@ -47,6 +54,7 @@ __all__ = [
     "Deadline",
     "FleetConfig",
     "HTTPClient",
+    "NotGiven",
     "QueryValue",
     "Redactor",
     "RequestOptions",
@@ -69,6 +77,10 @@ _HOMES = {
     "FleetConfig": "._config",
     "Surface": "._config",
     "IDEMPOTENCY_HEADER": "._policy",
+    "NOT_GIVEN": "._policy",
+    "NO_RETRIES": "._policy",
+    "NO_TIMEOUT": "._policy",
+    "NotGiven": "._policy",
     "TRANSIENT_MESSAGES": "._policy",
     "CallPolicy": "._policy",
     "Deadline": "._policy",

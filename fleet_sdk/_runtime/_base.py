@@ -22,12 +22,15 @@ from .._exceptions import (
     APIResponseValidationError,
     APIStatusError,
     APITimeoutError,
+    ClientClosedError,
     status_error_class,
 )
 from ._policy import (
     IDEMPOTENCY_HEADER,
+    NOT_GIVEN,
     CallPolicy,
     Deadline,
+    NotGiven,
     RetryPolicy,
     Timeout,
     is_safe_to_retry,
@@ -143,16 +146,16 @@ class BaseHTTPClient:
     def with_options(
         self,
         *,
-        timeout: Timeout | None = None,
-        retry: RetryPolicy | None = None,
-        deadline: float | None = None,
+        timeout: Timeout | NotGiven | None = NOT_GIVEN,
+        retry: RetryPolicy | NotGiven | None = NOT_GIVEN,
+        deadline: float | NotGiven | None = NOT_GIVEN,
     ) -> Self:
         """A copy with another call policy, sharing this client's connection pool.
 
         Args:
-            timeout: Per-attempt timeouts (default: this client's).
-            retry: Retry policy (default: this client's).
-            deadline: Overall seconds per call (default: this client's).
+            timeout: Per-attempt timeouts (not given: this client's; None: none).
+            retry: Retry policy (not given: this client's; None: no retries).
+            deadline: Overall seconds per call (not given: this client's; None: none).
         """
         cls: Any = type(self)  # HTTPClient or AsyncHTTPClient: the same keyword arguments
         copy: Self = cls(
@@ -196,6 +199,10 @@ class BaseHTTPClient:
         body: Any,
         options: RequestOptions | None,
     ) -> PreparedCall:
+        if client.is_closed:  # httpx would say "the client has been closed" as a RuntimeError
+            raise ClientClosedError(
+                f"{method} {path}: this client's connection pool is closed; make a new client"
+            )
         opts: RequestOptions = options or {}
         # A caller may give the call's id (as ``extra_headers``, or a generated ``x_request_id``
         # argument) so that several calls are one to the server: see fleet_sdk/_provisioning.py.

@@ -74,19 +74,53 @@ class LoopBridge:
         if self.in_bridge_thread():
             coro.close()
             raise RuntimeError("a sync fleet_sdk method was called from inside an async fleet_sdk callback")
-        import asyncio
 
-        future = asyncio.run_coroutine_threadsafe(coro, self._ensure())
+        loop = self._ensure()
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        finished = threading.Event()  # set once the coroutine has unwound (or never started)
+        tasks: list[asyncio.Task[T]] = []
+
+        def start() -> None:
+            if not future.set_running_or_notify_cancel():  # cancelled before it started
+                coro.close()
+                finished.set()
+                return
+            task = loop.create_task(coro)
+            tasks.append(task)
+
+            def done(task: asyncio.Task[T]) -> None:
+                finished.set()
+                if task.cancelled():
+                    future.set_exception(concurrent.futures.CancelledError())
+                elif (error := task.exception()) is not None:
+                    future.set_exception(error)
+                else:
+                    future.set_result(task.result())
+
+            task.add_done_callback(done)
+
+        def stop() -> None:
+            # Cancel the coroutine and let it delete what it made (an instance mid-``make``)
+            # before the caller goes on; bounded, and a second Ctrl-C stops the wait.
+            if not future.cancel():  # running: ``start`` has made the task by the time this runs
+                loop.call_soon_threadsafe(lambda: tasks[0].cancel())  # noqa: PLW0108
+            finished.wait(STOP_WAIT)
+
+        loop.call_soon_threadsafe(start)
         try:
             return future.result(timeout)
         except concurrent.futures.TimeoutError:
-            future.cancel()
+            stop()
             raise TimeoutError(f"fleet_sdk call did not finish within {timeout}s") from None
         except BaseException:
-            # KeyboardInterrupt in the waiting thread: stop the work too.
-            if not future.done():
-                future.cancel()
+            if not future.done():  # KeyboardInterrupt in the waiting thread: stop the work too
+                stop()
             raise
+
+
+STOP_WAIT = 35.0
+"""Seconds an interrupted sync call waits for its coroutine to unwind (each cleanup in it is
+bounded by 30 s: ``fleet_sdk._runtime._cleanup``)."""
 
 
 _BRIDGE = LoopBridge()

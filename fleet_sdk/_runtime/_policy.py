@@ -10,16 +10,55 @@ POST/PATCH that carries an idempotency key) and the failure is transient
 from __future__ import annotations
 
 import json
+import math
 import random
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 from .._exceptions import APIConnectionError, APIStatusError, read_error_body
 
 if TYPE_CHECKING:
     import httpx
     from fleet_generated._transport import RequestOptions, TimeoutLike
+
+T = TypeVar("T")
+
+
+class NotGiven:
+    """The type of ``NOT_GIVEN``: an option left out, which keeps the default (or the current
+    client's setting), unlike ``None``, which turns the option off."""
+
+    _instance: NotGiven | None = None
+
+    def __new__(cls) -> NotGiven:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __bool__(self) -> Literal[False]:
+        return False
+
+    def __repr__(self) -> str:
+        return "NOT_GIVEN"
+
+    def __reduce__(self) -> str:
+        return "NOT_GIVEN"
+
+
+NOT_GIVEN: Final = NotGiven()
+"""Default of a policy option: "keep the default" (``None`` means "off")."""
+
+
+def given(value: T | NotGiven, default: T) -> T:
+    """``value``, or ``default`` when it was not given.
+
+    Args:
+        value: An option's value, or ``NOT_GIVEN``.
+        default: What an option left out means.
+    """
+    return default if isinstance(value, NotGiven) else value
+
 
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 RETRYABLE_STATUS = frozenset({408, 429, 502, 503, 504})
@@ -95,11 +134,15 @@ class Timeout:
     connect: float = 10.0
 
     def to_httpx(self, remaining: float | None) -> httpx.Timeout:
-        """An ``httpx.Timeout`` for one attempt, never longer than the time left."""
+        """An ``httpx.Timeout`` for one attempt, never longer than the time left (``NO_TIMEOUT``
+        and no deadline: none at all)."""
         import httpx
 
         total = self.total if remaining is None else max(0.001, min(self.total, remaining))
-        return httpx.Timeout(total, connect=min(self.connect, total))
+        connect = min(self.connect, total)
+        return httpx.Timeout(
+            None if math.isinf(total) else total, connect=None if math.isinf(connect) else connect
+        )
 
 
 @dataclass(frozen=True)
@@ -133,15 +176,28 @@ class RetryPolicy:
         return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
+NO_TIMEOUT: Final = Timeout(total=math.inf, connect=math.inf)
+"""No per-attempt timeout (what ``timeout=None`` asks for): only the call's deadline bounds it."""
+
+NO_RETRIES: Final = RetryPolicy(max_retries=0)
+"""No retries (what ``retry=None`` asks for)."""
+
+
 @dataclass(frozen=True)
 class CallPolicy:
     """How every call of a client is bounded and retried: the one options object a ``Fleet``
     hands its typed clients and each of their ``HTTPClient``s (``fleet.call_policy``).
 
+    A client's options (``AsyncFleet(timeout=..., retry=..., deadline=...)``, ``with_options``)
+    read ``None`` as "off" and leave what is not given (``NOT_GIVEN``) as it was; here the
+    offs are spelled ``NO_TIMEOUT``, ``NO_RETRIES`` and ``deadline=None``.
+
     Attributes:
         timeout: Per-attempt timeouts; None for the default (``Timeout()``: 60 s, connect 10 s;
-            an env's MCP requests then keep their own 30 s, see ``MCPClient``).
-        retry: Retry policy for safe calls; None for the default (``RetryPolicy()``).
+            an env's MCP requests then keep their own 30 s, see ``MCPClient``); ``NO_TIMEOUT``
+            for none.
+        retry: Retry policy for safe calls; None for the default (``RetryPolicy()``);
+            ``NO_RETRIES`` for none.
         deadline: Overall seconds per call, retries included; None for no overall deadline.
     """
 
@@ -152,21 +208,24 @@ class CallPolicy:
     def updated(
         self,
         *,
-        timeout: Timeout | None = None,
-        retry: RetryPolicy | None = None,
-        deadline: float | None = None,
+        timeout: Timeout | NotGiven | None = NOT_GIVEN,
+        retry: RetryPolicy | NotGiven | None = NOT_GIVEN,
+        deadline: float | NotGiven | None = NOT_GIVEN,
     ) -> CallPolicy:
-        """A copy with the given settings replaced; one left as None keeps this policy's.
+        """A copy with the given settings replaced; one not given keeps this policy's, and
+        ``None`` turns it off.
 
         Args:
-            timeout: Per-attempt timeouts.
-            retry: Retry policy for safe calls.
-            deadline: Overall seconds per call.
+            timeout: Per-attempt timeouts (None: no per-attempt timeout, ``NO_TIMEOUT``).
+            retry: Retry policy for safe calls (None: no retries, ``NO_RETRIES``).
+            deadline: Overall seconds per call (None: no overall deadline).
         """
+        new_timeout = given(timeout, self.timeout)
+        new_retry = given(retry, self.retry)
         return CallPolicy(
-            timeout=timeout or self.timeout,
-            retry=retry or self.retry,
-            deadline=self.deadline if deadline is None else deadline,
+            timeout=NO_TIMEOUT if new_timeout is None and timeout is None else new_timeout,
+            retry=NO_RETRIES if new_retry is None and retry is None else new_retry,
+            deadline=given(deadline, self.deadline),
         )
 
 

@@ -46,6 +46,7 @@ from ..policies import (
     PolicyFactory,
     PolicyTurn,
     SamplingParams,
+    close_policy_factory,
     make_policy,
     probe_endpoint,
 )
@@ -187,11 +188,13 @@ async def _play(
     max_steps: int,
     trace_job_id: str | None,
     endpoint: ModelEndpoint | None,
+    factory: PolicyFactory | None = None,
 ) -> _Played:
-    """One episode; never raises (a crash is an errored outcome)."""
+    """One episode; never raises (a crash is an errored outcome). ``factory``: the run's policy
+    factory of ``model`` (one model HTTP client for the whole run), else one is made here."""
     episode_id = f"{task.task_key}:{model}:{sample}"  # seeds the random policy: a slot replays identically
     try:
-        policy = make_policy(model, endpoint)
+        policy = factory or make_policy(model, endpoint)
     except PolicyError as exc:  # no instance is made for a model that cannot be asked
         error = f"{type(exc).__name__}: {exc} (run_evaluation's model_endpoint)"
         result = EpisodeResult.unplayed(episode_id, task.task_key, error)
@@ -216,9 +219,16 @@ class _Played:
 
 async def _play_job(fleet: AsyncFleet, job: tuple[Any, ...], attempt: int) -> _Played:
     """``_play`` as an executor ``Job`` (module-level, so executors in other processes can ship it)."""
-    task, model, sample, max_steps, trace_job_id, endpoint = job
+    task, model, sample, max_steps, trace_job_id, endpoint, factory = job
     return await _play(
-        fleet, task, model, sample, max_steps=max_steps, trace_job_id=trace_job_id, endpoint=endpoint
+        fleet,
+        task,
+        model,
+        sample,
+        max_steps=max_steps,
+        trace_job_id=trace_job_id,
+        endpoint=endpoint,
+        factory=factory,
     )
 
 
@@ -570,34 +580,44 @@ async def run_evaluation(
                     max_steps=steps,
                     trace_job_id=manifest.trace_job_id if upload else None,
                     endpoint=endpoints.get(model),
+                    factory=factories.get(model),
                 )
             await record(played)
 
+        # One policy factory per model for the whole run: its model HTTP client is shared by the
+        # run's episodes (an executor's other processes get a copy that is not shared).
+        factories = {
+            model: make_policy(model, endpoint, shared=True) for model, endpoint in endpoints.items()
+        }
         report_progress()
-        if executor is not None:
-            trace = manifest.trace_job_id if upload else None
-            jobs = [(t, m, s, steps, trace, endpoints.get(m)) for t, m, s in todo]
-            async for index, played in executor.map_unordered(_play_job, jobs):
-                if isinstance(played, _Played):
-                    await record(played)
-                    continue
-                task, model, sample = todo[index]  # every worker it was sent to was lost
-                lost = _Played(
-                    Outcome(
-                        task_key=task.task_key,
-                        model=model,
-                        sample=sample,
-                        status=classify(None),
-                        score=None,
-                        error=f"worker lost: {played!r}"[:_ERROR_LIMIT],
-                        error_kind="infrastructure",
+        try:
+            if executor is not None:
+                trace = manifest.trace_job_id if upload else None
+                jobs = [(t, m, s, steps, trace, endpoints.get(m), factories.get(m)) for t, m, s in todo]
+                async for index, played in executor.map_unordered(_play_job, jobs):
+                    if isinstance(played, _Played):
+                        await record(played)
+                        continue
+                    task, model, sample = todo[index]  # every worker it was sent to was lost
+                    lost = _Played(
+                        Outcome(
+                            task_key=task.task_key,
+                            model=model,
+                            sample=sample,
+                            status=classify(None),
+                            score=None,
+                            error=f"worker lost: {played!r}"[:_ERROR_LIMIT],
+                            error_kind="infrastructure",
+                        )
                     )
-                )
-                await record(lost)
-        else:
-            async with asyncio.TaskGroup() as group:
-                for task, model, sample in todo:
-                    group.create_task(one(task, model, sample))
+                    await record(lost)
+            else:
+                async with asyncio.TaskGroup() as group:
+                    for task, model, sample in todo:
+                        group.create_task(one(task, model, sample))
+        finally:
+            for factory in factories.values():
+                await close_policy_factory(factory)
         if upload:
             await save_transcripts(fleet, store, store.outcomes(), concurrency=width)
         return store.envelope()

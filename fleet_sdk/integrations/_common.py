@@ -38,9 +38,9 @@ def build_task_env(
     made: Fleet | None = None
     if fleet is None:
         from .._client import Fleet
-        from .._runtime import Timeout
+        from .._runtime import NOT_GIVEN, Timeout
 
-        timeout = Timeout(total=request_timeout_s) if request_timeout_s is not None else None
+        timeout = Timeout(total=request_timeout_s) if request_timeout_s is not None else NOT_GIVEN
         made = fleet = Fleet(api_key=api_key, timeout=timeout)
     elif api_key is not None or request_timeout_s is not None:
         raise ConfigurationError(

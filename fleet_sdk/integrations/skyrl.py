@@ -119,11 +119,12 @@ class FleetTextEnv(BaseTextEnv):
         self._made: Fleet | None = None
         if fleet is None:
             from .._client import Fleet
-            from .._runtime import Timeout
+            from .._runtime import NOT_GIVEN, Timeout
 
             timeout = config["request_timeout_s"]
             fleet = self._made = Fleet(
-                api_key=config["api_key"], timeout=Timeout(total=timeout) if timeout is not None else None
+                api_key=config["api_key"],
+                timeout=Timeout(total=timeout) if timeout is not None else NOT_GIVEN,
             )
         elif config["api_key"] is not None or config["request_timeout_s"] is not None:
             raise ConfigurationError(
