@@ -102,12 +102,16 @@ class LoopBridge:
         def stop() -> None:
             # Cancel the coroutine and let it delete what it made (an instance mid-``make``)
             # before the caller goes on; bounded, and a second Ctrl-C stops the wait.
-            if not future.cancel():  # running: ``start`` has made the task by the time this runs
-                loop.call_soon_threadsafe(lambda: tasks[0].cancel())  # noqa: PLW0108
+            if future.cancel():  # not started: ``start``, if it ever runs, closes it unrun
+                return
+            # Running: ``start`` has made the task by the time this runs.
+            loop.call_soon_threadsafe(lambda: tasks[0].cancel())  # noqa: PLW0108
             finished.wait(STOP_WAIT)
 
-        loop.call_soon_threadsafe(start)
         try:
+            # Scheduled inside the ``try``: a Ctrl-C that lands while it is being scheduled
+            # (the coroutine may already be running) still stops and waits for it.
+            loop.call_soon_threadsafe(start)
             return future.result(timeout)
         except concurrent.futures.TimeoutError:
             stop()
