@@ -88,7 +88,8 @@ def record(
     if not file.parent.is_dir():
         return  # the instance is gone
     try:
-        create(file)  # instances made before the log existed get one on their first action
+        if not file.is_file():  # instances made before the log existed get one on their first action
+            create(file)
         with contextlib.closing(sqlite3.connect(file, timeout=10.0)) as conn:
             # A log line per tool call: no fsync each time (a crash may lose the last lines).
             conn.execute("PRAGMA synchronous = OFF")
