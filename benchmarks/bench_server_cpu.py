@@ -11,12 +11,16 @@ far less disturbed by a busy machine than wall time. The phases, in an episode's
 - ``mcp open``: every ``initialize`` and ``notifications/initialized`` the SDK sends;
 - ``tools/list``: every ``tools/list``;
 - ``tool calls``: the task's reference solution, one ``tools/call`` each;
-- ``verify``: ``POST /v1/verifiers/execute`` with the bundle (the jailed run included);
+- ``verify``: ``POST /v1/verifiers/execute`` with the bundle (up to the jailed interpreter);
 - ``mcp close``: every session's ``DELETE``;
 - ``delete``: ``DELETE /v1/env/instances/{id}``;
 
 and ``idle``: the server's own CPU over as long a wall time with nothing sent (timers, the
-reaper), per episode of the block. Their sum is compared with whole ``TaskEnv`` episodes
+reaper), per episode of the block; and ``jailed verifier``: the CPU of the jailed interpreters
+themselves. bubblewrap's inner process outlives the ``bwrap`` the server waits for, so that CPU
+reaches no ancestor's ``cutime`` (nor ``bench_episodes.py``'s server figure); this benchmark
+makes itself their subreaper (``PR_SET_CHILD_SUBREAPER``) and counts them as it reaps them.
+The server's phases and idle time are compared with whole ``TaskEnv`` episodes
 measured in the same rounds (the SDK client's own share runs in this process and is not
 counted).
 
@@ -49,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_episodes import episode, process_cpu, tool_use_tasks
 
 PHASES = ("create", "mcp open", "tools/list", "tool calls", "verify", "mcp close", "delete")
+SERVER = (*PHASES, "idle")  # what the server process and the children it waits for spend
 _INSTANCE = re.compile(r"inst_[0-9a-f]+")
 
 
@@ -187,9 +192,44 @@ async def whole(fleet: AsyncFleet, local: LocalFleet, episodes: int) -> float:
     return (process_cpu(local.pid) - before) / episodes * 1e3
 
 
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def adopt_orphans() -> bool:
+    """Make this process the subreaper of its descendants (Linux): bubblewrap's inner process,
+    which runs the jailed verifier, outlives the ``bwrap`` the server waits for, so its CPU
+    reaches no ancestor's ``cutime`` unless someone adopts and reaps it."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def reap_orphans(keep: int | None) -> None:
+    """Reap every exited adopted process (never ``keep``, the server)."""
+    while True:
+        try:
+            found = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return
+        if found is None or found.si_pid == keep:
+            return
+        os.waitpid(found.si_pid, 0)
+
+
+def orphans_cpu() -> float:
+    """CPU seconds of the adopted (jailed) processes reaped so far."""
+    times = os.times()
+    return times.children_user + times.children_system
+
+
 async def side_worker() -> None:
     """One server of this interpreter's checkout; each line ``EPISODES`` on stdin is answered
     with one round's figures as a JSON line."""
+    adopting = adopt_orphans()
     async with LocalFleet(s3=False) as local:
         script = await record(local)
         replayer = Replayer(local, script)
@@ -200,9 +240,16 @@ async def side_worker() -> None:
         loop = asyncio.get_running_loop()
         while line := await loop.run_in_executor(None, sys.stdin.readline):
             episodes = int(line)
+            reap_orphans(local.pid)
+            jailed = orphans_cpu()
             started = time.perf_counter()
             figures = await replayer.phases(episodes)
             wall = time.perf_counter() - started
+            await asyncio.sleep(0.5)  # the last run's inner process exits just after its bwrap
+            reap_orphans(local.pid)
+            figures["jailed verifier"] = (
+                (orphans_cpu() - jailed) / episodes * 1e3 if adopting else float("nan")
+            )
             figures["idle"] = await idle_cpu(local, min(wall, 5.0)) * (wall / min(wall, 5.0)) / episodes * 1e3
             figures["episode"] = await whole(fleet, local, episodes)
             print(json.dumps(figures), flush=True)
@@ -252,18 +299,17 @@ class Side:
 
 
 def report(runs: dict[str, list[dict[str, Any]]]) -> None:
-    names = [*PHASES, "idle"]
+    names = [*PHASES, "idle", "jailed verifier"]
     for side, rs in runs.items():
         print(f"{side}: server CPU ms per episode, median of {len(rs)} rounds")
         total = 0.0
         for name in names:
             value = statistics.median(r[name] for r in rs)
-            total += value
-            print(f"  {name:11s} {value:6.2f}")
-        print(f"  {'sum':11s} {total:6.2f}")
-        print(
-            f"  {'episode':11s} {statistics.median(r['episode'] for r in rs):6.2f}  (whole TaskEnv episodes)"
-        )
+            total += value if name in SERVER else 0.0
+            print(f"  {name:15s} {value:6.2f}")
+        print(f"  {'sum (server)':15s} {total:6.2f}")
+        whole = statistics.median(r["episode"] for r in rs)
+        print(f"  {'episode':15s} {whole:6.2f}  (whole TaskEnv episodes: the server and its waited children)")
     if len(runs) == 2:
         this, base = runs["this"], runs["baseline"]
         print("this / baseline, median of the rounds' ratios (range):")
@@ -271,7 +317,7 @@ def report(runs: dict[str, list[dict[str, Any]]]) -> None:
             ratios = [a[name] / b[name] for a, b in zip(this, base, strict=True) if b[name] > 0]
             if ratios:
                 print(
-                    f"  {name:11s} {statistics.median(ratios):5.2f}x ({min(ratios):4.2f}-{max(ratios):4.2f})"
+                    f"  {name:15s} {statistics.median(ratios):5.2f}x ({min(ratios):4.2f}-{max(ratios):4.2f})"
                 )
 
 
