@@ -131,7 +131,12 @@ class ToolOutcome:
 
 
 async def instance_environment(state: LocalState, instance_id: str) -> EnvironmentDefinition:
-    """The environment of a live instance (the store lookup runs in a worker thread).
+    """The environment of a live instance: from ``state.live_instances`` once an earlier request
+    found it live, else from the store, in a worker thread.
+
+    Args:
+        state: Server state.
+        instance_id: The instance.
 
     Raises:
         InstanceUnavailableError: The instance is unknown, terminated or of an unknown environment.
