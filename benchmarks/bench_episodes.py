@@ -17,7 +17,7 @@ instead: each side is a fresh interpreter with its own server and its SDK from i
 warmed up once; each round runs every level on both sides back to back, in alternating order
 (A/B, B/A, ...), so a busy machine's swings land on both. Printed are the episodes/s of each
 side per round and level, and per level the median ratio this/baseline with its quartiles and
-range over the rounds.
+range over the rounds, for episodes/s and for the server's CPU per episode.
 
 ``python benchmarks/bench_episodes.py [--episodes 32] [--concurrency 1,16,64] [--rounds 2] [--burst 256]``
 ``python benchmarks/bench_episodes.py --baseline DIR [--concurrency 1,16] [--episodes 16] [--rounds 20]``
@@ -191,6 +191,7 @@ class Side:
 def against_baseline(baseline: Path, episodes: int, levels: list[int], rounds: int) -> None:
     sides = {"this": Side(HERE), "baseline": Side(baseline.resolve())}
     rates: dict[str, dict[int, list[float]]] = {name: {level: [] for level in levels} for name in sides}
+    server_ms: dict[str, dict[int, list[float]]] = {name: {level: [] for level in levels} for name in sides}
     try:
         for round_ in range(rounds):
             order = list(sides.items()) if round_ % 2 == 0 else list(reversed(sides.items()))
@@ -199,7 +200,11 @@ def against_baseline(baseline: Path, episodes: int, levels: list[int], rounds: i
                 for name, side in order:
                     run = side.run(level, max(episodes, level))
                     rates[name][level].append(run["rate"])
-                    line.append(f"{name} N={level} {run['rate']:6.2f}/s ({int(run['errors'])} errors)")
+                    server_ms[name][level].append(run["server_cpu_ms"])
+                    line.append(
+                        f"{name} N={level} {run['rate']:6.2f}/s server {run['server_cpu_ms']:5.1f} ms"
+                        f" ({int(run['errors'])} errors)"
+                    )
             print(f"round {round_ + 1}: " + "  ".join(line), flush=True)
     finally:
         for side in sides.values():
@@ -213,6 +218,17 @@ def against_baseline(baseline: Path, episodes: int, levels: list[int], rounds: i
             f" {statistics.median(ratios):4.2f}x (quartiles {quartiles[0]:4.2f}-{quartiles[2]:4.2f},"
             f" range {min(ratios):4.2f}-{max(ratios):4.2f}, {rounds} rounds)"
         )
+        cpu = [
+            a / b for a, b in zip(server_ms["this"][level], server_ms["baseline"][level], strict=True) if b
+        ]
+        if cpu:
+            quartiles = statistics.quantiles(cpu, n=4) if len(cpu) > 1 else [cpu[0]] * 3
+            print(
+                f"     server CPU per episode: this {statistics.median(server_ms['this'][level]):5.1f} ms,"
+                f" baseline {statistics.median(server_ms['baseline'][level]):5.1f} ms; this/baseline median"
+                f" {statistics.median(cpu):4.2f}x (quartiles {quartiles[0]:4.2f}-{quartiles[2]:4.2f},"
+                f" range {min(cpu):4.2f}-{max(cpu):4.2f})"
+            )
 
 
 async def main(episodes: int, levels: list[int], rounds: int, burst: int) -> None:

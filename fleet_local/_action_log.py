@@ -20,9 +20,12 @@ deleted meanwhile) is skipped with a debug message.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
+import os
 import sqlite3
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -48,15 +51,40 @@ CREATE TABLE IF NOT EXISTS action_log (
 """
 
 
+@functools.cache
+def _empty() -> bytes:
+    """The file of an empty action log, built once per process."""
+    with contextlib.closing(sqlite3.connect(":memory:")) as conn:
+        conn.execute(_SCHEMA)
+        conn.commit()
+        return conn.serialize()
+
+
 def create(path: Path) -> None:
     """Create an empty action log at ``path`` (a no-op when it exists).
+
+    Every instance gets one: writing the bytes of an empty log costs a fraction of having SQLite
+    create the file (its journal, schema and commit). The file appears whole or not at all: it
+    is written aside, then linked into place, which fails, harmlessly, when it exists.
 
     Args:
         path: The database file.
     """
-    with contextlib.closing(sqlite3.connect(path)) as conn:
-        conn.execute(_SCHEMA)
-        conn.commit()
+    if path.exists():
+        return
+    aside = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+    try:
+        aside.write_bytes(_empty())
+        os.link(aside, path)
+    except FileExistsError:
+        pass
+    except OSError:  # a file system without hard links: SQLite makes it in place
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            conn.execute(_SCHEMA)
+            conn.commit()
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            aside.unlink()
 
 
 def _json(value: Any) -> str | None:
@@ -88,7 +116,8 @@ def record(
     if not file.parent.is_dir():
         return  # the instance is gone
     try:
-        create(file)  # instances made before the log existed get one on their first action
+        if not file.is_file():  # instances made before the log existed get one on their first action
+            create(file)
         with contextlib.closing(sqlite3.connect(file, timeout=10.0)) as conn:
             # A log line per tool call: no fsync each time (a crash may lose the last lines).
             conn.execute("PRAGMA synchronous = OFF")

@@ -35,6 +35,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import sqlite3
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -129,23 +131,42 @@ class ToolOutcome:
 
 
 async def instance_environment(state: LocalState, instance_id: str) -> EnvironmentDefinition:
-    """The environment of a live instance (the store lookup runs in a worker thread).
+    """The environment of a live instance: from ``state.live_instances`` once an earlier request
+    found it live, else from the store, in a worker thread.
+
+    Args:
+        state: Server state.
+        instance_id: The instance.
 
     Raises:
         InstanceUnavailableError: The instance is unknown, terminated or of an unknown environment.
     """
+    live = state.live_instances
+    env_key = live.env_key(instance_id, state.instance_dir(instance_id))
+    if env_key is None:  # not seen live yet (or just deleted): the store says
+        env_key = await anyio.to_thread.run_sync(_live_env_key, state, instance_id)
+        live.remember(instance_id, env_key)
+    env = state.environments.get(env_key)
+    if env is None:
+        raise InstanceUnavailableError(instance_id, f"runs unknown environment {env_key!r}")
+    return env
+
+
+def _live_env_key(state: LocalState, instance_id: str) -> str:
+    """The ``env_key`` of a live instance, from the store (blocking).
+
+    Raises:
+        InstanceUnavailableError: The instance is unknown or not live.
+    """
     from . import _instances
 
     try:
-        record = await anyio.to_thread.run_sync(_instances.get_instance, state, instance_id)
+        record = _instances.get_instance(state, instance_id)
     except LocalAPIError as exc:
         raise InstanceUnavailableError(instance_id, "not found") from exc
     if record.status not in _LIVE_STATUSES:
         raise InstanceUnavailableError(instance_id, f"is {record.status}")
-    env = state.environments.get(record.env_key)
-    if env is None:
-        raise InstanceUnavailableError(instance_id, f"runs unknown environment {record.env_key!r}")
-    return env
+    return record.env_key
 
 
 def _run_tool_sync(
@@ -153,10 +174,8 @@ def _run_tool_sync(
 ) -> Any:
     """Run one tool against the instance's ``current`` database and log it in the instance's
     action log (blocking; call from a thread)."""
-    from . import _instances
-
     try:
-        conn = _instances.open_db(state, instance_id, "current", tool.read_only)
+        conn = _open_current(state, instance_id, tool.read_only)
         try:
             value = tool.call(conn, arguments)
             if not tool.read_only:
@@ -173,6 +192,20 @@ def _run_tool_sync(
         state, instance_id, "tool_call", path=tool.name, args=arguments, raw_payload={"ok": True}
     )
     return value
+
+
+def _open_current(state: LocalState, instance_id: str, read_only: bool) -> sqlite3.Connection:
+    """The ``current`` database of an instance the caller found live, opened as
+    ``_instances.open_db`` opens it but without reading the store again. ``mode=rw`` never
+    creates the file: a delete that got there first makes this fail instead."""
+    path = state.instance_dir(instance_id).absolute() / "current.db"
+    mode = "ro" if read_only else "rw"
+    conn = sqlite3.connect(
+        f"{path.as_uri()}?mode={mode}", uri=True, check_same_thread=False, isolation_level=None, timeout=10.0
+    )
+    if read_only:
+        conn.execute("PRAGMA query_only = ON")
+    return conn
 
 
 async def execute_tool(
@@ -234,6 +267,17 @@ def mcp_tool(tool: ToolDefinition) -> types.Tool:
     )
 
 
+_TOOL_LISTS: weakref.WeakKeyDictionary[EnvironmentDefinition, list[types.Tool]] = weakref.WeakKeyDictionary()
+
+
+def _mcp_tools(env: EnvironmentDefinition) -> list[types.Tool]:
+    """``tools/list`` of an environment, built once (its tools never change while it is loaded)."""
+    tools = _TOOL_LISTS.get(env)
+    if tools is None:
+        tools = _TOOL_LISTS[env] = [mcp_tool(tool) for tool in env.tools]
+    return list(tools)
+
+
 def _instance_of(request: Any) -> str:
     """The instance id the endpoint tagged the HTTP request's ASGI scope with."""
     scope = getattr(request, "scope", None)
@@ -246,8 +290,7 @@ def _build_server(state: LocalState) -> Any:
     """The low-level MCP server; the instance id of each request is read from its ASGI scope."""
 
     async def list_tools(request: Any) -> list[types.Tool]:
-        env = await instance_environment(state, _instance_of(request))
-        return [mcp_tool(tool) for tool in env.tools]
+        return _mcp_tools(await instance_environment(state, _instance_of(request)))
 
     async def call_tool(request: Any, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
         try:

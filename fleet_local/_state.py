@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ._ids import iso, new_id, utcnow
+from ._live import LiveInstances
 from ._store import Store
 
 __all__ = ["LocalSettings", "LocalState", "iso", "new_id", "utcnow"]
@@ -144,6 +145,13 @@ class LocalState:
     sql_workers: tuple[asyncio.Semaphore, ThreadPoolExecutor] | None = None
     verifier_gate: anyio.Semaphore | None = None
     argument_readers: anyio.CapacityLimiter | None = None
+
+    @functools.cached_property
+    def live_instances(self) -> LiveInstances:
+        """The environments of the instances known to be live (``_live``), forgotten as each ends."""
+        live = LiveInstances()
+        self.instance_end_hooks.append(live.forget)
+        return live
 
     @property
     def data_dir(self) -> Path:
