@@ -36,6 +36,14 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    """An argparse type: a finite number above 0."""
+    value = float(text)
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number above 0, not {text}")
+    return value
+
+
 def _claim(args: argparse.Namespace, data_dir: Path) -> ServerClaim | None:
     """Take the port and the data dir before anything else starts (None: refused, said in one line)."""
     from fleet_local import claim_server
@@ -85,6 +93,7 @@ def _serve(args: argparse.Namespace) -> int:
         query_concurrency=args.query_concurrency,
         max_body_bytes=args.max_body_bytes,
         max_keyless_body_bytes=args.max_keyless_body_bytes,
+        retention_seconds=args.retention_seconds,
     )
     if not args.quiet:
         print(f"fleet-sdk local server: data in {settings.data_dir}", file=sys.stderr)
@@ -210,6 +219,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="when the OS jail (bubblewrap) cannot start, run the verifiers of requests bearing the key "
         "under the audit hook alone: trusted code only (requests without the key are still refused)",
+    )
+    serve.add_argument(
+        "--retention-seconds",
+        type=_positive_float,
+        default=None,
+        help="keep finished instances, verifier results, sessions and transcripts this long "
+        "(default: for ever)",
     )
     serve.add_argument("--quiet", action="store_true", help="print only the ready line")
     serve.set_defaults(handler=_serve)
