@@ -76,6 +76,8 @@ SLOW = (
     "tests/test_import_graph.py::test_the_deprecated_local_alias_gives_the_server_package_itself",
     "tests/test_verifier_sandbox.py::test_infinite_loop_is_killed_at_the_timeout_and_output_is_capped",
     "tests/test_verifier_sandbox.py::test_async_run_times_out",
+    "tests/local/test_retention.py::test_a_server_with_a_retention_forgets_finished_episodes",
+    "tests/local/test_soak.py",
 )
 """Node-id prefixes (a module, or a test with all its parameters) of the slow tests the other
 markers leave in the quick subset: each took a second or more of a full run on a busy 2-core

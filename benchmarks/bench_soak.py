@@ -18,7 +18,8 @@ sample keeps the p99 of its window. After the load, the run waits for the reaper
 leaked instance and session, and samples again.
 
 Printed: every sample, then per figure the median of the last third of the load's samples over
-the first third's (growth), and the RSS once everything was reaped over the RSS of the
+the first third's (growth; samples of the first TTL, while leaked instances pile up towards
+their steady number, left out), and the RSS once everything was reaped over the RSS of the
 warmed-up start. Targets (the issue this was written for): RSS last third / first third at most
 1.1x, and after the reap within 1.1x of the warmed-up start.
 
@@ -82,7 +83,7 @@ async def play(fleet: AsyncFleet, task: Task, kind: str, tally: Tally, ttl: int)
         task: A tool-use task with a ``reference_solution``.
         kind: One of :data:`KINDS`.
         tally: Where the outcome is counted.
-        ttl: TTL of every instance (the leaked ones live this long).
+        ttl: TTL of a leaked instance.
     """
     try:
         if kind == "leaked":
@@ -90,8 +91,8 @@ async def play(fleet: AsyncFleet, task: Task, kind: str, tally: Tally, ttl: int)
             first = task.metadata["reference_solution"][0]
             await env.mcp.call_tool(first["tool"], first.get("params") or {})
             # Dropped: no close(), no MCP DELETE; the reaper ends the instance.
-        else:
-            async with TaskEnv(task, fleet=fleet, ttl_seconds=ttl) as env:
+        else:  # closed by the episode itself: the server's default TTL
+            async with TaskEnv(task, fleet=fleet) as env:
                 await env.reset_async()
                 if kind == "right":
                     await _solve(env, task)
@@ -125,7 +126,7 @@ async def drive(
         tasks: Tool-use tasks, used in turn.
         concurrency: Episodes in flight.
         mix: The kinds each worker cycles through.
-        ttl: TTL of every instance.
+        ttl: TTL of a leaked instance.
         tally: Where outcomes are counted.
         until: Checked before each episode starts.
     """
@@ -335,9 +336,13 @@ async def soak(
         + (f" (last: {tally.last_error})" if tally.errors else "")
     )
     print(f"leaked instances and MCP sessions all ended {reaped_in:.0f} s after the load stopped")
-    if len(samples) < 3:
-        print("too few samples for growth ratios: run longer or sample more often")
+    # Until one TTL has passed, leaked instances pile up towards their steady number: the growth
+    # ratios compare the steady state's thirds.
+    steady = [s for s in samples if s.at - began >= ttl]
+    if len(steady) < 3:
+        print("too few samples past the first TTL for growth ratios: run longer or sample more often")
         return
+    samples = steady
     rates = [
         (b.episodes - a.episodes) / (b.at - a.at)
         for a, b in itertools.pairwise([start, *samples])
@@ -380,9 +385,7 @@ if __name__ == "__main__":
     parser.add_argument("--minutes", type=float, default=3.0, help="length of the load (unless --episodes)")
     parser.add_argument("--episodes", type=int, default=None, help="episodes to run instead of --minutes")
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument(
-        "--ttl", type=int, default=45, help="TTL of every instance (leaked ones live this long)"
-    )
+    parser.add_argument("--ttl", type=int, default=45, help="TTL of a leaked instance")
     parser.add_argument("--sample", type=float, default=5.0, help="seconds between samples")
     parser.add_argument(
         "--mix", default=DEFAULT_MIX, help=f"kinds each worker cycles through ({', '.join(KINDS)})"

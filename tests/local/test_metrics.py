@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from _waits import wait_until_async
 from prometheus_client.parser import text_string_to_metric_families
 
 from fleet_local import LocalFleet
 from fleet_local._metrics import route_group
 from fleet_sdk import AsyncFleet
-from _waits import wait_until_async
 
 Scrape = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
