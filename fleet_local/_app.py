@@ -27,6 +27,7 @@ from . import (
     _manager,
     _mcp,
     _metrics,
+    _metrics_page,
     _reports,
     _retention,
     _s3,
@@ -110,7 +111,7 @@ def create_app(state: LocalState) -> FastAPI:
         (_traces.router(state), keyed),
         (_browser.router(state), keyed),
         (_reports.router(state), keyed),
-        (_metrics.router(state), keyed),
+        (_metrics_page.router(state), keyed),
         (_manager.router(state), []),
     ]
     webui = _webui.router(state)

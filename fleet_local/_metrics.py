@@ -7,34 +7,21 @@ group of routes, and the process's memory, fds and threads (``prometheus_client`
 collector, plus ``fleet_local_process_threads``).
 
 Counters are counted where the thing happens (``ServerMetrics`` on ``LocalState.metrics``); the
-gauges are read when the page is scraped (``_StateCollector``), in a worker thread, since the
-live instance count is one SQL query. The route needs the server's key, as every route but the
-keyless instance endpoints does: Prometheus sends it with ``authorization`` in its scrape config.
+gauges are read when the page is scraped (``_metrics_page``, which serves the route). This module
+imports nothing of the server's, so every module may count into it.
 """
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
 
-import anyio
-from fastapi import APIRouter
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
-from prometheus_client.registry import Collector
-from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-if TYPE_CHECKING:
-    from ._state import LocalState
-
-__all__ = ["RequestMetrics", "ServerMetrics", "route_group", "router"]
+__all__ = ["RequestMetrics", "ServerMetrics", "route_group"]
 
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -129,14 +116,6 @@ class ServerMetrics:
         PlatformCollector(registry=registry)
         GCCollector(registry=registry)
 
-    def attach(self, state: LocalState) -> None:
-        """Read ``state``'s live gauges on every scrape.
-
-        Args:
-            state: The server's state.
-        """
-        self.registry.register(_StateCollector(state))
-
     def verifier_run(self, success: bool, score: float | None) -> None:
         """Count one finished verifier run.
 
@@ -146,70 +125,6 @@ class ServerMetrics:
         """
         outcome = "error" if not success else "passed" if score is not None and score >= 1.0 else "failed"
         self.verifier_runs.labels(outcome).inc()
-
-
-class _StateCollector(Collector):
-    """The gauges read from the server's state at scrape time."""
-
-    def __init__(self, state: LocalState) -> None:
-        self._state = state
-
-    def describe(self) -> list[Any]:
-        return []  # read at scrape time only: registering must not query the store
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        state = self._state
-        yield _gauge("fleet_local_instances_live", "Instances not yet terminated.", _live_instances(state))
-        leases = state.browser_leases.live_count("") if hasattr(state, "browser_leases") else 0
-        yield _gauge(
-            "fleet_local_browser_leases_live", "Browser leases live (each may run a Chromium).", leases
-        )
-        sessions = GaugeMetricFamily(
-            "fleet_local_mcp_sessions", "Stateful MCP sessions open, by endpoint.", labels=["endpoint"]
-        )
-        for endpoint, name in (("instance", "mcp_sessions"), ("lease", "lease_mcp_sessions")):
-            sessions.add_metric([endpoint], _open_sessions(getattr(state, name, None)))
-        yield sessions
-        running, queued = _verifier_slots(state)
-        yield _gauge("fleet_local_verifier_runs_running", "Verifier runs holding a run slot.", running)
-        yield _gauge("fleet_local_verifier_runs_queued", "Verifier runs waiting for a run slot.", queued)
-        yield _gauge("fleet_local_jobs_running", "Jobs whose sessions are being played.", len(state.jobs))
-        yield _gauge("fleet_local_process_threads", "Threads of the server process.", _threads())
-
-
-def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
-    return GaugeMetricFamily(name, documentation, value=value)
-
-
-def _live_instances(state: LocalState) -> int:
-    from ._instances import KIND
-
-    return state.store.count(KIND, exclude_status="terminated")
-
-
-def _open_sessions(manager: Any) -> int:
-    # ``mcp`` keeps a session manager's open sessions in this dict (1.x and 2.x alike); a manager
-    # without it (a future release) reads as zero rather than failing the scrape.
-    return len(getattr(manager, "_server_instances", None) or {})
-
-
-def _verifier_slots(state: LocalState) -> tuple[int, int]:
-    from ._verifier_exec import verifier_concurrency
-
-    gate = state.verifier_gate
-    if gate is None:  # no run yet
-        return 0, 0
-    return verifier_concurrency(state) - int(gate.value), gate.statistics().tasks_waiting
-
-
-def _threads() -> int:
-    try:
-        with open(f"/proc/{os.getpid()}/status") as f:
-            return next(int(line.split()[1]) for line in f if line.startswith("Threads:"))
-    except (OSError, StopIteration, ValueError):
-        import threading
-
-        return threading.active_count()  # not Linux: Python's own threads
 
 
 class RequestMetrics:
@@ -242,16 +157,3 @@ class RequestMetrics:
         finally:
             group = route_group(str(scope.get("path", "")))
             self._requests.labels(group, f"{status // 100}xx").observe(time.perf_counter() - started)
-
-
-def router(state: LocalState) -> APIRouter:
-    """``GET /metrics`` (keyed like every route of the API)."""
-    api = APIRouter(tags=["metrics"])
-
-    @api.get("/metrics", include_in_schema=False)
-    async def metrics() -> Response:
-        """The server's metrics in the Prometheus text format."""
-        page = await anyio.to_thread.run_sync(generate_latest, state.metrics.registry)
-        return Response(page, media_type=CONTENT_TYPE_LATEST)
-
-    return api

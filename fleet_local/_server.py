@@ -40,7 +40,7 @@ READY_EVENT = "ready"
 
 def build_state(settings: LocalSettings) -> LocalState:
     """Create the server state for ``settings``: store, environments, fault injector, services."""
-    from . import _instance_browser, _lease_endpoints
+    from . import _instance_browser, _lease_endpoints, _metrics_page
     from ._faults import FaultInjector
     from ._lease_book import LeaseBook
     from ._mcp import session_manager, sessionless_manager
@@ -63,7 +63,7 @@ def build_state(settings: LocalSettings) -> LocalState:
     state.mcp_sessionless = sessionless_manager(state)
     state.lease_mcp_sessions = _lease_endpoints.session_manager(state)
     state.instance_end_hooks.append(lambda instance_id: _instance_browser.release(state, instance_id))
-    state.metrics.attach(state)
+    _metrics_page.attach(state)
     return state
 
 
