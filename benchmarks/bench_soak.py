@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import math
 import os
 import statistics
 import time
@@ -213,8 +214,13 @@ class Sampler:
         self.latencies: list[float] = []
 
     async def metrics(self) -> dict[str, float]:
-        """The server's ``/metrics``, parsed."""
+        """The server's ``/metrics``, parsed; a server without it (an older checkout, run for a
+        comparison) gets its live instances counted through the API and no MCP session count."""
         response = await self.http.get("/metrics")
+        if response.status_code == 404:
+            running = await self.http.get("/v1/env/instances", params={"status": "running"})
+            running.raise_for_status()
+            return {"fleet_local_instances_live": float(len(running.json()))}
         response.raise_for_status()
         return parse_metrics(response.text)
 
@@ -371,8 +377,8 @@ async def _wait_reaped(sampler: Sampler, ttl: int) -> float:
     deadline = began + ttl + 60
     while time.monotonic() < deadline:
         metrics = await sampler.metrics()
-        live = total(metrics, "fleet_local_instances_live") + total(metrics, "fleet_local_mcp_sessions")
-        if not live:
+        sessions = total(metrics, "fleet_local_mcp_sessions")
+        if not total(metrics, "fleet_local_instances_live") and (math.isnan(sessions) or not sessions):
             return time.monotonic() - began
         await asyncio.sleep(1.0)
     raise RuntimeError(f"instances or MCP sessions still live {ttl + 60} s after the load stopped")

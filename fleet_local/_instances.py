@@ -29,6 +29,7 @@ import anyio
 from fleet_sdk.protocol import normalize_version
 from fleet_sdk.types import env_instance as models
 
+from . import _memory
 from ._action_log import ACTION_LOG
 from ._action_log import create as create_action_log
 from ._errors import LocalAPIError, not_found
@@ -588,6 +589,8 @@ async def reap_forever(state: LocalState, interval: float) -> None:
             reaped = await anyio.to_thread.run_sync(reap_expired, state)
             if reaped:
                 _log.info("reaped expired instances: %s", ", ".join(reaped))
+                # Their working set (MCP sessions, buffers) was just freed: hand it back.
+                await anyio.to_thread.run_sync(_memory.trim)
         except Exception:  # the reaper must outlive one bad pass
             _log.exception("instance reaper pass failed")
         await asyncio.sleep(interval)

@@ -160,7 +160,9 @@ def _serve_claimed(
     import uvicorn
 
     from ._app import create_app
+    from ._memory import limit_arenas
 
+    limit_arenas()  # before the server's threads start (``_memory``)
     sock = claim.socket
     host, port = sock.getsockname()[:2]
     state = build_state(settings)
