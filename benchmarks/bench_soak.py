@@ -11,7 +11,10 @@ training run's episodes end:
   dropped without a delete or an MCP ``DELETE``, as a trainer that never closes its envs
   leaves it; the server's reaper ends it.
 
-Every ``--sample`` seconds the server is sampled: its RSS, open fds and threads (``/proc``), the
+First the same load runs for ``--warmup`` seconds (one TTL by default: long enough for the live
+instances and sessions to reach their steady number once) and everything it leaked is reaped;
+the sample taken then is the warmed-up start. Then every ``--sample`` seconds the server is
+sampled: its RSS, open fds and threads (``/proc``), the
 data dir's size on disk, and from ``GET /metrics`` its live instances and MCP sessions; a probe
 times ``GET /v1/account`` (a control-plane route that reads the store) every 0.2 s, and each
 sample keeps the p99 of its window. After the load, the run waits for the reaper to end every
@@ -24,7 +27,7 @@ warmed-up start. Targets (the issue this was written for): RSS last third / firs
 1.1x, and after the reap within 1.1x of the warmed-up start.
 
 ``python benchmarks/bench_soak.py [--minutes 3] [--episodes N] [--concurrency 32] [--ttl 45]
-[--sample 5] [--retention-seconds S]``
+[--sample 5] [--warmup SECONDS] [--retention-seconds S]``
 """
 
 from __future__ import annotations
@@ -281,6 +284,7 @@ async def soak(
     sample_every: float,
     mix: Sequence[str],
     retention_seconds: float | None,
+    warmup: float,
 ) -> None:
     """Run the soak and print its figures (see the module docstring)."""
     logging.getLogger("fleet_sdk").setLevel(logging.ERROR)  # an abandoned episode's warnings
@@ -292,10 +296,12 @@ async def soak(
         sampler = Sampler(local)
         tasks = await tool_use_tasks(fleet)
         tally = Tally()
-        # Warm up: every task once and every kind, then let the leaked instances be reaped.
+        # Warm up: the same load for ``warmup`` seconds (every task and kind, and the peak of live
+        # instances and sessions once), then let the leaked instances be reaped.
+        warm_until = time.monotonic() + warmup
         await drive(
             fleet, tasks, concurrency=concurrency, mix=mix, ttl=ttl, tally=tally,
-            until=lambda: tally.total >= max(2 * concurrency, len(tasks)),
+            until=lambda: time.monotonic() >= warm_until and tally.total >= len(tasks),
         )  # fmt: skip
         await _wait_reaped(sampler, ttl)
         probe = asyncio.create_task(sampler.probe_forever())
@@ -397,6 +403,9 @@ if __name__ == "__main__":
         "--mix", default=DEFAULT_MIX, help=f"kinds each worker cycles through ({', '.join(KINDS)})"
     )
     parser.add_argument("--retention-seconds", type=float, default=None, help="the server's retention")
+    parser.add_argument(
+        "--warmup", type=float, default=None, help="seconds of load before the start (default: --ttl)"
+    )
     args = parser.parse_args()
     mix = [kind.strip() for kind in args.mix.split(",")]
     unknown = sorted(set(mix) - set(KINDS))
@@ -411,5 +420,6 @@ if __name__ == "__main__":
             sample_every=args.sample,
             mix=mix,
             retention_seconds=args.retention_seconds,
+            warmup=args.ttl if args.warmup is None else args.warmup,
         )
     )
