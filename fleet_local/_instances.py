@@ -589,8 +589,12 @@ async def reap_forever(state: LocalState, interval: float) -> None:
             reaped = await anyio.to_thread.run_sync(reap_expired, state)
             if reaped:
                 _log.info("reaped expired instances: %s", ", ".join(reaped))
-                # Their working set (MCP sessions, buffers) was just freed: hand it back.
-                await anyio.to_thread.run_sync(_memory.trim)
+                # Their working set (MCP sessions, buffers) was just freed: hand it back, after
+                # a full collection once nothing is live (idle, so the pause costs no one).
+                idle = await anyio.to_thread.run_sync(
+                    lambda: state.store.count(KIND, exclude_status="terminated") == 0
+                )
+                await anyio.to_thread.run_sync(_memory.trim, idle)
         except Exception:  # the reaper must outlive one bad pass
             _log.exception("instance reaper pass failed")
         await asyncio.sleep(interval)

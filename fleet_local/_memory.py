@@ -5,12 +5,14 @@ freed in them for reuse. The server's worker threads (SQL, verifier runs, reques
 and go, so a long run spreads its heap over many arenas whose free pages stay resident. Two
 arenas are enough for a server whose Python code holds one lock anyway, and after the TTL
 reaper ends instances (the moment a run's working set shrinks) ``malloc_trim`` hands the free
-pages back. Elsewhere (musl, macOS) both are no-ops.
+pages back; when nothing is live any more, after a full garbage collection. Elsewhere (musl,
+macOS) the allocator calls are no-ops.
 """
 
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import sys
 from typing import Any
@@ -40,7 +42,15 @@ def limit_arenas() -> None:
         _LIBC.mallopt(_M_ARENA_MAX, _ARENAS)
 
 
-def trim() -> None:
-    """Return the allocator's free pages to the system (blocking: a few milliseconds)."""
+def trim(collect: bool = False) -> None:
+    """Return the allocator's free pages to the system (blocking: a few milliseconds).
+
+    Args:
+        collect: Run a full garbage collection first (tens of milliseconds holding the
+            interpreter's lock: for an idle server), so that cyclic garbage the last episodes
+            left is freed too instead of waiting for allocations that an idle server no longer makes.
+    """
+    if collect:
+        gc.collect()
     if _LIBC is not None:
         _LIBC.malloc_trim(0)
