@@ -88,6 +88,8 @@ SLOW = (
     "tests/test_context_manager.py::test_a_backtracking_search_is_a_tool_error_and_the_loop_keeps_running",
     "tests/sandbox/test_verifier_sandbox.py::test_infinite_loop_is_killed_at_the_timeout_and_output_is_capped",
     "tests/sandbox/test_verifier_sandbox.py::test_async_run_times_out",
+    "tests/local/test_retention.py::test_a_server_with_a_retention_forgets_finished_episodes",
+    "tests/local/test_soak.py",
 )
 """Node-id prefixes (a module, or a test with all its parameters) of the slow tests the other
 markers leave in the quick subset: each took a second or more of a full run on a busy 2-core

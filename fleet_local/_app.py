@@ -27,7 +27,10 @@ from . import (
     _lease_endpoints,
     _manager,
     _mcp,
+    _metrics,
+    _metrics_page,
     _reports,
+    _retention,
     _s3,
     _session_logs,
     _sessions,
@@ -65,7 +68,7 @@ def bearer_auth(state: LocalState) -> Any:
 # Feature modules with a ``lifespan(state)`` async context manager, started in this order (and
 # stopped in reverse): jobs stop first, so their sessions end their browser leases themselves
 # before the browser pool is closed.
-_LIFESPANS = (_s3, _control, _mcp, _browser, _lease_endpoints, _episodes)
+_LIFESPANS = (_s3, _control, _retention, _mcp, _browser, _lease_endpoints, _episodes)
 
 
 def create_app(state: LocalState) -> FastAPI:
@@ -109,6 +112,7 @@ def create_app(state: LocalState) -> FastAPI:
         (_traces.router(state), keyed),
         (_browser.router(state), keyed),
         (_reports.router(state), keyed),
+        (_metrics_page.router(state), keyed),
         (_manager.router(state), []),
     ]
     webui = _webui.router(state)
@@ -143,4 +147,5 @@ def create_app(state: LocalState) -> FastAPI:
             headers.get("authorization", ""), state.settings.api_key, x_api_key="x-api-key" in headers
         ),
     )
+    app.add_middleware(_metrics.RequestMetrics, metrics=state.metrics)  # outermost: times it all
     return app

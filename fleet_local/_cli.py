@@ -167,6 +167,7 @@ def _serve(args: argparse.Namespace) -> int:
         query_concurrency=args.query_concurrency,
         max_body_bytes=args.max_body_bytes,
         max_keyless_body_bytes=args.max_keyless_body_bytes,
+        retention_seconds=args.retention_seconds,
     )
     if not args.quiet:
         print(f"fleet-sdk local server: data in {settings.data_dir}", file=sys.stderr)
@@ -314,6 +315,13 @@ def _add_serve(commands: argparse._SubParsersAction[Any]) -> None:
         action="store_true",
         help="when the OS jail (bubblewrap) cannot start, run the verifiers of requests bearing the key "
         "under the audit hook alone: trusted code only (requests without the key are still refused)",
+    )
+    serve.add_argument(
+        "--retention-seconds",
+        type=_seconds,
+        default=None,
+        help="keep finished instances, verifier results, sessions and transcripts this long "
+        "(default: for ever)",
     )
     serve.add_argument("--quiet", action="store_true", help="print only the ready line")
     serve.set_defaults(handler=_serve)

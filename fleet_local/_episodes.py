@@ -276,6 +276,7 @@ async def _run_session(state: LocalState, job: Mapping[str, Any], session: Mappi
         if progress.instance_id is not None:  # a backstop: the env deletes it when it closes
             await _delete_instance_quietly(state, progress.instance_id)
         changes["ended_at"] = iso()
+        state.metrics.sessions_finished.labels("job").inc()
         with contextlib.suppress(Exception):
             await asyncio.shield(asyncio.to_thread(state.store.update, SESSION_KIND, session_id, **changes))
     return str(changes["status"])

@@ -29,6 +29,7 @@ import anyio
 from fleet_sdk.protocol import normalize_version
 from fleet_sdk.types import env_instance as models
 
+from . import _memory
 from ._action_log import ACTION_LOG
 from ._action_log import create as create_action_log
 from ._errors import LocalAPIError, not_found
@@ -304,6 +305,7 @@ def create_instance(
         "_created_from": req.created_from,
     }
     state.store.put(KIND, instance_id, doc)
+    state.metrics.instances_created.inc()
     return _to_model(state, doc)
 
 
@@ -333,8 +335,15 @@ def list_instances(
     ]
 
 
-def delete_instance(state: LocalState, instance_id: str) -> models.InstanceResponse:
+def delete_instance(
+    state: LocalState, instance_id: str, *, reason: Literal["deleted", "expired"] = "deleted"
+) -> models.InstanceResponse:
     """Terminate an instance and remove its files; deleting a terminated instance is a no-op.
+
+    Args:
+        state: Server state.
+        instance_id: The instance.
+        reason: Why it ends, as ``/metrics`` counts it (the reaper's are ``expired``).
 
     Raises:
         LocalAPIError: 404 ``instance_not_found`` for an unknown id.
@@ -349,6 +358,7 @@ def delete_instance(state: LocalState, instance_id: str) -> models.InstanceRespo
                 )
                 or doc
             )
+            state.metrics.instances_ended.labels(reason).inc()
         shutil.rmtree(state.instance_dir(instance_id), ignore_errors=True)
     for hook in state.instance_end_hooks:  # what dies with it (its browser: _instance_browser)
         hook(instance_id)
@@ -403,7 +413,7 @@ def list_runs(state: LocalState, profile_id: str | None, active: str | None) -> 
 
 def account(state: LocalState) -> models.AccountResponse:
     """The local team: no instance limit beyond the configured one, and the live instance count."""
-    live = sum(1 for doc in state.store.list(KIND) if doc.get("status") != "terminated")
+    live = state.store.count(KIND, exclude_status="terminated")
     return models.AccountResponse(
         team_id=TEAM_ID,
         team_name="Local team",
@@ -565,13 +575,11 @@ def reap_expired(state: LocalState, now: float | None = None) -> list[str]:
     """Terminate every live instance whose deadline has passed; returns their ids."""
     moment = time.time() if now is None else now
     reaped: list[str] = []
-    for doc in state.store.list(KIND):
-        if doc.get("status") == "terminated":
-            continue
+    for doc in state.store.list(KIND, exclude_status="terminated"):
         deadline = doc.get("_deadline")
         if isinstance(deadline, int | float) and deadline <= moment:
             with contextlib.suppress(LocalAPIError):
-                delete_instance(state, str(doc["instance_id"]))
+                delete_instance(state, str(doc["instance_id"]), reason="expired")
                 reaped.append(str(doc["instance_id"]))
     return reaped
 
@@ -583,6 +591,12 @@ async def reap_forever(state: LocalState, interval: float) -> None:
             reaped = await anyio.to_thread.run_sync(reap_expired, state)
             if reaped:
                 _log.info("reaped expired instances: %s", ", ".join(reaped))
+                # Their working set (MCP sessions, buffers) was just freed: hand it back, after
+                # a full collection once nothing is live (idle, so the pause costs no one).
+                idle = await anyio.to_thread.run_sync(
+                    lambda: state.store.count(KIND, exclude_status="terminated") == 0
+                )
+                await anyio.to_thread.run_sync(_memory.trim, idle)
         except Exception:  # the reaper must outlive one bad pass
             _log.exception("instance reaper pass failed")
         await asyncio.sleep(interval)

@@ -17,6 +17,10 @@ stream is needed: every tool call is a single request/response):
   public SDK's ``env.mcp.list_tools()`` posts a bare ``tools/list``, and a ``tools/call`` may come
   the same way (docs/wire.md#mcp).
 
+An instance's sessions end with it (:class:`_InstanceSessions`): a client that never sends the
+session's ``DELETE`` (a trainer that drops its envs and leaves them to the TTL) would otherwise
+keep each one, and its server task and streams, until the idle timeout.
+
 Job policies call tools through :func:`execute_tool`, the same function the MCP handlers use.
 
 Results:
@@ -32,10 +36,12 @@ Results:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
 import sqlite3
+import threading
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -405,12 +411,104 @@ def _opens_session(body: bytes) -> bool:
     return any(not isinstance(m, dict) or m.get("method") == "initialize" for m in messages)
 
 
+_SESSION_HEADER = b"mcp-session-id"
+
+
+class _InstanceSessions:
+    """The stateful MCP sessions open on each instance, ended when the instance ends.
+
+    The endpoint notes each session it sees opened (the ``Mcp-Session-Id`` of a successful
+    ``initialize``) or ended by its client; ``end`` (an instance end hook, called from any
+    thread) ends what is left of an instance's sessions on the server's loop, by handing the
+    session manager the ``DELETE`` a closing client would send. Entries live no longer than
+    their instance.
+
+    Args:
+        state: Server state.
+    """
+
+    def __init__(self, state: LocalState) -> None:
+        self._state = state
+        self._lock = threading.Lock()
+        self._by_instance: dict[str, set[str]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ending: set[asyncio.Task[None]] = set()
+
+    def seen_on(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Remember the loop the sessions run on (the endpoint's, on its first request)."""
+        self._loop = loop
+
+    def opened(self, instance_id: str, session_id: str) -> None:
+        """Note a session opened on an instance."""
+        with self._lock:
+            self._by_instance.setdefault(instance_id, set()).add(session_id)
+
+    def closed(self, instance_id: str, session_id: str) -> None:
+        """Forget a session its client ended."""
+        with self._lock:
+            sessions = self._by_instance.get(instance_id)
+            if sessions is not None:
+                sessions.discard(session_id)
+                if not sessions:
+                    del self._by_instance[instance_id]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._by_instance)
+
+    def end(self, instance_id: str) -> None:
+        """End the sessions still open on an instance that ended (any thread)."""
+        with self._lock:
+            sessions = self._by_instance.pop(instance_id, None)
+        loop = self._loop
+        if not sessions or loop is None or loop.is_closed():
+            return
+        path = MCP_PATHS[0].format(instance_id=instance_id)
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: so did the sessions
+            loop.call_soon_threadsafe(self._spawn, path, sessions)
+
+    def _spawn(self, path: str, sessions: set[str]) -> None:
+        for session_id in sessions:
+            task = asyncio.ensure_future(self._delete(path, session_id))
+            self._ending.add(task)
+            task.add_done_callback(self._ending.discard)
+
+    async def _delete(self, path: str, session_id: str) -> None:
+        host = self._state.public_url.split("://", 1)[-1].encode() or b"127.0.0.1"
+        scope: dict[str, Any] = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "DELETE",
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": b"",
+            "root_path": "",
+            "headers": [(_SESSION_HEADER, session_id.encode()), (b"host", host)],
+            "client": ("127.0.0.1", 0),
+            "server": ("127.0.0.1", 0),
+        }
+
+        async def receive() -> Any:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: Any) -> None:
+            pass  # nobody waits for this answer
+
+        try:
+            await self._state.mcp_sessions.handle_request(scope, receive, send)
+        except Exception:  # the session may be ending on its own: the idle timeout is the backstop
+            logger.debug("could not end MCP session %s", session_id, exc_info=True)
+
+
 class _InstanceMCPEndpoint:
     """Raw ASGI endpoint: checks the instance is live, tags the scope with its id, serves MCP
     (sessionless requests on their own, see the module docstring)."""
 
-    def __init__(self, state: LocalState) -> None:
+    def __init__(self, state: LocalState, sessions: _InstanceSessions) -> None:
         self._state = state
+        self._sessions = sessions
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         instance_id = str(scope.get("path_params", {}).get("instance_id", ""))
@@ -420,17 +518,35 @@ class _InstanceMCPEndpoint:
             body = {"detail": str(exc), "code": "instance_not_found", "retryable": False}
             await JSONResponse(body, status_code=404)(scope, receive, send)
             return
+        self._sessions.seen_on(asyncio.get_running_loop())
         tagged = {**scope, _SCOPE_KEY: instance_id}
-        has_session = any(name.lower() == b"mcp-session-id" for name, _ in scope.get("headers", []))
-        if scope.get("method") != "POST" or has_session:
+        headers = scope.get("headers", [])
+        session_id = next((v.decode("latin-1") for k, v in headers if k.lower() == _SESSION_HEADER), None)
+        if scope.get("method") != "POST" or session_id is not None:
+            if scope.get("method") == "DELETE" and session_id is not None:
+                self._sessions.closed(instance_id, session_id)
             await self._state.mcp_sessions.handle_request(tagged, receive, send)
             return
         payload = await _read_body(receive)  # bounded by the server's body limit (RequestGate)
         if _opens_session(payload):
-            await self._state.mcp_sessions.handle_request(tagged, _replay(payload, receive), send)
+            await self._state.mcp_sessions.handle_request(
+                tagged, _replay(payload, receive), self._noting_session(instance_id, send)
+            )
             return
         sessionless = {**tagged, "headers": _accepting_json(tagged.get("headers", []))}
         await self._state.mcp_sessionless.handle_request(sessionless, _replay(payload, receive), send)
+
+    def _noting_session(self, instance_id: str, send: Send) -> Send:
+        """``send``, noting the session id a successful ``initialize`` answers with."""
+
+        async def noting(message: Any) -> None:
+            if message.get("type") == "http.response.start" and message.get("status", 500) < 400:
+                for name, value in message.get("headers", []):
+                    if name.lower() == _SESSION_HEADER:
+                        self._sessions.opened(instance_id, value.decode("latin-1"))
+            await send(message)
+
+        return noting
 
 
 def _accepting_json(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
@@ -479,7 +595,9 @@ def mount(app: FastAPI, state: LocalState) -> None:
 
     The routes go first in the routing table so no catch-all route of another surface shadows them.
     """
-    endpoint = _InstanceMCPEndpoint(state)
+    sessions = _InstanceSessions(state)
+    state.instance_end_hooks.append(sessions.end)
+    endpoint = _InstanceMCPEndpoint(state, sessions)
     routes = [Route(path + suffix, endpoint) for path in MCP_PATHS for suffix in ("", "/")]
     app.router.routes[0:0] = routes
 

@@ -40,10 +40,11 @@ READY_EVENT = "ready"
 
 def build_state(settings: LocalSettings) -> LocalState:
     """Create the server state for ``settings``: store, environments, fault injector, services."""
-    from . import _instance_browser, _lease_endpoints
+    from . import _instance_browser, _lease_endpoints, _metrics_page
     from ._faults import FaultInjector
     from ._lease_book import LeaseBook
     from ._mcp import session_manager, sessionless_manager
+    from ._metrics import ServerMetrics
     from ._store import Store
     from .environments import registry
 
@@ -54,6 +55,7 @@ def build_state(settings: LocalSettings) -> LocalState:
         environments=registry(),
         faults=FaultInjector(enabled=settings.faults_enabled),
     )
+    state.metrics = ServerMetrics()
     state.browser_leases = LeaseBook(
         state.store, state.data_dir, lambda: state.public_url, max_browsers=settings.max_browsers
     )
@@ -61,6 +63,7 @@ def build_state(settings: LocalSettings) -> LocalState:
     state.mcp_sessionless = sessionless_manager(state)
     state.lease_mcp_sessions = _lease_endpoints.session_manager(state)
     state.instance_end_hooks.append(lambda instance_id: _instance_browser.release(state, instance_id))
+    _metrics_page.attach(state)
     return state
 
 
@@ -172,7 +175,9 @@ def _serve_claimed(
     import uvicorn
 
     from ._app import create_app
+    from ._memory import limit_arenas
 
+    limit_arenas()  # before the server's threads start (``_memory``)
     sock = claim.socket
     host, port = sock.getsockname()[:2]
     state = build_state(settings)
@@ -261,6 +266,9 @@ class LocalFleet:
         max_body_bytes: The largest request body accepted on a route that needs the key (413 beyond).
         max_keyless_body_bytes: The largest request body accepted on a route that needs none (the
             instance manager API, MCP).
+        retention_seconds: Seconds finished records (terminated instances, verifier executions,
+            finished sessions and their transcripts, jobs, ended leases) are kept once they
+            stopped changing; None keeps them for ever.
         startup_timeout: Seconds to wait for the server to be ready.
 
     Every setting left None keeps the server's default (``LocalSettings``, ``fleet-sdk serve
@@ -297,6 +305,7 @@ class LocalFleet:
         query_concurrency: int | None = None,
         max_body_bytes: int | None = None,
         max_keyless_body_bytes: int | None = None,
+        retention_seconds: float | None = None,
         startup_timeout: float = 30.0,
     ) -> None:
         self._temp_dir = None if data_dir is not None else tempfile.mkdtemp(prefix="fleet-local-")
@@ -326,6 +335,7 @@ class LocalFleet:
             "query_concurrency": query_concurrency,
             "max_body_bytes": max_body_bytes,
             "max_keyless_body_bytes": max_keyless_body_bytes,
+            "retention_seconds": retention_seconds,
         }
         self._process: subprocess.Popen[str] | None = None
         self._stderr: list[str] = []

@@ -42,6 +42,7 @@ _TASK_KIND = "task"
 _INSTANCE_KIND = "instance"
 _EXECUTION_KIND = "verifier_execution"
 _TRACE_JOB_KIND = "trace_job"
+_OPEN = frozenset({"pending", "running"})  # the statuses of a session that has not finished
 _EXECUTION_FIELDS = ("success", "score", "stdout", "execution_time_ms", "result", "execution_id")
 
 
@@ -66,6 +67,8 @@ def ingest(state: LocalState, body: smodels.SessionIngestRequest) -> smodels.Ses
             }
             if body.status is not None:
                 changes["status"] = body.status
+                if existing.get("status") in _OPEN and body.status not in _OPEN:
+                    state.metrics.sessions_finished.labels("ingest").inc()
             if body.ended_at is not None:
                 changes["ended_at"] = iso(body.ended_at)
             if body.verifier_execution_id is not None:
@@ -99,6 +102,8 @@ def ingest(state: LocalState, body: smodels.SessionIngestRequest) -> smodels.Ses
             }
             state.store.put(SESSION_KIND, session_id, doc, parent=body.job_id)
             created = True
+            if doc["status"] not in _OPEN:
+                state.metrics.sessions_finished.labels("ingest").inc()
         total = state.store.append_messages(session_id, messages)
     return smodels.SessionIngestResponse(
         success=True, session_id=session_id, message_count=total, created_new_session=created

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
     from ._faults import FaultInjector
     from ._lease_book import LeaseBook
+    from ._metrics import ServerMetrics
     from .environments import EnvironmentDefinition
 
 
@@ -66,6 +67,9 @@ class LocalSettings:
         max_keyless_body_bytes: The largest request body accepted on a route that needs no key (the
             instance manager API, MCP, the web UI): room for the largest verifier bundle (a 5 MiB
             zip, base64-encoded in JSON), no more.
+        retention_seconds: How long finished records (terminated instances, verifier
+            executions, finished sessions with their transcripts and jobs, ended leases) are kept
+            once they stopped changing; None keeps them for ever (``_retention``).
         allow_unjailed_verifiers: Where the OS jail (bubblewrap) cannot start, run the verifiers
             of requests bearing the server's key under the audit hook alone: trusted code only
             (docs/threat-model.md). Requests without the key are refused (503) all the same;
@@ -96,6 +100,7 @@ class LocalSettings:
     query_concurrency: int = 64
     max_body_bytes: int = 32 * 1024 * 1024
     max_keyless_body_bytes: int = 8 * 1024 * 1024
+    retention_seconds: float | None = None
 
 
 @dataclass
@@ -124,6 +129,7 @@ class LocalState:
         verifier_gate: The slots verifier runs wait for (``_verifier_exec``; made on first use).
         argument_readers: The worker threads reading pickled verifier arguments' shapes share
             (``_verifier_exec``; made on first use).
+        metrics: What ``GET /metrics`` counts (``_metrics``).
 
     ``build_state`` (``fleet_local._server``) creates one with every service in place.
     """
@@ -145,6 +151,7 @@ class LocalState:
     sql_workers: tuple[asyncio.Semaphore, ThreadPoolExecutor] | None = None
     verifier_gate: anyio.Semaphore | None = None
     argument_readers: anyio.CapacityLimiter | None = None
+    metrics: ServerMetrics = field(init=False)
 
     @functools.cached_property
     def live_instances(self) -> LiveInstances:

@@ -31,6 +31,7 @@ CREATE TABLE IF NOT EXISTS docs (
     parent TEXT,
     created REAL NOT NULL,
     doc TEXT NOT NULL,
+    updated REAL,
     PRIMARY KEY (kind, id)
 );
 CREATE INDEX IF NOT EXISTS docs_parent ON docs (kind, parent);
@@ -84,7 +85,13 @@ class Store:
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
+        # The WAL file is truncated back to this size after a checkpoint, instead of keeping the
+        # size of its largest burst for the life of the server.
+        self._db.execute("PRAGMA journal_size_limit=67108864")
         self._db.executescript(_SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(docs)")}
+        if "updated" not in columns:  # a data dir from before retention: its rows count from creation
+            self._db.execute("ALTER TABLE docs ADD COLUMN updated REAL")
         self._ro_uri = f"{path.resolve().as_uri()}?mode=ro"
         self._readers: builtins.list[sqlite3.Connection] = []  # idle read-only connections
         self._readers_guard = threading.Lock()  # held for a list pop or append only, never for SQL
@@ -145,11 +152,13 @@ class Store:
         written = json.dumps(doc, default=str)
         text = _storable(written)
         with self._lock:
+            now = time.time()
             row = self._db.execute("SELECT created FROM docs WHERE kind=? AND id=?", (kind, id)).fetchone()
-            created = row[0] if row else time.time()
+            created = row[0] if row else now
             self._db.execute(
-                "INSERT OR REPLACE INTO docs (kind, id, parent, created, doc) VALUES (?, ?, ?, ?, ?)",
-                (kind, id, parent, created, text),
+                "INSERT OR REPLACE INTO docs (kind, id, parent, created, updated, doc)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (kind, id, parent, created, now, text),
             )
         return doc if text == written else _loads(text)
 
@@ -165,16 +174,74 @@ class Store:
             cursor = self._db.execute("DELETE FROM docs WHERE kind=? AND id=?", (kind, id))
         return cursor.rowcount > 0
 
-    def list(self, kind: str, *, parent: str | None = None) -> builtins.list[dict[str, Any]]:
-        """All documents of a kind (optionally of one parent), oldest first."""
+    def list(
+        self, kind: str, *, parent: str | None = None, exclude_status: str | None = None
+    ) -> builtins.list[dict[str, Any]]:
+        """All documents of a kind, oldest first.
+
+        Args:
+            kind: Record type.
+            parent: Only the documents of this owner.
+            exclude_status: Leave out the documents whose ``status`` is this (read in SQL, so
+                the reaper's pass over live instances does not load every terminated one).
+        """
+        sql, params = "SELECT doc FROM docs WHERE kind=?", [kind]
+        if parent is not None:
+            sql, params = sql + " AND parent=?", [*params, parent]
+        if exclude_status is not None:
+            sql, params = sql + " AND json_extract(doc, '$.status') IS NOT ?", [*params, exclude_status]
         with self._lock:
-            if parent is None:
-                rows = self._db.execute("SELECT doc FROM docs WHERE kind=? ORDER BY created, id", (kind,))
-            else:
-                rows = self._db.execute(
-                    "SELECT doc FROM docs WHERE kind=? AND parent=? ORDER BY created, id", (kind, parent)
-                )
-            return [_loads(row[0]) for row in rows.fetchall()]
+            rows = self._db.execute(sql + " ORDER BY created, id", params).fetchall()
+        return [_loads(row[0]) for row in rows]
+
+    def count(self, kind: str, *, exclude_status: str | None = None) -> int:
+        """How many documents of a kind there are (``exclude_status`` as for :meth:`list`).
+
+        Args:
+            kind: Record type.
+            exclude_status: Leave out the documents whose ``status`` is this.
+        """
+        sql, params = "SELECT COUNT(*) FROM docs WHERE kind=?", [kind]
+        if exclude_status is not None:
+            sql, params = sql + " AND json_extract(doc, '$.status') IS NOT ?", [*params, exclude_status]
+        with self._lock:
+            (count,) = self._db.execute(sql, params).fetchone()
+        return int(count)
+
+    def prune(
+        self,
+        kind: str,
+        before: float,
+        *,
+        live_statuses: frozenset[str] | None = None,
+        batch: int = 500,
+    ) -> builtins.list[str]:
+        """Delete up to ``batch`` documents of a kind last written before ``before``; returns their ids.
+
+        Args:
+            kind: Record type.
+            before: A ``time.time()``: documents written (created or last updated) earlier go.
+            live_statuses: Keep documents whose ``status`` is one of these, however old.
+            batch: The most documents deleted in one call (the store's lock is held meanwhile).
+        """
+        sql, params = "SELECT id FROM docs WHERE kind=? AND COALESCE(updated, created) < ?", [kind, before]
+        if live_statuses:
+            marks = ", ".join("?" for _ in live_statuses)
+            sql += f" AND COALESCE(json_extract(doc, '$.status'), '') NOT IN ({marks})"
+            params += sorted(live_statuses)
+        with self._lock:
+            ids = [row[0] for row in self._db.execute(sql + " LIMIT ?", [*params, batch]).fetchall()]
+            self._db.executemany("DELETE FROM docs WHERE kind=? AND id=?", [(kind, id) for id in ids])
+        return ids
+
+    def delete_messages(self, session_ids: builtins.list[str]) -> None:
+        """Delete the transcripts of these sessions.
+
+        Args:
+            session_ids: The sessions.
+        """
+        with self._lock:
+            self._db.executemany("DELETE FROM messages WHERE session_id=?", [(id,) for id in session_ids])
 
     def update(self, kind: str, id: str, **changes: Any) -> dict[str, Any] | None:
         """Merge ``changes`` into a document atomically; returns the new document or None."""

@@ -384,6 +384,7 @@ async def run_code(
             success, score, result, stdout, elapsed = False, None, None, "", 0.0
     if score is not None and not math.isfinite(score):
         score = None
+    state.metrics.verifier_run(success, score)
     return await _save_execution(
         state,
         instance_id,
