@@ -358,7 +358,7 @@ def test_run_local_registers_the_verifier_module_only_while_it_runs() -> None:
     assert "verifier" not in sys.modules
 
 
-async def test_run_local_async_registers_the_verifier_module_too() -> None:
+async def test_awaited_run_local_registers_the_verifier_module_too() -> None:
     outcome = await run_local(DATACLASS_CODE, env=None)
     assert outcome.error is None, outcome.error
     assert "verifier" not in sys.modules
@@ -414,7 +414,7 @@ class _AsyncEnv:
         return _AsyncDatabase([[2]] if name == "current" else [[1]])
 
 
-async def test_run_local_async_with_an_async_env() -> None:
+async def test_awaited_run_local_with_an_async_env() -> None:
     code = (
         "async def verify(env):\n"
         "    before = (await env.db('seed').query('select count(*)')).rows[0][0]\n"
@@ -427,7 +427,7 @@ async def test_run_local_async_with_an_async_env() -> None:
     assert outcome.stdout == "users 1 -> 2\n"
 
 
-async def test_run_local_async_reports_faults() -> None:
+async def test_awaited_run_local_reports_faults() -> None:
     outcome = await run_local("async def verify(env):\n    raise KeyError('x')\n", env=None)
     assert outcome.error is not None and outcome.error.type == "exception"
     assert outcome.error.message == "KeyError: 'x'"
