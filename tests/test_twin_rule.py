@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import pkgutil
 import re
 import sys
 import types
@@ -23,6 +24,7 @@ import pytest
 from test_exception_tree import public_modules
 from test_sync_twins import _PROTOCOLS, _same
 
+import fleet_local
 import fleet_sdk
 from fleet_sdk import TaskEnv
 
@@ -171,6 +173,24 @@ def test_every_public_twin_keeps_the_rule() -> None:
 
 def test_no_public_module_exposes_a_private_name() -> None:
     assert private_name_problems(public_modules()) == []
+
+
+def server_public_modules() -> list[types.ModuleType]:
+    """``fleet_local`` and its modules with no private part in their names (``sandbox``...)."""
+    names = [
+        info.name
+        for info in pkgutil.walk_packages(fleet_local.__path__, "fleet_local.")
+        if not any(part.startswith("_") for part in info.name.split("."))
+    ]
+    return [fleet_local, *(importlib.import_module(name) for name in names)]
+
+
+def test_the_server_s_public_modules_keep_the_rule_too() -> None:
+    """The server is another package, but its sandbox's ``run_sandboxed`` is a twin all the same."""
+    modules = server_public_modules()
+    assert "fleet_local.sandbox" in {module.__name__ for module in modules}
+    assert twin_problems(modules) == []
+    assert private_name_problems(modules) == []
 
 
 def test_the_walk_sees_every_kind_of_twin() -> None:
