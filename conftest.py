@@ -79,7 +79,7 @@ SLOW = (
     "tests/local/test_jobs.py::test_chat_completions_policy_drives_the_tools",
     "tests/local/test_loop_under_attack.py",
     "tests/local/test_pickle_bombs_and_the_loop.py",
-    "tests/test_pickled_arguments.py::test_keys_that_collide_cost_the_run_its_time_not_the_caller",
+    "tests/sandbox/test_pickled_arguments.py::test_keys_that_collide_cost_the_run_its_time_not_the_caller",
     "tests/local/test_jobs.py::test_scripted_policy_solves_every_task_of_an_environment",
     "tests/local/test_s3.py::test_objects_and_session_urls_survive_a_restart",
     "tests/local/test_s3.py::test_without_s3_screenshots_keep_their_data_urls_and_go_nowhere",

@@ -137,7 +137,7 @@ async def instance_reset_and_query(ctx: ScenarioContext) -> None:
 @scenario
 async def verifier_execute(ctx: ScenarioContext) -> None:
     """A remote verifier run (POST /v1/verifiers/execute) against a live instance."""
-    from fleet_sdk.remote_verifier import run_remote_async
+    from fleet_sdk.remote_verifier import run_remote
 
     code = (
         "def verify(env, final_answer=None):\n"
@@ -146,7 +146,7 @@ async def verifier_execute(ctx: ScenarioContext) -> None:
         "    return TASK_SUCCESSFUL_SCORE if rows[0]['n'] > 0 else TASK_FAILED_SCORE\n"
     )
     async with await ctx.fleet.make(ENV_SPEC) as env:
-        outcome = await run_remote_async(
+        outcome = await run_remote(
             ctx.fleet, code, key="contract-verifier", instance_id=env.instance_id, final_answer="42"
         )
         assert outcome.success and outcome.score == 1.0, outcome

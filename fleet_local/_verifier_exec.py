@@ -5,7 +5,7 @@ Code is found, in order: in the request's ``bundle`` (a base64 zip made by
 ``fleet_sdk.verifiers.bundle_verifier``), among the bundles stored before under
 ``(key, sha256)``, or in the task whose ``task_key`` is ``key`` when its code
 has that sha256. Unknown code answers 404 ``not_found`` so the client resends
-with ``bundle``. The verifier runs in the sandbox (``run_sandboxed_async``)
+with ``bundle``. The verifier runs in the sandbox (``run_sandboxed``)
 against the instance's ``seed`` and ``current`` databases, called with the
 request's arguments in whichever form it sent them (``_verifier_args.py``);
 every fault of the verifier comes back as ``success: false`` with a structured
@@ -54,7 +54,7 @@ from ._dedent import dedent
 from ._errors import LocalAPIError, not_found
 from ._state import LocalState, iso, new_id
 from ._verifier_args import Invocation, bad_arguments, from_args_array, from_pickled_args
-from .sandbox import JailUnavailableError, PickledArguments, PlainDataError, run_sandboxed_async
+from .sandbox import JailUnavailableError, PickledArguments, PlainDataError, run_sandboxed
 
 __all__ = [
     "BUNDLE_KIND",
@@ -350,7 +350,7 @@ async def run_code(
     unjailed = may_run_unjailed(state, code, keyed=keyed)
     async with _run_slot(state, run_timeout):
         try:
-            outcome: VerifierOutcome = await run_sandboxed_async(
+            outcome: VerifierOutcome = await run_sandboxed(
                 code,
                 databases={"seed": seed, "current": current},
                 final_answer=final_answer,

@@ -550,7 +550,7 @@ class Fleet(_FleetBase):
 
 def async_fleet_of(fleet: Fleet) -> AsyncFleet:
     """The async client a ``Fleet`` runs on: how a sync function twin takes a ``Fleet``
-    (``sync_function(run_remote_async, first=async_fleet_of)``).
+    (``sync_function(run_remote, first=async_fleet_of)``).
 
     Args:
         fleet: The sync client.

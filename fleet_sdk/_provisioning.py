@@ -5,8 +5,8 @@ the same on every attempt, so repeating it can never leave two instances behind.
 why it is retried on more than the runtime's usual transient statuses: every 5xx
 too (a failed health check, a placement blip), besides connection errors, 408,
 429 and any error flagged ``"retryable": true`` wherever the body carries the flag.
-``is_transient`` in the runtime makes the call and ``fleet_sdk._retry.retry_async`` runs the
-attempts; this module only adds the longer, provisioning-sized backoff.
+``is_transient`` in the runtime makes the call and ``fleet_sdk._retry.call_with_retries`` runs
+the attempts; this module only adds the longer, provisioning-sized backoff.
 
 A server that recognises a repeat by its ``X-Request-ID`` rather than by the idempotency key
 answers 409 ``duplicate_request_id`` naming the instance the earlier attempt made
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from ._exceptions import APIResponseValidationError, APIStatusError, ConflictError, NotFoundError
-from ._retry import retry_async
+from ._retry import call_with_retries
 from ._runtime import Deadline, RequestOptions, RetryPolicy, is_transient, within
 from ._runtime._cleanup import CLEANUP_DEADLINE, run_cleanup
 
@@ -124,7 +124,8 @@ async def create_instance(
     request_id = str(uuid.uuid4())
 
     async def send(limit: Deadline) -> models.InstanceResponse:
-        # Every retry of a create happens in retry_async, under one policy: the runtime makes one attempt.
+        # Every retry of a create happens in call_with_retries, under one policy: the runtime makes
+        # one attempt.
         options: RequestOptions = {**(within(limit) or {}), "max_retries": 0}
         return await api.create_instance(
             request, idempotency_key=key, x_request_id=request_id, options=options
@@ -166,7 +167,7 @@ async def create_instance(
             raise
 
     try:
-        return await retry_async(
+        return await call_with_retries(
             tracked,
             what=f"creating {request.env_key}",
             policy=policy,
@@ -233,7 +234,7 @@ async def delete_instance(api: AsyncControlPlaneClient, instance_id: str, *, dea
             if not 200 <= exc.status_code < 300:
                 raise
 
-    await retry_async(
+    await call_with_retries(
         attempt,
         what=f"deleting instance {instance_id}",
         policy=_DELETE_RETRY,

@@ -3,9 +3,9 @@
 The runtime retries a single safe request by itself. Some operations need a retry around
 something bigger: an instance creation under a provisioning-sized backoff, a remote verifier
 run whose answer can say "judge error, try again", an MCP session, the model endpoint a
-chat-completions policy calls. They all go through ``retry_async``, which takes its decisions from
-``fleet_sdk._runtime``: ``is_transient`` (the one classifier), ``RetryPolicy.backoff`` (with
-the server's ``Retry-After``) and a ``Deadline`` that no wait may run past.
+chat-completions policy calls. They all go through ``call_with_retries``, which takes its
+decisions from ``fleet_sdk._runtime``: ``is_transient`` (the one classifier),
+``RetryPolicy.backoff`` (with the server's ``Retry-After``) and a ``Deadline`` that no wait may run past.
 """
 
 from __future__ import annotations
@@ -20,8 +20,15 @@ from ._exceptions import APIStatusError
 from ._runtime import Deadline, RetryPolicy, is_transient
 from ._runtime._policy import is_transient_reply, parse_retry_after
 
-# Re-exported: what a caller of retry_async needs, without reaching into the runtime package.
-__all__ = ["Deadline", "RetryPolicy", "describe_error", "is_transient", "is_transient_reply", "retry_async"]
+# Re-exported: what a caller of call_with_retries needs, without reaching into the runtime package.
+__all__ = [
+    "Deadline",
+    "RetryPolicy",
+    "call_with_retries",
+    "describe_error",
+    "is_transient",
+    "is_transient_reply",
+]
 
 T = TypeVar("T")
 
@@ -42,7 +49,7 @@ def describe_error(exc: BaseException) -> str:
     return text
 
 
-async def retry_async(
+async def call_with_retries(
     operation: Callable[[], Awaitable[T]],
     *,
     what: str,

@@ -5,7 +5,7 @@ the async method's parameters, types and docstring, runs the coroutine on the SD
 (``fleet_sdk._runtime._bridge``: works in scripts, threads and inside a running loop), and can
 wrap what comes back into its sync twin (``wrap=Env`` turns an ``AsyncEnv`` into an ``Env``).
 ``sync_view`` does the same for a plain method that returns an async object (``Env.db``);
-``sync_function`` derives a module-level function (``run_remote`` from ``run_remote_async``).
+``sync_function`` derives a module-level function (``run_remote_sync`` from ``run_remote``).
 
 By default the async object a sync one drives is its ``_inner`` attribute; ``source=`` names
 another way to reach it (``TaskEnv`` drives itself). ``tests/test_sync_twins.py`` compares every
@@ -186,10 +186,11 @@ def sync_function(
     """A module-level sync function that runs ``source`` on the bridge.
 
     Args:
-        source: The async function (``run_remote_async``).
+        source: The async function (``run_remote``).
         first: Converts the first argument to what the source takes (a ``Fleet`` to its
             ``async_fleet``).
-        name: The twin's name (default: the source's without ``_async``).
+        name: The twin's name (default: the source's with ``_sync`` appended, the twin rule of
+            ``docs/architecture.md``).
     """
     signature = inspect.signature(source)
     returns = sync_annotation(signature.return_annotation)
@@ -209,7 +210,7 @@ def sync_function(
                 kwargs[first_name] = first(kwargs[first_name])
         return _run(source(*args, **kwargs))
 
-    name = name or source.__name__.removesuffix("_async")
+    name = name or f"{source.__name__}_sync"
     function.__name__ = name
     function.__qualname__ = name
     function.__signature__ = signature.replace(  # type: ignore[attr-defined]

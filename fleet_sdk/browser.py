@@ -39,7 +39,7 @@ from ._exceptions import (
     ToolNotFoundError,
 )
 from ._png import is_blank_png
-from ._retry import retry_async
+from ._retry import call_with_retries
 from ._runtime import Deadline, RequestOptions, RetryPolicy, is_transient, within
 from ._runtime._cleanup import CLEANUP_DEADLINE, run_cleanup
 from ._runtime._policy import parse_retry_after
@@ -173,7 +173,7 @@ async def _delete_lease(fleet: AsyncFleet, lease_id: str, deadline: Deadline) ->
             if not 200 <= exc.status_code < 300:
                 raise
 
-    await retry_async(
+    await call_with_retries(
         attempt,
         what=f"deleting browser lease {lease_id}",
         policy=_DELETE_RETRY,

@@ -231,6 +231,6 @@ def _cancelling() -> bool:
     return task is not None and task.cancelling() > 0
 
 
-play_episode_sync = sync_function(play_episode, name="play_episode_sync")
+play_episode_sync = sync_function(play_episode)
 """Sync twin of :func:`play_episode`: the same arguments (a ``TaskEnv`` on a sync ``Fleet``
 works too); runs on the loop bridge."""

@@ -45,7 +45,6 @@ __all__ = [
     "ResultSink",
     "collect",
     "pending_specs",
-    "run_episode",
     "run_spec",
     "specs_for",
 ]
@@ -79,12 +78,14 @@ def _worker_name() -> str:
     return f"{os.getpid()}@{os.uname().nodename}"
 
 
-async def run_episode(spec: EpisodeSpec, fleet: AsyncFleet, *, attempt: int = 1) -> EpisodeResult:
+async def run_spec(fleet: AsyncFleet, spec: EpisodeSpec, attempt: int = 1) -> EpisodeResult:
     """Play one spec to its end on ``fleet`` (``play_episode``; never raises for the episode).
 
+    The ``Job`` executors run for ``EpisodeSpec`` items, hence its argument order.
+
     Args:
-        spec: The episode.
         fleet: The client (its loop is the current one).
+        spec: The episode.
         attempt: Which attempt this is (kept in the result).
     """
     worker = _worker_name()
@@ -96,17 +97,6 @@ async def run_episode(spec: EpisodeSpec, fleet: AsyncFleet, *, attempt: int = 1)
         return EpisodeResult.unplayed(spec.episode_id, task_key, error, attempts=attempt, worker=worker)
     result = await play_episode(env, spec.policy, episode_id=spec.episode_id)
     return replace(result, attempts=attempt, worker=worker)
-
-
-async def run_spec(fleet: AsyncFleet, spec: EpisodeSpec, attempt: int) -> EpisodeResult:
-    """``run_episode`` as a ``Job`` (what executors run for ``EpisodeSpec`` items).
-
-    Args:
-        fleet: The client.
-        spec: The episode.
-        attempt: Which attempt this is.
-    """
-    return await run_episode(spec, fleet, attempt=attempt)
 
 
 class ResultSink(Protocol):

@@ -35,7 +35,7 @@ import httpx
 from ._exceptions import ClientClosedError, MCPError, ToolNotFoundError, ToolsUnavailableError
 from ._mcp_results import extract_tool_result
 from ._public import publish
-from ._retry import is_transient_reply, retry_async
+from ._retry import call_with_retries, is_transient_reply
 from ._runtime import Deadline, RetryPolicy, Timeout
 from ._runtime._cleanup import run_cleanup
 from ._version import __version__
@@ -261,7 +261,7 @@ class MCPClient:
 
         try:
             with anyio.fail_after(deadline.remaining()):
-                await retry_async(
+                await call_with_retries(
                     delete,
                     what=f"ending MCP session on {session.endpoint}",
                     policy=RetryPolicy(max_retries=2, backoff_base=0.1, backoff_max=0.5),
@@ -415,7 +415,7 @@ class MCPClient:
             return may_retry_tool_call(exc, annotations) if method == "tools/call" else exc.transient
 
         try:
-            return await retry_async(
+            return await call_with_retries(
                 attempt,
                 what=f"MCP {method} on {endpoint}",
                 policy=self._retry,

@@ -40,7 +40,7 @@ from typing import Any, Protocol
 import httpx
 
 from ._exceptions import PolicyError
-from ._retry import Deadline, RetryPolicy, is_transient, is_transient_reply, retry_async
+from ._retry import Deadline, RetryPolicy, call_with_retries, is_transient, is_transient_reply
 from .protocol import SUBMIT_FINAL_ANSWER
 from .tasks import Task
 from .tools import Tool
@@ -460,7 +460,7 @@ class ChatCompletionsPolicy:
             return is_transient(exc)
 
         try:
-            response = await retry_async(
+            response = await call_with_retries(
                 attempt,
                 what=f"model endpoint {self._url}",
                 policy=_MODEL_RETRY,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, cast, get_args
 
 from ._client import async_fleet_of
 from ._exceptions import FleetError
-from ._retry import retry_async
+from ._retry import call_with_retries
 from ._runtime import Deadline, RetryPolicy, is_transient
 from ._twin import sync_function
 from .rewards import is_judge_error
@@ -35,7 +35,7 @@ from .verifiers import (
 if TYPE_CHECKING:
     from ._client import AsyncFleet
 
-__all__ = ["RemoteVerifierOutcome", "run_remote", "run_remote_async"]
+__all__ = ["RemoteVerifierOutcome", "run_remote", "run_remote_sync"]
 
 log = logging.getLogger("fleet_sdk.verifiers")
 
@@ -108,7 +108,7 @@ def _prepared(code: str) -> tuple[str, str, str]:
     return function_name, bundle_sha256(code), base64.b64encode(bundle_verifier(code)).decode("ascii")
 
 
-async def run_remote_async(
+async def run_remote(
     fleet: AsyncFleet,
     code: str,
     *,
@@ -166,7 +166,7 @@ async def run_remote_async(
         return isinstance(exc, _JudgeError) or is_transient(exc)
 
     try:
-        outcome = await retry_async(
+        outcome = await call_with_retries(
             attempt, what=f"verifier {key}", policy=policy, deadline=limit, log=log, transient=worth_retrying
         )
     except _JudgeError:
@@ -186,5 +186,5 @@ async def run_remote_async(
     return RemoteVerifierOutcome(success=False, score=None, error=failure, attempts=attempts, transient=True)
 
 
-run_remote = sync_function(run_remote_async, first=async_fleet_of)
-"""Sync twin of ``run_remote_async``: the same arguments with a ``Fleet``; runs on the loop bridge."""
+run_remote_sync = sync_function(run_remote, first=async_fleet_of)
+"""Sync twin of ``run_remote``: the same arguments with a ``Fleet``; runs on the loop bridge."""

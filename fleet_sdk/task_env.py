@@ -654,11 +654,11 @@ class TaskEnv:
             self.final_reward = None
             return None
         assert self.env is not None
-        from .remote_verifier import run_remote_async
+        from .remote_verifier import run_remote
         from .rewards import reward_from_outcome
 
         try:
-            outcome = await run_remote_async(
+            outcome = await run_remote(
                 self._async_fleet(),
                 self.task.verifier_code,
                 key=self.task.task_key,

@@ -27,9 +27,9 @@ from fleet_local.environments import (
     registry,
 )
 from fleet_local.environments._verifier_lib import HELPERS
-from fleet_local.sandbox import run_sandboxed
+from fleet_local.sandbox import run_sandboxed_sync
 from fleet_sdk.rewards import partial_reward
-from fleet_sdk.verifiers import SQLiteEnvironment, VerifierOutcome, run_local
+from fleet_sdk.verifiers import SQLiteEnvironment, VerifierOutcome, run_local_sync
 
 ENVIRONMENTS = registry()
 # Tool-use tasks, played here through the tools; browser_use tasks (computer actions) are played in a
@@ -83,7 +83,7 @@ class Instance:
 
     def verify(self, task: TaskDefinition, final_answer: Any = None) -> VerifierOutcome:
         with SQLiteEnvironment(databases={"seed": self.seed, "current": self.current}) as env:
-            return run_local(task["verifier_code"], env, final_answer=final_answer)
+            return run_local_sync(task["verifier_code"], env, final_answer=final_answer)
 
     def dump(self, which: str = "current") -> list[str]:
         conn = sqlite3.connect(self.current if which == "current" else self.seed)
@@ -735,8 +735,8 @@ def test_verifiers_run_sandboxed(task_key: str, instance_factory: Any) -> None:
     task = env.task(task_key)
     instance = instance_factory(env)
     databases = {"seed": instance.seed, "current": instance.current}
-    empty = run_sandboxed(task["verifier_code"], databases=databases)
+    empty = run_sandboxed_sync(task["verifier_code"], databases=databases)
     assert (empty.error, empty.score) == (None, 0.0), empty.stdout
     final_answer = instance.play(_solution(task))
-    done = run_sandboxed(task["verifier_code"], databases=databases, final_answer=final_answer)
+    done = run_sandboxed_sync(task["verifier_code"], databases=databases, final_answer=final_answer)
     assert (done.error, done.score) == (None, 1.0), done.stdout

@@ -1,4 +1,4 @@
-"""``fleet_sdk._retry.retry_async``: the one retry loop above the runtime, and its users' rules."""
+"""``fleet_sdk._retry.call_with_retries``: the one retry loop above the runtime, and its users' rules."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from fleet_sdk._retry import Deadline, RetryPolicy, retry_async
+from fleet_sdk._retry import Deadline, RetryPolicy, call_with_retries
 from fleet_sdk.policies import ChatCompletionsPolicy, ModelEndpoint, PolicyContext, PolicyError
 from fleet_sdk.tasks import Task
 
@@ -31,7 +31,7 @@ async def test_transient_failures_are_retried_until_success(caplog: pytest.LogCa
         return "ok"
 
     caplog.set_level(logging.WARNING, logger="fleet_sdk")
-    result = await retry_async(flaky, what="flaky work", policy=NO_WAIT, deadline=Deadline(10), log=log)
+    result = await call_with_retries(flaky, what="flaky work", policy=NO_WAIT, deadline=Deadline(10), log=log)
     assert (result, calls) == ("ok", 3)
     retries = [r.getMessage() for r in caplog.records if "flaky work failed" in r.getMessage()]
     assert len(retries) == 2 and "retry 2/3" in retries[1]
@@ -46,7 +46,7 @@ async def test_a_permanent_failure_is_raised_at_once() -> None:
         raise ValueError("a bug, not a blip")
 
     with pytest.raises(ValueError, match="a bug"):
-        await retry_async(broken, what="work", policy=NO_WAIT, deadline=Deadline(10), log=log)
+        await call_with_retries(broken, what="work", policy=NO_WAIT, deadline=Deadline(10), log=log)
     assert calls == 1
 
 
@@ -59,7 +59,7 @@ async def test_retries_stop_when_used_up_and_the_last_error_is_raised() -> None:
         raise httpx.ReadTimeout(f"attempt {calls}", request=_request())
 
     with pytest.raises(httpx.ReadTimeout, match="attempt 4"):
-        await retry_async(down, what="work", policy=NO_WAIT, deadline=Deadline(10), log=log)
+        await call_with_retries(down, what="work", policy=NO_WAIT, deadline=Deadline(10), log=log)
     assert calls == NO_WAIT.max_retries + 1
 
 
@@ -73,7 +73,7 @@ async def test_no_wait_runs_past_the_deadline() -> None:
         raise httpx.ConnectError("refused", request=_request())
 
     with pytest.raises(httpx.ConnectError):
-        await retry_async(down, what="work", policy=patient, deadline=Deadline(1.0), log=log)
+        await call_with_retries(down, what="work", policy=patient, deadline=Deadline(1.0), log=log)
     assert calls == 1  # the first backoff (>= 2.5 s) would already end past the deadline
 
 

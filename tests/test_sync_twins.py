@@ -14,15 +14,15 @@ from typing import Any
 import httpx
 import pytest
 
-from fleet_local.sandbox import run_sandboxed, run_sandboxed_async
+from fleet_local.sandbox import run_sandboxed, run_sandboxed_sync
 from fleet_sdk import AsyncDatabase, AsyncEnv, AsyncFleet, Database, Env, Fleet, TaskEnv
 from fleet_sdk._tasks_resource import AsyncTasks, Tasks
 from fleet_sdk._twin import sync_annotation
 from fleet_sdk.episodes import play_episode, play_episode_sync
 from fleet_sdk.evaluation import evaluate_job, evaluate_job_sync, run_evaluation, run_evaluation_sync
-from fleet_sdk.remote_verifier import run_remote, run_remote_async
+from fleet_sdk.remote_verifier import run_remote, run_remote_sync
 from fleet_sdk.traces import AsyncTraces, Traces
-from fleet_sdk.verifiers import run_local, run_local_async
+from fleet_sdk.verifiers import run_local, run_local_sync
 
 CLASS_PAIRS = [
     (Fleet, AsyncFleet),
@@ -93,9 +93,9 @@ def test_task_env_sync_methods_mirror_their_async_forms() -> None:
 @pytest.mark.parametrize(
     ("sync", "source"),
     [
-        (run_remote, run_remote_async),
-        (run_sandboxed, run_sandboxed_async),
-        (run_local, run_local_async),
+        (run_remote_sync, run_remote),
+        (run_sandboxed_sync, run_sandboxed),
+        (run_local_sync, run_local),
         (run_evaluation_sync, run_evaluation),
         (evaluate_job_sync, evaluate_job),
         (play_episode_sync, play_episode),
@@ -106,7 +106,7 @@ def test_sync_functions_mirror_their_async_forms(
     sync: Callable[..., Any], source: Callable[..., Any]
 ) -> None:
     _same(sync, source)
-    assert sync.__name__ in (source.__name__.removesuffix("_async"), f"{source.__name__}_sync")
+    assert sync.__name__ == f"{source.__name__}_sync"
 
 
 def test_a_drifted_twin_is_caught() -> None:

@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from fleet_local.sandbox import PlainDataError, SandboxError, dump_plain, load_plain, run_sandboxed
+from fleet_local.sandbox import PlainDataError, SandboxError, dump_plain, load_plain, run_sandboxed_sync
 from fleet_sdk.verifiers import (
     DatabaseSnapshot,
     IgnoreConfig,
     QueryBuilder,
     SnapshotDiff,
     SQLiteEnvironment,
-    run_local,
+    run_local_sync,
 )
 
 SCHEMA = """
@@ -331,10 +331,12 @@ async def verify(env, final_answer=None):
 def test_a_public_sdk_verifier_runs_as_written(where: str, paths: Callable[[str], dict[str, str]]) -> None:
     databases = paths(CANCEL_10 + "INSERT INTO log VALUES ('x');")
     if where == "sandbox":
-        outcome = run_sandboxed(PUBLIC_SDK_VERIFIER, databases=databases, kwargs={"final_answer": "done"})
+        outcome = run_sandboxed_sync(
+            PUBLIC_SDK_VERIFIER, databases=databases, kwargs={"final_answer": "done"}
+        )
     else:
         with SQLiteEnvironment(databases) as environment:
-            outcome = run_local(PUBLIC_SDK_VERIFIER, environment, kwargs={"final_answer": "done"})
+            outcome = run_local_sync(PUBLIC_SDK_VERIFIER, environment, kwargs={"final_answer": "done"})
     assert (outcome.score, outcome.error, outcome.stdout) == (1.0, None, "status cancelled\n")
 
 
@@ -346,14 +348,14 @@ def test_a_public_sdk_verifier_runs_as_written(where: str, paths: Callable[[str]
     ],
 )
 def test_other_public_sdk_modules_are_not_there(line: str, name: str, env: SQLiteEnvironment) -> None:
-    outcome = run_local(f"{line}\ndef verify(env):\n    return 1\n", env)
+    outcome = run_local_sync(f"{line}\ndef verify(env):\n    return 1\n", env)
     assert outcome.error is not None and outcome.error.message.startswith("ModuleNotFoundError")
     assert repr(name) in outcome.error.message and "fleet.verifiers.db" in outcome.error.message
 
 
 def test_a_bare_verifier_decorator_and_plain_imports_still_work(env: SQLiteEnvironment) -> None:
     code = "import json\n@verifier\ndef verify(env):\n    return json.loads('1')\n"
-    assert run_local(code, env).score == 1.0
+    assert run_local_sync(code, env).score == 1.0
 
 
 def test_a_database_snapshot_opens_a_file_in_process(paths: Callable[[str], dict[str, str]]) -> None:
@@ -382,17 +384,19 @@ def test_args_and_kwargs_arrive_in_their_own_types(
     databases = paths()
     kwargs = {"final_answer": "42", **EXTRA}
     if where == "sandbox":
-        outcome = run_sandboxed(ARGUMENTS_VERIFIER, databases=databases, args=[{1, 2}, None], kwargs=kwargs)
+        outcome = run_sandboxed_sync(
+            ARGUMENTS_VERIFIER, databases=databases, args=[{1, 2}, None], kwargs=kwargs
+        )
     else:
         with SQLiteEnvironment(databases) as environment:
-            outcome = run_local(ARGUMENTS_VERIFIER, environment, args=[{1, 2}, None], kwargs=kwargs)
+            outcome = run_local_sync(ARGUMENTS_VERIFIER, environment, args=[{1, 2}, None], kwargs=kwargs)
     assert outcome.score == 1.0, outcome.error
     result = dict(outcome.result) if where == "in_process" else outcome.result
     assert (result["first"], result["rest"], result["answer"], result["kinds"]) == ("set", 1, "42", KINDS)
 
 
 def test_a_keyword_the_verifier_does_not_take_is_an_error_not_dropped(env: SQLiteEnvironment) -> None:
-    outcome = run_local("def verify(env):\n    return 1\n", env, kwargs={"final_answer": "42"})
+    outcome = run_local_sync("def verify(env):\n    return 1\n", env, kwargs={"final_answer": "42"})
     assert outcome.error is not None and "unexpected keyword argument 'final_answer'" in outcome.error.message
 
 
@@ -408,10 +412,10 @@ def test_the_snapshots_convention_passes_before_after_and_the_answer(
     )
     databases = paths(CANCEL_10)
     if where == "sandbox":
-        outcome = run_sandboxed(code, databases=databases, final_answer="t", convention="snapshots")
+        outcome = run_sandboxed_sync(code, databases=databases, final_answer="t", convention="snapshots")
     else:
         with SQLiteEnvironment(databases) as environment:
-            outcome = run_local(code, environment, final_answer="t", convention="snapshots")
+            outcome = run_local_sync(code, environment, final_answer="t", convention="snapshots")
     assert outcome.result == ["seed", "current", "t"]
 
 
@@ -420,13 +424,13 @@ def test_arguments_go_with_the_env_convention_and_without_a_final_answer(
 ) -> None:
     code = "def verify(env, *a, **k):\n    return 1\n"
     with pytest.raises(ValueError, match="not both"):
-        run_local(code, env, "answer", kwargs={"x": 1})
+        run_local_sync(code, env, "answer", kwargs={"x": 1})
     with pytest.raises(ValueError, match="'env' convention"):
-        run_local(code, env, args=[1], convention="snapshots")
+        run_local_sync(code, env, args=[1], convention="snapshots")
     with pytest.raises(SandboxError, match="not both"):
-        run_sandboxed(code, databases=paths(), final_answer="a", args=[1])
+        run_sandboxed_sync(code, databases=paths(), final_answer="a", args=[1])
     with pytest.raises(SandboxError, match=r"datetime\.date"):
-        run_sandboxed(code, databases=paths(), kwargs={"when": datetime.date(2026, 1, 1)})
+        run_sandboxed_sync(code, databases=paths(), kwargs={"when": datetime.date(2026, 1, 1)})
 
 
 # -- the plain-data pickle ----------------------------------------------------------------------

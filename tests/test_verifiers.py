@@ -1,4 +1,4 @@
-"""In-process tests of fleet_sdk.verifiers: namespace helpers, entry point, scoring, run_local,
+"""In-process tests of fleet_sdk.verifiers: namespace helpers, entry point, scoring, run_local_sync,
 the SQLite environment, bundles and the audit policy (the sandbox child itself is exercised in
 tests/sandbox/)."""
 
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from _dbs import make_db
 
-from fleet_local.sandbox import DENIED_PREFIX, SandboxPolicy, run_sandboxed
+from fleet_local.sandbox import DENIED_PREFIX, SandboxPolicy, run_sandboxed_sync
 from fleet_sdk import FleetError
 from fleet_sdk.verifiers import (
     TASK_FAILED_SCORE,
@@ -41,7 +41,7 @@ from fleet_sdk.verifiers import (
     normalized_contains,
     normalized_string_comparison,
     run_local,
-    run_local_async,
+    run_local_sync,
     score_from_result,
 )
 
@@ -142,7 +142,7 @@ def test_helpers_are_reachable_inside_verify() -> None:
         "        return TASK_SUCCESSFUL_SCORE\n"
         "    return TASK_FAILED_SCORE\n"
     )
-    outcome = run_local(code, env=None, final_answer="User #2 is GRACE-HOPPER.")
+    outcome = run_local_sync(code, env=None, final_answer="User #2 is GRACE-HOPPER.")
     assert outcome.error is None
     assert outcome.score == 1.0
 
@@ -155,13 +155,13 @@ def test_entry_point_is_verify_even_below_a_helper() -> None:
     above ``verify``."""
     code = "def helper(env):\n    return 0.0\n\ndef verify(env):\n    return helper(env) + 1.0\n"
     assert find_entry_point(code) == "verify"
-    assert run_local(code, env=None).score == 1.0
+    assert run_local_sync(code, env=None).score == 1.0
 
 
 def test_entry_point_single_function_with_another_name() -> None:
     code = "def check_task(env, final_answer):\n    return final_answer == 'ok'\n"
     assert find_entry_point(code) == "check_task"
-    assert run_local(code, env=None, final_answer="ok").score == 1.0
+    assert run_local_sync(code, env=None, final_answer="ok").score == 1.0
 
 
 def test_entry_point_ambiguous_names_every_function() -> None:
@@ -173,33 +173,33 @@ def test_entry_point_ambiguous_names_every_function() -> None:
     assert "first, second" in raised.value.message
     assert isinstance(raised.value, FleetError)
 
-    outcome = run_local(code, env=None)
+    outcome = run_local_sync(code, env=None)
     assert outcome.success is False and outcome.score is None
     assert outcome.error is not None and outcome.error.type == "no_entry_point"
     assert "first, second" in outcome.error.message
 
 
 def test_entry_point_none_defined() -> None:
-    outcome = run_local("x = 1\n", env=None)
+    outcome = run_local_sync("x = 1\n", env=None)
     assert outcome.error is not None and outcome.error.type == "no_entry_point"
     assert "defines no top-level function" in outcome.error.message
 
 
 def test_entry_point_explicit_function_name() -> None:
     code = "def a(env):\n    return 0.25\n\ndef b(env):\n    return 0.75\n"
-    assert run_local(code, env=None, function_name="b").score == 0.75
-    outcome = run_local(code, env=None, function_name="verify")
+    assert run_local_sync(code, env=None, function_name="b").score == 0.75
+    outcome = run_local_sync(code, env=None, function_name="verify")
     assert outcome.error is not None and outcome.error.type == "no_entry_point"
     assert outcome.error.message == "no top-level function named 'verify'; functions found: a, b"
 
 
 def test_nested_functions_do_not_count() -> None:
     code = "def verify(env):\n    def inner():\n        return 0.5\n    return inner()\n"
-    assert run_local(code, env=None).score == 0.5
+    assert run_local_sync(code, env=None).score == 0.5
 
 
 def test_syntax_error_is_reported_as_such() -> None:
-    outcome = run_local("def verify(env):\n    return (1 +\n", env=None)
+    outcome = run_local_sync("def verify(env):\n    return (1 +\n", env=None)
     assert outcome.success is False
     assert outcome.error is not None and outcome.error.type == "syntax_error"
     assert outcome.error.message.startswith("line 2: ")
@@ -223,8 +223,8 @@ def test_called_with_env_only_when_verify_takes_one_parameter() -> None:
 
 def test_called_with_final_answer_when_verify_takes_two() -> None:
     code = "def verify(env, final_answer):\n    return {'score': 1.0 if final_answer == 42 else 0.0}\n"
-    assert run_local(code, env=None, final_answer=42).score == 1.0
-    assert run_local(code, env=None, final_answer=41).score == 0.0
+    assert run_local_sync(code, env=None, final_answer=42).score == 1.0
+    assert run_local_sync(code, env=None, final_answer=41).score == 0.0
 
 
 # -- results and scores ------------------------------------------------------------------------
@@ -272,7 +272,7 @@ def test_score_from_result_rejects(result: Any) -> None:
 
 
 def test_verifier_returning_none_scores_one() -> None:
-    outcome = run_local("def verify(env):\n    pass\n", env=None)
+    outcome = run_local_sync("def verify(env):\n    pass\n", env=None)
     assert outcome == VerifierOutcome(
         success=True,
         score=1.0,
@@ -284,7 +284,7 @@ def test_verifier_returning_none_scores_one() -> None:
 
 
 def test_invalid_result() -> None:
-    outcome = run_local("def verify(env):\n    return 'passed'\n", env=None)
+    outcome = run_local_sync("def verify(env):\n    return 'passed'\n", env=None)
     assert outcome.success is False
     assert outcome.score is None
     assert outcome.result == "passed"
@@ -294,7 +294,7 @@ def test_invalid_result() -> None:
 
 def test_exception_keeps_stdout_and_a_traceback_of_the_verifier() -> None:
     code = "def verify(env):\n    print('checking')\n    return 1 / 0\n"
-    outcome = run_local(code, env=None)
+    outcome = run_local_sync(code, env=None)
     assert outcome.success is False and outcome.score is None
     assert outcome.stdout == "checking\n"
     assert outcome.error is not None
@@ -307,25 +307,25 @@ def test_exception_keeps_stdout_and_a_traceback_of_the_verifier() -> None:
 
 
 def test_module_level_exception_is_an_exception() -> None:
-    outcome = run_local("import no_such_module_xyz\ndef verify(env):\n    return 1\n", env=None)
+    outcome = run_local_sync("import no_such_module_xyz\ndef verify(env):\n    return 1\n", env=None)
     assert outcome.error is not None and outcome.error.type == "exception"
     assert "ModuleNotFoundError" in outcome.error.message
 
 
 def test_sys_exit_in_verifier_is_an_exception_not_an_exit() -> None:
-    outcome = run_local("import sys\ndef verify(env):\n    sys.exit(3)\n", env=None)
+    outcome = run_local_sync("import sys\ndef verify(env):\n    sys.exit(3)\n", env=None)
     assert outcome.error is not None and outcome.error.type == "exception"
     assert outcome.error.message == "SystemExit: 3"
 
 
 def test_memory_error_is_memory_limit() -> None:
-    outcome = run_local("def verify(env):\n    raise MemoryError()\n", env=None)
+    outcome = run_local_sync("def verify(env):\n    raise MemoryError()\n", env=None)
     assert outcome.error is not None and outcome.error.type == "memory_limit"
 
 
 def test_run_local_captures_stdout_and_restores_it() -> None:
     before = sys.stdout
-    outcome = run_local("def verify(env):\n    print('a')\n    print('b')\n    return 0\n", env=None)
+    outcome = run_local_sync("def verify(env):\n    print('a')\n    print('b')\n    return 0\n", env=None)
     assert outcome.stdout == "a\nb\n"
     assert outcome.score == 0.0 and outcome.success is True
     assert sys.stdout is before
@@ -352,14 +352,14 @@ DATACLASS_CODE = (
 
 
 def test_run_local_registers_the_verifier_module_only_while_it_runs() -> None:
-    outcome = run_local(DATACLASS_CODE, env=None)
+    outcome = run_local_sync(DATACLASS_CODE, env=None)
     assert outcome.error is None, outcome.error
     assert outcome.result == {"score": 1, "row": "Row(name='a')", "module": "_ModuleView"}
     assert "verifier" not in sys.modules
 
 
-async def test_run_local_async_registers_the_verifier_module_too() -> None:
-    outcome = await run_local_async(DATACLASS_CODE, env=None)
+async def test_awaited_run_local_registers_the_verifier_module_too() -> None:
+    outcome = await run_local(DATACLASS_CODE, env=None)
     assert outcome.error is None, outcome.error
     assert "verifier" not in sys.modules
 
@@ -372,7 +372,7 @@ def test_a_real_module_of_the_same_name_is_left_alone(monkeypatch: pytest.Monkey
         "def verify(env):\n"
         "    return {'score': 1, 'own': vars(sys.modules['verifier']) is globals()}\n"
     )
-    outcome = run_local(code, None)
+    outcome = run_local_sync(code, None)
     assert outcome.result == {"score": 1, "own": False}
     assert sys.modules["verifier"] is real
 
@@ -388,14 +388,14 @@ ASYNC_CODE = (
 
 
 def test_run_local_awaits_async_verify_without_a_loop() -> None:
-    assert run_local(ASYNC_CODE, env=None, final_answer="yes").score == 1.0
+    assert run_local_sync(ASYNC_CODE, env=None, final_answer="yes").score == 1.0
 
 
 async def test_run_local_inside_a_running_loop_does_not_nest_asyncio_run() -> None:
     """Regression: the SDK's sync verify called ``asyncio.run`` inside a running loop (a
     notebook, a trainer's loop) and failed with "cannot be called from a running event loop"."""
     asyncio.get_running_loop()
-    outcome = run_local(ASYNC_CODE, env=None, final_answer="yes")
+    outcome = run_local_sync(ASYNC_CODE, env=None, final_answer="yes")
     assert outcome.error is None, outcome.error
     assert outcome.score == 1.0
 
@@ -414,7 +414,7 @@ class _AsyncEnv:
         return _AsyncDatabase([[2]] if name == "current" else [[1]])
 
 
-async def test_run_local_async_with_an_async_env() -> None:
+async def test_awaited_run_local_with_an_async_env() -> None:
     code = (
         "async def verify(env):\n"
         "    before = (await env.db('seed').query('select count(*)')).rows[0][0]\n"
@@ -422,13 +422,13 @@ async def test_run_local_async_with_an_async_env() -> None:
         "    print('users', before, '->', after)\n"
         "    return after == before + 1\n"
     )
-    outcome = await run_local_async(code, env=_AsyncEnv())
+    outcome = await run_local(code, env=_AsyncEnv())
     assert outcome.score == 1.0
     assert outcome.stdout == "users 1 -> 2\n"
 
 
-async def test_run_local_async_reports_faults() -> None:
-    outcome = await run_local_async("async def verify(env):\n    raise KeyError('x')\n", env=None)
+async def test_awaited_run_local_reports_faults() -> None:
+    outcome = await run_local("async def verify(env):\n    raise KeyError('x')\n", env=None)
     assert outcome.error is not None and outcome.error.type == "exception"
     assert outcome.error.message == "KeyError: 'x'"
 
@@ -484,7 +484,7 @@ def test_local_verifier_compares_seed_and_current(env: SQLiteEnvironment) -> Non
         "    new = [r for r in env.db('current').rows('SELECT * FROM users') if r['id'] not in seed]\n"
         "    return len(new) == 1 and normalized_contains('grace hopper', new[0]['name'])\n"
     )
-    assert run_local(code, env).score == 1.0
+    assert run_local_sync(code, env).score == 1.0
 
 
 # -- bundles -----------------------------------------------------------------------------------
@@ -706,5 +706,5 @@ def test_verifier_annotations_are_not_evaluated() -> None:
         "def verify(env: Any, final_answer: Optional[str] = None) -> float:\n"
         "    return {'score': 1.0, 'annotation': verify.__annotations__['env']}\n"
     )
-    assert run_local(code, env=None).result == {"score": 1.0, "annotation": "Any"}
-    assert run_sandboxed(code, databases={}).result == {"score": 1.0, "annotation": "Any"}
+    assert run_local_sync(code, env=None).result == {"score": 1.0, "annotation": "Any"}
+    assert run_sandboxed_sync(code, databases={}).result == {"score": 1.0, "annotation": "Any"}

@@ -1,6 +1,6 @@
 """The verifier OS sandbox of the local server: a fresh, limited child process per verifier run.
 
-- :func:`run_sandboxed` / :func:`run_sandboxed_async` run a verifier inside an OS jail
+- :func:`run_sandboxed` / :func:`run_sandboxed_sync` run a verifier inside an OS jail
   (bubblewrap, ``_jail.py``; its seccomp filter, ``_seccomp.py``; a cgroup per run,
   ``_cgroup.py``), with an audit hook (``_audit.py``) as a second layer;
 - :func:`jail_status` says whether the jail can start here and what it bounds;
@@ -31,7 +31,7 @@ from ._sandbox import (
     JailUnavailableError,
     SandboxError,
     run_sandboxed,
-    run_sandboxed_async,
+    run_sandboxed_sync,
 )
 
 __all__ = [
@@ -50,5 +50,5 @@ __all__ = [
     "jail_status",
     "load_plain",
     "run_sandboxed",
-    "run_sandboxed_async",
+    "run_sandboxed_sync",
 ]

@@ -69,7 +69,7 @@ __all__ = [
     "JailUnavailableError",
     "SandboxError",
     "run_sandboxed",
-    "run_sandboxed_async",
+    "run_sandboxed_sync",
 ]
 
 DEFAULT_TIMEOUT = 30.0
@@ -349,7 +349,7 @@ def _finish(
     return failed("exception", f"the verifier process exited with status {returncode} without a result")
 
 
-# -- the run (async; run_sandboxed is its blocking twin) ---------------------------------------
+# -- the run (async; run_sandboxed_sync is its blocking twin) --------------------------------------
 
 
 @dataclass
@@ -397,7 +397,7 @@ async def _feed_async(stream: asyncio.StreamWriter, payload: bytes) -> None:
         pass
 
 
-async def run_sandboxed_async(
+async def run_sandboxed(
     code: str,
     *,
     databases: Mapping[str, str | os.PathLike[str]],
@@ -436,7 +436,7 @@ async def run_sandboxed_async(
     limit, invalid or oversized result, a crash of the child) is returned in
     ``outcome.error``. The child's pipes are read on the running loop, so the loop is never
     blocked; its process group is SIGKILLed at the deadline, on cancellation and after every
-    run, so nothing it started outlives the call. :func:`run_sandboxed` is the blocking twin
+    run, so nothing it started outlives the call. :func:`run_sandboxed_sync` is the blocking twin
     (the same run, on the SDK's loop bridge).
 
     Args:
@@ -575,5 +575,5 @@ async def _run_job_async(job: _Job) -> VerifierOutcome:
         await asyncio.shield(asyncio.to_thread(job.cleanup))
 
 
-run_sandboxed = sync_function(run_sandboxed_async)
-"""Blocking twin of :func:`run_sandboxed_async`: the same run, limits and outcome."""
+run_sandboxed_sync = sync_function(run_sandboxed)
+"""Blocking twin of :func:`run_sandboxed`: the same run, limits and outcome."""

@@ -60,10 +60,10 @@ __all__ = [
 ]
 
 
-run_evaluation_sync = sync_function(run_evaluation, first=async_fleet_of, name="run_evaluation_sync")
+run_evaluation_sync = sync_function(run_evaluation, first=async_fleet_of)
 """Sync twin of :func:`run_evaluation`: the same arguments with a sync ``Fleet``."""
 
-evaluate_job_sync = sync_function(evaluate_job, first=async_fleet_of, name="evaluate_job_sync")
+evaluate_job_sync = sync_function(evaluate_job, first=async_fleet_of)
 """Sync twin of :func:`evaluate_job`: the same arguments with a sync ``Fleet``."""
 
 publish(__name__, globals(), __all__)

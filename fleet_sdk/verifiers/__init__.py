@@ -1,6 +1,6 @@
 """Verifiers: the namespace they run in, finding their entry point, and running them here.
 
-- :func:`run_local` / :func:`run_local_async` run a verifier in this process (debugging only,
+- :func:`run_local` / :func:`run_local_sync` run a verifier in this process (debugging only,
   not a sandbox: untrusted code runs on a server, the platform's or the local server's OS
   sandbox, ``fleet_local.sandbox``);
 - :func:`bundle_verifier` / :func:`bundle_sha256` make the deterministic bundle the remote
@@ -26,7 +26,7 @@ from ._entry import (
     load_verifier,
     score_from_result,
 )
-from ._local import run_local, run_local_async
+from ._local import run_local, run_local_sync
 from ._namespace import (
     TASK_FAILED_SCORE,
     TASK_SUCCESSFUL_SCORE,
@@ -83,7 +83,7 @@ __all__ = [
     "normalized_contains",
     "normalized_string_comparison",
     "run_local",
-    "run_local_async",
+    "run_local_sync",
     "score_from_result",
 ]
 

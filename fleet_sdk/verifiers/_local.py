@@ -10,10 +10,10 @@ from typing import Any
 from ._entry import CallConvention, call_arguments, execute, execute_async
 from ._outcome import VerifierOutcome, outcome_from_execution
 
-__all__ = ["run_local", "run_local_async"]
+__all__ = ["run_local", "run_local_sync"]
 
 
-def run_local(
+def run_local_sync(
     code: str,
     env: Any,
     final_answer: Any = None,
@@ -35,7 +35,7 @@ def run_local(
 
     An ``async def verify`` works here as well: without a running event loop it is run with
     ``asyncio.run``; inside one (a notebook, an async app) it runs on a fresh loop in a worker
-    thread while this call blocks. Prefer :func:`run_local_async` from async code.
+    thread while this call blocks. Prefer :func:`run_local` from async code.
 
     Args:
         code: The verifier's source; its entry point is ``verify`` (else the only function).
@@ -59,7 +59,7 @@ def run_local(
     return outcome_from_execution(execution, stdout=buffer.getvalue())
 
 
-async def run_local_async(
+async def run_local(
     code: str,
     env: Any,
     final_answer: Any = None,
@@ -71,7 +71,7 @@ async def run_local_async(
 ) -> VerifierOutcome:
     """Run a verifier in this process on the running event loop. Not a sandbox.
 
-    Like :func:`run_local`, but an ``async def verify`` (and an env whose methods are
+    Like :func:`run_local_sync`, but an ``async def verify`` (and an env whose methods are
     coroutines) is awaited on the caller's loop. A synchronous ``verify`` still runs inline and
     blocks the loop while it runs. ``sys.stdout`` is swapped for the whole run, so prints of
     other tasks that run meanwhile are captured too.

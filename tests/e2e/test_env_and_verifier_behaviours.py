@@ -12,7 +12,7 @@ import pytest
 
 from fleet_local import LocalFleet
 from fleet_sdk import AsyncFleet, EnvNotFoundError, RetryPolicy, Timeout
-from fleet_sdk.remote_verifier import run_remote_async
+from fleet_sdk.remote_verifier import run_remote
 from fleet_sdk.task_env import TaskEnv
 from fleet_sdk.tasks import Task
 from fleet_sdk.types import env_instance as models
@@ -118,7 +118,7 @@ async def test_verifier_is_retried_through_502_from_a_warming_instance(
     succeeds" and the execution_id must still come back."""
     async with await faulty_afleet.make("orderdesk") as env:
         faulty_server.inject_fault("/v1/verifiers/execute", method="POST", status=502, count=2)
-        outcome = await run_remote_async(
+        outcome = await run_remote(
             faulty_afleet,
             "def verify(env):\n    return 1\n",
             key="k",
@@ -134,7 +134,7 @@ async def test_judge_error_is_retried_then_unknown(afleet: AsyncFleet) -> None:
     """Guards: retry on stdout lines starting `JUDGE ERROR:`; a judge failure is no grade, not a 0."""
     code = "def verify(env):\n    print('JUDGE ERROR: upstream 529')\n    return 0\n"
     async with await afleet.make("orderdesk") as env:
-        outcome = await run_remote_async(afleet, code, key="k", instance_id=env.instance_id, retry=FAST)
+        outcome = await run_remote(afleet, code, key="k", instance_id=env.instance_id, retry=FAST)
         assert outcome.attempts == 3
         assert outcome.transient and outcome.score is None
         assert outcome.execution_id  # the last run's id is kept for the trace

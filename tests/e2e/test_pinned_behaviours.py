@@ -21,7 +21,7 @@ from fleet_local import LocalFleet
 from fleet_sdk import AsyncFleet, EvaluationTimeoutError, RetryPolicy
 from fleet_sdk.evaluation import evaluate_job
 from fleet_sdk.mcp import MCPClient
-from fleet_sdk.remote_verifier import run_remote_async
+from fleet_sdk.remote_verifier import run_remote
 from fleet_sdk.reports import Outcome, Source, build_report
 from fleet_sdk.traces import DEFAULT_BUCKET, ScreenshotStore
 
@@ -76,7 +76,7 @@ async def test_an_empty_execution_id_is_logged(local: LocalFleet, caplog: pytest
     try:
         async with await afleet.make("orderdesk") as env:
             with caplog.at_level(logging.WARNING, logger="fleet_sdk.verifiers"):
-                outcome = await run_remote_async(
+                outcome = await run_remote(
                     afleet, "def verify(env):\n    return 1\n", key="no-id", instance_id=env.instance_id
                 )
     finally:

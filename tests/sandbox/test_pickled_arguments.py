@@ -13,7 +13,7 @@ import sys
 import pytest
 from _pickles import colliding_int_keys
 
-from fleet_local.sandbox import PickledArguments, PlainDataError, SandboxError, run_sandboxed
+from fleet_local.sandbox import PickledArguments, PlainDataError, SandboxError, run_sandboxed_sync
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox child is tested on Linux")
 
@@ -30,7 +30,7 @@ def test_pickled_arguments_reach_the_verifier_in_their_own_types(databases: dict
         "kwargs": {"final_answer": "42", "tags": frozenset({"a"}), "number": 2j},
     }
     pickled = PickledArguments.read(pickle.dumps(call, protocol=5))
-    outcome = run_sandboxed(ECHO, databases=databases, pickled_args=pickled)
+    outcome = run_sandboxed_sync(ECHO, databases=databases, pickled_args=pickled)
     assert outcome.score == 1.0, outcome.error
     assert outcome.result == {
         "score": 1,
@@ -45,7 +45,7 @@ def test_a_pickle_the_run_cannot_decode_is_refused_and_nothing_runs(databases: d
     refused) in the run, never in this process."""
     unreadable = PickledArguments(b"\x80\x05cos\nsystem\n.", 0, 0, True, None)
     with pytest.raises(PlainDataError, match=r"refers to os\.system"):
-        run_sandboxed(
+        run_sandboxed_sync(
             "def verify(env):\n    print('ran')\n    return 1\n", databases=databases, pickled_args=unreadable
         )
 
@@ -53,9 +53,9 @@ def test_a_pickle_the_run_cannot_decode_is_refused_and_nothing_runs(databases: d
 def test_pickled_arguments_go_alone(databases: dict[str, str]) -> None:
     pickled = PickledArguments.read(pickle.dumps({"args": (None, 1), "kwargs": {}}, protocol=5))
     with pytest.raises(SandboxError, match="pickled_args go alone"):
-        run_sandboxed(ECHO, databases=databases, pickled_args=pickled, final_answer="x")
+        run_sandboxed_sync(ECHO, databases=databases, pickled_args=pickled, final_answer="x")
     with pytest.raises(SandboxError, match="pickled_args go alone"):
-        run_sandboxed(ECHO, databases=databases, pickled_args=pickled, args=[1])
+        run_sandboxed_sync(ECHO, databases=databases, pickled_args=pickled, args=[1])
 
 
 def test_keys_that_collide_cost_the_run_its_time_not_the_caller(databases: dict[str, str]) -> None:
@@ -63,5 +63,5 @@ def test_keys_that_collide_cost_the_run_its_time_not_the_caller(databases: dict[
     interpreter's lock; their shape is within the bounds. The run decodes them, and its limits
     stop it."""
     pickled = PickledArguments.read(colliding_int_keys(40_000))
-    outcome = run_sandboxed(ECHO, databases=databases, pickled_args=pickled, timeout=2)
+    outcome = run_sandboxed_sync(ECHO, databases=databases, pickled_args=pickled, timeout=2)
     assert outcome.error is not None and outcome.error.type == "timeout", outcome

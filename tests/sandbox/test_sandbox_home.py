@@ -29,8 +29,8 @@ def test_no_sdk_module_holds_jail_seccomp_cgroup_or_audit_hook_code() -> None:
 
 def test_what_only_the_server_used_is_not_public_in_the_sdk() -> None:
     server_only = {
+        "run_sandboxed_sync",
         "run_sandboxed",
-        "run_sandboxed_async",
         "jail_status",
         "JailStatus",
         "SandboxPolicy",

@@ -17,7 +17,7 @@ import types
 import pytest
 from _jail_runs import probes
 
-from fleet_local.sandbox import DENIED_PREFIX, run_sandboxed
+from fleet_local.sandbox import DENIED_PREFIX, run_sandboxed_sync
 
 # What a verifier tries once it believes the hook is off; each answer is "loaded" or the error.
 AFTERWARDS = """
@@ -85,7 +85,7 @@ def verify(env):
         builtins.PermissionError = g["PermissionError"] if "PermissionError" in g else None
 """
     )
-    result = probes(run_sandboxed(code, databases=databases))
+    result = probes(run_sandboxed_sync(code, databases=databases))
     assert result["found"] == 1  # the class is reachable: the test attacks what round 3 reached
     for key in ("ctypes", "_posixsubprocess", "frame", "open"):
         assert DENIED_PREFIX in result[key], (key, result[key])
@@ -104,7 +104,7 @@ def verify(env):
         return {"score": 1, "swap": type(exc).__name__ + ": " + str(exc)}
 """
     )
-    result = probes(run_sandboxed(code, databases=databases))
+    result = probes(run_sandboxed_sync(code, databases=databases))
     assert_all_refused(result, ("swap",))
 
 
@@ -128,7 +128,7 @@ def verify(env):
     sys.audit("os.listdir", Path())
     return {"score": 1, **inside}
 """
-    result = probes(run_sandboxed(code, databases=databases))
+    result = probes(run_sandboxed_sync(code, databases=databases))
     assert_all_refused(result, ("ctypes", "_posixsubprocess"))
 
 
@@ -159,7 +159,7 @@ def verify(env):
             out[event] = type(exc).__name__ + ": " + str(exc)
     return {"score": 1, "calls": calls, **out}
 """
-    result = probes(run_sandboxed(code, databases=databases))
+    result = probes(run_sandboxed_sync(code, databases=databases))
     assert result["calls"] == []
     assert result["os.system"] == f"PermissionError: {DENIED_PREFIX}: os.system(<object>, <object>, <object>)"
     assert result["socket.connect"].startswith(f"PermissionError: {DENIED_PREFIX}: socket.connect(")
@@ -183,7 +183,7 @@ def verify(env):
     except Exception as exc:
         return {"score": 1, "read": type(exc).__name__ + ": " + str(exc)}
 """
-    result = probes(run_sandboxed(code, databases=databases))
+    result = probes(run_sandboxed_sync(code, databases=databases))
     assert result["read"] == f"PermissionError: {DENIED_PREFIX}: open('/etc/hostname')"
 
 
@@ -203,7 +203,7 @@ def verify(env):
     raise Boom()
 """
     )
-    outcome = run_sandboxed(code, databases=databases)
+    outcome = run_sandboxed_sync(code, databases=databases)
     assert outcome.error is not None
     text = outcome.error.message + (outcome.error.traceback or "")
     assert "boom" in text, text
@@ -248,7 +248,7 @@ class Boom(Exception):
 def verify(env):
     raise Boom()
 """
-    outcome = run_sandboxed(code, databases=databases)
+    outcome = run_sandboxed_sync(code, databases=databases)
     assert outcome.error is not None and outcome.error.type == "exception"
     message = outcome.error.message
     assert "reached" not in message and "loaded" not in message, message
@@ -278,7 +278,7 @@ def verify(env):
     except KeyError as exc:
         raise Loud() from exc
 """
-    outcome = run_sandboxed(code, databases=databases)
+    outcome = run_sandboxed_sync(code, databases=databases)
     assert outcome.error is not None and outcome.error.traceback is not None
     assert outcome.error.message == "Loud: loud message"
     trace = outcome.error.traceback
@@ -336,7 +336,7 @@ def verify(env):
     raise ValueError(repr({"called": called, "imported": imported, "refused": refused}))
 """
     )
-    outcome = run_sandboxed(code, databases=databases)
+    outcome = run_sandboxed_sync(code, databases=databases)
     assert outcome.error is not None and outcome.error.message.startswith("ValueError: "), outcome.error
     assert "'called': []" in outcome.error.message, outcome.error.message
     assert "'imported': 'PermissionError'" in outcome.error.message

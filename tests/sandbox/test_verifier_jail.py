@@ -28,7 +28,7 @@ from fleet_local.sandbox import (
     _jail,
     _sandbox,
     run_sandboxed,
-    run_sandboxed_async,
+    run_sandboxed_sync,
 )
 
 
@@ -73,7 +73,7 @@ def verify(env):
 
 
 def test_the_frame_walk_of_the_report_is_refused(databases: dict[str, str]) -> None:
-    outcome = run_sandboxed(FRAME_WALK, databases=databases)
+    outcome = run_sandboxed_sync(FRAME_WALK, databases=databases)
     assert outcome.sandbox == "os_jail+audit_hook"
     assert outcome.error is not None and outcome.error.type == "exception"
     assert outcome.error.message.startswith(f"PermissionError: {DENIED_PREFIX}: sys._getframe")
@@ -107,7 +107,7 @@ def test_introspection_that_reaches_the_hook_is_refused(
     databases: dict[str, str], attack: str, denied: str
 ) -> None:
     code = f"def verify(env):\n    {attack}\n    return 1\n"
-    outcome = run_sandboxed(code, databases=databases)
+    outcome = run_sandboxed_sync(code, databases=databases)
     assert outcome.error is not None, outcome.result
     assert f"{DENIED_PREFIX}: " in outcome.error.message
     assert denied in outcome.error.message
@@ -119,7 +119,7 @@ def test_the_hook_module_is_not_reachable_by_name(databases: dict[str, str]) -> 
         "def verify(env):\n"
         "    return {'score': 1, 'ours': sorted(m for m in sys.modules if 'fleet' in m)}\n"
     )
-    assert probes(run_sandboxed(code, databases=databases))["ours"] == []
+    assert probes(run_sandboxed_sync(code, databases=databases))["ours"] == []
 
 
 def test_a_swapped_code_object_is_refused(databases: dict[str, str]) -> None:
@@ -129,7 +129,7 @@ def test_a_swapped_code_object_is_refused(databases: dict[str, str]) -> None:
         "    helper.__code__ = (lambda: 1).__code__\n"
         "    return 1\n"
     )
-    outcome = run_sandboxed(code, databases=databases)
+    outcome = run_sandboxed_sync(code, databases=databases)
     assert outcome.error is not None and DENIED_PREFIX in outcome.error.message
 
 
@@ -146,12 +146,12 @@ def test_the_stdlib_still_works_under_the_introspection_rules(databases: dict[st
         "        pass\n"
         "    return {'score': 1, 'p': Point(1, 2).x, 'c': Color.RED.name}\n"
     )
-    result = probes(run_sandboxed(code, databases=databases))
+    result = probes(run_sandboxed_sync(code, databases=databases))
     assert result == {"score": 1, "p": 1, "c": "RED"}
 
 
 def test_a_failing_verifier_still_gets_its_traceback(databases: dict[str, str]) -> None:
-    outcome = run_sandboxed("def verify(env):\n    return 1 / 0\n", databases=databases)
+    outcome = run_sandboxed_sync("def verify(env):\n    return 1 / 0\n", databases=databases)
     assert outcome.error is not None and outcome.error.traceback is not None
     assert 'File "<verifier>", line 2, in verify' in outcome.error.traceback
 
@@ -181,7 +181,7 @@ def test_the_connection_refuses_a_new_authorizer_and_attach(
         "            out[name] = type(exc).__name__ + ': ' + str(exc)\n"
         "    return out\n"
     )
-    result = probes(run_sandboxed(code, databases=databases))
+    result = probes(run_sandboxed_sync(code, databases=databases))
     assert result["authorizer"].startswith("PermissionError: ")
     assert result["limit"].startswith("PermissionError: ")
     assert result["extension"].startswith("PermissionError: ")
@@ -220,7 +220,7 @@ def test_attach_of_the_server_database_fails_even_with_the_authorizer_gone(
         "        out['error'] = str(exc)\n"
         "    return out\n"
     )
-    hooked = probes(run_sandboxed(code, databases=databases))
+    hooked = probes(run_sandboxed_sync(code, databases=databases))
     assert "doesn't apply to a 'ReadOnlyConnection' object" in hooked["proxy"]
     assert hooked["frame"].startswith(f"PermissionError: {DENIED_PREFIX}: reading gi_frame")
     assert hooked["error"] == "not authorized"
@@ -368,7 +368,7 @@ def test_patching_builtins_fools_neither_the_hook_nor_the_jail(databases: dict[s
         "    finally:\n"
         "        builtins.isinstance = real\n"
     )
-    hooked = probes(run_sandboxed(code, databases=databases))
+    hooked = probes(run_sandboxed_sync(code, databases=databases))
     assert hooked["error"].startswith(f"PermissionError: {DENIED_PREFIX}: open('/etc/passwd')")
     jailed = probes(run_without_audit_hook(code, databases))
     assert jailed["error"].startswith("FileNotFoundError")
@@ -388,12 +388,12 @@ def no_jail(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def test_without_a_jail_runs_are_refused_unless_allowed(databases: dict[str, str], no_jail: None) -> None:
     with pytest.raises(JailUnavailableError, match="bubblewrap"):
-        run_sandboxed("def verify(env):\n    return 1\n", databases=databases)
-    outcome = run_sandboxed("def verify(env):\n    return 1\n", databases=databases, allow_unjailed=True)
+        run_sandboxed_sync("def verify(env):\n    return 1\n", databases=databases)
+    outcome = run_sandboxed_sync("def verify(env):\n    return 1\n", databases=databases, allow_unjailed=True)
     assert outcome.score == 1.0
     assert outcome.sandbox == "audit_hook"
     # The audit hook alone still refuses the plain escapes.
-    refused = run_sandboxed(FRAME_WALK, databases=databases, allow_unjailed=True)
+    refused = run_sandboxed_sync(FRAME_WALK, databases=databases, allow_unjailed=True)
     assert refused.error is not None and DENIED_PREFIX in refused.error.message
 
 
@@ -410,7 +410,7 @@ def secret_file(tmp_path: Path) -> Path:
 
 
 def run_unjailed(code: str, databases: dict[str, str]) -> dict[str, Any]:
-    outcome = run_sandboxed(code, databases=databases, allow_unjailed=True)
+    outcome = run_sandboxed_sync(code, databases=databases, allow_unjailed=True)
     assert outcome.sandbox == "audit_hook"
     return probes(outcome)
 
@@ -564,11 +564,11 @@ def test_the_authorizer_cannot_be_stripped_for_attach_or_vacuum_into(
 
 async def test_the_async_runner_refuses_the_same_way(databases: dict[str, str], no_jail: None) -> None:
     with pytest.raises(JailUnavailableError):
-        await run_sandboxed_async("def verify(env):\n    return 1\n", databases=databases)
+        await run_sandboxed("def verify(env):\n    return 1\n", databases=databases)
 
 
 async def test_the_async_runner_reports_the_jail(databases: dict[str, str]) -> None:
-    outcome = await run_sandboxed_async("def verify(env):\n    return 1\n", databases=databases)
+    outcome = await run_sandboxed("def verify(env):\n    return 1\n", databases=databases)
     assert outcome.score == 1.0
     assert outcome.sandbox == "os_jail+audit_hook"
 
@@ -594,7 +594,7 @@ async def test_the_async_runner_checks_the_jail_and_cleans_up_off_the_loop(
     monkeypatch.setattr(_sandbox._Job, "cleanup", cleanup)
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    outcome = await run_sandboxed_async(
+    outcome = await run_sandboxed(
         "def verify(env):\n    return 1\n", databases=databases, scratch_root=scratch
     )
     assert outcome.score == 1.0
@@ -613,7 +613,7 @@ def test_the_marker_file_of_the_frame_walk_is_nowhere(databases: dict[str, str],
     """
     scratch_root = tmp_path / "scratch"
     scratch_root.mkdir()
-    outcome = run_sandboxed(FRAME_WALK, databases=databases, scratch_root=scratch_root)
+    outcome = run_sandboxed_sync(FRAME_WALK, databases=databases, scratch_root=scratch_root)
     assert outcome.error is not None
     assert outcome.error.message.startswith(f"PermissionError: {DENIED_PREFIX}: sys._getframe")
     assert list(scratch_root.iterdir()) == []

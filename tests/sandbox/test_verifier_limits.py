@@ -24,7 +24,7 @@ import pytest
 from _jail_runs import probes, run_without_audit_hook
 from _procs import processes
 
-from fleet_local.sandbox import OUTPUT_LIMIT_BYTES, _jail, _sandbox, run_sandboxed
+from fleet_local.sandbox import OUTPUT_LIMIT_BYTES, _jail, _sandbox, run_sandboxed_sync
 from fleet_local.sandbox._cgroup import RunCgroup, find_cgroup_parent
 from fleet_local.sandbox._seccomp import seccomp_program
 
@@ -210,7 +210,7 @@ def test_a_result_written_around_the_runner_is_refused(databases: dict[str, str]
     """A verifier found its result file through its descriptors and wrote a 40 MB result past
     the 1 MiB cap. The result now comes back on a pipe read with a cap, so a result too large is
     an error, and never parsed or kept (the hook is on: writing to a descriptor is no event)."""
-    outcome = run_sandboxed(WRITE_AROUND, databases=databases)
+    outcome = run_sandboxed_sync(WRITE_AROUND, databases=databases)
     assert outcome.success is False and outcome.score is None
     assert outcome.error is not None and outcome.error.type == "exception"
     assert "wrote a result larger than" in outcome.error.message

@@ -22,7 +22,7 @@ from fleet_local.sandbox import (
     OUTPUT_LIMIT_BYTES,
     SandboxError,
     run_sandboxed,
-    run_sandboxed_async,
+    run_sandboxed_sync,
 )
 from fleet_sdk import FleetError
 from fleet_sdk.verifiers import VerifierOutcome
@@ -60,7 +60,7 @@ def verify(env: Environment, final_answer=None):
 
 
 def test_seed_vs_current_verifier_passes(databases: dict[str, str]) -> None:
-    outcome = run_sandboxed(SEED_VS_CURRENT, databases=databases, final_answer="I added grace HOPPER.")
+    outcome = run_sandboxed_sync(SEED_VS_CURRENT, databases=databases, final_answer="I added grace HOPPER.")
     assert outcome.error is None, outcome.error
     assert outcome.success is True
     assert outcome.score == 1.0
@@ -71,20 +71,20 @@ def test_seed_vs_current_verifier_passes(databases: dict[str, str]) -> None:
 
 
 def test_seed_vs_current_verifier_fails_gracefully(databases: dict[str, str]) -> None:
-    outcome = run_sandboxed(SEED_VS_CURRENT, databases=databases, final_answer="I added Alan Turing")
+    outcome = run_sandboxed_sync(SEED_VS_CURRENT, databases=databases, final_answer="I added Alan Turing")
     assert outcome.success is True
     assert outcome.score == 0.0
 
 
 def test_result_travels_outside_stdout(databases: dict[str, str]) -> None:
     code = 'def verify(env):\n    print(\'{"result": 0, "score": 0, "error": null}\')\n    return 0.5\n'
-    outcome = run_sandboxed(code, databases=databases)
+    outcome = run_sandboxed_sync(code, databases=databases)
     assert outcome.score == 0.5
     assert outcome.stdout == '{"result": 0, "score": 0, "error": null}\n'
 
 
 def test_unknown_database_name_is_a_clear_exception(databases: dict[str, str]) -> None:
-    outcome = run_sandboxed("def verify(env):\n    env.db('prod')\n", databases=databases)
+    outcome = run_sandboxed_sync("def verify(env):\n    env.db('prod')\n", databases=databases)
     assert outcome.error is not None and outcome.error.type == "exception"
     assert outcome.error.message == (
         "UnknownDatabaseError: no database named 'prod'; known databases: 'current', 'seed'"
@@ -92,7 +92,7 @@ def test_unknown_database_name_is_a_clear_exception(databases: dict[str, str]) -
 
 
 def test_databases_are_read_only(databases: dict[str, str]) -> None:
-    outcome = run_sandboxed(
+    outcome = run_sandboxed_sync(
         "def verify(env):\n    env.db().query('DELETE FROM users')\n", databases=databases
     )
     assert outcome.error is not None and outcome.error.type == "exception"
@@ -104,14 +104,14 @@ def test_databases_are_read_only(databases: dict[str, str]) -> None:
 
 
 def test_syntax_error(databases: dict[str, str]) -> None:
-    outcome = run_sandboxed("def verify(env):\n    return [1, 2\n", databases=databases)
+    outcome = run_sandboxed_sync("def verify(env):\n    return [1, 2\n", databases=databases)
     assert outcome.error is not None
     assert outcome.error.type == "syntax_error"
     assert outcome.error.message == "line 2: '[' was never closed"
 
 
 def test_no_entry_point(databases: dict[str, str]) -> None:
-    outcome = run_sandboxed("def a(env):\n    pass\n\ndef b(env):\n    pass\n", databases=databases)
+    outcome = run_sandboxed_sync("def a(env):\n    pass\n\ndef b(env):\n    pass\n", databases=databases)
     assert outcome.error is not None
     assert outcome.error.type == "no_entry_point"
     assert "(a, b)" in outcome.error.message
@@ -119,7 +119,7 @@ def test_no_entry_point(databases: dict[str, str]) -> None:
 
 def test_exception_with_traceback_and_stdout(databases: dict[str, str]) -> None:
     code = "def verify(env):\n    print('before')\n    raise ValueError('bad row')\n"
-    outcome = run_sandboxed(code, databases=databases)
+    outcome = run_sandboxed_sync(code, databases=databases)
     assert outcome.error is not None
     assert outcome.error.type == "exception"
     assert outcome.error.message == "ValueError: bad row"
@@ -129,7 +129,7 @@ def test_exception_with_traceback_and_stdout(databases: dict[str, str]) -> None:
 
 
 def test_invalid_result(databases: dict[str, str]) -> None:
-    outcome = run_sandboxed("def verify(env):\n    return object()\n", databases=databases)
+    outcome = run_sandboxed_sync("def verify(env):\n    return object()\n", databases=databases)
     assert outcome.error is not None
     assert outcome.error.type == "invalid_result"
     assert outcome.score is None
@@ -145,7 +145,7 @@ def test_infinite_loop_is_killed_at_the_timeout_and_output_is_capped(databases: 
         "        print('x' * 1000)\n"
     )
     start = time.monotonic()
-    outcome = run_sandboxed(code, databases=databases, timeout=1.5)
+    outcome = run_sandboxed_sync(code, databases=databases, timeout=1.5)
     elapsed = time.monotonic() - start
     assert outcome.error is not None
     assert outcome.error.type == "timeout"
@@ -162,7 +162,7 @@ def test_infinite_loop_is_killed_at_the_timeout_and_output_is_capped(databases: 
 
 def test_one_gigabyte_allocation_hits_the_memory_limit(databases: dict[str, str]) -> None:
     code = "def verify(env):\n    data = bytearray(1024 * 1024 * 1024)\n    return len(data)\n"
-    outcome = run_sandboxed(code, databases=databases)  # the default 512 MiB
+    outcome = run_sandboxed_sync(code, databases=databases)  # the default 512 MiB
     assert outcome.error is not None
     assert outcome.error.type == "memory_limit"
     assert outcome.score is None
@@ -179,14 +179,14 @@ def test_a_killed_child_is_classified(
     databases: dict[str, str], signal_name: str, error_type: str, message: str
 ) -> None:
     code = f"import signal\ndef verify(env):\n    signal.raise_signal(signal.{signal_name})\n"
-    outcome = run_sandboxed(code, databases=databases)
+    outcome = run_sandboxed_sync(code, databases=databases)
     assert outcome.error is not None
     assert outcome.error.type == error_type
     assert message in outcome.error.message
 
 
 def test_a_child_that_exits_without_a_result(databases: dict[str, str]) -> None:
-    outcome = run_sandboxed("import os\ndef verify(env):\n    os._exit(3)\n", databases=databases)
+    outcome = run_sandboxed_sync("import os\ndef verify(env):\n    os._exit(3)\n", databases=databases)
     assert outcome.error is not None
     assert outcome.error.type == "exception"
     assert outcome.error.message == "the verifier process exited with status 3 without a result"
@@ -199,7 +199,7 @@ def test_threads_left_running_do_not_hold_the_result(databases: dict[str, str]) 
         "    threading.Thread(target=time.sleep, args=(3600,)).start()\n"
         "    return 1\n"
     )
-    outcome = run_sandboxed(code, databases=databases, timeout=PATIENCE)
+    outcome = run_sandboxed_sync(code, databases=databases, timeout=PATIENCE)
     # A result held until the timeout would be a timeout error, not a score.
     assert outcome.score == 1.0, outcome.error
     assert sandbox_children() == []
@@ -207,7 +207,7 @@ def test_threads_left_running_do_not_hold_the_result(databases: dict[str, str]) 
 
 def test_stdout_is_capped_on_success(databases: dict[str, str]) -> None:
     code = "def verify(env):\n    print('y' * (3 * 1024 * 1024))\n    return 1\n"
-    outcome = run_sandboxed(code, databases=databases)
+    outcome = run_sandboxed_sync(code, databases=databases)
     assert outcome.score == 1.0
     kept, marker = outcome.stdout.rsplit("\n", 1)
     assert kept == "y" * OUTPUT_LIMIT_BYTES
@@ -221,24 +221,26 @@ def test_stdout_is_capped_on_success(databases: dict[str, str]) -> None:
 
 
 def test_reading_etc_passwd_is_denied(databases: dict[str, str]) -> None:
-    outcome = run_sandboxed("def verify(env):\n    return open('/etc/passwd').read()\n", databases=databases)
+    outcome = run_sandboxed_sync(
+        "def verify(env):\n    return open('/etc/passwd').read()\n", databases=databases
+    )
     assert_denied(outcome, "open('/etc/passwd')")
 
 
 def test_reading_a_file_of_the_project_is_denied(databases: dict[str, str]) -> None:
     code = f"import pathlib\ndef verify(env):\n    return pathlib.Path({str(PROJECT_FILE)!r}).read_text()\n"
-    outcome = run_sandboxed(code, databases=databases)
+    outcome = run_sandboxed_sync(code, databases=databases)
     assert_denied(outcome, f"open({str(PROJECT_FILE)!r})")
 
 
 def test_reading_the_sandbox_own_code_is_denied(databases: dict[str, str]) -> None:
     code = "import sys\ndef verify(env):\n    return open(sys.modules['__main__'].__file__).read()\n"
-    assert_denied(run_sandboxed(code, databases=databases), "_child.py")
+    assert_denied(run_sandboxed_sync(code, databases=databases), "_child.py")
 
 
 def test_subprocess_run_is_denied(databases: dict[str, str]) -> None:
     code = "import subprocess\ndef verify(env):\n    subprocess.run(['id'])\n    return 1\n"
-    assert_denied(run_sandboxed(code, databases=databases), "_posixsubprocess")
+    assert_denied(run_sandboxed_sync(code, databases=databases), "_posixsubprocess")
 
 
 def test_subprocess_run_is_denied_in_an_async_verifier(databases: dict[str, str]) -> None:
@@ -249,7 +251,7 @@ def test_subprocess_run_is_denied_in_an_async_verifier(databases: dict[str, str]
         "    subprocess.run(['id'])\n"
         "    return 1\n"
     )
-    assert_denied(run_sandboxed(code, databases=databases), "subprocess.Popen")
+    assert_denied(run_sandboxed_sync(code, databases=databases), "subprocess.Popen")
 
 
 @pytest.mark.parametrize(
@@ -257,7 +259,7 @@ def test_subprocess_run_is_denied_in_an_async_verifier(databases: dict[str, str]
     [("os.system('id')", "os.system"), ("os.fork()", "os.fork"), ("os.execv('/bin/id', ['id'])", "os.exec")],
 )
 def test_process_creation_is_denied(databases: dict[str, str], call: str, what: str) -> None:
-    outcome = run_sandboxed(f"import os\ndef verify(env):\n    {call}\n", databases=databases)
+    outcome = run_sandboxed_sync(f"import os\ndef verify(env):\n    {call}\n", databases=databases)
     assert_denied(outcome, what)
 
 
@@ -272,33 +274,35 @@ def test_socket_connection_to_localhost_is_denied(databases: dict[str, str]) -> 
             "def verify(env):\n"
             f"    socket.create_connection(('127.0.0.1', {port}), timeout=1)\n"
         )
-        outcome = run_sandboxed(code, databases=databases)
+        outcome = run_sandboxed_sync(code, databases=databases)
         assert_denied(outcome, "socket.")
         with pytest.raises(TimeoutError):
             server.accept()  # nothing ever connected
 
         raw = f"import socket\ndef verify(env):\n    socket.socket().connect(('127.0.0.1', {port}))\n"
-        assert_denied(run_sandboxed(raw, databases=databases), "socket.connect")
+        assert_denied(run_sandboxed_sync(raw, databases=databases), "socket.connect")
 
 
 def test_binding_a_socket_is_denied(databases: dict[str, str]) -> None:
     code = "import socket\ndef verify(env):\n    socket.socket().bind(('127.0.0.1', 0))\n"
-    assert_denied(run_sandboxed(code, databases=databases), "socket.bind")
+    assert_denied(run_sandboxed_sync(code, databases=databases), "socket.bind")
 
 
 def test_other_sqlite_files_cannot_be_opened_or_attached(databases: dict[str, str], tmp_path: Path) -> None:
     other = make_db(tmp_path / "other.db", [(7, "secret")])
     connect = f"import sqlite3\ndef verify(env):\n    sqlite3.connect({other!r})\n"
-    assert_denied(run_sandboxed(connect, databases=databases), "sqlite3.connect")
+    assert_denied(run_sandboxed_sync(connect, databases=databases), "sqlite3.connect")
     attach = f'def verify(env):\n    env.db().query("ATTACH DATABASE {other} AS o")\n'
-    outcome = run_sandboxed(attach.replace(other, f"'{other}'"), databases=databases)
+    outcome = run_sandboxed_sync(attach.replace(other, f"'{other}'"), databases=databases)
     assert outcome.error is not None and outcome.error.type == "exception"
     assert "not authorized" in outcome.error.message
 
 
 def test_the_environment_is_empty(databases: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FLEET_API_KEY", "sk-should-never-leak")
-    outcome = run_sandboxed("import os\ndef verify(env):\n    print(dict(os.environ))\n", databases=databases)
+    outcome = run_sandboxed_sync(
+        "import os\ndef verify(env):\n    print(dict(os.environ))\n", databases=databases
+    )
     assert outcome.success is True
     assert "sk-should-never-leak" not in outcome.stdout
     assert "FLEET_API_KEY" not in outcome.stdout
@@ -316,7 +320,7 @@ def test_cwd_is_a_fresh_writable_scratch_dir_that_is_removed(
         "    print(os.getcwd())\n"
         "    return open('notes.txt').read() == 'ok' and os.listdir('.') == ['notes.txt']\n"
     )
-    outcome = run_sandboxed(code, databases=databases)
+    outcome = run_sandboxed_sync(code, databases=databases)
     assert outcome.score == 1.0, outcome.error
     # The jail mounts the run's scratch dir at /scratch; on the host it is gone after the run.
     assert outcome.stdout.strip() == "/scratch"
@@ -331,7 +335,7 @@ def test_the_child_loads_neither_fleet_sdk_nor_site_packages(databases: dict[str
         "    return {'score': 1, 'loaded': sorted(m for m in sys.modules if m.split('.')[0] in heavy),\n"
         "            'site': [p for p in sys.path if 'site-packages' in p]}\n"
     )
-    outcome = run_sandboxed(code, databases=databases)
+    outcome = run_sandboxed_sync(code, databases=databases)
     assert outcome.result == {"score": 1, "loaded": [], "site": []}
 
 
@@ -344,10 +348,10 @@ def test_the_child_starts_without_the_modules_only_rare_paths_need(databases: di
         "    rare = ('inspect', 'dataclasses', 'traceback', 'linecache', 'pathlib', 'urllib.parse')\n"
         "    return {'score': 1, 'loaded': [m for m in rare if m in sys.modules]}\n"
     )
-    outcome = run_sandboxed(code, databases=databases)
+    outcome = run_sandboxed_sync(code, databases=databases)
     assert outcome.result == {"score": 1, "loaded": []}
     failing = code.replace("return {", "raise ValueError('boom'); return {")
-    outcome = run_sandboxed(failing, databases=databases)
+    outcome = run_sandboxed_sync(failing, databases=databases)
     assert outcome.error is not None and "ValueError: boom" in outcome.error.message
     assert 'File "<verifier>"' in (outcome.error.traceback or "")
 
@@ -391,7 +395,7 @@ def verify(env):
 
 
 def test_verifier_may_define_dataclasses_and_pickle_its_classes(databases: dict[str, str]) -> None:
-    outcome = run_sandboxed(MODULE_NEEDING_VERIFIER, databases=databases)
+    outcome = run_sandboxed_sync(MODULE_NEEDING_VERIFIER, databases=databases)
     assert outcome.error is None, outcome.error
     assert outcome.sandbox is not None and "audit_hook" in outcome.sandbox
     assert outcome.result == {
@@ -414,9 +418,9 @@ def test_the_verifier_module_entry_opens_nothing_new(databases: dict[str, str]) 
         "def verify_reads(env):\n"
         "    open('/etc/passwd').read()\n"
     )
-    outcome = run_sandboxed(code, databases=databases)
+    outcome = run_sandboxed_sync(code, databases=databases)
     assert outcome.result == {"score": 1, "seen": 7, "sandbox": []}
-    assert_denied(run_sandboxed(code, databases=databases, function_name="verify_reads"), "/etc/passwd")
+    assert_denied(run_sandboxed_sync(code, databases=databases, function_name="verify_reads"), "/etc/passwd")
 
 
 # -- arguments ---------------------------------------------------------------------------------
@@ -424,17 +428,17 @@ def test_the_verifier_module_entry_opens_nothing_new(databases: dict[str, str]) 
 
 def test_invalid_arguments_raise_sandbox_error(databases: dict[str, str]) -> None:
     with pytest.raises(SandboxError, match="JSON-serializable"):
-        run_sandboxed("def verify(env): pass", databases=databases, final_answer=object())
+        run_sandboxed_sync("def verify(env): pass", databases=databases, final_answer=object())
     with pytest.raises(SandboxError, match="timeout"):
-        run_sandboxed("def verify(env): pass", databases=databases, timeout=0)
+        run_sandboxed_sync("def verify(env): pass", databases=databases, timeout=0)
     with pytest.raises(SandboxError, match="memory_mb"):
-        run_sandboxed("def verify(env): pass", databases=databases, memory_mb=1)
+        run_sandboxed_sync("def verify(env): pass", databases=databases, memory_mb=1)
     assert issubclass(SandboxError, FleetError)
 
 
 def test_function_name_is_honoured(databases: dict[str, str]) -> None:
     code = "def a(env):\n    return 0.25\n\ndef b(env):\n    return 0.75\n"
-    assert run_sandboxed(code, databases=databases, function_name="b").score == 0.75
+    assert run_sandboxed_sync(code, databases=databases, function_name="b").score == 0.75
 
 
 # -- async twin --------------------------------------------------------------------------------
@@ -453,7 +457,7 @@ async def test_async_run_passes_without_blocking_the_loop(databases: dict[str, s
     code = SEED_VS_CURRENT + "\nimport time\n_sleep = time.sleep\n"
     slow = code.replace('print("added:", added)', 'print("added:", added); _sleep(0.5)')
     try:
-        outcome = await run_sandboxed_async(slow, databases=databases, final_answer="grace hopper")
+        outcome = await run_sandboxed(slow, databases=databases, final_answer="grace hopper")
     finally:
         task.cancel()
     assert outcome.score == 1.0, outcome.error
@@ -464,9 +468,7 @@ async def test_async_run_passes_without_blocking_the_loop(databases: dict[str, s
 
 
 async def test_async_run_times_out(databases: dict[str, str]) -> None:
-    outcome = await run_sandboxed_async(
-        "def verify(env):\n    while True: pass\n", databases=databases, timeout=1
-    )
+    outcome = await run_sandboxed("def verify(env):\n    while True: pass\n", databases=databases, timeout=1)
     assert outcome.error is not None and outcome.error.type == "timeout"
     assert sandbox_children() == []
 
@@ -478,12 +480,12 @@ async def test_async_run_reports_denials_and_async_verifiers(databases: dict[str
         "    await asyncio.sleep(0)\n"
         "    return open('/etc/passwd').read()\n"
     )
-    assert_denied(await run_sandboxed_async(code, databases=databases), "open('/etc/passwd')")
+    assert_denied(await run_sandboxed(code, databases=databases), "open('/etc/passwd')")
 
 
 async def test_cancelling_the_async_run_kills_the_child(databases: dict[str, str]) -> None:
     task = asyncio.create_task(
-        run_sandboxed_async("import time\ndef verify(env):\n    time.sleep(30)\n", databases=databases)
+        run_sandboxed("import time\ndef verify(env):\n    time.sleep(30)\n", databases=databases)
     )
     await wait_until_async(sandbox_children, "the verifier's child process started")
     task.cancel()
@@ -493,5 +495,5 @@ async def test_cancelling_the_async_run_kills_the_child(databases: dict[str, str
 
 
 def test_sandbox_outcome_is_json_round_trippable(databases: dict[str, str]) -> None:
-    outcome = run_sandboxed(SEED_VS_CURRENT, databases=databases, final_answer="grace hopper")
+    outcome = run_sandboxed_sync(SEED_VS_CURRENT, databases=databases, final_answer="grace hopper")
     assert VerifierOutcome.model_validate(json.loads(outcome.model_dump_json())) == outcome

@@ -16,7 +16,7 @@ import socket
 import pytest
 from _jail_runs import probes, run_without_audit_hook
 
-from fleet_local.sandbox import _jail, run_sandboxed
+from fleet_local.sandbox import _jail, run_sandboxed_sync
 
 pytestmark = pytest.mark.skipif(
     not _jail.jail_status().available or not _jail.jail_status().seccomp,
@@ -79,7 +79,7 @@ def test_vsock_is_refused_with_the_hook_on_too(databases: dict[str, str]) -> Non
         "    except OSError as exc:\n"
         "        return {'score': 1, 'vsock': exc.errno}\n"
     )
-    assert probes(run_sandboxed(code, databases=databases))["vsock"] == errno.EPERM
+    assert probes(run_sandboxed_sync(code, databases=databases))["vsock"] == errno.EPERM
 
 
 SYSCALLS = {
