@@ -79,9 +79,9 @@ async def test_figures_move_with_an_instance_its_mcp_session_and_a_verifier_run(
         assert made[calls] > before.get(calls, 0.0)
 
         verify = "def verify(env, final_answer=None):\n    return 1.0\n"
-        from fleet_sdk.remote_verifier import run_remote_async
+        from fleet_sdk.remote_verifier import run_remote
 
-        outcome = await run_remote_async(afleet, verify, key="metrics-check", instance_id=env.instance_id)
+        outcome = await run_remote(afleet, verify, key="metrics-check", instance_id=env.instance_id)
         assert outcome.score == 1.0
         graded = await scrape(local)
         assert value(graded, "fleet_local_verifier_runs_finished_total", outcome="passed") == (
