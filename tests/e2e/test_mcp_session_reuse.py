@@ -13,6 +13,8 @@ from collections.abc import AsyncIterator
 import anyio
 import httpx
 import pytest
+from _waits import wait_until_async
+from prometheus_client.parser import text_string_to_metric_families
 
 from fleet_local import LocalFleet
 from fleet_sdk import AsyncFleet
@@ -118,12 +120,37 @@ async def test_closing_the_env_ends_its_sessions(user_fleet: AsyncFleet, traffic
 async def test_concurrent_first_calls_share_one_session(user_fleet: AsyncFleet, traffic: MCPTraffic) -> None:
     async with await user_fleet.make("orderdesk") as env:
         await env.list_tools()
-        await env.mcp.aclose()  # end the sessions; the next calls race to open a new one
+        # The server ends the sessions (as its idle timeout would); the next calls race to open
+        # a new one. Closing the client is no way to do this: a closed client refuses every call.
+        async with httpx.AsyncClient(timeout=30) as http:
+            for session in env.mcp._sessions.values():
+                assert session.session_id is not None
+                ended = await http.delete(session.endpoint, headers={"mcp-session-id": session.session_id})
+                assert ended.status_code < 300, ended.text
         before = traffic.count()["initialize"]
         async with anyio.create_task_group() as group:
             for order_id in (1012, 1013, 1014, 1015):
                 group.start_soon(env.call_tool, "get_order", {"order_id": order_id})
         assert traffic.count()["initialize"] == before + 1
+
+
+async def _instance_mcp_sessions(local: LocalFleet) -> float:
+    """Stateful MCP sessions the server holds open on instance endpoints (``GET /metrics``)."""
+    async with httpx.AsyncClient(timeout=30) as http:
+        page = await http.get(
+            f"{local.base_url}/metrics", headers={"Authorization": f"Bearer {local.api_key}"}
+        )
+    page.raise_for_status()
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(page.text)
+        for sample in family.samples
+        if sample.name == "fleet_local_mcp_sessions" and sample.labels.get("endpoint") == "instance"
+    )
+
+
+async def _sessions_ended(local: LocalFleet) -> bool:
+    return await _instance_mcp_sessions(local) == 0
 
 
 async def test_a_session_ended_by_the_server_is_reestablished_once() -> None:
@@ -135,7 +162,8 @@ async def test_a_session_ended_by_the_server_is_reestablished_once() -> None:
             async with await fleet.make("orderdesk") as env:
                 await env.call_tool("get_order", {"order_id": 1012})
                 opened = env.mcp.initializations
-                await anyio.sleep(1.5)  # the server ends the idle sessions
+                assert await _instance_mcp_sessions(local) > 0
+                await wait_until_async(lambda: _sessions_ended(local), "the server ends the idle sessions")
                 note = "written after the session expired"
                 result = await env.call_tool("add_order_note", {"order_id": 1012, "body": note})
                 assert not (isinstance(result, dict) and "error" in result), result
@@ -145,7 +173,7 @@ async def test_a_session_ended_by_the_server_is_reestablished_once() -> None:
                 rows = await env.db().query("SELECT count(*) FROM order_notes WHERE body = ?", [note])
                 assert rows.rows == [[1]]  # the write ran once: the 404 request was never run
                 # Concurrent calls that all meet the ended session open one new session between them.
-                await anyio.sleep(1.5)
+                await wait_until_async(lambda: _sessions_ended(local), "the server ends the idle sessions")
                 reopened = env.mcp.initializations
                 async with anyio.create_task_group() as group:
                     for order_id in (1012, 1013, 1014, 1015):
