@@ -31,11 +31,12 @@ import json
 import logging
 import os
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from _side import Side
 
 from fleet_local import LocalFleet
 from fleet_sdk import AsyncFleet, TaskEnv
@@ -149,47 +150,8 @@ async def side_worker() -> None:
         await fleet.close()
 
 
-class Side:
-    """A ``side_worker`` in a fresh interpreter whose ``fleet_sdk`` and ``fleet_local`` come from
-    ``checkout``."""
-
-    def __init__(self, checkout: Path) -> None:
-        env = {**os.environ, "PYTHONPATH": f"{checkout}{os.pathsep}{checkout / 'generated'}"}
-        code = (
-            "import asyncio, sys; sys.path.insert(0, sys.argv[1]);"
-            "from bench_episodes import side_worker; asyncio.run(side_worker())"
-        )
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", code, str(HERE / "benchmarks")],
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self._line() == "ready"
-
-    def _line(self) -> str:
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the benchmark worker exited ({self.process.wait()})")
-        return line.strip()
-
-    def run(self, level: int, episodes: int) -> dict[str, float]:
-        assert self.process.stdin is not None
-        self.process.stdin.write(f"{level} {episodes}\n")
-        self.process.stdin.flush()
-        result: dict[str, float] = json.loads(self._line())
-        return result
-
-    def close(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        self.process.wait()
-
-
 def against_baseline(baseline: Path, episodes: int, levels: list[int], rounds: int) -> None:
-    sides = {"this": Side(HERE), "baseline": Side(baseline.resolve())}
+    sides = {"this": Side(HERE, "bench_episodes"), "baseline": Side(baseline.resolve(), "bench_episodes")}
     rates: dict[str, dict[int, list[float]]] = {name: {level: [] for level in levels} for name in sides}
     server_ms: dict[str, dict[int, list[float]]] = {name: {level: [] for level in levels} for name in sides}
     try:

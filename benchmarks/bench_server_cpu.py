@@ -50,6 +50,7 @@ from fleet_local import LocalFleet
 from fleet_sdk import AsyncFleet
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _side import Side
 from bench_episodes import episode, process_cpu, tool_use_tasks
 
 PHASES = ("create", "mcp open", "tools/list", "tool calls", "verify", "mcp close", "delete")
@@ -257,47 +258,6 @@ async def side_worker() -> None:
         await fleet.close()
 
 
-class Side:
-    """A ``side_worker`` in a fresh interpreter on ``checkout``'s ``fleet_sdk`` and ``fleet_local``."""
-
-    def __init__(self, checkout: Path) -> None:
-        import subprocess
-
-        env = {**os.environ, "PYTHONPATH": f"{checkout}{os.pathsep}{checkout / 'generated'}"}
-        code = (
-            "import asyncio, sys; sys.path.insert(0, sys.argv[1]);"
-            "from bench_server_cpu import side_worker; asyncio.run(side_worker())"
-        )
-        here = Path(__file__).resolve().parent
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", code, str(here)],
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self._line() == "ready"
-
-    def _line(self) -> str:
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the benchmark worker exited ({self.process.wait()})")
-        return line.strip()
-
-    def run(self, episodes: int) -> dict[str, float]:
-        assert self.process.stdin is not None
-        self.process.stdin.write(f"{episodes}\n")
-        self.process.stdin.flush()
-        figures: dict[str, float] = json.loads(self._line())
-        return figures
-
-    def close(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        self.process.wait()
-
-
 def report(runs: dict[str, list[dict[str, Any]]]) -> None:
     names = [*PHASES, "idle", "jailed verifier"]
     for side, rs in runs.items():
@@ -328,9 +288,9 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, default=None)
     args = parser.parse_args()
     here = Path(__file__).resolve().parent.parent
-    sides = {"this": Side(here)}
+    sides = {"this": Side(here, "bench_server_cpu")}
     if args.baseline is not None:
-        sides["baseline"] = Side(args.baseline.resolve())
+        sides["baseline"] = Side(args.baseline.resolve(), "bench_server_cpu")
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
     try:
         for round_ in range(args.rounds):

@@ -19,15 +19,14 @@ import argparse
 import asyncio
 import base64
 import json
-import os
 import pickle
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import httpx
+from _side import Side
 
 from fleet_local import LocalFleet
 from fleet_sdk.verifiers import bundle_sha256, bundle_verifier
@@ -81,46 +80,11 @@ async def side_worker() -> None:
                 print(json.dumps(await run(level, calls)), flush=True)
 
 
-class Side:
-    """A ``side_worker`` in a fresh interpreter whose packages come from ``checkout``."""
-
-    def __init__(self, checkout: Path) -> None:
-        env = {**os.environ, "PYTHONPATH": f"{checkout}{os.pathsep}{checkout / 'generated'}"}
-        code = (
-            "import asyncio, sys; sys.path.insert(0, sys.argv[1]);"
-            "from bench_verifier_args import side_worker; asyncio.run(side_worker())"
-        )
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", code, str(HERE / "benchmarks")],
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self._line() == "ready"
-
-    def _line(self) -> str:
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the benchmark worker exited ({self.process.wait()})")
-        return line.strip()
-
-    def run(self, level: int, calls: int) -> dict[str, float]:
-        assert self.process.stdin is not None
-        self.process.stdin.write(f"{level} {calls}\n")
-        self.process.stdin.flush()
-        result: dict[str, float] = json.loads(self._line())
-        return result
-
-    def close(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        self.process.wait()
-
-
 def against_baseline(baseline: Path, calls: int, levels: list[int], rounds: int) -> None:
-    sides = {"this": Side(HERE), "baseline": Side(baseline.resolve())}
+    sides = {
+        "this": Side(HERE, "bench_verifier_args"),
+        "baseline": Side(baseline.resolve(), "bench_verifier_args"),
+    }
     rates: dict[str, dict[int, list[float]]] = {name: {level: [] for level in levels} for name in sides}
     try:
         for round_ in range(rounds):

@@ -1,0 +1,56 @@
+"""A benchmark's worker in a fresh interpreter on one checkout's packages (``--baseline`` runs).
+
+The benchmark module named ``module`` defines ``side_worker()``: it prints ``ready``, then reads
+one line of space-separated integers at a time and answers each with one line of JSON figures.
+Both sides of an A/B run drive the same worker code (this checkout's ``benchmarks/``) against
+their own ``fleet_sdk`` and ``fleet_local``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parent
+
+
+class Side:
+    """``module``'s ``side_worker`` with ``checkout``'s packages first on the path."""
+
+    def __init__(self, checkout: Path, module: str) -> None:
+        env = {**os.environ, "PYTHONPATH": f"{checkout}{os.pathsep}{checkout / 'generated'}"}
+        code = (
+            "import asyncio, sys; sys.path.insert(0, sys.argv[1]);"
+            f"from {module} import side_worker; asyncio.run(side_worker())"
+        )
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", code, str(BENCHMARKS)],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self._line() == "ready"
+
+    def _line(self) -> str:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the benchmark worker exited ({self.process.wait()})")
+        return line.strip()
+
+    def run(self, *numbers: int) -> dict[str, float]:
+        """One measurement: ``numbers`` as the worker reads them, its figures as it answers."""
+        assert self.process.stdin is not None
+        self.process.stdin.write(" ".join(str(n) for n in numbers) + "\n")
+        self.process.stdin.flush()
+        figures: dict[str, float] = json.loads(self._line())
+        return figures
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait()
