@@ -221,8 +221,8 @@ async def test_a_lease_created_pending_gets_the_mcp_url_it_has_once_running(
     create, get = browser.create_browser_lease, browser.get_browser_lease
     polls: list[str] = []
 
-    async def create_pending(body: bm.BrowserLeaseRequest) -> bm.BrowserLease:
-        lease = await create(body)
+    async def create_pending(body: bm.BrowserLeaseRequest, **options: Any) -> bm.BrowserLease:
+        lease = await create(body, **options)
         return lease.model_copy(update={"status": "pending", "mcp_url": None, "cdp_url": None})
 
     async def get_pending_once(lease_id: str) -> bm.BrowserLease:

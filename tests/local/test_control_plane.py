@@ -200,7 +200,9 @@ def test_tasks_list_import_get_update(fleet: Fleet) -> None:
         env_key=ENV,
         data_key=ENV,
         data_version="v1.0.0",
-        verifier_code="def verify(env, final_answer=None):\n    return 1.0\n",
+        # Verifier ids are content-addressed: code of its own, or another test's verifier of the
+        # same text on the shared server answers get_verifier with that test's key.
+        verifier_code=f"def verify(env, final_answer=None):\n    return 1.0  # {key}\n",
     )
     stored = cp.import_task(task, project_key=project, idempotency_key=f"task-{key}")
     assert stored.task_key == key and stored.task_modality == "tool_use"

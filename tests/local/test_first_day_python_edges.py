@@ -84,7 +84,7 @@ WATCHDOG_SCRIPT = textwrap.dedent(
     """
     import os, sys
     from fleet_local import LocalFleet
-    from fleet_sdk import process_groups
+    from fleet_local.sandbox import _process_groups as process_groups
 
     with LocalFleet():
         watchdog = process_groups._GUARD._watchdog

@@ -409,9 +409,9 @@ async def test_a_browser_session_waits_for_a_free_browser(
         refusals: list[int] = []
         create = fleet.api.browser.create_browser_lease
 
-        async def counted(body: bm.BrowserLeaseRequest) -> bm.BrowserLease:
+        async def counted(body: bm.BrowserLeaseRequest, **options: Any) -> bm.BrowserLease:
             try:
-                return await create(body)
+                return await create(body, **options)
             except RateLimitError as exc:
                 refusals.append(exc.status_code)
                 raise

@@ -78,7 +78,8 @@ async def test_figures_move_with_an_instance_its_mcp_session_and_a_verifier_run(
         calls = ("fleet_local_request_duration_seconds_count", (("group", "mcp"), ("status", "2xx")))
         assert made[calls] > before.get(calls, 0.0)
 
-        verify = "def verify(env, final_answer=None):\n    return 1.0\n"
+        # Code of its own: verifier ids are content-addressed, and the server is shared.
+        verify = f"def verify(env, final_answer=None):\n    return 1.0  # {env.instance_id}\n"
         from fleet_sdk.remote_verifier import run_remote
 
         outcome = await run_remote(afleet, verify, key="metrics-check", instance_id=env.instance_id)
