@@ -17,13 +17,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import time
 from collections.abc import Awaitable, Iterator
 from typing import Any, TypeVar
 
 import httpx
 import pytest
 from _http import raw_async_client
+from _probes import probed as probes_during
 
 from fleet_local import LocalFleet
 from fleet_sdk import AsyncFleet, TaskEnv
@@ -56,25 +56,8 @@ def manager(instance_id: str) -> str:
 
 async def probed(client: httpx.AsyncClient, instance_id: str, attack: Awaitable[T]) -> tuple[T, list[float]]:
     """``attack``'s outcome and how long each probe sent while it ran took to be answered."""
-    latencies: list[float] = []
-    done = asyncio.Event()
-
-    async def probe() -> None:
-        while not done.is_set():
-            for path in (f"{manager(instance_id)}/health", "/v1/regions"):
-                started = time.perf_counter()
-                answer = await client.get(path)
-                latencies.append(time.perf_counter() - started)
-                assert answer.status_code == 200, answer.text
-            await asyncio.sleep(PROBE_EVERY)
-
-    prober = asyncio.ensure_future(probe())
-    try:
-        outcome = await attack
-    finally:
-        done.set()
-        await prober
-    return outcome, latencies
+    paths = [f"{manager(instance_id)}/health", "/v1/regions"]
+    return await probes_during(client, attack, paths, every=PROBE_EVERY)
 
 
 def assert_answered_throughout(latencies: list[float]) -> None:

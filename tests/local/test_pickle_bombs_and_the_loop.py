@@ -26,6 +26,7 @@ import httpx
 import pytest
 from _http import raw_async_client
 from _pickles import as_args, colliding_int_keys, memo_dag
+from _probes import probed as probes_during
 
 from fleet_local import LocalFleet
 from fleet_sdk.verifiers import bundle_sha256, bundle_verifier
@@ -50,24 +51,7 @@ def server() -> Iterator[LocalFleet]:
 
 async def probed(client: httpx.AsyncClient, attack: Awaitable[T]) -> tuple[T, list[float]]:
     """``attack``'s outcome, and how long each ``/v1/regions`` probe sent while it ran took."""
-    latencies: list[float] = []
-    done = asyncio.Event()
-
-    async def probe() -> None:
-        while not done.is_set() or not latencies:
-            started = time.perf_counter()
-            answer = await client.get("/v1/regions")
-            latencies.append(time.perf_counter() - started)
-            assert answer.status_code == 200, answer.text
-            await asyncio.sleep(PROBE_EVERY)
-
-    prober = asyncio.ensure_future(probe())
-    try:
-        outcome = await attack
-    finally:
-        done.set()
-        await prober
-    return outcome, latencies
+    return await probes_during(client, attack, ["/v1/regions"], every=PROBE_EVERY)
 
 
 def execute_body(args: str) -> dict[str, object]:
