@@ -54,3 +54,15 @@ class Side:
         assert self.process.stdin is not None
         self.process.stdin.close()
         self.process.wait()
+
+
+def spread(ratios: list[float]) -> str:
+    """``0.97x (quartiles 0.90-1.02, range 0.85-1.10``: the median ratio of A/B rounds and its
+    spread (the caller closes the parenthesis, after anything it adds)."""
+    import statistics
+
+    quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+    return (
+        f"{statistics.median(ratios):4.2f}x (quartiles {quartiles[0]:4.2f}-{quartiles[2]:4.2f},"
+        f" range {min(ratios):4.2f}-{max(ratios):4.2f}"
+    )

@@ -36,7 +36,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from _side import Side
+from _side import Side, spread
 
 from fleet_local import LocalFleet
 from fleet_sdk import AsyncFleet, TaskEnv
@@ -174,22 +174,18 @@ def against_baseline(baseline: Path, episodes: int, levels: list[int], rounds: i
     for level in levels:
         ratios = [a / b for a, b in zip(rates["this"][level], rates["baseline"][level], strict=True)]
         this, base = statistics.median(rates["this"][level]), statistics.median(rates["baseline"][level])
-        quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
         print(
             f"N={level}: this {this:6.2f} episodes/s, baseline {base:6.2f}; this/baseline median"
-            f" {statistics.median(ratios):4.2f}x (quartiles {quartiles[0]:4.2f}-{quartiles[2]:4.2f},"
-            f" range {min(ratios):4.2f}-{max(ratios):4.2f}, {rounds} rounds)"
+            f" {spread(ratios)}, {rounds} rounds)"
         )
         cpu = [
             a / b for a, b in zip(server_ms["this"][level], server_ms["baseline"][level], strict=True) if b
         ]
         if cpu:
-            quartiles = statistics.quantiles(cpu, n=4) if len(cpu) > 1 else [cpu[0]] * 3
             print(
                 f"     server CPU per episode: this {statistics.median(server_ms['this'][level]):5.1f} ms,"
                 f" baseline {statistics.median(server_ms['baseline'][level]):5.1f} ms; this/baseline median"
-                f" {statistics.median(cpu):4.2f}x (quartiles {quartiles[0]:4.2f}-{quartiles[2]:4.2f},"
-                f" range {min(cpu):4.2f}-{max(cpu):4.2f})"
+                f" {spread(cpu)})"
             )
 
 

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import httpx
-from _side import Side
+from _side import Side, spread
 
 from fleet_local import LocalFleet
 from fleet_sdk.verifiers import bundle_sha256, bundle_verifier
@@ -102,11 +102,9 @@ def against_baseline(baseline: Path, calls: int, levels: list[int], rounds: int)
     for level in levels:
         ratios = [a / b for a, b in zip(rates["this"][level], rates["baseline"][level], strict=True)]
         this, base = statistics.median(rates["this"][level]), statistics.median(rates["baseline"][level])
-        quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
         print(
             f"N={level}: this {this:6.2f} calls/s, baseline {base:6.2f}; this/baseline median"
-            f" {statistics.median(ratios):4.2f}x (quartiles {quartiles[0]:4.2f}-{quartiles[2]:4.2f},"
-            f" range {min(ratios):4.2f}-{max(ratios):4.2f}, {rounds} rounds)"
+            f" {spread(ratios)}, {rounds} rounds)"
         )
 
 
