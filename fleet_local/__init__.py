@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ._chromium import browser_unavailable
     from ._claim import ServerClaim, claim_server
-    from ._server import API_KEY_ENV, MODEL_API_KEY_ENV, LocalFleet, serve
+    from ._local_fleet import LocalFleet
+    from ._server import API_KEY_ENV, MODEL_API_KEY_ENV, serve
     from ._state import LocalSettings
     from .demo import run_demo
 
@@ -36,7 +37,7 @@ __all__ = [
 _HOMES = {
     "API_KEY_ENV": "._server",
     "MODEL_API_KEY_ENV": "._server",
-    "LocalFleet": "._server",
+    "LocalFleet": "._local_fleet",
     "serve": "._server",
     "LocalSettings": "._state",
     "ServerClaim": "._claim",

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._claim import ServerClaim
-    from ._server import LocalFleet
+    from ._local_fleet import LocalFleet
 
 __all__ = ["LocalFleet", "add_commands", "bundled_environments"]
 
@@ -35,7 +35,7 @@ MAX_PORT = 65535
 
 def __getattr__(name: str) -> Any:
     if name == "LocalFleet":  # loaded on first use: ``fleet-sdk --help`` stays light
-        from ._server import LocalFleet
+        from ._local_fleet import LocalFleet
 
         return LocalFleet
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -105,7 +105,7 @@ async def run_demo(
         limit: Only the first N tasks (for a quick look).
         out: Where to print.
     """
-    from ._server import LocalFleet
+    from ._local_fleet import LocalFleet
 
     print("Starting the embedded local Fleet server...", file=out)
     server_data = out_dir / "server-data"  # kept, so the uploaded sessions can be read back later

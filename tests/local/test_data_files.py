@@ -15,7 +15,8 @@ import pytest
 from botocore.config import Config
 
 from fleet_local import LocalFleet
-from fleet_local._s3 import TASK_DATA_BUCKET, presigned_put_url, sigv4_refusal
+from fleet_local._s3 import TASK_DATA_BUCKET, presigned_put_url
+from fleet_local._s3._sigv4 import sigv4_refusal
 from fleet_sdk import Fleet, NotFoundError
 from fleet_sdk.types import env_instance as models
 

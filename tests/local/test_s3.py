@@ -22,7 +22,8 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from fleet_local import LocalFleet
-from fleet_local._s3 import ObjectStore, body_refusal, sigv4_refusal
+from fleet_local._s3._sigv4 import body_refusal, sigv4_refusal
+from fleet_local._s3._store import ObjectStore
 from fleet_sdk import ConfigurationError
 
 BUCKET = "fleet-sessions-images"

@@ -25,14 +25,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 from fleet_local import LocalFleet
-from fleet_local._s3 import (
-    BUCKET,
-    TASK_DATA_BUCKET,
-    ObjectStore,
-    S3Endpoint,
-    presigned_get_url,
-    task_data_objects,
-)
+from fleet_local._s3 import BUCKET, TASK_DATA_BUCKET, presigned_get_url, task_data_objects
+from fleet_local._s3._server import S3Endpoint
+from fleet_local._s3._store import ObjectStore
 from fleet_sdk import Fleet
 
 ENV = "orderdesk"
