@@ -114,6 +114,8 @@ class _Resource(Generic[H]):
         """A copy whose operations return the ``RawResponse`` (for ``with_raw_response``)."""
         twin = copy.copy(self)
         twin._raw = True
+        # The client's cached ``with_raw_response`` view, if built, belongs to the client.
+        twin.__dict__.pop("with_raw_response", None)
         return twin
 
 
