@@ -2,9 +2,10 @@
 
 ``models.py`` comes from datamodel-code-generator (run as a subprocess from the project
 root, so it reads the pinned ``[tool.datamodel-codegen]`` flags in ``pyproject.toml``);
-``client.py`` and the ``__init__.py`` files come from the Jinja2 templates next to this
-module. Every Python file is formatted with the pinned ruff (``ruff format``, project
-config), so the bytes depend only on the schemas and the pinned tool versions.
+the clients (one module per schema tag, ``_operations.py`` and the ``client.py`` that gathers
+them) and the ``__init__.py`` files come from the Jinja2 templates next to this module. Every
+Python file is formatted with the pinned ruff (``ruff format``, project config), so the bytes
+depend only on the schemas and the pinned tool versions.
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import jinja2
 
-from .openapi import BodyField, Operation, Spec, SpecError, load_spec
+from .openapi import BodyField, Operation, Spec, SpecError, Tag, load_spec
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SCHEMAS = PROJECT_ROOT / "schemas"
@@ -137,12 +138,15 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-def _client_exports(spec: Spec) -> list[str]:
+def _tag_exports(tag: Tag) -> list[str]:
     names = []
-    for tag in spec.tags:
-        for prefix in ("", "Async"):
-            names += [f"{prefix}{tag.class_name}", f"{prefix}{tag.class_name}WithRawResponse"]
+    for prefix in ("", "Async"):
+        names += [f"{prefix}{tag.class_name}", f"{prefix}{tag.class_name}WithRawResponse"]
     return names
+
+
+def _client_exports(spec: Spec) -> list[str]:
+    return [name for tag in spec.tags for name in _tag_exports(tag)]
 
 
 # Names the body keyword annotations may use besides the surface's models, and their imports.
@@ -195,12 +199,14 @@ def _field_annotations(models_code: str) -> dict[str, dict[str, str]]:
     return found
 
 
-def _cast_import(spec: Spec) -> set[str]:
+def _cast_import(operations: list[Operation]) -> set[str]:
     """``from typing import cast`` when an operation answers a union (see ``openapi._cast_to``)."""
-    return {"from typing import cast"} if any("cast(" in op.cast_to for op in spec.operations) else set()
+    return {"from typing import cast"} if any("cast(" in op.cast_to for op in operations) else set()
 
 
-def render_client(env: jinja2.Environment, spec: Spec, models_code: str) -> str:
+def render_clients(env: jinja2.Environment, spec: Spec, models_code: str) -> dict[str, str]:
+    """The client modules of one surface (file name -> content): one per tag, the operation
+    table (``_operations.py``) and ``client.py``, which gathers them."""
     annotations = _field_annotations(models_code)
 
     def field_type(op: Operation, field: BodyField) -> str:
@@ -212,27 +218,52 @@ def render_client(env: jinja2.Environment, spec: Spec, models_code: str) -> str:
             )
         return by_wire[field.name]
 
-    used = [p.annotation for op in spec.operations for p in op.query_params + op.header_params]
-    used += [field_type(op, f) for op in spec.operations for f in op.body_fields]
+    env.globals["field_type"] = field_type
+    files: dict[str, str] = {}
+    for tag in spec.tags:
+        files[f"{tag.module}.py"] = _render_tag(env, spec, tag, field_type)
+    files["_operations.py"] = ruff_format(
+        env.get_template("operations.py.jinja").render(header=header(spec.file_name), spec=spec),
+        what=f"_operations.py of {spec.file_name}",
+    )
+    code = env.get_template("client.py.jinja").render(
+        header=header(spec.file_name),
+        spec=spec,
+        tag_exports={tag.name: sorted(_tag_exports(tag)) for tag in spec.tags},
+        all_names=sorted(["OPERATIONS", "SERVER_URL", *_client_exports(spec)]),
+    )
+    files["client.py"] = ruff_format(code, what=f"client.py of {spec.file_name}")
+    return files
+
+
+def _render_tag(
+    env: jinja2.Environment, spec: Spec, tag: Tag, field_type: Callable[[Operation, BodyField], str]
+) -> str:
+    """The module of one tag's clients, importing only what its operations use."""
+    operations = tag.operations
+    used = [p.annotation for op in operations for p in op.query_params + op.header_params]
+    used += [field_type(op, f) for op in operations for f in op.body_fields]
     names = {node.id for text in used for node in ast.walk(ast.parse(text)) if isinstance(node, ast.Name)}
     names -= {"models", "str", "int", "float", "bool", "list", "dict", "None"}
     unknown = sorted(names - set(_ANNOTATION_IMPORTS))
     if unknown:
         raise CodegenError(f"{spec.file_name}: no import known for annotation names {unknown}")
     resource = ["AsyncResource", "SyncResource", "async_raw_response", "blocking", "raw_response"]
-    if any(op.body_fields for op in spec.operations):
+    if any(op.body_fields for op in operations):
         resource += ["NOT_GIVEN", "NotGiven", "build_body"]
-    if any(op.idempotency_key or op.header_params for op in spec.operations):
+    if any(op.idempotency_key or op.header_params for op in operations):
         resource.append("request_options")
-    env.globals["field_type"] = field_type
-    code = env.get_template("client.py.jinja").render(
+    typed = used + [op.cast_to for op in operations] + [op.body_annotation or "" for op in operations]
+    code = env.get_template("tag.py.jinja").render(
         header=header(spec.file_name),
         spec=spec,
-        all_names=sorted(["OPERATIONS", "SERVER_URL", *_client_exports(spec)]),
-        imports=sorted({_ANNOTATION_IMPORTS[name] for name in names} | _cast_import(spec)),
+        tag=tag,
+        uses_models=any("models." in text for text in typed),
+        all_names=sorted(_tag_exports(tag)),
+        imports=sorted({_ANNOTATION_IMPORTS[name] for name in names} | _cast_import(operations)),
         resource_imports=sorted(resource, key=lambda name: (not name.isupper(), not name[0].isupper(), name)),
     )
-    return ruff_format(code, what=f"client.py of {spec.file_name}")
+    return ruff_format(code, what=f"{tag.module}.py of {spec.file_name}")
 
 
 def render_surface_init(env: jinja2.Environment, spec: Spec) -> str:
@@ -282,7 +313,8 @@ def render_all(schemas_dir: Path = DEFAULT_SCHEMAS) -> dict[str, str]:
     for spec, models_code in zip(specs, models, strict=True):
         _check_models(spec, models_code)
         files[f"{spec.surface}/models.py"] = with_exports(models_code)
-        files[f"{spec.surface}/client.py"] = render_client(env, spec, models_code)
+        for name, code in render_clients(env, spec, models_code).items():
+            files[f"{spec.surface}/{name}"] = code
         files[f"{spec.surface}/__init__.py"] = render_surface_init(env, spec)
     package_header = header(PACKAGE_SOURCE)
     files["__init__.py"] = ruff_format(

@@ -104,6 +104,7 @@ class Operation:
 class Tag:
     name: str
     class_name: str
+    module: str  # the tag's client module in the surface package (``module_name``)
     description: str
     operations: list[Operation] = field(default_factory=list)
 
@@ -140,6 +141,19 @@ def class_name(tag: str) -> str:
     if not words:
         raise SpecError(f"tag {tag!r} has no usable name")
     return "".join(w[:1].upper() + w[1:] for w in words) + "Client"
+
+
+# Module names a tag's client module cannot take: the surface package's other modules.
+RESERVED_MODULES = frozenset({"client", "models"})
+
+
+def module_name(tag: str) -> str:
+    """``control-plane`` -> ``control_plane``: the module of the tag's clients in its surface package."""
+    words = [w.lower() for w in re.split(r"[^0-9A-Za-z]+", tag) if w]
+    name = "_".join(words)
+    if not name or name[0].isdigit() or keyword.iskeyword(name) or name in RESERVED_MODULES:
+        raise SpecError(f"tag {tag!r} gives no usable module name ({name!r})")
+    return name
 
 
 def py_identifier(name: str, taken: set[str]) -> str:
@@ -522,6 +536,7 @@ def load_spec(path: Path) -> Spec:
 
     tags: list[Tag] = []
     class_names: set[str] = set()
+    modules: set[str] = set()
     for name, operations in by_tag.items():
         if not operations:
             continue
@@ -529,7 +544,19 @@ def load_spec(path: Path) -> Spec:
         if cls in class_names:
             raise SpecError(f"{where}: tags collide on class name {cls}")
         class_names.add(cls)
-        tags.append(Tag(name=name, class_name=cls, description=tag_docs.get(name, ""), operations=operations))
+        module = module_name(name)
+        if module in modules:
+            raise SpecError(f"{where}: tags collide on module name {module}")
+        modules.add(module)
+        tags.append(
+            Tag(
+                name=name,
+                class_name=cls,
+                module=module,
+                description=tag_docs.get(name, ""),
+                operations=operations,
+            )
+        )
 
     info = doc.get("info") or {}
     return Spec(

@@ -13,7 +13,7 @@ measures what importing the SDK costs).
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from ._exceptions import FleetError
 from ._runtime import Surface
@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 
 __all__ = ["AsyncAPIOwner", "AsyncFleetAPI", "FleetAPI", "SyncAPIOwner"]
 
+_Pool = TypeVar("_Pool")  # httpx.Client / httpx.AsyncClient
+_HTTP = TypeVar("_HTTP")  # HTTPClient / AsyncHTTPClient
+
 
 def _manager_url(instance: InstanceResponse | str) -> str:
     """The instance manager API's URL of an instance (``urls.manager.api``), or the URL itself.
@@ -60,7 +63,46 @@ def _manager_url(instance: InstanceResponse | str) -> str:
     return instance.urls.manager.api
 
 
-class FleetAPI:
+class _BaseFleetAPI(Generic[_Pool, _HTTP]):
+    """What ``FleetAPI`` and ``AsyncFleetAPI`` share, none of it I/O (as httpx's ``BaseClient``).
+
+    The settings, pool and call policy the typed clients are built on, and which base URL, key
+    and headers each gets; a subclass names only its HTTP client (``_runtime``) and the
+    generated classes (sync or async) of each surface.
+
+    Args:
+        config: Base URL and key of every surface.
+        pool: The connection pool every surface shares.
+        policy: Timeouts, retries and the per-call deadline of every call.
+    """
+
+    def __init__(self, config: FleetConfig, pool: _Pool, policy: CallPolicy) -> None:
+        self._config = config
+        self._pool = pool
+        self._policy = policy
+
+    def _runtime(
+        self, base_url: str, *, api_key: str | None, default_headers: dict[str, str] | None
+    ) -> _HTTP:
+        """The HTTP client (sync or async) of one surface, on the shared pool and policy."""
+        raise NotImplementedError
+
+    def _http(self, surface: Surface) -> _HTTP:
+        config = self._config
+        return self._runtime(config.url_for(surface), api_key=config.key_for(surface), default_headers=None)
+
+    def _manager_http(self, instance: InstanceResponse | str, runner_token: str | None) -> _HTTP:
+        """The HTTP client of one instance's manager API: no API key, the runner token if any."""
+        headers = {"X-Runner-Token": runner_token} if runner_token else None
+        return self._runtime(_manager_url(instance), api_key=None, default_headers=headers)
+
+    @property
+    def call_policy(self) -> CallPolicy:
+        """Timeouts, retries and the per-call deadline of every surface's calls."""
+        return self._policy
+
+
+class FleetAPI(_BaseFleetAPI["httpx.Client", "HTTPClient"]):
     """The generated typed clients of every surface, sharing one pool (sync).
 
     Each surface's client is built on first use.
@@ -74,18 +116,18 @@ class FleetAPI:
     """
 
     def __init__(self, config: FleetConfig, pool: httpx.Client, policy: CallPolicy) -> None:
-        self._config = config
-        self._pool = pool
-        self._policy = policy
+        super().__init__(config, pool, policy)
 
-    def _http(self, surface: Surface) -> HTTPClient:
+    def _runtime(
+        self, base_url: str, *, api_key: str | None, default_headers: dict[str, str] | None
+    ) -> HTTPClient:
         from ._runtime import HTTPClient
 
-        config = self._config
         return HTTPClient(
-            config.url_for(surface),
-            api_key=config.key_for(surface),
+            base_url,
+            api_key=api_key,
             policy=self._policy,
+            default_headers=default_headers,
             http_client=self._pool,
         )
 
@@ -129,11 +171,6 @@ class FleetAPI:
         """The connection pool every surface shares."""
         return self._pool
 
-    @property
-    def call_policy(self) -> CallPolicy:
-        """Timeouts, retries and the per-call deadline of every surface's calls."""
-        return self._policy
-
     def manager(
         self, instance: InstanceResponse | str, *, runner_token: str | None = None
     ) -> InstanceManagerClient:
@@ -148,21 +185,10 @@ class FleetAPI:
         """
         from fleet_generated.env_instance.client import InstanceManagerClient
 
-        from ._runtime import HTTPClient
-
-        headers = {"X-Runner-Token": runner_token} if runner_token else None
-        return InstanceManagerClient(
-            HTTPClient(
-                _manager_url(instance),
-                api_key=None,
-                policy=self._policy,
-                default_headers=headers,
-                http_client=self._pool,
-            )
-        )
+        return InstanceManagerClient(self._manager_http(instance, runner_token))
 
 
-class AsyncFleetAPI:
+class AsyncFleetAPI(_BaseFleetAPI["httpx.AsyncClient", "AsyncHTTPClient"]):
     """The generated typed clients of every surface, sharing one pool (async).
 
     Each surface's client is built on first use.
@@ -176,18 +202,18 @@ class AsyncFleetAPI:
     """
 
     def __init__(self, config: FleetConfig, pool: httpx.AsyncClient, policy: CallPolicy) -> None:
-        self._config = config
-        self._pool = pool
-        self._policy = policy
+        super().__init__(config, pool, policy)
 
-    def _http(self, surface: Surface) -> AsyncHTTPClient:
+    def _runtime(
+        self, base_url: str, *, api_key: str | None, default_headers: dict[str, str] | None
+    ) -> AsyncHTTPClient:
         from ._runtime import AsyncHTTPClient
 
-        config = self._config
         return AsyncHTTPClient(
-            config.url_for(surface),
-            api_key=config.key_for(surface),
+            base_url,
+            api_key=api_key,
             policy=self._policy,
+            default_headers=default_headers,
             http_client=self._pool,
         )
 
@@ -231,11 +257,6 @@ class AsyncFleetAPI:
         """The connection pool every surface shares; an env's MCP client rides it too."""
         return self._pool
 
-    @property
-    def call_policy(self) -> CallPolicy:
-        """Timeouts, retries and the per-call deadline of every surface's calls."""
-        return self._policy
-
     def manager(
         self, instance: InstanceResponse | str, *, runner_token: str | None = None
     ) -> AsyncInstanceManagerClient:
@@ -250,18 +271,7 @@ class AsyncFleetAPI:
         """
         from fleet_generated.env_instance.client import AsyncInstanceManagerClient
 
-        from ._runtime import AsyncHTTPClient
-
-        headers = {"X-Runner-Token": runner_token} if runner_token else None
-        return AsyncInstanceManagerClient(
-            AsyncHTTPClient(
-                _manager_url(instance),
-                api_key=None,
-                policy=self._policy,
-                default_headers=headers,
-                http_client=self._pool,
-            )
-        )
+        return AsyncInstanceManagerClient(self._manager_http(instance, runner_token))
 
 
 class AsyncAPIOwner(Protocol):

@@ -9,8 +9,8 @@ themselves.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal, Self
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Generic, Literal, Self, TypeVar
 
 import anyio
 
@@ -59,13 +59,65 @@ log = logging.getLogger("fleet_sdk.fleet")
 InstanceStatus = Literal["pending", "running", "stopped", "terminated", "error"]
 
 
-class _FleetBase:
-    """What ``Fleet`` and ``AsyncFleet`` share: settings resolution and the call policy."""
+_Pool = TypeVar("_Pool", "httpx.Client", "httpx.AsyncClient")
+_API = TypeVar("_API", FleetAPI, AsyncFleetAPI)
 
-    config: FleetConfig
+
+class _FleetBase(Generic[_Pool, _API]):
+    """What ``Fleet`` and ``AsyncFleet`` share, none of it I/O (as httpx's ``BaseClient``): the
+    settings (arguments, environment, production), the call policy, the pool and ``api``.
+
+    Args:
+        api_key, base_url, platform_url, browser_url, browser_api_key, environ: The settings
+            (``FleetConfig.resolve``); the control plane's key is required.
+        timeout, retry, deadline: The call policy (``NOT_GIVEN``: the default; None: off).
+        http_client: The caller's pool, or None for one made by ``new_pool`` and owned here.
+        new_pool: Makes the client's own pool.
+        api: The typed clients' class (``FleetAPI`` / ``AsyncFleetAPI``).
+    """
+
     traces: Traces | AsyncTraces
-    _policy: CallPolicy
     _closed: bool = False
+
+    def __init__(
+        self,
+        api_key: str | None,
+        *,
+        base_url: str | None,
+        platform_url: str | None,
+        browser_url: str | None,
+        browser_api_key: str | None,
+        timeout: Timeout | NotGiven | None,
+        retry: RetryPolicy | NotGiven | None,
+        deadline: float | NotGiven | None,
+        environ: Mapping[str, str] | None,
+        http_client: _Pool | None,
+        new_pool: Callable[[], _Pool],
+        api: Callable[[FleetConfig, _Pool, CallPolicy], _API],
+    ) -> None:
+        self.config = FleetConfig.resolve(
+            api_key=api_key,
+            base_url=base_url,
+            platform_url=platform_url,
+            browser_url=browser_url,
+            browser_api_key=browser_api_key,
+            environ=environ,
+        )
+        self.config.require_key(Surface.CONTROL_PLANE)
+        self._policy = CallPolicy().updated(timeout=timeout, retry=retry, deadline=deadline)
+        self._owns_pool = http_client is None
+        self._pool: _Pool = new_pool() if http_client is None else http_client
+        self._api: _API = api(self.config, self._pool, self._policy)
+
+    @property
+    def api(self) -> _API:
+        """The generated typed clients of every surface, on this client's pool.
+
+        Raises:
+            ClientClosedError: The client is closed.
+        """
+        self._require_open()
+        return self._api
 
     @property
     def closed(self) -> bool:
@@ -86,31 +138,6 @@ class _FleetBase:
         """The store ``traces`` uploads screenshots to, when one was set or built (None: the default,
         not built yet)."""
         return self.traces.configured_store
-
-    def _configure(
-        self,
-        *,
-        api_key: str | None,
-        base_url: str | None,
-        platform_url: str | None,
-        browser_url: str | None,
-        browser_api_key: str | None,
-        timeout: Timeout | NotGiven | None,
-        retry: RetryPolicy | NotGiven | None,
-        deadline: float | NotGiven | None,
-        environ: Mapping[str, str] | None,
-    ) -> None:
-        """Resolve settings (arguments, environment, production) and the call policy."""
-        self.config = FleetConfig.resolve(
-            api_key=api_key,
-            base_url=base_url,
-            platform_url=platform_url,
-            browser_url=browser_url,
-            browser_api_key=browser_api_key,
-            environ=environ,
-        )
-        self.config.require_key(Surface.CONTROL_PLANE)
-        self._policy = CallPolicy().updated(timeout=timeout, retry=retry, deadline=deadline)
 
     def _settings(self, policy: CallPolicy | None = None) -> dict[str, Any]:
         """Constructor arguments that rebuild this client's configuration (with ``policy``)."""
@@ -163,7 +190,7 @@ class _FleetBase:
         return f"{type(self).__name__}(base_url={config.base_url!r}, platform_url={config.platform_url!r})"
 
 
-class AsyncFleet(_FleetBase):
+class AsyncFleet(_FleetBase["httpx.AsyncClient", AsyncFleetAPI]):
     """Asynchronous Fleet client; the same arguments as ``Fleet``.
 
     Args:
@@ -201,8 +228,10 @@ class AsyncFleet(_FleetBase):
         environ: Mapping[str, str] | None = None,
         screenshot_store: ScreenshotSink | None = None,
     ) -> None:
-        self._configure(
-            api_key=api_key,
+        from ._runtime._pool import async_pool_client  # httpx loads with the first client, not the import
+
+        super().__init__(
+            api_key,
             base_url=base_url,
             platform_url=platform_url,
             browser_url=browser_url,
@@ -211,26 +240,14 @@ class AsyncFleet(_FleetBase):
             retry=retry,
             deadline=deadline,
             environ=environ,
+            http_client=http_client,
+            new_pool=async_pool_client,
+            api=AsyncFleetAPI,
         )
-        from ._runtime._pool import async_pool_client  # httpx loads with the first client, not the import
-
-        self._owns_pool = http_client is None
-        self._pool = http_client or async_pool_client()
-        self._api = AsyncFleetAPI(self.config, self._pool, self._policy)
         self.traces = AsyncTraces(self, screenshot_store)
         """Trace jobs and session uploads with screenshots (``fleet_sdk.traces``)."""
         self.tasks = AsyncTasks(self)
         """Task configs as ``fleet_sdk.Task``: ``list``, ``get``, ``load``."""
-
-    @property
-    def api(self) -> AsyncFleetAPI:
-        """The generated typed clients of every surface, on this client's pool.
-
-        Raises:
-            ClientClosedError: The client is closed.
-        """
-        self._require_open()
-        return self._api
 
     @property
     def http_client(self) -> httpx.AsyncClient:
@@ -408,7 +425,7 @@ class AsyncFleet(_FleetBase):
         await self.close()
 
 
-class Fleet(_FleetBase):
+class Fleet(_FleetBase["httpx.Client", FleetAPI]):
     """Synchronous Fleet client.
 
     Its typed clients (``fleet.api``) send through ``http_client``. Its other methods (``make``,
@@ -456,8 +473,10 @@ class Fleet(_FleetBase):
         environ: Mapping[str, str] | None = None,
         screenshot_store: ScreenshotSink | None = None,
     ) -> None:
-        self._configure(
-            api_key=api_key,
+        from ._runtime._pool import pool_client
+
+        super().__init__(
+            api_key,
             base_url=base_url,
             platform_url=platform_url,
             browser_url=browser_url,
@@ -466,29 +485,17 @@ class Fleet(_FleetBase):
             retry=retry,
             deadline=deadline,
             environ=environ,
+            http_client=http_client,
+            new_pool=pool_client,
+            api=FleetAPI,
         )
-        from ._runtime._pool import pool_client
-
-        self._owns_pool = http_client is None
-        self._pool = http_client or pool_client()
         self._async_pool = async_http_client
         self._derived_pool: httpx.AsyncClient | None = None  # through ``http_client``; this client's
         self._async: AsyncFleet | None = None
-        self._api = FleetAPI(self.config, self._pool, self._policy)
         self.traces = Traces(self, screenshot_store)
         """Trace jobs and session uploads with screenshots (``fleet_sdk.traces``)."""
         self.tasks = Tasks(self)
         """Task configs as ``fleet_sdk.Task``: ``list``, ``get``, ``load``."""
-
-    @property
-    def api(self) -> FleetAPI:
-        """The generated typed clients of every surface, on this client's pool.
-
-        Raises:
-            ClientClosedError: The client is closed.
-        """
-        self._require_open()
-        return self._api
 
     @property
     def http_client(self) -> httpx.Client:

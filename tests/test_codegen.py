@@ -128,11 +128,14 @@ def test_every_generated_file_has_the_header() -> None:
 def test_one_surface_per_schema() -> None:
     surfaces = {p.parent.name for p in DEFAULT_OUT.glob("*/client.py")}
     assert surfaces == {p.stem.replace("-", "_") for p in DEFAULT_SCHEMAS.glob("*.yaml")}
-    for surface in surfaces:
-        assert {p.name for p in (DEFAULT_OUT / surface).glob("*.py")} == {
+    for path in DEFAULT_SCHEMAS.glob("*.yaml"):
+        spec = load_spec(path)
+        assert {p.name for p in (DEFAULT_OUT / spec.surface).glob("*.py")} == {
             "__init__.py",
+            "_operations.py",
             "client.py",
             "models.py",
+            *(f"{tag.module}.py" for tag in spec.tags),
         }
 
 
