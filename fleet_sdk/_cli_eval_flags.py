@@ -1,0 +1,257 @@
+"""The flags of ``fleet-sdk eval`` as one typed, checked value (``EvalFlags``), built from argparse's
+namespace before anything else is looked at.
+
+What a flag means on its own is checked here (a bound, a value that is not a number), each problem
+one line naming the flag; what a flag means for the run (a model that needs an endpoint, a resume
+that contradicts the stored run) is the plan's (``_cli_eval_plan``). ``[MODEL=]VALUE`` flags stay
+as written until the plan knows the run's models, since ``MODEL=`` is read only for one of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import urllib.parse
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from .policies import SamplingParams
+
+__all__ = [
+    "DEFAULT_DEADLINE",
+    "DEFAULT_MODELS",
+    "SAMPLING_FLAGS",
+    "SELECTION_FLAGS",
+    "EvalFlags",
+    "UsageError",
+]
+
+DEFAULT_MODELS = ("local/scripted", "local/random")
+DEFAULT_DEADLINE = 3600.0
+SAMPLING_FLAGS = {
+    "temperature": "--temperature",
+    "max_tokens": "--max-tokens",
+    "top_p": "--top-p",
+    "seed": "--seed",
+    "extra_body": "--extra-body",
+}
+"""Each ``SamplingParams`` field and the ``[MODEL=]VALUE`` flag that sets it."""
+SELECTION_FLAGS = {"env": "--env", "task_key": "--task-key", "tasks_file": "--tasks-file"}
+"""Each task selection, as ``EvalFlags.selection`` names it, and its flag."""
+
+_T = TypeVar("_T")
+
+
+class UsageError(Exception):
+    """Problems with the command line, one line each; nothing was played.
+
+    Args:
+        lines: The problems, each naming the flag at fault.
+    """
+
+    def __init__(self, lines: Sequence[str]) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = list(lines)
+
+
+def close(word: str, choices: Sequence[str]) -> str:
+    """``; did you mean 'x'?`` for the choice closest to ``word``, or nothing."""
+    found = difflib.get_close_matches(word, list(choices), n=1)
+    return f"; did you mean {found[0]!r}?" if found else ""
+
+
+def per_model(values: Sequence[str], models: Sequence[str]) -> tuple[str | None, dict[str, str]]:
+    """Split ``[MODEL=]VALUE`` flag values into the shared value (the last one) and per-model ones."""
+    shared: str | None = None
+    own: dict[str, str] = {}
+    for value in values:
+        name, sep, rest = value.partition("=")
+        if sep and name in models:
+            own[name] = rest
+        else:
+            shared = value
+    return shared, own
+
+
+def _convert(flag: str, text: str, convert: Callable[[str], _T], what: str, problems: list[str]) -> _T | None:
+    try:
+        return convert(text)
+    except ValueError:
+        problems.append(f"{flag}: {text!r} is not {what}")
+        return None
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError(text)
+    return value
+
+
+_CONVERTERS: dict[str, tuple[Callable[[str], Any], str]] = {
+    "temperature": (float, "a number"),
+    "max_tokens": (int, "an integer"),
+    "top_p": (float, "a number"),
+    "seed": (int, "an integer"),
+    "extra_body": (_json_object, "a JSON object"),
+}
+
+
+@dataclass(frozen=True)
+class EvalFlags:
+    """The command line of ``fleet-sdk eval``, typed, its bounds checked (``from_namespace``).
+
+    Attributes:
+        out_dir: The run directory (``--out-dir``).
+        resume: ``--resume`` or ``--retry-errored`` was given.
+        retry_errored: ``--retry-errored``.
+        models: ``--model`` ids in order, repeats dropped; empty when none was given.
+        k: ``-k``, at least 1 when given.
+        concurrency: ``--concurrency``, at least 1 when given.
+        max_steps: ``--max-steps``, at least 1 when given.
+        max_errored: ``--max-errored``, a fraction from 0 to 1.
+        deadline: ``--deadline``, positive when given.
+        jobs: ``--jobs``.
+        remote: ``--remote``.
+        ray: ``--ray`` (``""``: a local Ray; None: not given).
+        run_id: ``--run-id``.
+        envs: ``--env`` values.
+        task_keys: ``--task-key`` values.
+        tasks_files: ``--tasks-file`` values, as written.
+        model_base_urls: ``--model-base-url`` values, as written (``[MODEL=]URL``).
+        sampling: Each ``SamplingParams`` field's ``[MODEL=]VALUE`` values, as written, when given.
+    """
+
+    out_dir: Path
+    resume: bool = False
+    retry_errored: bool = False
+    models: tuple[str, ...] = ()
+    k: int | None = None
+    concurrency: int | None = None
+    max_steps: int | None = None
+    max_errored: float = 0.0
+    deadline: float | None = None
+    jobs: bool = False
+    remote: bool = False
+    ray: str | None = None
+    run_id: str | None = None
+    envs: tuple[str, ...] = ()
+    task_keys: tuple[str, ...] = ()
+    tasks_files: tuple[str, ...] = ()
+    model_base_urls: tuple[str, ...] = ()
+    sampling: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def from_namespace(cls, args: argparse.Namespace) -> EvalFlags:
+        """The flags of ``args`` (the ``eval`` parser's namespace), checked.
+
+        Args:
+            args: The parsed command line.
+
+        Raises:
+            UsageError: Every flag out of its bounds, one line each naming it.
+        """
+        problems: list[str] = []
+        for flag, value in (
+            ("-k", args.k),
+            ("--concurrency", args.concurrency),
+            ("--max-steps", args.max_steps),
+        ):
+            if value is not None and value < 1:
+                problems.append(f"{flag}: must be at least 1, got {value}")
+        if not 0.0 <= args.max_errored <= 1.0:
+            problems.append(f"--max-errored: must be a fraction from 0 to 1, got {args.max_errored}")
+        if args.deadline is not None and args.deadline <= 0:
+            problems.append(f"--deadline: must be positive, got {args.deadline}")
+        if problems:
+            raise UsageError(problems)
+        return cls(
+            out_dir=Path(args.out_dir),
+            resume=bool(args.resume or args.retry_errored),
+            retry_errored=bool(args.retry_errored),
+            models=tuple(dict.fromkeys(args.model or ())),
+            k=args.k,
+            concurrency=args.concurrency,
+            max_steps=args.max_steps,
+            max_errored=args.max_errored,
+            deadline=args.deadline,
+            jobs=bool(args.jobs),
+            remote=bool(args.remote),
+            ray=args.ray,
+            run_id=args.run_id,
+            envs=tuple(args.env or ()),
+            task_keys=tuple(args.task_key or ()),
+            tasks_files=tuple(args.tasks_file or ()),
+            model_base_urls=tuple(args.model_base_url or ()),
+            sampling={name: tuple(getattr(args, name)) for name in SAMPLING_FLAGS if getattr(args, name)},
+        )
+
+    @property
+    def sampling_given(self) -> list[str]:
+        """The sampling flags given, as flags."""
+        return [SAMPLING_FLAGS[name] for name in SAMPLING_FLAGS if name in self.sampling]
+
+    @property
+    def selects(self) -> bool:
+        """Whether any task selection flag was given (without one, every task runs)."""
+        return bool(self.envs or self.task_keys or self.tasks_files)
+
+    def selection(self) -> dict[str, list[str]]:
+        """The task selection flags as given (task files as absolute paths), by ``SELECTION_FLAGS`` name."""
+        chosen: dict[str, list[str]] = {}
+        given = {"env": self.envs, "task_key": self.task_keys, "tasks_file": self.tasks_files}
+        for name in SELECTION_FLAGS:
+            values = list(given[name])
+            if name == "tasks_file":
+                values = [str(Path(v).resolve()) for v in values]
+            if values:
+                chosen[name] = values
+        return chosen
+
+    def base_url(self, models: Sequence[str]) -> tuple[str | None, dict[str, str]]:
+        """``--model-base-url`` for ``models``: the shared URL and each model's own."""
+        return per_model(self.model_base_urls, models)
+
+    def sampling_for(self, model: str, models: Sequence[str], problems: list[str]) -> SamplingParams:
+        """The ``SamplingParams`` the flags give ``model`` of ``models``.
+
+        Args:
+            model: The model.
+            models: The run's models (``MODEL=`` is read only for one of them).
+            problems: Where a value that cannot be used is told, naming its flag.
+        """
+        from .policies import SamplingParams
+
+        values: dict[str, Any] = {}
+        for name, (convert, what) in _CONVERTERS.items():
+            shared, own = per_model(self.sampling.get(name, ()), models)
+            text = own.get(model, shared)
+            if text is None:
+                continue
+            value = _convert(SAMPLING_FLAGS[name], text, convert, what, problems)
+            if value is None:
+                continue
+            try:
+                SamplingParams(**{name: value})
+            except ValueError as exc:
+                problems.append(f"{SAMPLING_FLAGS[name]}: {exc}")
+                continue
+            values[name] = value
+        try:
+            return SamplingParams(**values)
+        except ValueError as exc:  # only a clash between the extra body and a named flag is left
+            problems.append(f"--extra-body: {exc}")
+            return SamplingParams(**{k: v for k, v in values.items() if k != "extra_body"})
+
+
+def check_url(url: str, problems: list[str]) -> None:
+    """A ``--model-base-url`` that is not an http(s) URL, or carries a key, is told in ``problems``."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        problems.append(f"--model-base-url: {url!r} is not an http(s) URL")
+    elif parts.username or parts.password:
+        problems.append("--model-base-url: put the key in FLEET_EVAL_MODEL_API_KEY, not in the URL")
