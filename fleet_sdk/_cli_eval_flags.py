@@ -1,10 +1,10 @@
-"""The flags of ``fleet-sdk eval`` as one typed, checked value (``EvalFlags``), built from argparse's
-namespace before anything else is looked at.
+"""The flags of ``fleet-sdk eval`` as one typed value (``EvalFlags``), built from argparse's namespace.
 
-What a flag means on its own is checked here (a bound, a value that is not a number), each problem
-one line naming the flag; what a flag means for the run (a model that needs an endpoint, a resume
-that contradicts the stored run) is the plan's (``_cli_eval_plan``). ``[MODEL=]VALUE`` flags stay
-as written until the plan knows the run's models, since ``MODEL=`` is read only for one of them.
+What a flag means on its own is checked here (a bound, a sampling value that is not a number),
+each problem one line naming the flag; what a flag means for the run (a model that needs an
+endpoint, a resume that contradicts the stored run) is the plan's (``_cli_eval_plan``), which
+tells both kinds together, so that one try shows every problem. ``[MODEL=]VALUE`` flags stay as
+written until the plan knows the run's models, since ``MODEL=`` is read only for one of them.
 """
 
 from __future__ import annotations
@@ -103,18 +103,18 @@ _CONVERTERS: dict[str, tuple[Callable[[str], Any], str]] = {
 
 @dataclass(frozen=True)
 class EvalFlags:
-    """The command line of ``fleet-sdk eval``, typed, its bounds checked (``from_namespace``).
+    """The command line of ``fleet-sdk eval``, typed (``from_namespace``), its bounds checked (``problems``).
 
     Attributes:
         out_dir: The run directory (``--out-dir``).
         resume: ``--resume`` or ``--retry-errored`` was given.
         retry_errored: ``--retry-errored``.
         models: ``--model`` ids in order, repeats dropped; empty when none was given.
-        k: ``-k``, at least 1 when given.
-        concurrency: ``--concurrency``, at least 1 when given.
-        max_steps: ``--max-steps``, at least 1 when given.
-        max_errored: ``--max-errored``, a fraction from 0 to 1.
-        deadline: ``--deadline``, positive when given.
+        k: ``-k`` (``problems``: below 1).
+        concurrency: ``--concurrency`` (``problems``: below 1).
+        max_steps: ``--max-steps`` (``problems``: below 1).
+        max_errored: ``--max-errored``, (``problems``: outside 0 to 1).
+        deadline: ``--deadline`` (``problems``: not positive).
         jobs: ``--jobs``.
         remote: ``--remote``.
         ray: ``--ray`` (``""``: a local Ray; None: not given).
@@ -147,28 +147,11 @@ class EvalFlags:
 
     @classmethod
     def from_namespace(cls, args: argparse.Namespace) -> EvalFlags:
-        """The flags of ``args`` (the ``eval`` parser's namespace), checked.
+        """The flags of ``args`` (the ``eval`` parser's namespace), typed; ``problems`` checks them.
 
         Args:
             args: The parsed command line.
-
-        Raises:
-            UsageError: Every flag out of its bounds, one line each naming it.
         """
-        problems: list[str] = []
-        for flag, value in (
-            ("-k", args.k),
-            ("--concurrency", args.concurrency),
-            ("--max-steps", args.max_steps),
-        ):
-            if value is not None and value < 1:
-                problems.append(f"{flag}: must be at least 1, got {value}")
-        if not 0.0 <= args.max_errored <= 1.0:
-            problems.append(f"--max-errored: must be a fraction from 0 to 1, got {args.max_errored}")
-        if args.deadline is not None and args.deadline <= 0:
-            problems.append(f"--deadline: must be positive, got {args.deadline}")
-        if problems:
-            raise UsageError(problems)
         return cls(
             out_dir=Path(args.out_dir),
             resume=bool(args.resume or args.retry_errored),
@@ -189,6 +172,25 @@ class EvalFlags:
             model_base_urls=tuple(args.model_base_url or ()),
             sampling={name: tuple(getattr(args, name)) for name in SAMPLING_FLAGS if getattr(args, name)},
         )
+
+    def problems(self) -> list[str]:
+        """What is wrong with the flags on their own (a bound), one line each naming the flag.
+
+        The plan tells these with what is wrong for the run, all at once (``make_plan``).
+        """
+        problems: list[str] = []
+        for flag, value in (
+            ("-k", self.k),
+            ("--concurrency", self.concurrency),
+            ("--max-steps", self.max_steps),
+        ):
+            if value is not None and value < 1:
+                problems.append(f"{flag}: must be at least 1, got {value}")
+        if not 0.0 <= self.max_errored <= 1.0:
+            problems.append(f"--max-errored: must be a fraction from 0 to 1, got {self.max_errored}")
+        if self.deadline is not None and self.deadline <= 0:
+            problems.append(f"--deadline: must be positive, got {self.deadline}")
+        return problems
 
     @property
     def sampling_given(self) -> list[str]:

@@ -221,7 +221,7 @@ def make_plan(flags: EvalFlags) -> Plan:
     """Resolve the flags against the run directory, without I/O beyond it and the task files.
 
     Args:
-        flags: The checked flags.
+        flags: The flags (their own problems are told with the run's).
 
     Raises:
         UsageError: Every problem found, one line each.
@@ -240,6 +240,7 @@ def make_plan(flags: EvalFlags) -> Plan:
         )
     if problems:
         raise UsageError(problems)  # the rest depends on whether a run is there
+    problems += flags.problems()
     # A resume runs where the run ran (a --remote contradicting that is refused on its own).
     remote = manifest.server.get("kind") == "remote" if manifest is not None else flags.remote
     if remote and not os.environ.get("FLEET_API_KEY"):
