@@ -31,7 +31,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ._cli_eval_flags import DEFAULT_DEADLINE, EvalFlags, UsageError
+from ._cli_eval_flags import DEFAULT_DEADLINE, EvalFlags, UsageError, add_eval_arguments
 from ._cli_eval_plan import Plan, make_plan, probe, select_tasks
 from ._cli_eval_progress import ProgressBar, errored_share, write_stopped, write_summary
 
@@ -278,103 +278,7 @@ def add_commands(commands: Any) -> None:
         "(FLEET_EVAL_MODEL_API_KEY, FLEET_API_KEY), never from the run directory.",
         epilog=f"exit codes: {codes}",
     )
-    every = "without --env, --task-key or --tasks-file, every task the server has (the bundled ones locally)"
-    ev.add_argument(
-        "--env", action="append", help=f"run every task of this environment (repeatable; default: {every})"
-    )
-    ev.add_argument("--tasks-file", action="append", help="a task file, JSON (repeatable; default: none)")
-    ev.add_argument("--task-key", action="append", help=f"run this task (repeatable; default: {every})")
-    ev.add_argument(
-        "--model",
-        action="append",
-        help="model id (repeatable; default: local/scripted and local/random)",
-    )
-    ev.add_argument(
-        "-k", type=int, default=None, help="samples per task and model (the k of pass@k; default 1)"
-    )
-    ev.add_argument(
-        "--concurrency", type=int, default=None, help="episodes at once (default 4, or the resumed run's)"
-    )
-    ev.add_argument("--max-steps", type=int, default=None, help="step budget per episode (default 30)")
-    ev.add_argument("--out-dir", default="./fleet-eval", help="the run directory (default: ./fleet-eval)")
-    ev.add_argument("--run-id", default=None, help="the run id (default: run-<time>-<random>)")
-    ev.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the run in --out-dir (every other setting is read from it; default: a new run)",
-    )
-    ev.add_argument(
-        "--retry-errored",
-        action="store_true",
-        help="resume, and play the errored episodes again (graded ones are kept; default: off)",
-    )
-    ev.add_argument(
-        "--max-errored",
-        type=float,
-        default=0.0,
-        metavar="FRACTION",
-        help=f"errored episodes tolerated, as a fraction of the run, before exit {EXIT_ERRORED} (default 0)",
-    )
-    ev.add_argument(
-        "--jobs",
-        action="store_true",
-        help="let the server play the episodes as jobs (default: off, they are played here)",
-    )
-    ev.add_argument(
-        "--deadline",
-        type=float,
-        default=None,
-        help=f"seconds to wait for the jobs of --jobs (default: {DEFAULT_DEADLINE:g})",
-    )
-    ev.add_argument(
-        "--model-base-url",
-        action="append",
-        metavar="[MODEL=]URL",
-        help="OpenAI-compatible chat-completions URL for models that are not local policies "
-        "(key: FLEET_EVAL_MODEL_API_KEY; default: none, so only local/... models)",
-    )
-    ev.add_argument(
-        "--temperature",
-        action="append",
-        metavar="[MODEL=]T",
-        help="sampling temperature (default: the endpoint's)",
-    )
-    ev.add_argument(
-        "--max-tokens",
-        action="append",
-        metavar="[MODEL=]N",
-        help="most tokens per model reply (default: the endpoint's)",
-    )
-    ev.add_argument(
-        "--top-p",
-        action="append",
-        metavar="[MODEL=]P",
-        help="nucleus sampling mass, in (0, 1] (default: the endpoint's)",
-    )
-    ev.add_argument(
-        "--seed", action="append", metavar="[MODEL=]N", help="the endpoint's sampling seed (default: none)"
-    )
-    ev.add_argument(
-        "--extra-body",
-        action="append",
-        metavar="[MODEL=]JSON",
-        help="more request fields, a JSON object (e.g. '{\"top_k\": 20}'; default: none)",
-    )
-    ev.add_argument(
-        "--remote",
-        action="store_true",
-        help="use the platform (FLEET_API_KEY) instead (default: off, an embedded local server in --out-dir)",
-    )
-    ev.add_argument(
-        "--ray",
-        nargs="?",
-        const="",
-        default=None,
-        metavar="ADDRESS",
-        help="play the episodes on Ray actors: join the cluster at ADDRESS ('auto', 'ray://head:10001'), "
-        "or start a local Ray without one; --concurrency is then per actor (one actor per node). "
-        "With --remote the actors read FLEET_API_KEY from their own environment (default: off)",
-    )
+    add_eval_arguments(ev, errored_exit=EXIT_ERRORED)
     ev.set_defaults(handler=_run_eval)
     one_line_errors(ev)
 

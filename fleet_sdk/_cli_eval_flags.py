@@ -1,4 +1,5 @@
-"""The flags of ``fleet-sdk eval`` as one typed value (``EvalFlags``), built from argparse's namespace.
+"""The flags of ``fleet-sdk eval``: declared on its parser (``add_eval_arguments``), read back from
+argparse's namespace as one typed value (``EvalFlags``).
 
 What a flag means on its own is checked here (a bound, a sampling value that is not a number),
 each problem one line naming the flag; what a flag means for the run (a model that needs an
@@ -28,6 +29,7 @@ __all__ = [
     "SELECTION_FLAGS",
     "EvalFlags",
     "UsageError",
+    "add_eval_arguments",
 ]
 
 DEFAULT_MODELS = ("local/scripted", "local/random")
@@ -257,3 +259,109 @@ def check_url(url: str, problems: list[str]) -> None:
         problems.append(f"--model-base-url: {url!r} is not an http(s) URL")
     elif parts.username or parts.password:
         problems.append("--model-base-url: put the key in FLEET_EVAL_MODEL_API_KEY, not in the URL")
+
+
+def add_eval_arguments(parser: argparse.ArgumentParser, *, errored_exit: int) -> None:
+    """Declare the flags of ``eval`` on its parser (``EvalFlags.from_namespace`` reads them back).
+
+    Args:
+        parser: The ``eval`` subcommand's parser.
+        errored_exit: The exit code of a run with more errored episodes than ``--max-errored``.
+    """
+    every = "without --env, --task-key or --tasks-file, every task the server has (the bundled ones locally)"
+    parser.add_argument(
+        "--env", action="append", help=f"run every task of this environment (repeatable; default: {every})"
+    )
+    parser.add_argument("--tasks-file", action="append", help="a task file, JSON (repeatable; default: none)")
+    parser.add_argument("--task-key", action="append", help=f"run this task (repeatable; default: {every})")
+    parser.add_argument(
+        "--model",
+        action="append",
+        help="model id (repeatable; default: local/scripted and local/random)",
+    )
+    parser.add_argument(
+        "-k", type=int, default=None, help="samples per task and model (the k of pass@k; default 1)"
+    )
+    parser.add_argument(
+        "--concurrency", type=int, default=None, help="episodes at once (default 4, or the resumed run's)"
+    )
+    parser.add_argument("--max-steps", type=int, default=None, help="step budget per episode (default 30)")
+    parser.add_argument("--out-dir", default="./fleet-eval", help="the run directory (default: ./fleet-eval)")
+    parser.add_argument("--run-id", default=None, help="the run id (default: run-<time>-<random>)")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out-dir (every other setting is read from it; default: a new run)",
+    )
+    parser.add_argument(
+        "--retry-errored",
+        action="store_true",
+        help="resume, and play the errored episodes again (graded ones are kept; default: off)",
+    )
+    parser.add_argument(
+        "--max-errored",
+        type=float,
+        default=0.0,
+        metavar="FRACTION",
+        help=f"errored episodes tolerated, as a fraction of the run, before exit {errored_exit} (default 0)",
+    )
+    parser.add_argument(
+        "--jobs",
+        action="store_true",
+        help="let the server play the episodes as jobs (default: off, they are played here)",
+    )
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        default=None,
+        help=f"seconds to wait for the jobs of --jobs (default: {DEFAULT_DEADLINE:g})",
+    )
+    parser.add_argument(
+        "--model-base-url",
+        action="append",
+        metavar="[MODEL=]URL",
+        help="OpenAI-compatible chat-completions URL for models that are not local policies "
+        "(key: FLEET_EVAL_MODEL_API_KEY; default: none, so only local/... models)",
+    )
+    parser.add_argument(
+        "--temperature",
+        action="append",
+        metavar="[MODEL=]T",
+        help="sampling temperature (default: the endpoint's)",
+    )
+    parser.add_argument(
+        "--max-tokens",
+        action="append",
+        metavar="[MODEL=]N",
+        help="most tokens per model reply (default: the endpoint's)",
+    )
+    parser.add_argument(
+        "--top-p",
+        action="append",
+        metavar="[MODEL=]P",
+        help="nucleus sampling mass, in (0, 1] (default: the endpoint's)",
+    )
+    parser.add_argument(
+        "--seed", action="append", metavar="[MODEL=]N", help="the endpoint's sampling seed (default: none)"
+    )
+    parser.add_argument(
+        "--extra-body",
+        action="append",
+        metavar="[MODEL=]JSON",
+        help="more request fields, a JSON object (e.g. '{\"top_k\": 20}'; default: none)",
+    )
+    parser.add_argument(
+        "--remote",
+        action="store_true",
+        help="use the platform (FLEET_API_KEY) instead (default: off, an embedded local server in --out-dir)",
+    )
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="play the episodes on Ray actors: join the cluster at ADDRESS ('auto', 'ray://head:10001'), "
+        "or start a local Ray without one; --concurrency is then per actor (one actor per node). "
+        "With --remote the actors read FLEET_API_KEY from their own environment (default: off)",
+    )
