@@ -115,7 +115,7 @@ class EvalFlags:
         k: ``-k`` (``problems``: below 1).
         concurrency: ``--concurrency`` (``problems``: below 1).
         max_steps: ``--max-steps`` (``problems``: below 1).
-        max_errored: ``--max-errored``, (``problems``: outside 0 to 1).
+        max_errored: ``--max-errored`` (``problems``: outside 0 to 1).
         deadline: ``--deadline`` (``problems``: not positive).
         jobs: ``--jobs``.
         remote: ``--remote``.
