@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import functools
 import time
-import uuid
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -34,8 +32,8 @@ from .._runtime import Deadline
 from ..reports import Outcome, ReportEnvelope
 from ..tasks import Task, as_task
 from ._platform import TERMINAL_JOB_STATUSES, group_sessions, ordered_sessions, session_outcome
+from ._run import DEFAULT_K, DEFAULT_MAX_STEPS, Progress, ProgressTally, RunPhases, new_run_stamp
 from ._rundir import RunDir, RunManifest
-from ._runner import DEFAULT_K, DEFAULT_MAX_STEPS, Progress, save_transcripts
 
 __all__ = ["JOBS_KEY", "is_jobs_run", "run_job_evaluation"]
 
@@ -83,12 +81,12 @@ def _groups(missing: Sequence[Slot]) -> list[tuple[list[str], list[str], int, li
 class _Jobs:
     """The run's jobs: creates them, and records their ended sessions into the run directory."""
 
-    def __init__(self, fleet: AsyncFleet, store: RunDir, on_progress: Callable[[Progress], None] | None):
+    def __init__(self, fleet: AsyncFleet, store: RunDir, tally: ProgressTally):
         self.fleet = fleet
         self.store = store
-        self.on_progress = on_progress
-        self.started = time.monotonic()
-        self.done_before = len(store.finished())
+        self.tally = tally
+        tally.started = time.monotonic()
+        tally.done_before = len(store.finished())
 
     @property
     def manifest(self) -> RunManifest:
@@ -151,16 +149,14 @@ class _Jobs:
         return job.status in TERMINAL_JOB_STATUSES
 
     def progress(self) -> None:
-        if self.on_progress is None:
+        tally = self.tally
+        if tally.on_progress is None:
             return
         outcomes = self.store.outcomes()
-        total = len(self.plan())
-        passed = sum(1 for o in outcomes if o.status == "passed")
-        graded = sum(1 for o in outcomes if o.status in ("passed", "failed"))
-        elapsed = time.monotonic() - self.started
-        now = len(outcomes) - self.done_before
-        eta = elapsed / now * (total - len(outcomes)) if now > 0 else None
-        self.on_progress(Progress(len(outcomes), total, passed, graded, elapsed, eta))
+        tally.total = len(self.plan())
+        tally.done = len(outcomes)
+        tally.grades(outcomes)
+        tally.report()
 
     async def watch(self, jobs: Sequence[str], *, deadline: float, poll_interval: float) -> None:
         """Poll ``jobs`` until each has ended, recording sessions as they end.
@@ -192,6 +188,111 @@ class _Jobs:
     async def _record_all(self, jobs: Sequence[str]) -> None:
         for job in jobs:
             await self.record(job)
+
+
+class _JobsRun(RunPhases):
+    """A run played by server jobs, driven phase by phase (``RunPhases``): ``open`` starts the run or
+    takes up the stored jobs run, ``settle`` records what ended while nobody watched, ``play``
+    creates the jobs of the missing slots and watches them, ``finish`` copies the transcripts."""
+
+    def __init__(
+        self,
+        fleet: AsyncFleet,
+        run_dir: str | Path,
+        *,
+        tasks: Sequence[Task | Mapping[str, Any]] | None,
+        models: Sequence[str] | None,
+        k: int | None,
+        max_steps: int | None,
+        suite_name: str,
+        run_id: str | None,
+        resume: bool,
+        retry_errored: bool,
+        deadline: float,
+        poll_interval: float,
+        on_progress: Callable[[Progress], None] | None,
+        endpoints: Mapping[str, str] | None,
+        server: Mapping[str, Any] | None,
+        extra: Mapping[str, Any] | None,
+    ) -> None:
+        super().__init__(fleet, run_dir, resume=resume, retry_errored=retry_errored, on_progress=on_progress)
+        self.tasks = tasks
+        self.models = models
+        self.k = k
+        self.max_steps = max_steps
+        self.suite_name = suite_name
+        self.run_id = run_id
+        self.deadline = deadline
+        self.poll_interval = poll_interval
+        self.endpoints = endpoints
+        self.server = server
+        self.extra = extra
+        self.still_running: list[str] = []
+        self._jobs: _Jobs | None = None
+
+    @property
+    def jobs(self) -> _Jobs:
+        """The run's jobs (from ``open`` on)."""
+        if self._jobs is None:
+            raise RuntimeError("the run has no jobs before it is opened")
+        return self._jobs
+
+    async def open(self) -> None:
+        """Take up the stored jobs run, or start a new one (its tasks and models checked)."""
+        store = self.store
+        if self.resume:
+            manifest = store.require_manifest()
+            if not is_jobs_run(manifest):
+                raise EvaluationError(f"{store.path}: the run was not made with --jobs")
+        else:
+            if not self.tasks or not self.models:
+                raise EvaluationError("tasks and models: a new jobs run needs at least one of each")
+            run_id, created_at = new_run_stamp(self.run_id)
+            store.start(
+                RunManifest(
+                    run_id=run_id,
+                    suite_name=self.suite_name,
+                    tasks=[as_task(t).model_dump(mode="json") for t in self.tasks],
+                    models=list(dict.fromkeys(self.models)),
+                    k=self.k or DEFAULT_K,
+                    created_at=created_at,
+                    source="platform",
+                    max_steps=self.max_steps or DEFAULT_MAX_STEPS,
+                    endpoints={
+                        m: {"base_url": url, "sampling": {}} for m, url in (self.endpoints or {}).items()
+                    },
+                    server=dict(self.server or {}),
+                    extra={**(self.extra or {}), JOBS_KEY: [], _OWNERS_KEY: {}},
+                )
+            )
+        self._jobs = _Jobs(self.fleet, store, self.tally)
+
+    async def settle(self) -> None:
+        """Record the sessions that ended while nobody watched; the jobs still running are kept."""
+        jobs = self.jobs
+        for entry in jobs.manifest.extra[JOBS_KEY]:
+            if not await jobs.record(entry["job_id"], settling=True):
+                self.still_running.append(entry["job_id"])
+
+    async def play(self) -> None:
+        """Create the jobs of the slots no job plays yet, and watch them with the running ones."""
+        jobs, store = self.jobs, self.store
+        owners = jobs._owners()
+        finished = store.finished()
+        missing = [
+            slot
+            for slot in jobs.plan()
+            if slot not in finished and owners.get(_slot_id(slot)) not in self.still_running
+        ]
+        manifest = jobs.manifest
+        self.tally.done_before = len(finished)
+        created = await jobs.create(
+            missing, max_steps=manifest.max_steps or DEFAULT_MAX_STEPS, name=manifest.suite_name
+        )
+        jobs.progress()
+        await jobs.watch(
+            [*self.still_running, *created], deadline=self.deadline, poll_interval=self.poll_interval
+        )
 
 
 async def run_job_evaluation(
@@ -238,50 +339,22 @@ async def run_job_evaluation(
         EvaluationError: No run to resume, a run that is not a jobs run, or a new run without tasks.
         EvaluationTimeoutError: The jobs had not ended by the deadline.
     """
-    with RunDir(run_dir) as store:
-        if resume:
-            manifest = store.require_manifest()
-            if not is_jobs_run(manifest):
-                raise EvaluationError(f"{store.path}: the run was not made with --jobs")
-        else:
-            if not tasks or not models:
-                raise EvaluationError("tasks and models: a new jobs run needs at least one of each")
-            now = dt.datetime.now(dt.UTC)
-            store.start(
-                RunManifest(
-                    run_id=run_id or f"run-{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}",
-                    suite_name=suite_name,
-                    tasks=[as_task(t).model_dump(mode="json") for t in tasks],
-                    models=list(dict.fromkeys(models)),
-                    k=k or DEFAULT_K,
-                    created_at=now.isoformat(timespec="seconds").replace("+00:00", "Z"),
-                    source="platform",
-                    max_steps=max_steps or DEFAULT_MAX_STEPS,
-                    endpoints={m: {"base_url": url, "sampling": {}} for m, url in (endpoints or {}).items()},
-                    server=dict(server or {}),
-                    extra={**(extra or {}), JOBS_KEY: [], _OWNERS_KEY: {}},
-                )
-            )
-        jobs = _Jobs(fleet, store, on_progress)
-        still_running = []
-        for entry in jobs.manifest.extra[JOBS_KEY]:  # what ended while nobody watched
-            if not await jobs.record(entry["job_id"], settling=True):
-                still_running.append(entry["job_id"])
-        if retry_errored:
-            await anyio.to_thread.run_sync(store.forget_errored)
-        owners = jobs._owners()
-        finished = store.finished()
-        missing = [
-            slot
-            for slot in jobs.plan()
-            if slot not in finished and owners.get(_slot_id(slot)) not in still_running
-        ]
-        manifest = jobs.manifest
-        jobs.done_before = len(finished)
-        created = await jobs.create(
-            missing, max_steps=manifest.max_steps or DEFAULT_MAX_STEPS, name=manifest.suite_name
-        )
-        jobs.progress()
-        await jobs.watch([*still_running, *created], deadline=deadline, poll_interval=poll_interval)
-        await save_transcripts(fleet, store, store.outcomes())
-        return store.envelope()
+    run = _JobsRun(
+        fleet,
+        run_dir,
+        tasks=tasks,
+        models=models,
+        k=k,
+        max_steps=max_steps,
+        suite_name=suite_name,
+        run_id=run_id,
+        resume=resume,
+        retry_errored=retry_errored,
+        deadline=deadline,
+        poll_interval=poll_interval,
+        on_progress=on_progress,
+        endpoints=endpoints,
+        server=server,
+        extra=extra,
+    )
+    return await run.drive()

@@ -27,7 +27,7 @@ from ..protocol import bare_model, session_score
 from ..reports import Outcome, ReportEnvelope, Source, Status, build_report, classify
 from ..rewards import verifier_feedback
 from ..tasks import Task, as_task
-from ._runner import Progress
+from ._run import Progress
 
 __all__ = [
     "PROVIDER_MODEL",

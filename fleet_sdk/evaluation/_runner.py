@@ -13,53 +13,57 @@ answers one small request (``model_problems``), so a wrong URL or key fails the 
 instead of erroring every episode. A resumed run reads everything from the run directory
 (tasks, models, endpoints and sampling, k, max steps); a value given again that differs is
 refused. The transcripts of failed and errored episodes are copied into the run directory.
+
+``run_evaluation`` makes a ``_ClientRun`` of its arguments and drives it through the phases every
+run has (``_run.RunPhases``); one episode, and the row it becomes, is ``_episode``'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import difflib
-import json
-import logging
 import os
-import re
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from .._client import AsyncFleet
-from .._exceptions import EvaluationError, FleetError, PolicyError
-from ..episodes import EpisodeResult, play_episode
+from .._exceptions import EvaluationError, PolicyError
 from ..policies import (
     LOCAL_MODELS,
     RANDOM_MODEL,
     SCRIPTED_MODEL,
     ModelEndpoint,
-    Policy,
-    PolicyContext,
     PolicyFactory,
-    PolicyTurn,
     SamplingParams,
     close_policy_factory,
     make_policy,
     probe_endpoint,
 )
-from ..reports import ErrorKind, Outcome, ReportEnvelope, classify
-from ..rewards import verifier_feedback
-from ..task_env import TaskEnv
+from ..reports import Outcome, ReportEnvelope
 from ..tasks import Task, as_task
-from ._rundir import TRANSCRIPTS_DIR, RunDir, RunManifest
+from ._episode import Played, keep_transcript, lost_episode, play, play_job
+from ._run import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_K,
+    DEFAULT_MAX_STEPS,
+    Progress,
+    RunPhases,
+    new_run_stamp,
+    save_transcripts,
+)
+from ._rundir import RunDir, RunManifest
 
 if TYPE_CHECKING:
     from ..executors import EpisodeExecutor
 
 __all__ = [
+    "DEFAULT_CONCURRENCY",
+    "DEFAULT_K",
+    "DEFAULT_MAX_STEPS",
     "MODEL_API_KEY_ENV",
     "RANDOM_MODEL",
     "SCRIPTED_MODEL",
@@ -70,187 +74,8 @@ __all__ = [
     "save_transcripts",
 ]
 
-log = logging.getLogger("fleet_sdk.evaluation")
-
 MODEL_API_KEY_ENV = "FLEET_EVAL_MODEL_API_KEY"
 """The environment variable a resumed run reads its endpoints' key from (keys are never stored)."""
-
-_ERROR_LIMIT = 500
-_ACTION_LIMIT = 300
-DEFAULT_K = 1
-DEFAULT_CONCURRENCY = 4
-DEFAULT_MAX_STEPS = 30
-
-
-@dataclass(frozen=True)
-class Progress:
-    """Where a run stands, after each finished episode.
-
-    Attributes:
-        done: Episodes finished, including those of earlier (resumed) attempts.
-        total: Episodes in the run.
-        passed: Finished episodes that passed.
-        graded: Finished episodes that were graded (passed or failed).
-        elapsed: Seconds since this attempt started.
-        eta: Estimated seconds left, from this attempt's pace; None before the first episode.
-    """
-
-    done: int
-    total: int
-    passed: int
-    graded: int
-    elapsed: float
-    eta: float | None
-
-    @property
-    def pass_rate(self) -> float | None:
-        """Passed over graded so far."""
-        return self.passed / self.graded if self.graded else None
-
-
-class _ModelWatch:
-    """A policy factory whose policies note when the model itself failed (a ``PolicyError``), so
-    an errored episode can be told apart as a model error from an infrastructure one.
-
-    Args:
-        factory: The model's policy factory.
-    """
-
-    def __init__(self, factory: PolicyFactory) -> None:
-        self._factory = factory
-        self.failed = False
-
-    def __call__(self, context: PolicyContext) -> Policy:
-        return _WatchedPolicy(self._factory(context), self)
-
-
-class _WatchedPolicy:
-    def __init__(self, policy: Policy, watch: _ModelWatch) -> None:
-        self._policy = policy
-        self._watch = watch
-
-    async def next_turn(self, messages: Sequence[Mapping[str, Any]]) -> PolicyTurn:
-        try:
-            return await self._policy.next_turn(messages)
-        except PolicyError:
-            self._watch.failed = True
-            raise
-
-    async def aclose(self) -> None:
-        await self._policy.aclose()
-
-
-def _last_action(env: TaskEnv) -> str | None:
-    """The episode's last tool call, as ``tool({...arguments})``."""
-    for message in reversed(env.chat_history):
-        calls = message.get("tool_calls") if message.get("role") == "assistant" else None
-        if calls:
-            function = calls[-1].get("function") or {}
-            return f"{function.get('name')}({function.get('arguments') or ''})"[:_ACTION_LIMIT]
-    return None
-
-
-def _outcome(
-    model: str, sample: int, result: EpisodeResult, *, env: TaskEnv | None = None, model_failed: bool = False
-) -> Outcome:
-    """An episode's report row: the result, and what the played ``env`` shows of how it went
-    (what the verifier said, the last action)."""
-    error = result.error or result.verifier_error
-    error_kind: ErrorKind | None = None
-    if result.reward is None:
-        error_kind = "model" if model_failed else "infrastructure" if result.error else "verifier"
-    passed = result.reward is not None and result.reward >= 1.0
-    return Outcome(
-        task_key=result.task_key,
-        model=model,
-        sample=sample,
-        status=classify(result.reward),
-        score=result.reward,
-        session_id=result.session_id,
-        verifier_execution_id=result.verifier_execution_id,
-        error=error[:_ERROR_LIMIT] if error else None,
-        duration_ms=int(result.duration_s * 1000),
-        error_kind=error_kind,
-        done_reason=result.done_reason,
-        feedback=None if env is None or passed else verifier_feedback(env.verifier_stdout),
-        tool_errors=len(result.tool_errors),
-        last_tool_error=result.tool_errors[-1][:_ERROR_LIMIT] if result.tool_errors else None,
-        last_action=None if env is None else _last_action(env),
-    )
-
-
-async def _play(
-    fleet: AsyncFleet,
-    task: Task,
-    model: str,
-    sample: int,
-    *,
-    max_steps: int,
-    trace_job_id: str | None,
-    endpoint: ModelEndpoint | None,
-    factory: PolicyFactory | None = None,
-) -> _Played:
-    """One episode; never raises (a crash is an errored outcome). ``factory``: the run's policy
-    factory of ``model`` (one model HTTP client for the whole run), else one is made here."""
-    episode_id = f"{task.task_key}:{model}:{sample}"  # seeds the random policy: a slot replays identically
-    try:
-        policy = factory or make_policy(model, endpoint)
-    except PolicyError as exc:  # no instance is made for a model that cannot be asked
-        error = f"{type(exc).__name__}: {exc} (run_evaluation's model_endpoint)"
-        result = EpisodeResult.unplayed(episode_id, task.task_key, error)
-        return _Played(_outcome(model, sample, result, model_failed=True))
-    watch = _ModelWatch(policy)
-    env = TaskEnv(task, fleet=fleet, max_steps=max_steps, trace_job_id=trace_job_id, trace_model=model)
-    result = await play_episode(env, watch, episode_id=episode_id)
-    outcome = _outcome(model, sample, result, env=env, model_failed=watch.failed)
-    if outcome.status == "errored" and outcome.session_id is None:
-        # A failed episode is not uploaded (``play_episode``), so its transcript travels with it.
-        return _Played(outcome, [dict(m) for m in env.chat_history])
-    return _Played(outcome)
-
-
-@dataclass(frozen=True)
-class _Played:
-    """A played episode: its row, and the transcript of an errored one that has no session."""
-
-    outcome: Outcome
-    messages: list[dict[str, Any]] | None = None
-
-
-async def _play_job(fleet: AsyncFleet, job: tuple[Any, ...], attempt: int) -> _Played:
-    """``_play`` as an executor ``Job`` (module-level, so executors in other processes can ship it)."""
-    task, model, sample, max_steps, trace_job_id, endpoint, factory = job
-    return await _play(
-        fleet,
-        task,
-        model,
-        sample,
-        max_steps=max_steps,
-        trace_job_id=trace_job_id,
-        endpoint=endpoint,
-        factory=factory,
-    )
-
-
-def _keep_transcript(store: RunDir, played: _Played) -> Outcome:
-    """Write an errored episode's own transcript into the run directory; its row naming the file."""
-    outcome = played.outcome
-    if played.messages is None:
-        return outcome
-    name = _UNSAFE.sub("_", f"{outcome.task_key}.{outcome.model}.{outcome.sample}")
-    relative = f"{TRANSCRIPTS_DIR}/episode-{name}.json"
-    # The shape of a session's transcript (``transcript`` holds the messages), and why it errored.
-    document = {
-        "task": {"key": outcome.task_key},
-        "model": outcome.model,
-        "sample": outcome.sample,
-        "error": outcome.error,
-        "transcript": played.messages,
-    }
-    store.transcripts.mkdir(exist_ok=True)
-    text = json.dumps(document, indent=2, ensure_ascii=False, default=str) + "\n"
-    (store.path / relative).write_text(text, encoding="utf-8")
-    return outcome.model_copy(update={"transcript": relative})
 
 
 def _endpoint_record(endpoint: ModelEndpoint) -> dict[str, Any]:
@@ -299,57 +124,6 @@ async def model_problems(
     answers = await asyncio.gather(*(probe(model, endpoint) for model, endpoint in probes))
     problems += [answer for answer in answers if answer is not None]
     return problems
-
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
-
-
-async def save_transcripts(
-    fleet: AsyncFleet, store: RunDir, outcomes: Sequence[Outcome], *, concurrency: int = 4
-) -> int:
-    """Copy the transcripts of failed and errored episodes that have none yet into the run directory.
-
-    Each is read from the session the episode was uploaded as and written to
-    ``transcripts/<session id>.json``; the episode's row then names the file. A transcript that
-    cannot be read is skipped (logged): the report names the session instead.
-
-    Args:
-        fleet: The client of the server holding the sessions.
-        store: The run directory.
-        outcomes: The episodes to consider.
-        concurrency: Transcripts read at once.
-
-    Returns:
-        How many were written.
-    """
-    wanted = [
-        o for o in outcomes if o.status in ("failed", "errored") and o.session_id and o.transcript is None
-    ]
-    if not wanted:
-        return 0
-    store.transcripts.mkdir(exist_ok=True)
-    gate = asyncio.Semaphore(concurrency)
-    written = 0
-
-    async def one(outcome: Outcome) -> None:
-        nonlocal written
-        assert outcome.session_id is not None
-        async with gate:
-            try:
-                transcript = await fleet.api.sessions.get_session_transcript(outcome.session_id)
-            except FleetError as exc:
-                log.warning("transcript of session %s not saved: %s", outcome.session_id, type(exc).__name__)
-                return
-        relative = f"{TRANSCRIPTS_DIR}/{_UNSAFE.sub('_', outcome.session_id)}.json"
-        text = json.dumps(transcript.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
-        await anyio.to_thread.run_sync((store.path / relative).write_text, text, "utf-8")
-        await anyio.to_thread.run_sync(store.set_transcript, outcome, relative)
-        written += 1
-
-    async with asyncio.TaskGroup() as group:
-        for outcome in wanted:
-            group.create_task(one(outcome))
-    return written
 
 
 def _resolve_endpoints(
@@ -401,6 +175,239 @@ def _resumed_manifest(
     key = next((e.api_key for e in (given or {}).values() if e.api_key), None)
     key = key or os.environ.get(MODEL_API_KEY_ENV) or None
     return manifest, {model: _endpoint_of(record, key) for model, record in manifest.endpoints.items()}
+
+
+class _ClientRun(RunPhases):
+    """A run played here: ``run_evaluation``'s arguments, driven phase by phase (``RunPhases``).
+
+    ``check`` refuses a bad argument and, for a new run, makes its manifest (asking every model)
+    before the run directory is touched; ``open`` starts the run or takes up the stored one;
+    ``play`` plays the missing episodes (here, ``concurrency`` at a time, or on an executor), each
+    committed as it ends; ``finish`` copies the transcripts of failures and reads the report.
+    """
+
+    def __init__(
+        self,
+        fleet: AsyncFleet,
+        run_dir: str | Path,
+        *,
+        tasks: Sequence[Task | Mapping[str, Any]] | None,
+        models: Sequence[str] | None,
+        k: int | None,
+        concurrency: int | None,
+        max_steps: int | None,
+        suite_name: str,
+        run_id: str | None,
+        resume: bool,
+        upload: bool,
+        model_endpoint: ModelEndpoint | None,
+        model_endpoints: Mapping[str, ModelEndpoint] | None,
+        on_progress: Callable[[Progress], None] | None,
+        executor: EpisodeExecutor | None,
+        retry_errored: bool,
+        preflight: bool,
+        server: Mapping[str, Any] | None,
+        extra: Mapping[str, Any] | None,
+    ) -> None:
+        super().__init__(fleet, run_dir, resume=resume, retry_errored=retry_errored, on_progress=on_progress)
+        self.tasks = tasks
+        self.models = models
+        self.k = k
+        self.concurrency = concurrency
+        self.max_steps = max_steps
+        self.suite_name = suite_name
+        self.run_id = run_id
+        self._upload = upload
+        self.model_endpoint = model_endpoint
+        self.model_endpoints = model_endpoints
+        self.executor = executor
+        self.preflight = preflight
+        self.server = server
+        self.extra = extra
+        self.fresh: RunManifest | None = None
+        self.endpoints: dict[str, ModelEndpoint] = {}
+        self._manifest: RunManifest | None = None
+        self._committing = anyio.Lock()  # one SQLite commit at a time on the shared connection
+
+    @property
+    def upload(self) -> bool:
+        return self._upload
+
+    @property
+    def manifest(self) -> RunManifest:
+        """The run's manifest, as last read (from ``open`` on)."""
+        if self._manifest is None:
+            raise RuntimeError("the run has no manifest before it is opened")
+        return self._manifest
+
+    @property
+    def transcript_concurrency(self) -> int:
+        return self.manifest.concurrency or DEFAULT_CONCURRENCY
+
+    async def check(self) -> None:
+        """Refuse a bad argument; a new run's manifest, its models asked (nothing is touched yet)."""
+        for name, value in (("concurrency", self.concurrency), ("k", self.k), ("max_steps", self.max_steps)):
+            if value is not None and value < 1:
+                raise EvaluationError(f"{name} must be at least 1, got {value}")
+        if self.retry_errored and not self.resume:
+            raise EvaluationError("retry_errored: only a resumed run has errored episodes to retry")
+        if self.resume:
+            return
+        models = list(dict.fromkeys(self.models or []))
+        self.endpoints = _resolve_endpoints(models, self.model_endpoint, self.model_endpoints)
+        self.fresh = await _new_manifest(
+            self.fleet,
+            self.run_dir,
+            tasks=self.tasks,
+            models=self.models,
+            k=self.k,
+            concurrency=self.concurrency,
+            max_steps=self.max_steps,
+            suite_name=self.suite_name,
+            run_id=self.run_id,
+            endpoints=self.endpoints,
+            preflight=self.preflight,
+            server=self.server,
+            extra=self.extra,
+        )
+
+    async def open(self) -> None:
+        """Start the new run, or take up the stored one (checked against what was given again)."""
+        store = self.store
+        if self.fresh is not None:
+            store.start(self.fresh)
+            self._manifest = self.fresh
+            return
+        manifest, self.endpoints = _resumed_manifest(
+            store,
+            tasks=self.tasks,
+            models=self.models,
+            k=self.k,
+            max_steps=self.max_steps,
+            run_id=self.run_id,
+            model_endpoint=self.model_endpoint,
+            model_endpoints=self.model_endpoints,
+        )
+        if self.preflight:
+            await _require_models(manifest.models, self.endpoints)
+        if self.concurrency is not None and self.concurrency != manifest.concurrency:
+            manifest = store.update(concurrency=self.concurrency)
+        self._manifest = manifest
+
+    async def retry(self) -> None:
+        await super().retry()
+        self._manifest = self.store.require_manifest()
+
+    def todo(self) -> list[tuple[Task, str, int]]:
+        """The run's slots the run directory does not hold yet; the tally counts the others."""
+        manifest = self.manifest
+        slots = [
+            (Task.model_validate(config), model, sample)
+            for config in manifest.tasks
+            for model in manifest.models
+            for sample in range(manifest.k)
+        ]
+        finished = self.store.finished()
+        todo = [(t, m, s) for t, m, s in slots if (t.task_key, m, s) not in finished]
+        tally = self.tally
+        tally.total = len(slots)
+        tally.done_before = tally.done = len(slots) - len(todo)
+        tally.grades(self.store.outcomes())
+        return todo
+
+    async def play(self) -> None:
+        """Play the missing episodes with one policy factory per model, each committed as it ends."""
+        store = self.store
+        if self.upload and self.manifest.trace_job_id is None:
+            job_id = await self.fleet.traces.create_job(f"fleet-sdk eval {self.manifest.run_id}")
+            store.set_trace_job(job_id)
+            self._manifest = store.require_manifest()
+        todo = self.todo()
+        # One policy factory per model for the whole run: its model HTTP client is shared by the
+        # run's episodes (an executor's other processes get a copy that is not shared).
+        factories = {
+            model: make_policy(model, endpoint, shared=True) for model, endpoint in self.endpoints.items()
+        }
+        self.tally.started = time.monotonic()
+        self.tally.report()
+        try:
+            if self.executor is not None:
+                await self._play_on(self.executor, todo, factories)
+            else:
+                await self._play_here(todo, factories)
+        finally:
+            for factory in factories.values():
+                await close_policy_factory(factory)
+
+    @property
+    def _steps(self) -> int:
+        return self.manifest.max_steps or self.max_steps or DEFAULT_MAX_STEPS
+
+    @property
+    def _trace_job_id(self) -> str | None:
+        return self.manifest.trace_job_id if self.upload else None
+
+    async def _play_here(
+        self, todo: Sequence[tuple[Task, str, int]], factories: Mapping[str, PolicyFactory]
+    ) -> None:
+        gate = asyncio.Semaphore(self.manifest.concurrency or DEFAULT_CONCURRENCY)
+
+        async def one(task: Task, model: str, sample: int) -> None:
+            async with gate:
+                played = await play(
+                    self.fleet,
+                    task,
+                    model,
+                    sample,
+                    max_steps=self._steps,
+                    trace_job_id=self._trace_job_id,
+                    endpoint=self.endpoints.get(model),
+                    factory=factories.get(model),
+                )
+            await self._record(played)
+
+        async with asyncio.TaskGroup() as group:
+            for task, model, sample in todo:
+                group.create_task(one(task, model, sample))
+
+    async def _play_on(
+        self,
+        executor: EpisodeExecutor,
+        todo: Sequence[tuple[Task, str, int]],
+        factories: Mapping[str, PolicyFactory],
+    ) -> None:
+        steps, trace = self._steps, self._trace_job_id
+        jobs = [(t, m, s, steps, trace, self.endpoints.get(m), factories.get(m)) for t, m, s in todo]
+        async for index, played in executor.map_unordered(play_job, jobs):
+            if isinstance(played, Played):
+                await self._record(played)
+            else:  # every worker it was sent to was lost
+                await self._record(lost_episode(*todo[index], played))
+
+    async def _record(self, played: Played) -> None:
+        """Commit a played episode to the run directory and count it."""
+        store = self.store
+
+        def commit() -> tuple[Outcome, bool]:
+            outcome = keep_transcript(store, played)
+            return outcome, store.record(outcome)
+
+        # The SQLite commit blocks: run it off the loop, one at a time on the shared connection.
+        # Not cancellable: an episode that finished (and was uploaded) is stored, so a resume
+        # never plays it again; a Ctrl-C landing now waits for the commit.
+        async def committed() -> tuple[Outcome, bool]:
+            async with self._committing:
+                return await anyio.to_thread.run_sync(commit)
+
+        pending = asyncio.ensure_future(committed())
+        try:
+            outcome, stored = await asyncio.shield(pending)
+        except asyncio.CancelledError:
+            await pending
+            raise
+        if stored:
+            self.tally.add(outcome)
+        self.tally.report()
 
 
 async def run_evaluation(
@@ -467,160 +474,28 @@ async def run_evaluation(
             and why), a run directory that holds a run when ``resume`` is false, or none when it
             is true, or a resume given a value that contradicts the stored run.
     """
-    for name, value in (("concurrency", concurrency), ("k", k), ("max_steps", max_steps)):
-        if value is not None and value < 1:
-            raise EvaluationError(f"{name} must be at least 1, got {value}")
-    if retry_errored and not resume:
-        raise EvaluationError("retry_errored: only a resumed run has errored episodes to retry")
-    fresh = None
-    if not resume:  # everything is checked before the run directory is touched
-        endpoints = _resolve_endpoints(list(dict.fromkeys(models or [])), model_endpoint, model_endpoints)
-        fresh = await _new_manifest(
-            fleet,
-            run_dir,
-            tasks=tasks,
-            models=models,
-            k=k,
-            concurrency=concurrency,
-            max_steps=max_steps,
-            suite_name=suite_name,
-            run_id=run_id,
-            endpoints=endpoints,
-            preflight=preflight,
-            server=server,
-            extra=extra,
-        )
-    with RunDir(run_dir) as store:
-        if fresh is None:
-            manifest, endpoints = _resumed_manifest(
-                store,
-                tasks=tasks,
-                models=models,
-                k=k,
-                max_steps=max_steps,
-                run_id=run_id,
-                model_endpoint=model_endpoint,
-                model_endpoints=model_endpoints,
-            )
-            if preflight:
-                await _require_models(manifest.models, endpoints)
-            if concurrency is not None and concurrency != manifest.concurrency:
-                manifest = store.update(concurrency=concurrency)
-        else:
-            store.start(fresh)
-            manifest = fresh
-        if retry_errored:
-            store.forget_errored()
-            manifest = store.require_manifest()
-        if upload and manifest.trace_job_id is None:
-            job_id = await fleet.traces.create_job(f"fleet-sdk eval {manifest.run_id}")
-            store.set_trace_job(job_id)
-            manifest = store.require_manifest()
-        steps = manifest.max_steps or max_steps or DEFAULT_MAX_STEPS
-        width = manifest.concurrency or DEFAULT_CONCURRENCY
-        plan = [
-            (Task.model_validate(config), model, sample)
-            for config in manifest.tasks
-            for model in manifest.models
-            for sample in range(manifest.k)
-        ]
-        finished = store.finished()
-        todo = [(t, m, s) for t, m, s in plan if (t.task_key, m, s) not in finished]
-        outcomes = store.outcomes()
-        passed = sum(1 for o in outcomes if o.status == "passed")
-        graded = sum(1 for o in outcomes if o.status in ("passed", "failed"))
-        done_before = len(plan) - len(todo)
-        done_now = 0
-        started = time.monotonic()
-
-        def report_progress() -> None:
-            if on_progress is None:
-                return
-            elapsed = time.monotonic() - started
-            eta = elapsed / done_now * (len(todo) - done_now) if done_now else None
-            on_progress(Progress(done_before + done_now, len(plan), passed, graded, elapsed, eta))
-
-        gate = asyncio.Semaphore(width)
-
-        committing = anyio.Lock()
-
-        def commit(played: _Played) -> tuple[Outcome, bool]:
-            outcome = _keep_transcript(store, played)
-            return outcome, store.record(outcome)
-
-        async def record(played: _Played) -> None:
-            nonlocal passed, graded, done_now
-
-            # The SQLite commit blocks: run it off the loop, one at a time on the shared connection.
-            # Not cancellable: an episode that finished (and was uploaded) is stored, so a resume
-            # never plays it again; a Ctrl-C landing now waits for the commit.
-            async def committed() -> tuple[Outcome, bool]:
-                async with committing:
-                    return await anyio.to_thread.run_sync(commit, played)
-
-            pending = asyncio.ensure_future(committed())
-            try:
-                outcome, stored = await asyncio.shield(pending)
-            except asyncio.CancelledError:
-                await pending
-                raise
-            if stored:
-                done_now += 1
-                passed += outcome.status == "passed"
-                graded += outcome.status in ("passed", "failed")
-            report_progress()
-
-        async def one(task: Task, model: str, sample: int) -> None:
-            async with gate:
-                played = await _play(
-                    fleet,
-                    task,
-                    model,
-                    sample,
-                    max_steps=steps,
-                    trace_job_id=manifest.trace_job_id if upload else None,
-                    endpoint=endpoints.get(model),
-                    factory=factories.get(model),
-                )
-            await record(played)
-
-        # One policy factory per model for the whole run: its model HTTP client is shared by the
-        # run's episodes (an executor's other processes get a copy that is not shared).
-        factories = {
-            model: make_policy(model, endpoint, shared=True) for model, endpoint in endpoints.items()
-        }
-        report_progress()
-        try:
-            if executor is not None:
-                trace = manifest.trace_job_id if upload else None
-                jobs = [(t, m, s, steps, trace, endpoints.get(m), factories.get(m)) for t, m, s in todo]
-                async for index, played in executor.map_unordered(_play_job, jobs):
-                    if isinstance(played, _Played):
-                        await record(played)
-                        continue
-                    task, model, sample = todo[index]  # every worker it was sent to was lost
-                    lost = _Played(
-                        Outcome(
-                            task_key=task.task_key,
-                            model=model,
-                            sample=sample,
-                            status=classify(None),
-                            score=None,
-                            error=f"worker lost: {played!r}"[:_ERROR_LIMIT],
-                            error_kind="infrastructure",
-                        )
-                    )
-                    await record(lost)
-            else:
-                async with asyncio.TaskGroup() as group:
-                    for task, model, sample in todo:
-                        group.create_task(one(task, model, sample))
-        finally:
-            for factory in factories.values():
-                await close_policy_factory(factory)
-        if upload:
-            await save_transcripts(fleet, store, store.outcomes(), concurrency=width)
-        return store.envelope()
+    run = _ClientRun(
+        fleet,
+        run_dir,
+        tasks=tasks,
+        models=models,
+        k=k,
+        concurrency=concurrency,
+        max_steps=max_steps,
+        suite_name=suite_name,
+        run_id=run_id,
+        resume=resume,
+        upload=upload,
+        model_endpoint=model_endpoint,
+        model_endpoints=model_endpoints,
+        on_progress=on_progress,
+        executor=executor,
+        retry_errored=retry_errored,
+        preflight=preflight,
+        server=server,
+        extra=extra,
+    )
+    return await run.drive()
 
 
 async def _new_manifest(
@@ -653,14 +528,14 @@ async def _new_manifest(
     model_ids = list(dict.fromkeys(models))
     if preflight:
         await _require_models(model_ids, endpoints)
-    now = dt.datetime.now(dt.UTC)
+    run_id, created_at = new_run_stamp(run_id)
     return RunManifest(
-        run_id=run_id or f"run-{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}",
+        run_id=run_id,
         suite_name=suite_name,
         tasks=configs,
         models=model_ids,
         k=k or DEFAULT_K,
-        created_at=now.isoformat(timespec="seconds").replace("+00:00", "Z"),
+        created_at=created_at,
         max_steps=max_steps or DEFAULT_MAX_STEPS,
         concurrency=concurrency or DEFAULT_CONCURRENCY,
         endpoints={model: _endpoint_record(e) for model, e in endpoints.items()},
