@@ -131,6 +131,10 @@ class _Jobs:
         for task_key, model, sample in entry["slots"]:
             slots[(task_key, model)].append(int(sample))
         owners = self._owners()
+        # The job's status is read before its sessions: a job seen ended has no session left to
+        # end, so the listing after it is complete. Read after, a session ending between the two
+        # reads would be missing from the listing of a job already seen ended, and never recorded.
+        job = await self.fleet.api.control_plane.get_job(job_id)
         listing = (await self.fleet.api.sessions.get_job_sessions(job_id)).model_dump()
         _, grouped = group_sessions(listing, manifest.models)
         ended: list[Outcome] = []
@@ -145,7 +149,6 @@ class _Jobs:
                 ended.append(session_outcome(session, task_key=task_key, model=model, sample=sample))
         if ended:
             await anyio.to_thread.run_sync(lambda: [self.store.record(o) for o in ended])
-        job = await self.fleet.api.control_plane.get_job(job_id)
         return job.status in TERMINAL_JOB_STATUSES
 
     def progress(self) -> None:
