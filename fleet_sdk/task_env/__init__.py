@@ -41,9 +41,8 @@ from ..tools import Tool
 # TaskEnv runs the episode and hands the rest to one collaborator each, made per episode where
 # their state is the episode's: _grading (the verifier, run once), _recording (the chat history,
 # tool errors and the trace upload) and _modality (tools, screens and calls by task modality).
-from ._grading import Grader
-from ._modality import Modality
-from ._recording import Recorder
+# Imported as modules, so this public module shows none of their names.
+from . import _grading, _modality, _recording
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -256,7 +255,7 @@ class TaskEnv:
         self._tokenizer = tokenizer
         self._new_context()  # fails early on a bad max_output_chars
         self.env: AsyncEnv | None = None
-        self._modality = Modality(self.task)  # holds the lease of a browser_use task across episodes
+        self._mode = _modality.Modality(self.task)  # keeps a browser_use lease across episodes
         self.tools: list[Tool] = []
         self._tool_specs: list[dict[str, Any]] = []
         self._closed = False
@@ -278,8 +277,8 @@ class TaskEnv:
         self.done = False
         self.done_reason: DoneReason | None = None
         self.final_answer: Any = None
-        self._grader = Grader()
-        self._recorder = Recorder(self._new_context())
+        self._grader = _grading.Grader()
+        self._recorder = _recording.Recorder(self._new_context())
 
     # -- what the collaborators keep, read where it always was (see the class docstring) --
 
@@ -331,7 +330,7 @@ class TaskEnv:
     @property
     def browser(self) -> BrowserSession | None:
         """The browser lease of a browser_use task (None before ``reset`` and after ``close``)."""
-        return self._modality.browser
+        return self._mode.browser
 
     @overload
     def messages(
@@ -389,11 +388,11 @@ class TaskEnv:
     @property
     def multimodal(self) -> bool:
         """Whether the task is computer- or browser-use (observations carry images)."""
-        return self._modality.multimodal
+        return self._mode.multimodal
 
     def _content(self, value: Any) -> Any:
         """A tool value as the model sees it; multimodal observations get the turn footer."""
-        return self._modality.shown(value, step=self.step_count, max_steps=self.max_steps)
+        return self._mode.shown(value, step=self.step_count, max_steps=self.max_steps)
 
     def _trace_destination(self) -> tuple[AsyncTraces, ScreenshotSink | None]:
         """Where an episode's trace goes: the client's traces, and the screenshot store."""
@@ -441,20 +440,20 @@ class TaskEnv:
         self._reset_episode()
         self._closed = False
         self._recorder.start()
-        ttl = self._modality.ttl(self.ttl_seconds)
+        ttl = self._mode.ttl(self.ttl_seconds)
         if self.env is None:
             self.env = await self._async_fleet().make(
                 self.task.env_spec,
                 data_key=self.task.data_spec,
                 env_variables=self.task.env_variables or None,
                 ttl_seconds=ttl,
-                **self._modality.make_kwargs(self.make_kwargs),
+                **self._mode.make_kwargs(self.make_kwargs),
             )
             if seed is not None:  # a fresh instance holds its seed data; the seed still goes to it
                 await self.env.reset(seed)
         else:
             await self.env.reset(seed)
-        tools = await self._modality.tools(
+        tools = await self._mode.tools(
             self._async_fleet,
             self.env,
             ttl=ttl,
@@ -468,7 +467,7 @@ class TaskEnv:
         observation = self._observation([])
         self._recorder.record_user(self.task.prompt)
         if self.multimodal:
-            screenshot = await self._modality.screenshot(self.env, call_deadline=self.call_deadline)
+            screenshot = await self._mode.screenshot(self.env, call_deadline=self.call_deadline)
             observation["content"] = self._content(screenshot)
             self._recorder.record_user(observation["content"])
         return observation
@@ -554,7 +553,7 @@ class TaskEnv:
                 value = {"error": str(exc)}
         else:
             try:
-                value = await self._modality.call(
+                value = await self._mode.call(
                     self.env, call.name, call.arguments, deadline=self.call_deadline
                 )
             except MCPError as exc:
@@ -606,7 +605,7 @@ class TaskEnv:
         """
         self._closed = True
         env, self.env = self.env, None
-        browser = self._modality.release_browser()
+        browser = self._mode.release_browser()
         try:
             try:
                 if browser is not None:
