@@ -22,31 +22,35 @@ SDK's loop bridge, so they work from scripts, threads and running loops alike.
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, overload
 
-from ._exceptions import ContextToolError, EpisodeError, FleetError, MCPError
-from ._runtime._cleanup import CLEANUP_DEADLINE, run_cleanup
-from ._twin import sync_method
-from .actions import Action, ToolCall, parse_action
-from .context import CONTEXT_TOOL_NAMES, CONTEXT_TOOLS, ContextManager
-from .env import AsyncEnv, filter_tools
-from .messages import AnthropicRequest, to_anthropic, to_openai
-from .protocol import SUBMIT_FINAL_ANSWER, SUBMIT_TOOL
-from .tasks import Task, as_task
-from .tools import Tool
+from .._exceptions import ContextToolError, EpisodeError, MCPError
+from .._runtime._cleanup import CLEANUP_DEADLINE, run_cleanup
+from .._twin import sync_method
+from ..actions import ToolCall, parse_action
+from ..context import CONTEXT_TOOL_NAMES, CONTEXT_TOOLS, ContextManager
+from ..env import AsyncEnv
+from ..messages import AnthropicRequest, to_anthropic, to_openai
+from ..protocol import SUBMIT_FINAL_ANSWER
+from ..tasks import Task, as_task
+from ..tools import Tool
+
+# TaskEnv runs the episode and hands the rest to one collaborator each, made per episode where
+# their state is the episode's: _grading (the verifier, run once), _recording (the chat history,
+# tool errors and the trace upload) and _modality (tools, screens and calls by task modality).
+# Imported as modules, so this public module shows none of their names.
+from . import _grading, _modality, _recording
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from ._client import AsyncFleet, Fleet
-    from .browser import BrowserSession
-    from .remote_verifier import RemoteVerifierOutcome
-    from .traces import ScreenshotSink
+    from .._client import AsyncFleet, Fleet
+    from ..browser import BrowserSession
+    from ..remote_verifier import RemoteVerifierOutcome
+    from ..traces import AsyncTraces, ScreenshotSink
 
 __all__ = ["SUBMIT_FINAL_ANSWER", "DoneReason", "Observation", "StepInfo", "TaskEnv", "ToolResult"]
 
@@ -126,31 +130,6 @@ class StepInfo(TypedDict):
     tool_errors: list[str]
     verifier_execution_id: str | None
     verifier_error: str | None
-
-
-_PREVIEW_LINES = 8
-"""Lines of a verifier's code logged with its failure (each cut at 160 characters)."""
-
-
-def _code_preview(code: str, lines: int = _PREVIEW_LINES, width: int = 160) -> str:
-    """The first ``lines`` non-blank lines of ``code``, each cut at ``width`` characters, indented
-    for a log line, and how many lines were left out.
-
-    Args:
-        code: The source.
-        lines: Lines to keep.
-        width: Characters to keep of each line.
-    """
-    kept = [line.rstrip() for line in code.splitlines() if line.strip()]
-    shown = [line if len(line) <= width else line[: width - 3] + "..." for line in kept[:lines]]
-    if len(kept) > lines:
-        shown.append(f"... ({len(kept) - lines} more lines)")
-    return "\n".join(f"    | {line}" for line in shown)
-
-
-def _written(call: ToolCall) -> str:
-    """A call's arguments for the transcript: as the model wrote them when they were not an object."""
-    return call.written if call.written is not None else json.dumps(call.arguments, default=str)
 
 
 def _itself(env: TaskEnv) -> TaskEnv:
@@ -268,7 +247,7 @@ class TaskEnv:
         self.screenshot_store = screenshot_store
         self.context_tools = context_tools
         if max_output_chars is None and context_tools:
-            from .context import DEFAULT_MAX_OUTPUT_CHARS
+            from ..context import DEFAULT_MAX_OUTPUT_CHARS
 
             max_output_chars = DEFAULT_MAX_OUTPUT_CHARS
         self.max_output_chars = max_output_chars
@@ -276,7 +255,7 @@ class TaskEnv:
         self._tokenizer = tokenizer
         self._new_context()  # fails early on a bad max_output_chars
         self.env: AsyncEnv | None = None
-        self.browser: BrowserSession | None = None  # the lease of a browser_use episode
+        self._mode = _modality.Modality(self.task)  # keeps a browser_use lease across episodes
         self.tools: list[Tool] = []
         self._tool_specs: list[dict[str, Any]] = []
         self._closed = False
@@ -298,22 +277,60 @@ class TaskEnv:
         self.done = False
         self.done_reason: DoneReason | None = None
         self.final_answer: Any = None
-        self.final_reward: float | None = None
-        self.verifier_stdout: str | None = None
-        self.verifier_error: str | None = None
-        self.verifier_execution_id: str | None = None
-        self.verifier_outcome: RemoteVerifierOutcome | None = None
-        self.tool_errors: list[str] = []
-        self._verified = False
-        self.context = self._new_context()
-        self.trace_session_id: str | None = None
-        self._traced = False
-        self._started_at: datetime | None = None
+        self._grader = _grading.Grader()
+        self._recorder = _recording.Recorder(self._new_context())
+
+    # -- what the collaborators keep, read where it always was (see the class docstring) --
 
     @property
     def chat_history(self) -> list[dict[str, Any]]:
         """Every message of the episode, OpenAI shape (see the class docstring)."""
         return self.context.history
+
+    @property
+    def context(self) -> ContextManager:
+        """The episode's ``ContextManager`` (live context, stored full outputs)."""
+        return self._recorder.context
+
+    @property
+    def tool_errors(self) -> list[str]:
+        """Every tool error of the episode, as ``"tool(): message"``."""
+        return self._recorder.tool_errors
+
+    @property
+    def trace_session_id(self) -> str | None:
+        """The uploaded trace session (with ``trace_job_id``)."""
+        return self._recorder.session_id
+
+    @property
+    def final_reward(self) -> float | None:
+        """The verifier's reward (None: unknown, never 0.0 for "could not grade")."""
+        return self._grader.reward
+
+    @property
+    def verifier_stdout(self) -> str | None:
+        """What the verifier printed."""
+        return self._grader.stdout
+
+    @property
+    def verifier_error(self) -> str | None:
+        """Why the verifier failed or could not run (None when it graded)."""
+        return self._grader.error
+
+    @property
+    def verifier_execution_id(self) -> str | None:
+        """The platform's id of the verifier run (None: unknown)."""
+        return self._grader.execution_id
+
+    @property
+    def verifier_outcome(self) -> RemoteVerifierOutcome | None:
+        """The full ``RemoteVerifierOutcome`` of the run."""
+        return self._grader.outcome
+
+    @property
+    def browser(self) -> BrowserSession | None:
+        """The browser lease of a browser_use task (None before ``reset`` and after ``close``)."""
+        return self._mode.browser
 
     @overload
     def messages(
@@ -358,7 +375,7 @@ class TaskEnv:
 
     def _async_fleet(self) -> AsyncFleet:
         if self._fleet is None:
-            from ._client import AsyncFleet, Fleet
+            from .._client import AsyncFleet, Fleet
 
             if isinstance(self._fleet_arg, Fleet):
                 self._fleet = self._fleet_arg.async_fleet
@@ -371,20 +388,21 @@ class TaskEnv:
     @property
     def multimodal(self) -> bool:
         """Whether the task is computer- or browser-use (observations carry images)."""
-        return self.task.task_modality != "tool_use"
-
-    def _offers_submit(self) -> bool:
-        return self.task.task_modality == "tool_use" and SUBMIT_FINAL_ANSWER in self.task.prompt
-
-    def _turn_footer(self) -> dict[str, Any]:
-        return {"type": "text", "text": f"[Turn {self.step_count}/{self.max_steps}]"}
+        return self._mode.multimodal
 
     def _content(self, value: Any) -> Any:
         """A tool value as the model sees it; multimodal observations get the turn footer."""
-        if not self.multimodal:
-            return value
-        blocks = value if isinstance(value, list) else [{"type": "text", "text": str(value)}]
-        return [*blocks, self._turn_footer()]
+        return self._mode.shown(value, step=self.step_count, max_steps=self.max_steps)
+
+    def _trace_destination(self) -> tuple[AsyncTraces, ScreenshotSink | None]:
+        """Where an episode's trace goes: the client's traces, and the screenshot store."""
+        from .._client import Fleet
+
+        fleet = self._async_fleet()
+        store = self.screenshot_store
+        if store is None and isinstance(self._fleet_arg, Fleet):
+            store = self._fleet_arg.traces.screenshot_store  # what the caller set on the sync client
+        return fleet.traces, store
 
     def _observation(self, results: list[ToolResult]) -> Observation:
         last = results[-1] if results else None
@@ -416,47 +434,42 @@ class TaskEnv:
         An episode still running is abandoned: it is graded first (``done_reason`` ``closed``),
         and uploaded with a trace job, before its instance is restored, as ``close`` does.
         """
-        if self.env is not None and self._started_at is not None and not self.done:
-            self._finish("closed")
-            reward = await self._end_episode()
+        if self.env is not None and self._recorder.started_at is not None and not self.done:
+            reward = await self._abandon(self.env)
             log.info("task %s: the abandoned episode was graded %s", self.task.task_key, reward)
         self._reset_episode()
         self._closed = False
-        self._started_at = datetime.now(UTC)
-        from .browser import computer_use_make_kwargs, multimodal_ttl
-
-        ttl = multimodal_ttl(self.task.task_modality, self.ttl_seconds)
+        self._recorder.start()
+        ttl = self._mode.ttl(self.ttl_seconds)
         if self.env is None:
             self.env = await self._async_fleet().make(
                 self.task.env_spec,
                 data_key=self.task.data_spec,
                 env_variables=self.task.env_variables or None,
                 ttl_seconds=ttl,
-                **computer_use_make_kwargs(self.task.task_modality, self.make_kwargs),
+                **self._mode.make_kwargs(self.make_kwargs),
             )
             if seed is not None:  # a fresh instance holds its seed data; the seed still goes to it
                 await self.env.reset(seed)
         else:
             await self.env.reset(seed)
-        all_tools = await self._browser_tools(ttl) or await self.env.mcp.list_tools()
-        tools = filter_tools(all_tools, self.task.task_modality)
-        if self._offers_submit():
-            tools = [*tools, SUBMIT_TOOL]
+        tools = await self._mode.tools(
+            self._async_fleet,
+            self.env,
+            ttl=ttl,
+            call_deadline=self.call_deadline,
+            browser_kwargs=self.browser_kwargs,
+        )
         if self.context_tools:
             tools = [*tools, *CONTEXT_TOOLS]
         self.tools = tools
         self._tool_specs = [tool.to_openai() for tool in tools]
         observation = self._observation([])
-        self.context.add_message({"role": "user", "content": self.task.prompt})
+        self._recorder.record_user(self.task.prompt)
         if self.multimodal:
-            if self.browser is not None:  # the health check's screenshot of the web UI
-                screenshot = self.browser.screenshot
-            else:
-                screenshot = await self.env.call_tool(
-                    "computer", {"action": "screenshot"}, deadline=self.call_deadline
-                )
+            screenshot = await self._mode.screenshot(self.env, call_deadline=self.call_deadline)
             observation["content"] = self._content(screenshot)
-            self.context.add_message({"role": "user", "content": observation["content"]})
+            self._recorder.record_user(observation["content"])
         return observation
 
     async def step_async(self, action: Any) -> tuple[Observation, float | None, bool, StepInfo]:
@@ -496,7 +509,7 @@ class TaskEnv:
             ToolCall(c.name, c.arguments, c.call_id or f"call_{self.step_count}_{index}", c.error, c.written)
             for index, c in enumerate(parsed.calls)
         ]
-        self._record_calls(parsed, calls)
+        self._recorder.record_calls(parsed, calls)
         results: list[ToolResult] = []
         for call in calls:
             results.append(await self._run_call(call))
@@ -506,7 +519,7 @@ class TaskEnv:
             self._finish("max_steps")
         reward: float | None = 0.0
         if self.done_reason is not None:  # this step ended the episode
-            reward = await self._end_episode()
+            reward = await self._end_episode(self.env)
         errors = [r["error"] for r in results if r["error"] is not None]
         info: StepInfo = {
             "step": self.step_count,
@@ -518,34 +531,11 @@ class TaskEnv:
         }
         return self._observation(results), reward, self.done, info
 
-    async def _browser_tools(self, ttl: int | None) -> list[Tool]:
-        """For browser_use: lease a browser on the instance's web UI (or show it again); its tools.
-
-        A failed start deletes the lease (``BrowserSession.open``) and raises.
-        """
-        if self.task.task_modality != "browser_use":
-            return []
-        from .browser import MULTIMODAL_TTL_SECONDS, BrowserSession
-
-        assert self.env is not None
-        if self.browser is None:
-            self.browser = await BrowserSession.open(
-                self._async_fleet(),
-                self.env,
-                ttl_seconds=ttl or MULTIMODAL_TTL_SECONDS,
-                call_deadline=self.call_deadline,
-                **self.browser_kwargs,
-            )
-        else:
-            await self.browser.show_start_page(self.call_deadline)
-        return list(self.browser.tools)
-
     async def _run_call(self, call: ToolCall) -> ToolResult:
         """Run one call (unless the episode already ended) and record what the model is shown."""
-        assert self.env is not None and call.call_id is not None
+        assert self.env is not None
         offered = {tool.name for tool in self.tools}
         value: Any
-        error: str | None = None
         if self.done:  # an earlier call of this action ended the episode
             value = {"error": f"not run: the episode ended ({self.done_reason})"}
         elif call.error is not None:
@@ -562,134 +552,48 @@ class TaskEnv:
             except ContextToolError as exc:
                 value = {"error": str(exc)}
         else:
-            caller = self.browser.call_tool if self.browser is not None else self.env.call_tool
             try:
-                value = await caller(call.name, call.arguments, deadline=self.call_deadline)
+                value = await self._mode.call(
+                    self.env, call.name, call.arguments, deadline=self.call_deadline
+                )
             except MCPError as exc:
                 value = {"error": str(exc)}
-        if isinstance(value, dict) and set(value) == {"error"}:
-            error = f"{call.name}(): {value['error']}"
-            self.tool_errors.append(error)
-        shown, truncated = self.context.add_tool_result(call.call_id, call.name, self._content(value))
-        return {
-            "tool": call.name,
-            "tool_call_id": call.call_id,
-            "content": shown,
-            "error": error,
-            "truncated": truncated,
-        }
-
-    def _record_calls(self, action: Action, calls: list[ToolCall]) -> None:
-        """Append the assistant message with the action's tool calls (or, without any, its text)."""
-        if not calls:
-            if action.content:  # the model's last words when it ends the episode
-                self.context.add_message({"role": "assistant", "content": action.content})
-            return
-        self.context.add_message(
-            {
-                "role": "assistant",
-                "content": action.content,
-                "tool_calls": [
-                    {
-                        "id": call.call_id,
-                        "type": "function",
-                        "function": {"name": call.name, "arguments": _written(call)},
-                    }
-                    for call in calls
-                ],
-            }
-        )
+        return self._recorder.record_result(call, value, self._content(value))
 
     def _finish(self, reason: DoneReason) -> None:
         self.done = True
         self.done_reason = reason
 
-    async def _end_episode(self) -> float | None:
-        """Run the verifier, then upload the episode's trace when a trace job is set."""
-        reward = await self._verify()
-        await self._upload_trace()
-        return reward
+    async def _abandon(self, env: AsyncEnv) -> float | None:
+        """End a running episode as ``closed`` (``reset`` or ``close`` left it) and grade it."""
+        self._finish("closed")
+        return await self._end_episode(env)
 
-    async def _upload_trace(self) -> None:
-        """Upload the finished episode once; never raises (a failed upload only logs)."""
-        if self.trace_job_id is None or self._traced:
-            return
-        self._traced = True
-        try:
-            from ._client import Fleet
-
-            fleet = self._async_fleet()
-            store = self.screenshot_store
-            if store is None and isinstance(self._fleet_arg, Fleet):
-                store = self._fleet_arg.traces.screenshot_store  # what the caller set on the sync client
-            self.trace_session_id = await fleet.traces.upload_session(
+    async def _end_episode(self, env: AsyncEnv) -> float | None:
+        """Grade the episode (once), then upload its trace when a trace job is set."""
+        reward = await self._grader.grade(
+            self.task,
+            self._async_fleet,
+            instance=env,
+            final_answer=self.final_answer,
+            partial=self.partial_reward,
+            run_timeout=self.verifier_timeout,
+            deadline=self.verifier_deadline,
+        )
+        if self.trace_job_id is not None:
+            await self._recorder.upload(
+                self._trace_destination,
                 job_id=self.trace_job_id,
+                model=self.trace_model,
                 task_key=self.task.task_key,
-                model=self.trace_model or "unknown",
-                chat_history=self.chat_history,
-                reward=self.final_reward,
-                instance_id=self.env.instance_id if self.env is not None else None,
-                metadata={
-                    "done_reason": self.done_reason,
-                    "steps": self.step_count,
-                    "verifier_error": self.verifier_error,
-                    "tool_errors": list(self.tool_errors),
-                },
+                instance=env,
+                reward=reward,
+                done_reason=self.done_reason,
+                steps=self.step_count,
+                verifier_error=self.verifier_error,
                 verifier_execution_id=self.verifier_execution_id,
-                status="completed" if self.final_reward is not None else "errored",
-                started_at=self._started_at,
-                ended_at=datetime.now(UTC),
-                screenshot_store=store,
             )
-        except Exception as exc:  # upload_session never raises; this guards the episode anyway
-            log.warning("task %s: trace upload failed: %s", self.task.task_key, type(exc).__name__)
-
-    async def _verify(self) -> float | None:
-        """Run the verifier once per episode and set the feedback properties."""
-        if self._verified:
-            return self.final_reward
-        self._verified = True
-        if not self.task.verifier_code:
-            self.verifier_error = f"task {self.task.task_key!r} has no verifier_code; reward unknown"
-            self.final_reward = None
-            return None
-        assert self.env is not None
-        from .remote_verifier import run_remote
-        from .rewards import reward_from_outcome
-
-        try:
-            outcome = await run_remote(
-                self._async_fleet(),
-                self.task.verifier_code,
-                key=self.task.task_key,
-                instance_id=self.env.instance_id,
-                final_answer=self.final_answer,
-                run_timeout=self.verifier_timeout,
-                deadline=self.verifier_deadline,
-            )
-        except FleetError as exc:
-            self.verifier_error = f"verifier could not be executed: {exc}"
-            log.warning(
-                "task %s: %s\n%s",
-                self.task.task_key,
-                self.verifier_error,
-                _code_preview(self.task.verifier_code),
-            )
-            self.final_reward = None
-            return None
-        self.verifier_outcome = outcome
-        self.verifier_stdout = outcome.stdout
-        self.verifier_execution_id = outcome.execution_id
-        if outcome.error is not None:
-            self.verifier_error = f"{outcome.error.type}: {outcome.error.message}"
-            log.warning(
-                "task %s: verifier failed: %s\n%s",
-                self.task.task_key,
-                self.verifier_error,
-                _code_preview(self.task.verifier_code),
-            )
-        self.final_reward = reward_from_outcome(outcome, partial=self.partial_reward)
-        return self.final_reward
+        return reward
 
     async def close_async(self) -> None:
         """End the episode (running the verifier if it was abandoned) and delete the instance.
@@ -701,7 +605,7 @@ class TaskEnv:
         """
         self._closed = True
         env, self.env = self.env, None
-        browser, self.browser = self.browser, None
+        browser = self._mode.release_browser()
         try:
             try:
                 if browser is not None:
@@ -710,10 +614,7 @@ class TaskEnv:
                 if env is not None:
                     try:
                         if not self.done:
-                            self._finish("closed")
-                            self.env = env
-                            await self._end_episode()
-                            self.env = None
+                            await self._abandon(env)
                     finally:
                         # Runs to its end (bounded) in a cancelled task too: see ``AsyncEnv.close``.
                         await env.close()
