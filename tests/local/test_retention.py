@@ -49,6 +49,26 @@ def test_finished_records_go_and_live_ones_stay(tmp_path: Path) -> None:
     store.close()
 
 
+def test_replay_records_are_kept_for_the_floor_whatever_the_retention_and_no_longer(tmp_path: Path) -> None:
+    store = Store(tmp_path / "fleet.db")
+    try:
+        store.put("idempotency", "create_instance:k", {"digest": "d"})
+        store.put("create_request_id", "req", {"instance_id": "inst"})
+        store.put("browser_lease_idempotency", "k", {"lease_id": "lease"})
+        store.put("session", "done", {"session_id": "done", "status": "completed"})
+        now = time.time()
+        # Without a retention only replay records go, once past the floor; finished records stay.
+        assert prune(store, None, now=now + REPLAY_FLOOR - 5) == {}
+        assert prune(store, None, now=now + REPLAY_FLOOR + 5) == {
+            "idempotency": 1,
+            "create_request_id": 1,
+            "browser_lease_idempotency": 1,
+        }
+        assert store.get("session", "done") is not None
+    finally:
+        store.close()
+
+
 def test_nothing_young_is_pruned(tmp_path: Path) -> None:
     store = _store(tmp_path)
     assert prune(store, 3600) == {}
