@@ -189,11 +189,11 @@ class _Pass:
         if not (root / "meta").is_dir():
             return
         objects = ObjectStore(root)
+        before -= 1.0  # an object's time is kept to the second, rounded down: never take it for older
         old = [
             stored.key
-            for prefix in _SCREENSHOT_PREFIXES
-            for stored in objects.list(prefix, "", sys.maxsize)[0]
-            if stored.last_modified.timestamp() < before
+            for stored in objects.list("", "", sys.maxsize)[0]
+            if stored.key.startswith(_SCREENSHOT_PREFIXES) and stored.last_modified.timestamp() < before
         ]
         if not old:
             return

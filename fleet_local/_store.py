@@ -240,7 +240,7 @@ class Store:
         live_statuses: frozenset[str] | None = None,
         limit: int | None = None,
     ) -> builtins.list[tuple[str, str | None]]:
-        """The ids and parents of the documents :meth:`prune` would delete, oldest first, deleting none.
+        """The ids and parents of the documents :meth:`prune` would delete, deleting none.
 
         Args:
             kind: Record type.
@@ -254,7 +254,6 @@ class Store:
             marks = ", ".join("?" for _ in live_statuses)
             sql += f" AND COALESCE(json_extract(doc, '$.status'), '') NOT IN ({marks})"
             params += sorted(live_statuses)
-        sql += " ORDER BY COALESCE(updated, created)"
         if limit is not None:
             sql, params = sql + " LIMIT ?", [*params, limit]
         with self._lock:
