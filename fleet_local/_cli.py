@@ -374,8 +374,9 @@ def _add_serve(commands: argparse._SubParsersAction[Any]) -> None:
         "--retention-seconds",
         type=_seconds,
         default=None,
-        help="keep finished instances, verifier results, sessions and transcripts this long "
-        "(default: for ever)",
+        help="keep finished instances, verifier results, sessions and transcripts, trace jobs, "
+        "backups of ended instances and screenshots this long (default: for ever; `fleet-sdk prune` "
+        "deletes them once)",
     )
     serve.add_argument("--quiet", action="store_true", help="print only the ready line")
     serve.set_defaults(handler=_serve)
