@@ -6,7 +6,8 @@ for ever. With ``retention_seconds`` set, a pass when the server starts and then
 sooner for a short retention) deletes what finished and has not changed for that long:
 
 * terminated instances (their files went when they ended) and verifier executions;
-* sessions that reached a final status, with their transcripts, and finished jobs;
+* sessions that reached a final status, with their transcripts, and finished jobs (and the
+  transcript of a session whose deletion was cut short);
 * ended browser leases;
 * trace jobs with no session left (a trace job's sessions went first, each a retention after it
   last changed, so the job has been idle at least that long);
@@ -88,6 +89,7 @@ KINDS: dict[str, str] = {
     "session": "finished sessions, with their transcripts",
     "job": "finished jobs",
     "browser_lease": "ended browser leases",
+    "transcript": "transcripts left without their session",
     "trace_job": "trace jobs with no session left",
     "backup": "backups of instances long gone (records and files)",
     "instance_folder": "instance folders no live instance owns",
@@ -140,6 +142,14 @@ class _Pass:
         if deleted:
             self.note(kind, [(id, None)])
         return deleted
+
+    def orphan_transcripts(self) -> None:
+        # A session's messages go just after its document (two calls): a pass cut short between
+        # them (the server killed) leaves messages no session owns, which the next pass finds.
+        ids = [id for id in self.store.orphan_transcripts() if id not in self.gone.get("session", {})]
+        self.note("transcript", [(id, None) for id in ids])
+        if ids and not self.dry_run:
+            self.store.delete_messages(ids)
 
     def trace_jobs(self, before: float) -> None:
         sessions_gone = self.gone.get("session", {})
@@ -263,6 +273,7 @@ def prune(
                 run.records(kind, live, before)
         # Files no record claims yet may be a create under way: only old ones go.
         orphans_before = moment - max(retention_seconds, REPLAY_FLOOR)
+        run.orphan_transcripts()
         run.trace_jobs(before)
         run.backups(data_dir, before, orphans_before)
         if data_dir is not None:

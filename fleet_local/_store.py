@@ -290,6 +290,16 @@ class Store:
         with self._lock:
             self._db.executemany("DELETE FROM messages WHERE session_id=?", [(id,) for id in session_ids])
 
+    def orphan_transcripts(self) -> builtins.list[str]:
+        """The ids of the sessions that have messages but no document (their deletion was cut
+        short between the two)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT DISTINCT session_id FROM messages WHERE session_id NOT IN "
+                "(SELECT id FROM docs WHERE kind='session')"
+            ).fetchall()
+        return [row[0] for row in rows]
+
     def messages_containing(self, needles: tuple[str, ...], *, batch: int = 500) -> Iterator[tuple[str, str]]:
         """The session id and stored JSON text of every transcript message containing one of
         ``needles``, a batch at a time (the store's lock is free between batches).

@@ -130,3 +130,18 @@ async def test_a_server_with_a_retention_forgets_finished_episodes() -> None:
 
         await wait_until_async(forgotten, "the finished instance and session were pruned")
         await fleet.close()
+
+
+def test_a_transcript_left_without_its_session_goes_on_the_next_pass(tmp_path: Path) -> None:
+    """A pass deletes a session's document, then its messages: one killed between the two left
+    the messages for ever, since no later pass looked for them."""
+    store = _store(tmp_path)
+    try:
+        store.delete("session", "done")  # as a pass cut short after the document
+        assert prune(store, 3600, dry_run=True) == {"transcript": 1}
+        assert len(list(store.messages("done"))) == 1
+        assert prune(store, 3600) == {"transcript": 1}
+        assert list(store.messages("done")) == []
+        assert len(list(store.messages("open"))) == 1  # a live session's transcript stays
+    finally:
+        store.close()
