@@ -1,4 +1,4 @@
-"""The server's commands, ``fleet-sdk serve`` and ``fleet-sdk demo``.
+"""The server's commands, ``fleet-sdk serve``, ``fleet-sdk demo`` and ``fleet-sdk prune``.
 
 The SDK's command line never imports this package: it finds :func:`add_commands` through the
 ``fleet_sdk.server`` entry point (``pyproject.toml``), and so does ``fleet-sdk eval`` for its
@@ -213,14 +213,68 @@ def _demo(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
 
 
+def _disk_usage(root: Path) -> int:
+    """Bytes the files under ``root`` take on disk."""
+    total = 0
+    for folder, _, files in os.walk(root):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_blocks * 512
+            except OSError:  # removed meanwhile (a running server's file)
+                continue
+    return total
+
+
+def _prune(args: argparse.Namespace) -> int:
+    import sqlite3
+
+    from ._retention import KINDS, REPLAY_FLOOR, prune
+    from ._store import Store
+
+    data_dir = Path(args.data_dir).expanduser().resolve()
+    database = data_dir / "fleet.db"
+    if not database.is_file():
+        print(
+            f"fleet-sdk prune: error: --data-dir {args.data_dir}: no local server data there (no fleet.db)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    size_before = _disk_usage(data_dir)
+    try:
+        store = Store(database)
+        try:
+            deleted = prune(store, args.older_than, data_dir=data_dir, dry_run=args.dry_run)
+        finally:
+            store.close()
+    except sqlite3.Error as exc:  # a running server kept the database locked past the busy timeout
+        print(f"fleet-sdk prune: error: {database}: {exc}; nothing more was deleted", file=sys.stderr)
+        return 1
+    verb = "would delete (dry run: nothing was deleted)" if args.dry_run else "deleted"
+    print(
+        f"fleet-sdk prune: {data_dir}: {verb}: what finished over {args.older_than:g} s ago, "
+        f"replay records over {max(args.older_than, REPLAY_FLOOR):g} s old"
+    )
+    for kind, what in KINDS.items():
+        print(f"  {kind:<27} {deleted.get(kind, 0):>7}  {what}")
+    print(f"  {'total':<27} {sum(deleted.values()):>7}")
+    mib = 2**20
+    if args.dry_run:
+        print(f"data dir: {size_before / mib:.1f} MiB")
+    else:
+        # fleet.db keeps its size: SQLite reuses the freed pages for what the server writes next.
+        print(f"data dir: {size_before / mib:.1f} MiB before, {_disk_usage(data_dir) / mib:.1f} MiB after")
+    return 0
+
+
 def add_commands(commands: argparse._SubParsersAction[Any]) -> None:
-    """Add ``serve`` and ``demo`` to the ``fleet-sdk`` command line.
+    """Add ``serve``, ``demo`` and ``prune`` to the ``fleet-sdk`` command line.
 
     Args:
         commands: The SDK parser's subcommands.
     """
     _add_serve(commands)
     _add_demo(commands)
+    _add_prune(commands)
 
 
 def _add_serve(commands: argparse._SubParsersAction[Any]) -> None:
@@ -320,8 +374,9 @@ def _add_serve(commands: argparse._SubParsersAction[Any]) -> None:
         "--retention-seconds",
         type=_seconds,
         default=None,
-        help="keep finished instances, verifier results, sessions and transcripts this long "
-        "(default: for ever)",
+        help="keep finished instances, verifier results, sessions and transcripts, trace jobs, "
+        "backups of ended instances and screenshots this long (default: for ever; `fleet-sdk prune` "
+        "deletes them once)",
     )
     serve.add_argument("--quiet", action="store_true", help="print only the ready line")
     serve.set_defaults(handler=_serve)
@@ -347,3 +402,29 @@ def _add_demo(commands: argparse._SubParsersAction[Any]) -> None:
         "--limit", type=_int_in(1), default=None, help="only the first N tasks (default: every task)"
     )
     demo.set_defaults(handler=_demo)
+
+
+def _add_prune(commands: argparse._SubParsersAction[Any]) -> None:
+    prune = commands.add_parser(
+        "prune",
+        help="delete what a local server's data dir holds of finished work past an age",
+        description=(
+            "Delete, once, what a local server's data dir holds of finished work older than "
+            "--older-than (what `fleet-sdk serve --retention-seconds` does every minute): terminated "
+            "instances, verifier results, finished sessions with their transcripts, finished jobs, "
+            "ended leases, idle trace jobs, backups of instances long gone, stray instance folders "
+            "and screenshots no transcript refers to; and the replay records (Idempotency-Key, "
+            "X-Request-ID) older than ten minutes at least. What is live is never touched. Safe to "
+            "run while a server uses the data dir. Prints how many of each kind went."
+        ),
+        formatter_class=_Help,
+    )
+    prune.add_argument("--data-dir", default="./fleet-data", help="the server's state directory")
+    prune.add_argument(
+        "--older-than",
+        type=_seconds,
+        required=True,
+        help="seconds since a finished record or file last changed",
+    )
+    prune.add_argument("--dry-run", action="store_true", help="count what would go, delete nothing")
+    prune.set_defaults(handler=_prune)

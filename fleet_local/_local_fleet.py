@@ -92,8 +92,8 @@ class LocalFleet:
         max_keyless_body_bytes: The largest request body accepted on a route that needs none (the
             instance manager API, MCP).
         retention_seconds: Seconds finished records (terminated instances, verifier executions,
-            finished sessions and their transcripts, jobs, ended leases) are kept once they
-            stopped changing; None keeps them for ever.
+            finished sessions and their transcripts, jobs, ended leases) and the files that go
+            with them are kept once they stopped changing; None keeps them for ever.
         startup_timeout: Seconds to wait for the server to be ready.
 
     Every setting left None keeps the server's default (``LocalSettings``, ``fleet-sdk serve

@@ -102,7 +102,7 @@ class ServerMetrics:
         )
         self.pruned = Counter(
             "fleet_local_records_pruned",
-            "Finished records removed by the retention (--retention-seconds), by kind.",
+            "Records and files the retention removed (--retention-seconds; replay records always), by kind.",
             ["kind"],
             registry=registry,
         )

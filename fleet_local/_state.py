@@ -68,8 +68,9 @@ class LocalSettings:
             instance manager API, MCP, the web UI): room for the largest verifier bundle (a 5 MiB
             zip, base64-encoded in JSON), no more.
         retention_seconds: How long finished records (terminated instances, verifier
-            executions, finished sessions with their transcripts and jobs, ended leases) are kept
-            once they stopped changing; None keeps them for ever (``_retention``).
+            executions, finished sessions with their transcripts and jobs, ended leases) and the
+            files that go with them are kept once they stopped changing; None keeps them for ever
+            (``_retention``, which lists every kind).
         allow_unjailed_verifiers: Where the OS jail (bubblewrap) cannot start, run the verifiers
             of requests bearing the server's key under the audit hook alone: trusted code only
             (docs/threat-model.md). Requests without the key are refused (503) all the same;

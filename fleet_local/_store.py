@@ -194,14 +194,17 @@ class Store:
             rows = self._db.execute(sql + " ORDER BY created, id", params).fetchall()
         return [_loads(row[0]) for row in rows]
 
-    def count(self, kind: str, *, exclude_status: str | None = None) -> int:
-        """How many documents of a kind there are (``exclude_status`` as for :meth:`list`).
+    def count(self, kind: str, *, exclude_status: str | None = None, parent: str | None = None) -> int:
+        """How many documents of a kind there are (``exclude_status`` and ``parent`` as for :meth:`list`).
 
         Args:
             kind: Record type.
             exclude_status: Leave out the documents whose ``status`` is this.
+            parent: Only the documents of this owner.
         """
         sql, params = "SELECT COUNT(*) FROM docs WHERE kind=?", [kind]
+        if parent is not None:
+            sql, params = sql + " AND parent=?", [*params, parent]
         if exclude_status is not None:
             sql, params = sql + " AND json_extract(doc, '$.status') IS NOT ?", [*params, exclude_status]
         with self._lock:
@@ -224,15 +227,59 @@ class Store:
             live_statuses: Keep documents whose ``status`` is one of these, however old.
             batch: The most documents deleted in one call (the store's lock is held meanwhile).
         """
-        sql, params = "SELECT id FROM docs WHERE kind=? AND COALESCE(updated, created) < ?", [kind, before]
+        with self._lock:
+            ids = [id for id, _ in self.stale(kind, before, live_statuses=live_statuses, limit=batch)]
+            # Age checked again as each goes: another process (``fleet-sdk prune``) may share the file.
+            return self.delete_stale(kind, ids, before)
+
+    def stale(
+        self,
+        kind: str,
+        before: float,
+        *,
+        live_statuses: frozenset[str] | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[tuple[str, str | None]]:
+        """The ids and parents of the documents :meth:`prune` would delete, deleting none.
+
+        Args:
+            kind: Record type.
+            before: A ``time.time()``: documents written (created or last updated) earlier qualify.
+            live_statuses: Leave out documents whose ``status`` is one of these.
+            limit: At most this many (None: all).
+        """
+        sql = "SELECT id, parent FROM docs WHERE kind=? AND COALESCE(updated, created) < ?"
+        params: builtins.list[Any] = [kind, before]
         if live_statuses:
             marks = ", ".join("?" for _ in live_statuses)
             sql += f" AND COALESCE(json_extract(doc, '$.status'), '') NOT IN ({marks})"
             params += sorted(live_statuses)
+        if limit is not None:
+            sql, params = sql + " LIMIT ?", [*params, limit]
         with self._lock:
-            ids = [row[0] for row in self._db.execute(sql + " LIMIT ?", [*params, batch]).fetchall()]
-            self._db.executemany("DELETE FROM docs WHERE kind=? AND id=?", [(kind, id) for id in ids])
-        return ids
+            return [(row[0], row[1]) for row in self._db.execute(sql, params).fetchall()]
+
+    def delete_stale(self, kind: str, ids: builtins.list[str], before: float) -> builtins.list[str]:
+        """Delete these documents unless one was written since ``before``; returns those deleted.
+
+        For a caller that chose them on more than their age (:meth:`stale`, then a check of its
+        own): one written again meanwhile is in use after all and stays.
+
+        Args:
+            kind: Record type.
+            ids: The documents.
+            before: A ``time.time()``: only documents last written earlier go.
+        """
+        deleted = []
+        with self._lock:
+            for id in ids:
+                cursor = self._db.execute(
+                    "DELETE FROM docs WHERE kind=? AND id=? AND COALESCE(updated, created) < ?",
+                    (kind, id, before),
+                )
+                if cursor.rowcount > 0:
+                    deleted.append(id)
+        return deleted
 
     def delete_messages(self, session_ids: builtins.list[str]) -> None:
         """Delete the transcripts of these sessions.
@@ -242,6 +289,40 @@ class Store:
         """
         with self._lock:
             self._db.executemany("DELETE FROM messages WHERE session_id=?", [(id,) for id in session_ids])
+
+    def orphan_transcripts(self) -> builtins.list[str]:
+        """The ids of the sessions that have messages but no document (their deletion was cut
+        short between the two)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT DISTINCT session_id FROM messages WHERE session_id NOT IN "
+                "(SELECT id FROM docs WHERE kind='session')"
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def messages_containing(self, needles: tuple[str, ...], *, batch: int = 500) -> Iterator[tuple[str, str]]:
+        """The session id and stored JSON text of every transcript message containing one of
+        ``needles``, a batch at a time (the store's lock is free between batches).
+
+        Args:
+            needles: Substrings looked for.
+            batch: Messages read per hold of the lock.
+        """
+        if not needles:
+            return
+        where = " OR ".join("instr(doc, ?) > 0" for _ in needles)
+        after = 0
+        while True:
+            with self._lock:
+                rows = self._db.execute(
+                    f"SELECT rowid, session_id, doc FROM messages WHERE rowid > ? AND ({where}) "
+                    "ORDER BY rowid LIMIT ?",
+                    [after, *needles, batch],
+                ).fetchall()
+            yield from ((row[1], row[2]) for row in rows)
+            if len(rows) < batch:
+                return
+            after = rows[-1][0]
 
     def update(self, kind: str, id: str, **changes: Any) -> dict[str, Any] | None:
         """Merge ``changes`` into a document atomically; returns the new document or None."""

@@ -223,7 +223,7 @@ def test_import_fleet_sdk_loads_no_server() -> None:
 
 
 def test_the_command_line_loads_the_servers_commands_but_not_the_server() -> None:
-    """``fleet-sdk --help`` finds ``serve`` and ``demo`` through the entry point, loading the
+    """``fleet-sdk --help`` finds ``serve``, ``demo`` and ``prune`` through the entry point, loading the
     server's small command module only."""
     code = (
         "import sys\n"
@@ -234,6 +234,6 @@ def test_the_command_line_loads_the_servers_commands_but_not_the_server() -> Non
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.splitlines() == [
-        "['demo', 'eval', 'report', 'serve']",
+        "['demo', 'eval', 'prune', 'report', 'serve']",
         "['fleet_local', 'fleet_local._cli']",
     ]

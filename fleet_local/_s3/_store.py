@@ -101,6 +101,24 @@ class ObjectStore:
         """
         return (self._objects / self._name(key)).read_bytes()
 
+    def delete(self, key: str) -> bool:
+        """Remove the object at ``key``; True if there was one.
+
+        The meta file goes first: the object stops existing before its bytes go.
+
+        Args:
+            key: Object key.
+        """
+        name = self._name(key)
+        with self._lock:
+            try:
+                (self._meta / f"{name}.json").unlink()
+            except FileNotFoundError:
+                return False
+            with contextlib.suppress(FileNotFoundError):
+                (self._objects / name).unlink()
+        return True
+
     @staticmethod
     def _load(path: Path) -> StoredObject | None:
         try:

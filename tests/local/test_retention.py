@@ -49,6 +49,26 @@ def test_finished_records_go_and_live_ones_stay(tmp_path: Path) -> None:
     store.close()
 
 
+def test_replay_records_are_kept_for_the_floor_whatever_the_retention_and_no_longer(tmp_path: Path) -> None:
+    store = Store(tmp_path / "fleet.db")
+    try:
+        store.put("idempotency", "create_instance:k", {"digest": "d"})
+        store.put("create_request_id", "req", {"instance_id": "inst"})
+        store.put("browser_lease_idempotency", "k", {"lease_id": "lease"})
+        store.put("session", "done", {"session_id": "done", "status": "completed"})
+        now = time.time()
+        # Without a retention only replay records go, once past the floor; finished records stay.
+        assert prune(store, None, now=now + REPLAY_FLOOR - 5) == {}
+        assert prune(store, None, now=now + REPLAY_FLOOR + 5) == {
+            "idempotency": 1,
+            "create_request_id": 1,
+            "browser_lease_idempotency": 1,
+        }
+        assert store.get("session", "done") is not None
+    finally:
+        store.close()
+
+
 def test_nothing_young_is_pruned(tmp_path: Path) -> None:
     store = _store(tmp_path)
     assert prune(store, 3600) == {}
@@ -110,3 +130,18 @@ async def test_a_server_with_a_retention_forgets_finished_episodes() -> None:
 
         await wait_until_async(forgotten, "the finished instance and session were pruned")
         await fleet.close()
+
+
+def test_a_transcript_left_without_its_session_goes_on_the_next_pass(tmp_path: Path) -> None:
+    """A pass deletes a session's document, then its messages: one killed between the two left
+    the messages for ever, since no later pass looked for them."""
+    store = _store(tmp_path)
+    try:
+        store.delete("session", "done")  # as a pass cut short after the document
+        assert prune(store, 3600, dry_run=True) == {"transcript": 1}
+        assert len(list(store.messages("done"))) == 1
+        assert prune(store, 3600) == {"transcript": 1}
+        assert list(store.messages("done")) == []
+        assert len(list(store.messages("open"))) == 1  # a live session's transcript stays
+    finally:
+        store.close()
