@@ -239,13 +239,17 @@ def against_baseline(baseline: Path, episodes: int, levels: list[int], rounds: i
             f"N={level}: this {this:6.2f} episodes/s, baseline {base:6.2f}; this/baseline median"
             f" {spread(ratios)}, {rounds} rounds)"
         )
-        both = {
-            name: [
-                a + b
-                for a, b in zip(
-                    cpu_ms["server_cpu_ms"][name][level], cpu_ms["verifier_cpu_ms"][name][level], strict=True
-                )
-            ]
+        both = {  # this level only, as the other two are indexed
+            name: {
+                level: [
+                    a + b
+                    for a, b in zip(
+                        cpu_ms["server_cpu_ms"][name][level],
+                        cpu_ms["verifier_cpu_ms"][name][level],
+                        strict=True,
+                    )
+                ]
+            }
             for name in sides
         }
         for label, per_side in (
