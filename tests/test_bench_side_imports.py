@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 from _side import Side  # noqa: E402
 
-WORKER = '''
+WORKER = """
 import json, sys
 import fleet_local, fleet_sdk
 
@@ -25,7 +25,7 @@ async def side_worker():
     print("ready", flush=True)
     for line in sys.stdin:
         print(json.dumps({"fleet_local": fleet_local.__file__, "fleet_sdk": fleet_sdk.__file__}), flush=True)
-'''
+"""
 
 
 def _checkout(root: Path) -> Path:
