@@ -1,18 +1,21 @@
 """Compiled copies of the code a jailed verifier run imports, made once per server process.
 
 The jail mounts the sandbox's stdlib-only modules and the verifier runtime (``fleet_sdk/verifiers``)
-read-only. Where their ``__pycache__`` holds no bytecode for this interpreter (a checkout, or
-``PYTHONDONTWRITEBYTECODE``), every run compiled them afresh: about 15-20 ms of CPU of the 45 ms a
-run costs, on every episode. Here each directory's ``.py`` files are copied, once per process, into
-a private temporary directory (mode 0700) together with their bytecode, and the jail mounts those
-copies (read-only, at the same inner paths) instead. The interpreter in the jail checks each
-``.pyc`` against its source copy's size and modification time as usual, so a stale cache is never
-used; the verifier's own code is compiled per run, as before.
+read-only. Where their ``__pycache__`` holds no current bytecode for this interpreter (a checkout
+run with ``PYTHONDONTWRITEBYTECODE``, as in CI and many containers, or modules no process outside
+the jail ever imported), every run compiled them afresh: about 15-20 ms of CPU of a run's 45 ms,
+on every episode. Here each directory's ``.py`` files are copied into a private temporary
+directory (mode 0700) together with their bytecode, and the jail mounts those copies (read-only,
+at the same inner paths) instead. The interpreter in the jail checks each ``.pyc`` against its
+source copy's size and modification time as usual, so a stale cache is never used; the
+verifier's own code is compiled per run, as before.
 
 Nothing here weakens the jail: the copies are the same files, mounted the same way; only the
-server's user can write the directory, and it is removed when the process exits. When the copy
-cannot be made (a full or read-only temporary directory), runs mount the source directories, as
-before, and only lose the cache.
+server's user can write the directory. It is removed when the process exits (one killed with
+SIGKILL leaves it in the temporary directory: a few hundred KB). Every run checks that its files
+are still there (a temporary-file cleaner may remove them under a long-running server) and makes
+them again if not. When the copy cannot be made (a full or read-only temporary directory), runs
+mount the source directories, as before, and only lose the cache.
 """
 
 from __future__ import annotations
@@ -24,13 +27,22 @@ import shutil
 import sys
 import tempfile
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["staged"]
 
-_PREFIX = "fleet-verifier-code-"
+PREFIX = "fleet-sandbox-bytecode-"
 _lock = threading.Lock()
-_staged: dict[tuple[str, ...], tuple[Path, ...]] = {}
+
+
+@dataclass(frozen=True)
+class _Copy:
+    directories: tuple[Path, ...]
+    files: tuple[str, ...]  # every file copied or compiled, to check they are still there
+
+
+_copies: dict[tuple[Path, ...], _Copy] = {}
 
 
 def _remove(root: Path, owner: int) -> None:
@@ -38,49 +50,61 @@ def _remove(root: Path, owner: int) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _copy_compiled(source: Path, target: Path) -> None:
+def _copy_compiled(source: Path, target: Path) -> list[str]:
     """Copy ``source``'s ``.py`` files into ``target`` with their bytecode for this interpreter."""
     target.mkdir()
     cache = target / "__pycache__"
     cache.mkdir()
+    made = []
     for path in sorted(source.glob("*.py")):
         copy = target / path.name
+        compiled = cache / f"{path.stem}.{sys.implementation.cache_tag}.pyc"
         shutil.copy2(path, copy)  # keeps the modification time the bytecode is checked against
         py_compile.compile(
             str(copy),
-            cfile=str(cache / f"{path.stem}.{sys.implementation.cache_tag}.pyc"),
+            cfile=str(compiled),
             dfile=str(copy),
             doraise=True,
             invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP,
         )
+        made += [str(copy), str(compiled)]
+    return made
+
+
+def _make(directories: tuple[Path, ...]) -> _Copy | None:
+    root: Path | None = None
+    try:
+        root = Path(tempfile.mkdtemp(prefix=PREFIX))  # 0700, this user's
+        copies = tuple(root / str(index) for index in range(len(directories)))
+        files: list[str] = []
+        for source, copy in zip(directories, copies, strict=True):
+            files += _copy_compiled(source, copy)
+    except (OSError, py_compile.PyCompileError):
+        if root is not None:
+            shutil.rmtree(root, ignore_errors=True)
+        return None
+    atexit.register(_remove, root, os.getpid())
+    return _Copy(copies, tuple(files))
 
 
 def staged(*directories: Path) -> tuple[Path, ...]:
     """The compiled copies of ``directories`` (each its ``.py`` files and ``__pycache__``).
 
-    Made on the first call of a process and reused after; the originals when the copy fails.
+    Made on the first call of a process and reused after (made again if any file is gone);
+    the originals when the copy cannot be made.
 
     Args:
         directories: Directories of stdlib-only modules the jailed child imports.
     """
-    key = tuple(str(d) for d in directories)
     with _lock:
-        found = _staged.get(key)
+        found = _copies.get(directories)
+        if found is not None and all(os.path.exists(f) for f in found.files):
+            return found.directories
         if found is not None:
-            return found
-        result: tuple[Path, ...] = tuple(directories)
-        if sys.implementation.cache_tag is not None:
-            root: Path | None = None
-            try:
-                root = Path(tempfile.mkdtemp(prefix=_PREFIX))  # 0700, this user's
-                copies = tuple(root / f"{index}" for index in range(len(directories)))
-                for source, copy in zip(directories, copies, strict=True):
-                    _copy_compiled(source, copy)
-            except (OSError, py_compile.PyCompileError):
-                if root is not None:
-                    shutil.rmtree(root, ignore_errors=True)
-            else:
-                atexit.register(_remove, root, os.getpid())
-                result = copies
-        _staged[key] = result
-        return result
+            _remove(found.directories[0].parent, os.getpid())
+            del _copies[directories]
+        made = _make(directories)
+        if made is None:
+            return directories
+        _copies[directories] = made
+        return made.directories

@@ -18,6 +18,8 @@ from _jail_runs import probes, run_without_audit_hook
 
 from fleet_local.sandbox import _bytecode, _jail, run_sandboxed_sync
 
+SOURCES = (Path(_jail.__file__).resolve().parent, _jail.RUNTIME_DIR)
+
 PROBE = f"""
 import os, struct
 
@@ -56,22 +58,32 @@ def test_the_jail_sees_current_bytecode_for_every_module_and_cannot_change_it() 
 
 
 def test_the_copies_are_this_users_alone_and_made_once_per_process() -> None:
-    sources = (Path(_jail.__file__).resolve().parent, _jail.RUNTIME_DIR)
-    first = _bytecode.staged(*sources)
-    assert first == _bytecode.staged(*sources)
-    assert first != sources
+    first = _bytecode.staged(*SOURCES)
+    assert first == _bytecode.staged(*SOURCES)
+    assert first != SOURCES
     root = first[0].parent
-    assert root.name.startswith("fleet-verifier-code-")
+    assert root.name.startswith(_bytecode.PREFIX)
     mode = root.stat()
     assert mode.st_uid == os.geteuid() and stat.S_IMODE(mode.st_mode) == 0o700
-    for source, copy in zip(sources, first, strict=True):
+    for source, copy in zip(SOURCES, first, strict=True):
         assert sorted(p.name for p in copy.glob("*.py")) == sorted(p.name for p in source.glob("*.py"))
 
 
+def test_copies_removed_under_a_running_server_are_made_again() -> None:
+    """A temporary-file cleaner (systemd-tmpfiles, tmpreaper) may delete them while a
+    long-running server still mounts them: the next run must not fail for it."""
+    first = _bytecode.staged(*SOURCES)
+    (first[1] / "_entry.py").unlink()
+    outcome = run_sandboxed_sync("def verify(env):\n    return 1.0\n", databases={})
+    assert outcome.success and outcome.score == 1.0, outcome.error
+    again = _bytecode.staged(*SOURCES)
+    assert (again[1] / "_entry.py").exists()
+    assert again[0].parent != first[0].parent and not first[0].parent.exists()
+
+
 def test_without_a_writable_temp_dir_runs_mount_the_sources(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_bytecode, "_staged", {})
+    monkeypatch.setattr(_bytecode, "_copies", {})
     monkeypatch.setattr(tempfile, "tempdir", "/nonexistent-fleet-verifier-tmp")
-    sources = (Path(_jail.__file__).resolve().parent, _jail.RUNTIME_DIR)
-    assert _bytecode.staged(*sources) == sources
+    assert _bytecode.staged(*SOURCES) == SOURCES
     outcome = run_sandboxed_sync("def verify(env):\n    return 1.0\n", databases={})
     assert outcome.success and outcome.score == 1.0, outcome.error
