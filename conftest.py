@@ -90,6 +90,7 @@ SLOW = (
     "tests/sandbox/test_verifier_sandbox.py::test_async_run_times_out",
     "tests/local/test_retention.py::test_a_server_with_a_retention_forgets_finished_episodes",
     "tests/local/test_soak.py",
+    "tests/local/test_server_runs_its_own_package.py",
 )
 """Node-id prefixes (a module, or a test with all its parameters) of the slow tests the other
 markers leave in the quick subset: each took a second or more of a full run on a busy 2-core

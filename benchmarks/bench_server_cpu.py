@@ -3,7 +3,8 @@
 One scripted ``TaskEnv`` episode is recorded once (every request the SDK sends, with its body),
 then replayed phase by phase with a bare ``httpx`` client, one episode at a time, against a
 server in its own process: the server's CPU time (``utime + stime`` of the server and of the
-children it waited for, from ``/proc``, so a jailed verifier's interpreter counts) is read
+children it waited for, from ``/proc``; the jailed verifier's own interpreter is not among them,
+see below) is read
 before and after each phase of a block of episodes and divided by the episodes. CPU time is
 far less disturbed by a busy machine than wall time. The phases, in an episode's order:
 
