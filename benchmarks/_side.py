@@ -20,10 +20,10 @@ BENCHMARKS = Path(__file__).resolve().parent
 class Side:
     """``module``'s ``side_worker`` with ``checkout``'s packages first on the path.
 
-    The worker runs with ``-P``: ``python -c`` otherwise puts the current directory first on
-    ``sys.path``, so a benchmark started from this checkout's root imported this checkout's
-    packages on both sides. The worker checks where ``fleet_sdk`` and ``fleet_local`` came from
-    before it starts.
+    The worker runs with ``-P`` and in ``checkout``: ``python -c`` (and ``python -m``, how an
+    older ``LocalFleet`` starts its server) put the current directory first on ``sys.path``, so a
+    benchmark started from this checkout's root imported this checkout's packages on both sides.
+    The worker checks where ``fleet_sdk`` and ``fleet_local`` came from before it starts.
     """
 
     def __init__(self, checkout: Path, module: str, benchmarks: Path = BENCHMARKS) -> None:
@@ -39,6 +39,7 @@ class Side:
         self.process = subprocess.Popen(
             [sys.executable, "-P", "-c", code, str(benchmarks), os.path.realpath(checkout)],
             env=env,
+            cwd=checkout,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
