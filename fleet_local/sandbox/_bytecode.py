@@ -11,16 +11,21 @@ source copy's size and modification time as usual, so a stale cache is never use
 verifier's own code is compiled per run, as before.
 
 Nothing here weakens the jail: the copies are the same files, mounted the same way; only the
-server's user can write the directory. It is removed when the process exits (one killed with
-SIGKILL leaves it in the temporary directory: a few hundred KB). Every run checks that its files
-are still there (a temporary-file cleaner may remove them under a long-running server) and makes
-them again if not. When the copy cannot be made (a full or read-only temporary directory), runs
-mount the source directories, as before, and only lose the cache.
+server's user can write the directory. It is removed when the process exits; the copy of a
+process that could not remove its own (SIGKILL) is removed by the next process that makes one:
+each holds an ``flock`` on a file in its directory for as long as it lives, and a directory
+whose lock can be taken has no owner left (a lock, unlike a pid, means the same in every PID
+namespace sharing the directory). Every run checks that its files are still there (a
+temporary-file cleaner may remove them under a long-running server) and makes them again if not.
+When the copy cannot be made (a full or read-only temporary directory), runs mount the source
+directories, as before, and only lose the cache.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
+import fcntl
 import os
 import py_compile
 import shutil
@@ -40,9 +45,44 @@ _lock = threading.Lock()
 class _Copy:
     directories: tuple[Path, ...]
     files: tuple[str, ...]  # every file copied or compiled, to check they are still there
+    lock: int  # the descriptor holding the directory's lock while this process lives
 
 
 _copies: dict[tuple[Path, ...], _Copy] = {}
+_LOCK = "owner.lock"
+
+
+def _owned(root: Path) -> int:
+    """Lock ``root`` for this process: the lock file appears under its final name only once
+    locked, so another process never finds it there unlocked while its owner lives."""
+    fd = os.open(root / f"{_LOCK}.new", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.rename(root / f"{_LOCK}.new", root / _LOCK)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _sweep(parent: Path) -> None:
+    """Remove the copies whose owner is gone (its lock can be taken)."""
+    with contextlib.suppress(OSError):
+        for entry in parent.iterdir():
+            if not entry.name.startswith(PREFIX) or not (entry / _LOCK).is_file():
+                continue  # not ours, or an owner still between mkdtemp and its lock
+            try:
+                fd = os.open(entry / _LOCK, os.O_RDWR | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # held: its owner lives
+            else:
+                shutil.rmtree(entry, ignore_errors=True)
+            finally:
+                os.close(fd)
 
 
 def _remove(root: Path, owner: int) -> None:
@@ -73,8 +113,11 @@ def _copy_compiled(source: Path, target: Path) -> list[str]:
 
 def _make(directories: tuple[Path, ...]) -> _Copy | None:
     root: Path | None = None
+    lock: int | None = None
     try:
+        _sweep(Path(tempfile.gettempdir()))
         root = Path(tempfile.mkdtemp(prefix=PREFIX))  # 0700, this user's
+        lock = _owned(root)
         copies = tuple(root / str(index) for index in range(len(directories)))
         files: list[str] = []
         for source, copy in zip(directories, copies, strict=True):
@@ -82,9 +125,11 @@ def _make(directories: tuple[Path, ...]) -> _Copy | None:
     except (OSError, py_compile.PyCompileError):
         if root is not None:
             shutil.rmtree(root, ignore_errors=True)
+        if lock is not None:
+            os.close(lock)
         return None
     atexit.register(_remove, root, os.getpid())
-    return _Copy(copies, tuple(files))
+    return _Copy(copies, tuple(files), lock)
 
 
 def staged(*directories: Path) -> tuple[Path, ...]:
@@ -102,6 +147,8 @@ def staged(*directories: Path) -> tuple[Path, ...]:
             return found.directories
         if found is not None:
             _remove(found.directories[0].parent, os.getpid())
+            with contextlib.suppress(OSError):
+                os.close(found.lock)
             del _copies[directories]
         made = _make(directories)
         if made is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -87,3 +88,48 @@ def test_without_a_writable_temp_dir_runs_mount_the_sources(monkeypatch: pytest.
     assert _bytecode.staged(*SOURCES) == SOURCES
     outcome = run_sandboxed_sync("def verify(env):\n    return 1.0\n", databases={})
     assert outcome.success and outcome.score == 1.0, outcome.error
+
+
+STAGE = """
+import os, sys
+from pathlib import Path
+from fleet_local.sandbox import _bytecode, _jail
+copies = _bytecode.staged(Path(_jail.__file__).resolve().parent, _jail.RUNTIME_DIR)
+print(copies[0].parent, flush=True)
+if sys.argv[1] == "killed":
+    os._exit(0)  # no atexit: as a SIGKILLed server leaves it
+sys.stdin.read()  # alive until the test closes stdin
+"""
+
+
+def _stage_in_child(tmp: Path, how: str) -> tuple[subprocess.Popen[str], Path]:
+    child = subprocess.Popen(
+        [sys.executable, "-c", STAGE, how],
+        env={**os.environ, "TMPDIR": str(tmp)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    return child, Path(child.stdout.readline().strip())
+
+
+def test_a_killed_servers_copies_go_with_the_next_one_and_a_live_ones_stay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    killed, left = _stage_in_child(tmp_path, "killed")
+    killed.wait()
+    alive, kept = _stage_in_child(tmp_path, "alive")
+    try:
+        assert left.is_dir() is False  # the second process's copy removed the first's
+        assert kept.is_dir()
+        monkeypatch.setattr(_bytecode, "_copies", {})
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+        mine = _bytecode.staged(*SOURCES)[0].parent
+        assert kept.is_dir()  # its owner lives: never removed under it
+        assert mine.parent == tmp_path and mine != kept
+    finally:
+        assert alive.stdin is not None
+        alive.stdin.close()
+        alive.wait()
+    assert not kept.exists()  # removed by its owner at exit
