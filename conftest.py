@@ -92,6 +92,8 @@ SLOW = (
     "tests/local/test_soak.py",
     "tests/local/test_prune.py",
     "tests/local/test_retention_bounds.py",
+    "tests/local/test_server_runs_its_own_package.py",
+    "tests/sandbox/test_verifier_bytecode.py::test_a_killed_servers_copies_go_with_the_next_one_and_a_live_ones_stay",
 )
 """Node-id prefixes (a module, or a test with all its parameters) of the slow tests the other
 markers leave in the quick subset: each took a second or more of a full run on a busy 2-core

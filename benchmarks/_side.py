@@ -18,17 +18,28 @@ BENCHMARKS = Path(__file__).resolve().parent
 
 
 class Side:
-    """``module``'s ``side_worker`` with ``checkout``'s packages first on the path."""
+    """``module``'s ``side_worker`` with ``checkout``'s packages first on the path.
 
-    def __init__(self, checkout: Path, module: str) -> None:
+    The worker runs with ``-P`` and in ``checkout``: ``python -c`` (and ``python -m``, how an
+    older ``LocalFleet`` starts its server) put the current directory first on ``sys.path``, so a
+    benchmark started from this checkout's root imported this checkout's packages on both sides.
+    The worker checks where ``fleet_sdk`` and ``fleet_local`` came from before it starts.
+    """
+
+    def __init__(self, checkout: Path, module: str, benchmarks: Path = BENCHMARKS) -> None:
         env = {**os.environ, "PYTHONPATH": f"{checkout}{os.pathsep}{checkout / 'generated'}"}
         code = (
-            "import asyncio, sys; sys.path.insert(0, sys.argv[1]);"
+            "import asyncio, os, sys; sys.path.insert(0, sys.argv[1]);"
+            "import fleet_local, fleet_sdk;"
+            "wrong = [m.__file__ for m in (fleet_local, fleet_sdk)"
+            " if not os.path.realpath(m.__file__).startswith(os.path.join(sys.argv[2], ''))];"
+            "wrong and sys.exit(f'the worker imported {wrong}, not the packages of {sys.argv[2]}');"
             f"from {module} import side_worker; asyncio.run(side_worker())"
         )
         self.process = subprocess.Popen(
-            [sys.executable, "-c", code, str(BENCHMARKS)],
+            [sys.executable, "-P", "-c", code, str(benchmarks), os.path.realpath(checkout)],
             env=env,
+            cwd=checkout,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

@@ -6,18 +6,22 @@ exception or a reward other than 1.0) and retried requests (the SDK logs each re
 warning on ``fleet_sdk.http`` / ``fleet_sdk.mcp``) are counted. ``--burst 256`` then runs
 that many episodes at once, one time, for the errors and retries at full concurrency.
 
-Each level also prints the CPU per episode of the client (this process) and of the server (its
-process and the children it waited for), and how many cores the whole machine kept busy (from
-``/proc/stat``: jailed verifiers, reparented to init, count only there). From N=1's busy cores
-follows the ceiling of any concurrency on this machine: cores / busy(N=1), when the CPU per
-episode stays flat.
+Each level also prints the CPU per episode of the client (this process), of the server (its
+process and the children it waited for), and of the jailed verifiers, and how many cores the
+whole machine kept busy (from ``/proc/stat``). A jailed verifier's interpreter outlives the
+``bwrap`` the server waits for, so its CPU reaches no ancestor's ``cutime`` (it used to count only
+in the machine's busy time): the process that starts the server makes itself the subreaper of
+its descendants (``PR_SET_CHILD_SUBREAPER``), reaps what is reparented to it, and counts that as
+the verifiers' CPU. From N=1's busy cores follows the ceiling of any concurrency on this
+machine: cores / busy(N=1), when the CPU per episode stays flat.
 
 ``--baseline DIR`` compares this checkout with another (``git archive main | tar -x -C DIR``)
 instead: each side is a fresh interpreter with its own server and its SDK from its checkout,
 warmed up once; each round runs every level on both sides back to back, in alternating order
 (A/B, B/A, ...), so a busy machine's swings land on both. Printed are the episodes/s of each
 side per round and level, and per level the median ratio this/baseline with its quartiles and
-range over the rounds, for episodes/s and for the server's CPU per episode.
+range over the rounds, for episodes/s, for the server's CPU per episode, for the verifiers' and
+for the two together.
 
 ``python benchmarks/bench_episodes.py [--episodes 32] [--concurrency 1,16,64] [--rounds 2] [--burst 256]``
 ``python benchmarks/bench_episodes.py --baseline DIR [--concurrency 1,16] [--episodes 16] [--rounds 20]``
@@ -63,8 +67,9 @@ class Run:
     errors: int
     retries: int
     cpu_ms: float  # client CPU per episode (this process; the server runs in its own)
-    server_cpu_ms: float  # the server's CPU per episode, its verifier subprocesses included
+    server_cpu_ms: float  # the server's CPU per episode, and the children it waited for
     busy_cores: float  # the whole machine's busy CPU over the run, in cores
+    verifier_cpu_ms: float = float("nan")  # the jailed verifiers' (adopted) CPU per episode
 
 
 async def episode(fleet: AsyncFleet, task: Task) -> float | None:
@@ -90,6 +95,40 @@ def process_cpu(pid: int | None) -> float:
     return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def adopt_orphans() -> bool:
+    """Make this process the subreaper of its descendants (Linux): bubblewrap's inner process,
+    which runs the jailed verifier, outlives the ``bwrap`` the server waits for, so its CPU
+    reaches no ancestor's ``cutime`` unless someone adopts and reaps it."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def reap_orphans(keep: int | None) -> None:
+    """Reap every exited adopted process (never ``keep``, the server)."""
+    while True:
+        try:
+            found = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return
+        if found is None or found.si_pid == keep:
+            return
+        os.waitpid(found.si_pid, 0)
+
+
+def orphans_cpu() -> float:
+    """CPU seconds of the adopted (jailed) processes reaped so far."""
+    times = os.times()
+    return times.children_user + times.children_system
+
+
 def machine_busy() -> tuple[float, float]:
     """(busy, total) CPU seconds of the whole machine so far, from ``/proc/stat`` (0s elsewhere)."""
     try:
@@ -103,7 +142,13 @@ def machine_busy() -> tuple[float, float]:
 
 
 async def measure(
-    fleet: AsyncFleet, tasks: list[Task], episodes: int, concurrency: int, server_pid: int | None = None
+    fleet: AsyncFleet,
+    tasks: list[Task],
+    episodes: int,
+    concurrency: int,
+    server_pid: int | None = None,
+    *,
+    adopting: bool = False,
 ) -> Run:
     gate = asyncio.Semaphore(concurrency)
     counter = RetryCounter()
@@ -113,6 +158,8 @@ async def measure(
         async with gate:
             return await episode(fleet, tasks[i % len(tasks)])
 
+    reap_orphans(server_pid)
+    verifier_cpu = orphans_cpu()
     started, cpu, server_cpu = time.perf_counter(), time.process_time(), process_cpu(server_pid)
     busy, total = machine_busy()
     outcomes = await asyncio.gather(*(one(i) for i in range(episodes)), return_exceptions=True)
@@ -124,7 +171,14 @@ async def measure(
     busy_cores = share * (os.cpu_count() or 1)
     logging.getLogger("fleet_sdk").removeHandler(counter)
     errors = sum(1 for r in outcomes if r != 1.0)
-    return Run(episodes / elapsed, errors, counter.retries, cpu_ms, server_cpu_ms, busy_cores)
+    verifier_cpu_ms = float("nan")
+    if adopting:
+        await asyncio.sleep(0.3)  # the last run's inner process exits just after its bwrap
+        reap_orphans(server_pid)
+        verifier_cpu_ms = (orphans_cpu() - verifier_cpu) / episodes * 1e3
+    return Run(
+        episodes / elapsed, errors, counter.retries, cpu_ms, server_cpu_ms, busy_cores, verifier_cpu_ms
+    )
 
 
 async def tool_use_tasks(fleet: AsyncFleet) -> list[Task]:
@@ -138,6 +192,7 @@ async def tool_use_tasks(fleet: AsyncFleet) -> list[Task]:
 async def side_worker() -> None:
     """``--baseline``'s worker: one server of this interpreter's checkout, warmed up; each line
     ``N EPISODES`` on stdin is answered with that run as a JSON line on stdout."""
+    adopting = adopt_orphans()  # before the server starts: its verifiers are then adopted here
     async with LocalFleet(s3=False) as local:
         fleet = local.async_fleet()
         tasks = await tool_use_tasks(fleet)
@@ -146,14 +201,18 @@ async def side_worker() -> None:
         loop = asyncio.get_running_loop()
         while line := await loop.run_in_executor(None, sys.stdin.readline):
             level, episodes = (int(x) for x in line.split())
-            print(json.dumps(asdict(await measure(fleet, tasks, episodes, level, local.pid))), flush=True)
+            run = await measure(fleet, tasks, episodes, level, local.pid, adopting=adopting)
+            print(json.dumps(asdict(run)), flush=True)
         await fleet.close()
 
 
 def against_baseline(baseline: Path, episodes: int, levels: list[int], rounds: int) -> None:
     sides = {"this": Side(HERE, "bench_episodes"), "baseline": Side(baseline.resolve(), "bench_episodes")}
     rates: dict[str, dict[int, list[float]]] = {name: {level: [] for level in levels} for name in sides}
-    server_ms: dict[str, dict[int, list[float]]] = {name: {level: [] for level in levels} for name in sides}
+    figures = ("server_cpu_ms", "verifier_cpu_ms")
+    cpu_ms: dict[str, dict[str, dict[int, list[float]]]] = {
+        figure: {name: {level: [] for level in levels} for name in sides} for figure in figures
+    }
     try:
         for round_ in range(rounds):
             order = list(sides.items()) if round_ % 2 == 0 else list(reversed(sides.items()))
@@ -162,9 +221,11 @@ def against_baseline(baseline: Path, episodes: int, levels: list[int], rounds: i
                 for name, side in order:
                     run = side.run(level, max(episodes, level))
                     rates[name][level].append(run["rate"])
-                    server_ms[name][level].append(run["server_cpu_ms"])
+                    for figure in figures:
+                        cpu_ms[figure][name][level].append(run.get(figure, float("nan")))
                     line.append(
                         f"{name} N={level} {run['rate']:6.2f}/s server {run['server_cpu_ms']:5.1f} ms"
+                        f" verifier {run.get('verifier_cpu_ms', float('nan')):5.1f} ms"
                         f" ({int(run['errors'])} errors)"
                     )
             print(f"round {round_ + 1}: " + "  ".join(line), flush=True)
@@ -178,18 +239,36 @@ def against_baseline(baseline: Path, episodes: int, levels: list[int], rounds: i
             f"N={level}: this {this:6.2f} episodes/s, baseline {base:6.2f}; this/baseline median"
             f" {spread(ratios)}, {rounds} rounds)"
         )
-        cpu = [
-            a / b for a, b in zip(server_ms["this"][level], server_ms["baseline"][level], strict=True) if b
-        ]
-        if cpu:
-            print(
-                f"     server CPU per episode: this {statistics.median(server_ms['this'][level]):5.1f} ms,"
-                f" baseline {statistics.median(server_ms['baseline'][level]):5.1f} ms; this/baseline median"
-                f" {spread(cpu)})"
-            )
+        both = {  # this level only, as the other two are indexed
+            name: {
+                level: [
+                    a + b
+                    for a, b in zip(
+                        cpu_ms["server_cpu_ms"][name][level],
+                        cpu_ms["verifier_cpu_ms"][name][level],
+                        strict=True,
+                    )
+                ]
+            }
+            for name in sides
+        }
+        for label, per_side in (
+            ("server", cpu_ms["server_cpu_ms"]),
+            ("verifier", cpu_ms["verifier_cpu_ms"]),
+            ("server + verifier", both),
+        ):
+            this_ms, base_ms = per_side["this"][level], per_side["baseline"][level]
+            cpu = [a / b for a, b in zip(this_ms, base_ms, strict=True) if b > 0]  # NaN > 0 is False
+            if cpu:
+                print(
+                    f"     {label} CPU per episode: this {statistics.median(this_ms):5.1f} ms,"
+                    f" baseline {statistics.median(base_ms):5.1f} ms; this/baseline median"
+                    f" {spread(cpu)})"
+                )
 
 
 async def main(episodes: int, levels: list[int], rounds: int, burst: int) -> None:
+    adopting = adopt_orphans()
     async with LocalFleet(s3=False) as local:
         fleet = local.async_fleet()
         tasks = await tool_use_tasks(fleet)
@@ -197,7 +276,8 @@ async def main(episodes: int, levels: list[int], rounds: int, burst: int) -> Non
         runs: dict[int, list[Run]] = {level: [] for level in levels}
         for _ in range(rounds):
             for level in levels:
-                runs[level].append(await measure(fleet, tasks, max(episodes, level), level, local.pid))
+                run = await measure(fleet, tasks, max(episodes, level), level, local.pid, adopting=adopting)
+                runs[level].append(run)
         base = statistics.median(r.rate for r in runs[levels[0]])
         print(f"{rounds} interleaved rounds, {episodes} episodes per level (at least N):")
         for level, rs in runs.items():
@@ -206,6 +286,7 @@ async def main(episodes: int, levels: list[int], rounds: int, burst: int) -> Non
                 f"  N={level:3d}: {rate:6.2f} episodes/s = {rate / base:5.2f}x N={levels[0]}"
                 f"  CPU/episode: client {statistics.median(r.cpu_ms for r in rs):5.1f} ms"
                 f" server {statistics.median(r.server_cpu_ms for r in rs):5.1f} ms"
+                f" verifier {statistics.median(r.verifier_cpu_ms for r in rs):5.1f} ms"
                 f"  machine busy {statistics.median(r.busy_cores for r in rs):4.2f} cores"
                 f"  errors {sum(r.errors for r in rs)}  retries {sum(r.retries for r in rs)}"
             )
@@ -219,10 +300,11 @@ async def main(episodes: int, levels: list[int], rounds: int, burst: int) -> Non
                 f" {cores / busy_1:.2f}x N={levels[0]} on this machine"
             )
         if burst:
-            run = await measure(fleet, tasks, burst, burst, local.pid)
+            run = await measure(fleet, tasks, burst, burst, local.pid, adopting=adopting)
             print(
                 f"  burst: {burst} episodes at once: {run.rate:6.2f} episodes/s = {run.rate / base:5.2f}x"
                 f" N={levels[0]}  CPU/episode: client {run.cpu_ms:5.1f} ms server {run.server_cpu_ms:5.1f} ms"
+                f" verifier {run.verifier_cpu_ms:5.1f} ms"
                 f"  errors {run.errors}"
                 f"  retries {run.retries}"
             )

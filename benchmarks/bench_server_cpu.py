@@ -3,7 +3,8 @@
 One scripted ``TaskEnv`` episode is recorded once (every request the SDK sends, with its body),
 then replayed phase by phase with a bare ``httpx`` client, one episode at a time, against a
 server in its own process: the server's CPU time (``utime + stime`` of the server and of the
-children it waited for, from ``/proc``, so a jailed verifier's interpreter counts) is read
+children it waited for, from ``/proc``; the jailed verifier's own interpreter is not among them,
+see below) is read
 before and after each phase of a block of episodes and divided by the episodes. CPU time is
 far less disturbed by a busy machine than wall time. The phases, in an episode's order:
 
@@ -35,7 +36,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import re
 import statistics
 import sys
@@ -51,7 +51,7 @@ from fleet_sdk import AsyncFleet
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _side import Side
-from bench_episodes import episode, process_cpu, tool_use_tasks
+from bench_episodes import adopt_orphans, episode, orphans_cpu, process_cpu, reap_orphans, tool_use_tasks
 
 PHASES = ("create", "mcp open", "tools/list", "tool calls", "verify", "mcp close", "delete")
 SERVER = (*PHASES, "idle")  # what the server process and the children it waits for spend
@@ -191,40 +191,6 @@ async def whole(fleet: AsyncFleet, local: LocalFleet, episodes: int) -> float:
     for _ in range(episodes):
         assert await episode(fleet, tasks[0]) == 1.0
     return (process_cpu(local.pid) - before) / episodes * 1e3
-
-
-_PR_SET_CHILD_SUBREAPER = 36
-
-
-def adopt_orphans() -> bool:
-    """Make this process the subreaper of its descendants (Linux): bubblewrap's inner process,
-    which runs the jailed verifier, outlives the ``bwrap`` the server waits for, so its CPU
-    reaches no ancestor's ``cutime`` unless someone adopts and reaps it."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
-    except (OSError, AttributeError):
-        return False
-
-
-def reap_orphans(keep: int | None) -> None:
-    """Reap every exited adopted process (never ``keep``, the server)."""
-    while True:
-        try:
-            found = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            return
-        if found is None or found.si_pid == keep:
-            return
-        os.waitpid(found.si_pid, 0)
-
-
-def orphans_cpu() -> float:
-    """CPU seconds of the adopted (jailed) processes reaped so far."""
-    times = os.times()
-    return times.children_user + times.children_system
 
 
 async def side_worker() -> None:

@@ -186,6 +186,7 @@ class LocalFleet:
             return self
         argv = [
             sys.executable,
+            "-P",  # not the cwd first on sys.path: a checkout there would shadow this package
             "-m",
             "fleet_local",
             "serve",

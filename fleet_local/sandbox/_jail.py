@@ -188,6 +188,7 @@ def jail_argv(
     databases: Mapping[str, str],
     scratch_mb: int,
     seccomp: int | None,
+    runtime_dir: Path = RUNTIME_DIR,
 ) -> tuple[list[str], dict[str, str]]:
     """The ``bwrap`` command line running ``command`` in the jail, and the databases' inner paths.
 
@@ -199,6 +200,8 @@ def jail_argv(
         scratch_mb: The size of the scratch tmpfs, and of ``/tmp``'s, in MiB.
         seccomp: The file descriptor of the filter (:func:`seccomp_fd`), inherited by
             bubblewrap; ``None`` without a filter.
+        runtime_dir: The host directory of the verifier runtime's modules (mounted at
+            :data:`INNER_RUNTIME_DIR`): :data:`RUNTIME_DIR`, or its compiled copy (``_bytecode.py``).
     """
     assert status.bwrap is not None
     args = [status.bwrap, "--unshare-all", "--unshare-user"]
@@ -213,7 +216,7 @@ def jail_argv(
         if status.sized_tmpfs:
             args += ["--size", str(scratch_mb * _MIB)]
         args += ["--tmpfs", tmpfs]
-    args += ["--ro-bind", str(code_dir), INNER_CODE_DIR, "--ro-bind", str(RUNTIME_DIR), INNER_RUNTIME_DIR]
+    args += ["--ro-bind", str(code_dir), INNER_CODE_DIR, "--ro-bind", str(runtime_dir), INNER_RUNTIME_DIR]
     inner: dict[str, str] = {}
     for index, (name, host_path) in enumerate(databases.items()):
         inner_path = f"{_INNER_DATABASES}/{index}.sqlite"

@@ -46,6 +46,7 @@ from fleet_sdk._twin import sync_function
 from fleet_sdk.verifiers._entry import CallConvention, call_arguments
 from fleet_sdk.verifiers._outcome import ErrorType, SandboxLayers, VerifierError, VerifierOutcome
 
+from ._bytecode import staged
 from ._cgroup import RunCgroup
 from ._errors import JailUnavailableError, SandboxError
 from ._jail import (
@@ -186,6 +187,8 @@ def _prepare(
             seccomp = seccomp_fd() if status.seccomp else None
             if seccomp is not None:
                 job.child_fds.append(seccomp)
+            # The same modules, with their bytecode: the run need not compile them (_bytecode.py).
+            code_dir, runtime_dir = staged(_CHILD_SCRIPT.parent.resolve(), RUNTIME_DIR)
             argv, inner_databases = jail_argv(
                 [
                     os.path.realpath(sys.executable),
@@ -195,10 +198,11 @@ def _prepare(
                     INNER_RUNTIME_DIR,
                 ],
                 status=status,
-                code_dir=_CHILD_SCRIPT.parent.resolve(),
+                code_dir=code_dir,
                 databases=resolved,
                 scratch_mb=scratch_mb,
                 seccomp=seccomp,
+                runtime_dir=runtime_dir,
             )
             if status.cgroup_parent is not None:
                 job.cgroup = RunCgroup(
