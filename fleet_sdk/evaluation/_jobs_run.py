@@ -42,9 +42,6 @@ __all__ = ["JOBS_KEY", "is_jobs_run", "run_job_evaluation"]
 JOBS_KEY = "jobs"
 """``RunManifest.extra`` key of a jobs run: ``[{"job_id", "slots": [[task, model, sample], ...]}]``."""
 _OWNERS_KEY = "job_slots"
-_INTERRUPTED = "interrupted:"
-"""How a local server's error of a session it stopped begins (it shut down or restarted mid-session):
-that session never played to its end, so it is played again rather than recorded as errored."""
 _LIVE = frozenset({"pending", "running"})
 _FINAL_POLL_SECONDS = 10.0
 
@@ -142,7 +139,10 @@ class _Jobs:
                 owned = owners.get(_slot_id((task_key, model, sample))) == job_id
                 if not owned or session.get("status") in _LIVE:
                     continue
-                if settling and str(session.get("error") or "").startswith(_INTERRUPTED):
+                # A session the server stopped mid-play (a local server that shut down or
+                # restarted) never played to its end: it is played again, not recorded as errored.
+                # The platform never sends the flag (its jobs run on without the client): false.
+                if settling and session.get("interrupted") is True:
                     continue
                 ended.append(session_outcome(session, task_key=task_key, model=model, sample=sample))
         if ended:
