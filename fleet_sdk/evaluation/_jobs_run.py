@@ -11,6 +11,11 @@ errored slots again.
 
 A job plays ``pass_k`` samples of each of its tasks for each of its models, so the missing slots
 are grouped: one job per (samples missing, tasks), over the models that miss exactly those.
+
+A job names its tasks by key, and the server plays the task it holds under that key. So a new
+run first puts its tasks on the server (:func:`import_tasks`): a key the server lacks (a task
+file's own task) is imported, one it holds as given is used as is, and one it holds with another
+config is refused before any job is made, naming the fields that differ.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from typing import Any
 import anyio
 
 from .._client import AsyncFleet
-from .._exceptions import EvaluationError, EvaluationTimeoutError
+from .._exceptions import APIStatusError, ConflictError, EvaluationError, EvaluationTimeoutError
 from .._runtime import Deadline
 from ..reports import Outcome, ReportEnvelope
 from ..tasks import Task, as_task
@@ -37,13 +42,25 @@ from ._platform import TERMINAL_JOB_STATUSES, group_sessions, ordered_sessions, 
 from ._rundir import RunDir, RunManifest
 from ._runner import DEFAULT_K, DEFAULT_MAX_STEPS, Progress, save_transcripts
 
-__all__ = ["JOBS_KEY", "is_jobs_run", "run_job_evaluation"]
+__all__ = ["JOBS_KEY", "import_tasks", "is_jobs_run", "run_job_evaluation"]
 
 JOBS_KEY = "jobs"
 """``RunManifest.extra`` key of a jobs run: ``[{"job_id", "slots": [[task, model, sample], ...]}]``."""
 _OWNERS_KEY = "job_slots"
 _LIVE = frozenset({"pending", "running"})
 _FINAL_POLL_SECONDS = 10.0
+_KEYS_PER_LISTING = 50
+"""Task keys asked for in one ``list_tasks`` (each is a query parameter: the URL stays short)."""
+_PLAYED_FIELDS = {
+    "prompt": "prompt",
+    "env_spec": "env_key/env_version",
+    "data_spec": "data_key/data_version",
+    "env_variables": "env_variables",
+    "verifier_code": "verifier_code",
+    "task_modality": "task_modality",
+    "metadata": "metadata",
+}
+"""What decides how a task is played and graded (``Task`` attribute: the name a refusal gives it)."""
 
 Slot = tuple[str, str, int]
 
@@ -75,6 +92,73 @@ def _groups(missing: Sequence[Slot]) -> list[tuple[list[str], list[str], int, li
         slots = [(key, model, sample) for key in keys for model in models for sample in per_model[model][key]]
         jobs.append((models, keys, count, slots))
     return jobs
+
+
+def _differences(given: Task, held: Task) -> list[str]:
+    return [name for attr, name in _PLAYED_FIELDS.items() if getattr(given, attr) != getattr(held, attr)]
+
+
+async def _held(fleet: AsyncFleet, keys: Sequence[str]) -> dict[str, Task]:
+    """The server's tasks of ``keys`` (those it holds)."""
+    held: dict[str, Task] = {}
+    for start in range(0, len(keys), _KEYS_PER_LISTING):
+        chunk = list(keys[start : start + _KEYS_PER_LISTING])
+        listed = (await fleet.api.control_plane.list_tasks(task_keys=chunk)).tasks
+        held.update({t.task_key: t for t in map(as_task, listed) if t.task_key in chunk})
+    return held
+
+
+async def import_tasks(fleet: AsyncFleet, tasks: Sequence[Task | Mapping[str, Any]]) -> list[str]:
+    """Put ``tasks`` on the server, so that a job naming their keys plays them as given.
+
+    A key the server lacks is imported (``import_task``, with an idempotency key, so a retried
+    import stores it once); one it holds with the same config is left alone.
+
+    Args:
+        fleet: The client of the server that will run the jobs.
+        tasks: The run's tasks (``Task`` or config dicts).
+
+    Returns:
+        The keys imported.
+
+    Raises:
+        EvaluationError: The server holds a task of the same key with another config, or refused
+            to import one (a 4xx other than 429); each names the task. Nothing is changed on the
+            server for a task it holds.
+    """
+    from fleet_generated.env_instance import models as api_models
+
+    given = {t.task_key: t for t in map(as_task, tasks)}
+    held = await _held(fleet, list(given))
+    problems: list[str] = []
+    imported: list[str] = []
+    for key, task in given.items():
+        if key not in held:
+            body = api_models.TaskRequest.model_validate(task.model_dump(mode="json"))
+            try:
+                await fleet.api.control_plane.import_task(
+                    body, idempotency_key=f"eval-import-{uuid.uuid4().hex}"
+                )
+            except ConflictError:  # imported meanwhile, by someone else: compare with theirs
+                held.update(await _held(fleet, [key]))
+            except APIStatusError as exc:
+                if exc.status_code >= 500 or exc.status_code == 429:
+                    raise
+                problems.append(f"task {key!r}: the server refused to import it ({exc.status_code}: {exc})")
+                continue
+            else:
+                imported.append(key)
+                continue
+        differing = _differences(task, held[key]) if key in held else []
+        if differing:
+            problems.append(
+                f"task {key!r}: the server holds another task of that key (differing in "
+                f"{', '.join(differing)}), and a job plays the server's task; give yours another key, "
+                "or update the server's (fleet.api.control_plane.update_task)"
+            )
+    if problems:
+        raise EvaluationError("; ".join(problems))
+    return imported
 
 
 class _Jobs:
@@ -238,21 +322,23 @@ async def run_job_evaluation(
         EvaluationError: No run to resume, a run that is not a jobs run, or a new run without tasks.
         EvaluationTimeoutError: The jobs had not ended by the deadline.
     """
+    if not resume:
+        if not tasks or not models:
+            raise EvaluationError("tasks and models: a new jobs run needs at least one of each")
+        await import_tasks(fleet, tasks)  # before the run directory is touched: a refused run leaves none
     with RunDir(run_dir) as store:
         if resume:
             manifest = store.require_manifest()
             if not is_jobs_run(manifest):
                 raise EvaluationError(f"{store.path}: the run was not made with --jobs")
         else:
-            if not tasks or not models:
-                raise EvaluationError("tasks and models: a new jobs run needs at least one of each")
             now = dt.datetime.now(dt.UTC)
             store.start(
                 RunManifest(
                     run_id=run_id or f"run-{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}",
                     suite_name=suite_name,
-                    tasks=[as_task(t).model_dump(mode="json") for t in tasks],
-                    models=list(dict.fromkeys(models)),
+                    tasks=[as_task(t).model_dump(mode="json") for t in tasks or []],
+                    models=list(dict.fromkeys(models or [])),
                     k=k or DEFAULT_K,
                     created_at=now.isoformat(timespec="seconds").replace("+00:00", "Z"),
                     source="platform",
