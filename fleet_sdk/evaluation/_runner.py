@@ -3,10 +3,12 @@
 Each episode is a ``TaskEnv`` episode played by ``fleet_sdk.episodes.play_episode`` with a
 policy: the bundled ``local/scripted`` (the task's reference solution) and ``local/random``
 (schema-valid random tool calls), or any other model id, asked through an OpenAI-compatible
-chat-completions endpoint with its sampling parameters. Every finished episode is uploaded as a
-session of the run's trace job and committed to the run directory at once, so an interrupted run
+chat-completions endpoint with its sampling parameters. Every finished episode is committed to the
+run directory at once, then uploaded as a session of the run's trace job, so an interrupted run
 resumes where it stopped and the report's numbers can be checked against the sessions the server
-stores.
+stores. The row comes first, with the upload it owes: an interruption during the upload keeps the
+episode (a resume never plays it again), and the upload is sent later, by this run or a resumed
+one (``RunDir.pending_uploads``).
 
 Before the first episode every model is checked: a local policy that exists, or an endpoint that
 answers one small request (``model_problems``), so a wrong URL or key fails the run at once
@@ -200,21 +202,111 @@ async def _play(
         result = EpisodeResult.unplayed(episode_id, task.task_key, error)
         return _Played(_outcome(model, sample, result, model_failed=True))
     watch = _ModelWatch(policy)
-    env = TaskEnv(task, fleet=fleet, max_steps=max_steps, trace_job_id=trace_job_id, trace_model=model)
-    result = await play_episode(env, watch, episode_id=episode_id)
+    # No trace job on the env: the runner uploads the episode after storing it (module docstring).
+    env = TaskEnv(task, fleet=fleet, max_steps=max_steps)
+    seen = _Seen()
+    result = await play_episode(env, watch, episode_id=episode_id, on_step=seen.note)
     outcome = _outcome(model, sample, result, env=env, model_failed=watch.failed)
-    if outcome.status == "errored" and outcome.session_id is None:
-        # A failed episode is not uploaded (``play_episode``), so its transcript travels with it.
+    # A failed episode is not uploaded (as ``play_episode`` has it): its reward would read as graded.
+    failed = result.error is not None and result.reward is None
+    if trace_job_id is not None and not failed:
+        return _Played(outcome, upload=_upload_of(model, result, env, seen))
+    if outcome.status == "errored":  # no session will hold its transcript: it travels with it
         return _Played(outcome, [dict(m) for m in env.chat_history])
     return _Played(outcome)
 
 
+class _Seen:
+    """What an episode shows only while it runs: its instance and when it started."""
+
+    def __init__(self) -> None:
+        self.started_at = dt.datetime.now(dt.UTC)
+        self.instance_id: str | None = None
+
+    async def note(self, env: TaskEnv) -> None:
+        if env.env is not None:
+            self.instance_id = env.env.instance_id
+
+
+def _upload_of(model: str, result: EpisodeResult, env: TaskEnv, seen: _Seen) -> dict[str, Any]:
+    """What uploading the episode sends (``AsyncTraces.upload_session``'s arguments, JSON-ready),
+    as ``TaskEnv`` would send it with a trace job."""
+    return {
+        "task_key": result.task_key,
+        "model": model,
+        "chat_history": [dict(m) for m in env.chat_history],
+        "reward": result.reward,
+        "instance_id": seen.instance_id,
+        "metadata": {
+            "done_reason": result.done_reason,
+            "steps": result.steps,
+            "verifier_error": result.verifier_error,
+            "tool_errors": list(result.tool_errors),
+        },
+        "verifier_execution_id": result.verifier_execution_id,
+        "status": "completed" if result.reward is not None else "errored",
+        "started_at": seen.started_at.isoformat(),
+        "ended_at": dt.datetime.now(dt.UTC).isoformat(),
+    }
+
+
+async def _send_upload(
+    fleet: AsyncFleet,
+    store: RunDir,
+    lock: anyio.Lock,
+    job_id: str,
+    *,
+    outcome: Outcome,
+    upload: Mapping[str, Any],
+) -> bool:
+    """Send one stored episode's pending upload to trace job ``job_id``; whether it was taken (a
+    refused one stays pending). Cancelled, it stays pending too: the episode itself is stored."""
+    started, ended = (upload.get(name) for name in ("started_at", "ended_at"))
+    session_id = await fleet.traces.upload_session(
+        job_id=job_id,
+        task_key=str(upload["task_key"]),
+        model=str(upload["model"]),
+        chat_history=list(upload["chat_history"]),
+        reward=upload.get("reward"),
+        instance_id=upload.get("instance_id"),
+        metadata=dict(upload.get("metadata") or {}),
+        verifier_execution_id=upload.get("verifier_execution_id"),
+        status=upload.get("status"),
+        started_at=dt.datetime.fromisoformat(started) if started else None,
+        ended_at=dt.datetime.fromisoformat(ended) if ended else None,
+    )
+    if session_id is None:
+        return False
+    async with lock:  # one writer at a time on the run directory's connection
+        await anyio.to_thread.run_sync(store.uploaded, outcome, session_id)
+    return True
+
+
+async def _send_pending_uploads(
+    fleet: AsyncFleet, store: RunDir, lock: anyio.Lock, job_id: str, *, concurrency: int
+) -> int:
+    """Send every pending upload of the run (those an interruption or a refusal left); how many
+    were taken. Each is tried once; what is refused again waits for the next run."""
+    pending = await anyio.to_thread.run_sync(store.pending_uploads)
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(outcome: Outcome, upload: Mapping[str, Any]) -> bool:
+        async with gate:
+            return await _send_upload(fleet, store, lock, job_id, outcome=outcome, upload=upload)
+
+    async with asyncio.TaskGroup() as group:
+        sent = [group.create_task(one(outcome, upload)) for outcome, upload in pending]
+    return sum(1 for task in sent if task.result())
+
+
 @dataclass(frozen=True)
 class _Played:
-    """A played episode: its row, and the transcript of an errored one that has no session."""
+    """A played episode: its row, the transcript of an errored one no session will hold, and the
+    trace upload it owes (sent once the row is stored)."""
 
     outcome: Outcome
     messages: list[dict[str, Any]] | None = None
+    upload: dict[str, Any] | None = None
 
 
 async def _play_job(fleet: AsyncFleet, job: tuple[Any, ...], attempt: int) -> _Played:
@@ -546,13 +638,13 @@ async def run_evaluation(
 
         def commit(played: _Played) -> tuple[Outcome, bool]:
             outcome = _keep_transcript(store, played)
-            return outcome, store.record(outcome)
+            return outcome, store.record(outcome, played.upload)
 
         async def record(played: _Played) -> None:
             nonlocal passed, graded, done_now
 
             # The SQLite commit blocks: run it off the loop, one at a time on the shared connection.
-            # Not cancellable: an episode that finished (and was uploaded) is stored, so a resume
+            # Not cancellable: an episode that finished is stored (its upload follows), so a resume
             # never plays it again; a Ctrl-C landing now waits for the commit.
             async def committed() -> tuple[Outcome, bool]:
                 async with committing:
@@ -569,6 +661,9 @@ async def run_evaluation(
                 passed += outcome.status == "passed"
                 graded += outcome.status in ("passed", "failed")
             report_progress()
+            if stored and played.upload is not None and manifest.trace_job_id is not None:
+                trace_job = manifest.trace_job_id
+                await _send_upload(fleet, store, committing, trace_job, outcome=outcome, upload=played.upload)
 
         async def one(task: Task, model: str, sample: int) -> None:
             async with gate:
@@ -618,6 +713,8 @@ async def run_evaluation(
         finally:
             for factory in factories.values():
                 await close_policy_factory(factory)
+        if upload and manifest.trace_job_id is not None:  # what an interruption or a refusal left
+            await _send_pending_uploads(fleet, store, committing, manifest.trace_job_id, concurrency=width)
         if upload:
             await save_transcripts(fleet, store, store.outcomes(), concurrency=width)
         return store.envelope()
