@@ -21,7 +21,9 @@ Session statuses: ``completed`` (the episode ran to its end and was graded; it m
 scored 0), ``timed_out`` (``max_duration_minutes`` ran out; graded anyway), ``failed`` (the
 verifier itself failed to run), ``errored`` (infrastructure or policy failure, e.g. no model
 endpoint, or a browser task on a server that cannot start Chromium; no verifier execution is
-recorded, so the session is an error and never a 0).
+recorded, so the session is an error and never a 0). A session the server stopped before it
+ended (it shut down or restarted mid-session) is ``errored`` with ``interrupted`` set: clients read
+that flag, not the error's text, to play it again.
 
 Job statuses: ``pending`` → ``running`` → ``completed`` (every session terminal), or ``errored``
 when every session errored or the server shut down mid-job; ``failed`` when the job could not run.
@@ -265,7 +267,7 @@ async def _run_session(state: LocalState, job: Mapping[str, Any], session: Mappi
         await progress.update(env)  # the model's last words, when it ended the episode with some
         changes = _outcome(result, env, progress.steps)
     except asyncio.CancelledError:
-        changes = {"status": "errored", "error": "interrupted: the server shut down"}
+        changes = {"status": "errored", "error": "interrupted: the server shut down", "interrupted": True}
         raise
     except (PolicyError, JobBrowserError) as exc:
         changes = {"status": "errored", "error": str(exc)}
@@ -339,7 +341,12 @@ def _interrupt_unfinished(state: LocalState, reason: str) -> None:
         for session in state.store.list(SESSION_KIND, parent=str(job["id"])):
             if session.get("status") not in _TERMINAL_SESSION:
                 state.store.update(
-                    SESSION_KIND, str(session["session_id"]), status="errored", error=reason, ended_at=now
+                    SESSION_KIND,
+                    str(session["session_id"]),
+                    status="errored",
+                    error=reason,
+                    interrupted=True,  # what clients read (``SessionInfo.interrupted``), not ``error``
+                    ended_at=now,
                 )
                 lease_id = session.get("lease_id")
                 if isinstance(lease_id, str):  # end its browser now rather than at the lease's TTL

@@ -234,6 +234,7 @@ def _summary(state: LocalState, doc: Mapping[str, Any]) -> tuple[smodels.Session
             "step_count": int(doc.get("step_count") or 0),
             "verifier_execution": execution,
             "error": doc.get("error"),
+            "interrupted": doc.get("interrupted") is True,
         }
     )
     return summary, session_score(execution)

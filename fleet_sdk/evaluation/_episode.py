@@ -2,13 +2,15 @@
 policy, turned into the report's row (``Outcome``) and what the run directory keeps of it.
 
 A crash is an errored row, never an exception; the row tells a model's failure from the
-infrastructure's and the verifier's. An errored episode that was never uploaded keeps its own
-transcript (``keep_transcript``). ``play_job`` is the same as an executor's job: module-level, so
-executors in other processes can ship it.
+infrastructure's and the verifier's. The episode is not uploaded here: ``Played.upload`` is what
+its trace upload sends, which the run sends once the row is stored. An errored episode that no
+session will hold keeps its own transcript (``keep_transcript``). ``play_job`` is the same as an
+executor's job: module-level, so executors in other processes can ship it.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -124,21 +126,62 @@ async def play(
         result = EpisodeResult.unplayed(episode_id, task.task_key, error)
         return Played(_outcome(model, sample, result, model_failed=True))
     watch = _ModelWatch(policy)
-    env = TaskEnv(task, fleet=fleet, max_steps=max_steps, trace_job_id=trace_job_id, trace_model=model)
-    result = await play_episode(env, watch, episode_id=episode_id)
+    # No trace job on the env: the run uploads the episode after storing it (``Played.upload``).
+    env = TaskEnv(task, fleet=fleet, max_steps=max_steps)
+    seen = _Seen()
+    result = await play_episode(env, watch, episode_id=episode_id, on_step=seen.note)
     outcome = _outcome(model, sample, result, env=env, model_failed=watch.failed)
-    if outcome.status == "errored" and outcome.session_id is None:
-        # A failed episode is not uploaded (``play_episode``), so its transcript travels with it.
+    # A failed episode is not uploaded (as ``play_episode`` has it): its reward would read as graded.
+    failed = result.error is not None and result.reward is None
+    if trace_job_id is not None and not failed:
+        return Played(outcome, upload=_upload_of(model, result, env, seen))
+    if outcome.status == "errored":  # no session will hold its transcript: it travels with it
         return Played(outcome, [dict(m) for m in env.chat_history])
     return Played(outcome)
 
 
+class _Seen:
+    """What an episode shows only while it runs: its instance and when it started."""
+
+    def __init__(self) -> None:
+        self.started_at = dt.datetime.now(dt.UTC)
+        self.instance_id: str | None = None
+
+    async def note(self, env: TaskEnv) -> None:
+        if env.env is not None:
+            self.instance_id = env.env.instance_id
+
+
+def _upload_of(model: str, result: EpisodeResult, env: TaskEnv, seen: _Seen) -> dict[str, Any]:
+    """What uploading the episode sends (``AsyncTraces.upload_session``'s arguments, JSON-ready),
+    as ``TaskEnv`` would send it with a trace job."""
+    return {
+        "task_key": result.task_key,
+        "model": model,
+        "chat_history": [dict(m) for m in env.chat_history],
+        "reward": result.reward,
+        "instance_id": seen.instance_id,
+        "metadata": {
+            "done_reason": result.done_reason,
+            "steps": result.steps,
+            "verifier_error": result.verifier_error,
+            "tool_errors": list(result.tool_errors),
+        },
+        "verifier_execution_id": result.verifier_execution_id,
+        "status": "completed" if result.reward is not None else "errored",
+        "started_at": seen.started_at.isoformat(),
+        "ended_at": dt.datetime.now(dt.UTC).isoformat(),
+    }
+
+
 @dataclass(frozen=True)
 class Played:
-    """A played episode: its row, and the transcript of an errored one that has no session."""
+    """A played episode: its row, the transcript of an errored one no session will hold, and the
+    trace upload it owes (sent once the row is stored)."""
 
     outcome: Outcome
     messages: list[dict[str, Any]] | None = None
+    upload: dict[str, Any] | None = None
 
 
 async def play_job(fleet: AsyncFleet, job: tuple[Any, ...], attempt: int) -> Played:

@@ -11,6 +11,11 @@ errored slots again.
 
 A job plays ``pass_k`` samples of each of its tasks for each of its models, so the missing slots
 are grouped: one job per (samples missing, tasks), over the models that miss exactly those.
+
+A job names its tasks by key, and the server plays the task it holds under that key. So a new
+run first puts its tasks on the server (:func:`import_tasks`): a key the server lacks (a task
+file's own task) is imported, one it holds as given is used as is, and one it holds with another
+config is refused before any job is made, naming the fields that differ.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import asyncio
 import contextlib
 import functools
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -27,7 +33,7 @@ from typing import Any
 import anyio
 
 from .._client import AsyncFleet
-from .._exceptions import EvaluationError, EvaluationTimeoutError
+from .._exceptions import APIStatusError, ConflictError, EvaluationError, EvaluationTimeoutError
 from .._runtime import Deadline
 from ..reports import Outcome, ReportEnvelope
 from ..tasks import Task, as_task
@@ -35,16 +41,25 @@ from ._platform import TERMINAL_JOB_STATUSES, group_sessions, ordered_sessions, 
 from ._run import DEFAULT_K, DEFAULT_MAX_STEPS, Progress, ProgressTally, RunPhases, new_run_stamp
 from ._rundir import RunDir, RunManifest
 
-__all__ = ["JOBS_KEY", "is_jobs_run", "run_job_evaluation"]
+__all__ = ["JOBS_KEY", "import_tasks", "is_jobs_run", "run_job_evaluation"]
 
 JOBS_KEY = "jobs"
 """``RunManifest.extra`` key of a jobs run: ``[{"job_id", "slots": [[task, model, sample], ...]}]``."""
 _OWNERS_KEY = "job_slots"
-_INTERRUPTED = "interrupted:"
-"""How a local server's error of a session it stopped begins (it shut down or restarted mid-session):
-that session never played to its end, so it is played again rather than recorded as errored."""
 _LIVE = frozenset({"pending", "running"})
 _FINAL_POLL_SECONDS = 10.0
+_KEYS_PER_LISTING = 50
+"""Task keys asked for in one ``list_tasks`` (each is a query parameter: the URL stays short)."""
+_PLAYED_FIELDS = {
+    "prompt": "prompt",
+    "env_spec": "env_key/env_version",
+    "data_spec": "data_key/data_version",
+    "env_variables": "env_variables",
+    "verifier_code": "verifier_code",
+    "task_modality": "task_modality",
+    "metadata": "metadata",
+}
+"""What decides how a task is played and graded (``Task`` attribute: the name a refusal gives it)."""
 
 Slot = tuple[str, str, int]
 
@@ -76,6 +91,73 @@ def _groups(missing: Sequence[Slot]) -> list[tuple[list[str], list[str], int, li
         slots = [(key, model, sample) for key in keys for model in models for sample in per_model[model][key]]
         jobs.append((models, keys, count, slots))
     return jobs
+
+
+def _differences(given: Task, held: Task) -> list[str]:
+    return [name for attr, name in _PLAYED_FIELDS.items() if getattr(given, attr) != getattr(held, attr)]
+
+
+async def _held(fleet: AsyncFleet, keys: Sequence[str]) -> dict[str, Task]:
+    """The server's tasks of ``keys`` (those it holds)."""
+    held: dict[str, Task] = {}
+    for start in range(0, len(keys), _KEYS_PER_LISTING):
+        chunk = list(keys[start : start + _KEYS_PER_LISTING])
+        listed = (await fleet.api.control_plane.list_tasks(task_keys=chunk)).tasks
+        held.update({t.task_key: t for t in map(as_task, listed) if t.task_key in chunk})
+    return held
+
+
+async def import_tasks(fleet: AsyncFleet, tasks: Sequence[Task | Mapping[str, Any]]) -> list[str]:
+    """Put ``tasks`` on the server, so that a job naming their keys plays them as given.
+
+    A key the server lacks is imported (``import_task``, with an idempotency key, so a retried
+    import stores it once); one it holds with the same config is left alone.
+
+    Args:
+        fleet: The client of the server that will run the jobs.
+        tasks: The run's tasks (``Task`` or config dicts).
+
+    Returns:
+        The keys imported.
+
+    Raises:
+        EvaluationError: The server holds a task of the same key with another config, or refused
+            to import one (a 4xx other than 429); each names the task. Nothing is changed on the
+            server for a task it holds.
+    """
+    from fleet_generated.env_instance import models as api_models
+
+    given = {t.task_key: t for t in map(as_task, tasks)}
+    held = await _held(fleet, list(given))
+    problems: list[str] = []
+    imported: list[str] = []
+    for key, task in given.items():
+        if key not in held:
+            body = api_models.TaskRequest.model_validate(task.model_dump(mode="json"))
+            try:
+                await fleet.api.control_plane.import_task(
+                    body, idempotency_key=f"eval-import-{uuid.uuid4().hex}"
+                )
+            except ConflictError:  # imported meanwhile, by someone else: compare with theirs
+                held.update(await _held(fleet, [key]))
+            except APIStatusError as exc:
+                if exc.status_code >= 500 or exc.status_code == 429:
+                    raise
+                problems.append(f"task {key!r}: the server refused to import it ({exc.status_code}: {exc})")
+                continue
+            else:
+                imported.append(key)
+                continue
+        differing = _differences(task, held[key]) if key in held else []
+        if differing:
+            problems.append(
+                f"task {key!r}: the server holds another task of that key (differing in "
+                f"{', '.join(differing)}), and a job plays the server's task; give yours another key, "
+                "or update the server's (fleet.api.control_plane.update_task)"
+            )
+    if problems:
+        raise EvaluationError("; ".join(problems))
+    return imported
 
 
 class _Jobs:
@@ -144,7 +226,10 @@ class _Jobs:
                 owned = owners.get(_slot_id((task_key, model, sample))) == job_id
                 if not owned or session.get("status") in _LIVE:
                     continue
-                if settling and str(session.get("error") or "").startswith(_INTERRUPTED):
+                # A session the server stopped mid-play (a local server that shut down or
+                # restarted) never played to its end: it is played again, not recorded as errored.
+                # The platform never sends the flag (its jobs run on without the client): false.
+                if settling and session.get("interrupted") is True:
                     continue
                 ended.append(session_outcome(session, task_key=task_key, model=model, sample=sample))
         if ended:
@@ -240,23 +325,30 @@ class _JobsRun(RunPhases):
             raise RuntimeError("the run has no jobs before it is opened")
         return self._jobs
 
+    async def check(self) -> None:
+        """A new run needs tasks and models, and its tasks put on the server (``import_tasks``):
+        before the run directory is touched, so a refused run leaves none."""
+        if self.resume:
+            return
+        if not self.tasks or not self.models:
+            raise EvaluationError("tasks and models: a new jobs run needs at least one of each")
+        await import_tasks(self.fleet, self.tasks)
+
     async def open(self) -> None:
-        """Take up the stored jobs run, or start a new one (its tasks and models checked)."""
+        """Take up the stored jobs run, or start a new one (its tasks and models checked by ``check``)."""
         store = self.store
         if self.resume:
             manifest = store.require_manifest()
             if not is_jobs_run(manifest):
                 raise EvaluationError(f"{store.path}: the run was not made with --jobs")
         else:
-            if not self.tasks or not self.models:
-                raise EvaluationError("tasks and models: a new jobs run needs at least one of each")
             run_id, created_at = new_run_stamp(self.run_id)
             store.start(
                 RunManifest(
                     run_id=run_id,
                     suite_name=self.suite_name,
-                    tasks=[as_task(t).model_dump(mode="json") for t in self.tasks],
-                    models=list(dict.fromkeys(self.models)),
+                    tasks=[as_task(t).model_dump(mode="json") for t in self.tasks or []],
+                    models=list(dict.fromkeys(self.models or [])),
                     k=self.k or DEFAULT_K,
                     created_at=created_at,
                     source="platform",

@@ -10,13 +10,19 @@ No secret is written: endpoint keys come from the environment on every run.
 
 ``<run dir>/transcripts/`` holds the transcripts of failed and errored episodes (JSON, one file per
 session), which the report links to.
+
+An episode's trace upload comes after its row: the row and the upload it still owes (``uploads``:
+everything the upload sends) are committed together, and the upload, once the server took it,
+sets the row's session id and drops the pending upload in one transaction. So an interruption
+during the upload keeps the episode (a resume never plays it again) and leaves the upload to be
+sent later (``pending_uploads``).
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +37,13 @@ TRANSCRIPTS_DIR = "transcripts"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS manifest (id INTEGER PRIMARY KEY CHECK (id = 1), doc TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS episodes (
+    task_key TEXT NOT NULL,
+    model TEXT NOT NULL,
+    sample INTEGER NOT NULL,
+    doc TEXT NOT NULL,
+    PRIMARY KEY (task_key, model, sample)
+);
+CREATE TABLE IF NOT EXISTS uploads (
     task_key TEXT NOT NULL,
     model TEXT NOT NULL,
     sample INTEGER NOT NULL,
@@ -179,6 +192,12 @@ class RunDir:
             self._db.execute("BEGIN IMMEDIATE")
             rows = self._db.execute("SELECT rowid, doc FROM episodes").fetchall()
             errored = [rowid for rowid, doc in rows if json.loads(doc).get("status") == "errored"]
+            # Their pending uploads go too: the slot's next episode owes its own.
+            self._db.executemany(
+                "DELETE FROM uploads WHERE (task_key, model, sample) IN "
+                "(SELECT task_key, model, sample FROM episodes WHERE rowid = ?)",
+                [(r,) for r in errored],
+            )
             self._db.executemany("DELETE FROM episodes WHERE rowid = ?", [(r,) for r in errored])
             doc = {**asdict(manifest), "retried": manifest.retried + len(errored)}
             self._db.execute("UPDATE manifest SET doc = ? WHERE id = 1", (json.dumps(doc),))
@@ -197,13 +216,53 @@ class RunDir:
             (updated.model_dump_json(), outcome.task_key, outcome.model, outcome.sample),
         )
 
-    def record(self, outcome: Outcome) -> bool:
-        """Persist one finished episode (committed at once); False when its slot was already stored."""
-        cursor = self._db.execute(
-            "INSERT OR IGNORE INTO episodes (task_key, model, sample, doc) VALUES (?, ?, ?, ?)",
-            (outcome.task_key, outcome.model, outcome.sample, outcome.model_dump_json()),
-        )
-        return cursor.rowcount == 1
+    def record(self, outcome: Outcome, upload: Mapping[str, Any] | None = None) -> bool:
+        """Persist one finished episode (committed at once); False when its slot was already stored.
+
+        Args:
+            outcome: The episode's row.
+            upload: The trace upload it still owes (JSON-serialisable), committed with the row and
+                kept until ``uploaded``.
+        """
+        slot = (outcome.task_key, outcome.model, outcome.sample)
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            cursor = self._db.execute(
+                "INSERT OR IGNORE INTO episodes (task_key, model, sample, doc) VALUES (?, ?, ?, ?)",
+                (*slot, outcome.model_dump_json()),
+            )
+            stored = cursor.rowcount == 1
+            if stored and upload is not None:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO uploads (task_key, model, sample, doc) VALUES (?, ?, ?, ?)",
+                    (*slot, json.dumps(dict(upload), default=str)),
+                )
+        return stored
+
+    def pending_uploads(self) -> list[tuple[Outcome, dict[str, Any]]]:
+        """The stored episodes whose trace upload was not sent yet, with what it sends."""
+        rows = self._db.execute(
+            "SELECT e.doc, u.doc FROM uploads u JOIN episodes e USING (task_key, model, sample) "
+            "ORDER BY task_key, model, sample"
+        ).fetchall()
+        return [(Outcome.model_validate_json(episode), json.loads(upload)) for episode, upload in rows]
+
+    def uploaded(self, outcome: Outcome, session_id: str) -> Outcome | None:
+        """Record that ``outcome``'s pending upload is the session ``session_id``.
+
+        Returns:
+            The updated row; None when no upload of that slot was pending (nothing is changed).
+        """
+        slot = (outcome.task_key, outcome.model, outcome.sample)
+        where = "WHERE task_key = ? AND model = ? AND sample = ?"
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            if not self._db.execute(f"DELETE FROM uploads {where}", slot).rowcount:
+                return None
+            (doc,) = self._db.execute(f"SELECT doc FROM episodes {where}", slot).fetchone()
+            updated = Outcome.model_validate_json(doc).model_copy(update={"session_id": session_id})
+            self._db.execute(f"UPDATE episodes SET doc = ? {where}", (updated.model_dump_json(), *slot))
+        return updated
 
     def outcomes(self) -> list[Outcome]:
         """Every finished episode, in slot order."""

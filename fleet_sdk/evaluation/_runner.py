@@ -3,10 +3,12 @@
 Each episode is a ``TaskEnv`` episode played by ``fleet_sdk.episodes.play_episode`` with a
 policy: the bundled ``local/scripted`` (the task's reference solution) and ``local/random``
 (schema-valid random tool calls), or any other model id, asked through an OpenAI-compatible
-chat-completions endpoint with its sampling parameters. Every finished episode is uploaded as a
-session of the run's trace job and committed to the run directory at once, so an interrupted run
+chat-completions endpoint with its sampling parameters. Every finished episode is committed to the
+run directory at once, then uploaded as a session of the run's trace job, so an interrupted run
 resumes where it stopped and the report's numbers can be checked against the sessions the server
-stores.
+stores. The row comes first, with the upload it owes: an interruption during the upload keeps the
+episode (a resume never plays it again), and the upload is sent later, by this run or a resumed
+one (``RunDir.pending_uploads``).
 
 Before the first episode every model is checked: a local policy that exists, or an endpoint that
 answers one small request (``model_problems``), so a wrong URL or key fails the run at once
@@ -21,6 +23,7 @@ run has (``_run.RunPhases``); one episode, and the row it becomes, is ``_episode
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import difflib
 import os
 import time
@@ -183,7 +186,8 @@ class _ClientRun(RunPhases):
     ``check`` refuses a bad argument and, for a new run, makes its manifest (asking every model)
     before the run directory is touched; ``open`` starts the run or takes up the stored one;
     ``play`` plays the missing episodes (here, ``concurrency`` at a time, or on an executor), each
-    committed as it ends; ``finish`` copies the transcripts of failures and reads the report.
+    committed as it ends and then uploaded; ``finish`` sends the uploads still pending, copies the
+    transcripts of failures and reads the report.
     """
 
     def __init__(
@@ -390,10 +394,10 @@ class _ClientRun(RunPhases):
 
         def commit() -> tuple[Outcome, bool]:
             outcome = keep_transcript(store, played)
-            return outcome, store.record(outcome)
+            return outcome, store.record(outcome, played.upload)
 
         # The SQLite commit blocks: run it off the loop, one at a time on the shared connection.
-        # Not cancellable: an episode that finished (and was uploaded) is stored, so a resume
+        # Not cancellable: an episode that finished is stored (its upload follows), so a resume
         # never plays it again; a Ctrl-C landing now waits for the commit.
         async def committed() -> tuple[Outcome, bool]:
             async with self._committing:
@@ -408,6 +412,53 @@ class _ClientRun(RunPhases):
         if stored:
             self.tally.add(outcome)
         self.tally.report()
+        trace_job = self.manifest.trace_job_id
+        if stored and played.upload is not None and trace_job is not None:
+            await self._send_upload(trace_job, outcome=outcome, upload=played.upload)
+
+    async def _send_upload(self, job_id: str, *, outcome: Outcome, upload: Mapping[str, Any]) -> bool:
+        """Send one stored episode's pending upload to trace job ``job_id``; whether it was taken (a
+        refused one stays pending). Cancelled, it stays pending too: the episode itself is stored."""
+        started, ended = (upload.get(name) for name in ("started_at", "ended_at"))
+        session_id = await self.fleet.traces.upload_session(
+            job_id=job_id,
+            task_key=str(upload["task_key"]),
+            model=str(upload["model"]),
+            chat_history=list(upload["chat_history"]),
+            reward=upload.get("reward"),
+            instance_id=upload.get("instance_id"),
+            metadata=dict(upload.get("metadata") or {}),
+            verifier_execution_id=upload.get("verifier_execution_id"),
+            status=upload.get("status"),
+            started_at=dt.datetime.fromisoformat(started) if started else None,
+            ended_at=dt.datetime.fromisoformat(ended) if ended else None,
+        )
+        if session_id is None:
+            return False
+        async with self._committing:  # one writer at a time on the run directory's connection
+            await anyio.to_thread.run_sync(self.store.uploaded, outcome, session_id)
+        return True
+
+    async def _send_pending_uploads(self, job_id: str) -> int:
+        """Send every pending upload of the run (those an interruption or a refusal left); how many
+        were taken. Each is tried once; what is refused again waits for the next run."""
+        pending = await anyio.to_thread.run_sync(self.store.pending_uploads)
+        gate = asyncio.Semaphore(self.manifest.concurrency or DEFAULT_CONCURRENCY)
+
+        async def one(outcome: Outcome, upload: Mapping[str, Any]) -> bool:
+            async with gate:
+                return await self._send_upload(job_id, outcome=outcome, upload=upload)
+
+        async with asyncio.TaskGroup() as group:
+            sent = [group.create_task(one(outcome, upload)) for outcome, upload in pending]
+        return sum(1 for task in sent if task.result())
+
+    async def finish(self) -> ReportEnvelope:
+        """Send the uploads still pending (what an interruption or a refusal left), then as every
+        run: copy the transcripts of failures, read the report."""
+        if self.upload and self.manifest.trace_job_id is not None:
+            await self._send_pending_uploads(self.manifest.trace_job_id)
+        return await super().finish()
 
 
 async def run_evaluation(

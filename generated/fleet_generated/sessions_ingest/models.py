@@ -505,6 +505,14 @@ class SessionInfo(BaseModel):
     when nothing did. Not required: servers that do not report it omit it.
 
     """
+    interrupted: bool = False
+    """
+    True when the server stopped the session before it played to its end (the server shut
+    down or restarted while it ran): the session is `errored`, nothing graded it, and
+    playing its task again loses nothing. Not required: a server that never stops
+    sessions this way omits it, which reads as false.
+
+    """
 
 
 class SessionSummary(SessionInfo):
