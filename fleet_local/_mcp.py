@@ -438,10 +438,12 @@ class _InstanceSessions:
         """Remember the loop the sessions run on (the endpoint's, on its first request)."""
         self._loop = loop
 
-    def opened(self, instance_id: str, session_id: str) -> None:
-        """Note a session opened on an instance."""
+    def opened(self, instance_id: str, session_id: str, path: str) -> None:
+        """Note a session opened on an instance, through its endpoint ``path`` (``mcp`` or
+        ``api/v1/mcp``)."""
         with self._lock:
             self._by_instance.setdefault(instance_id, set()).add(session_id)
+        self._state.metrics.mcp_sessions_opened.labels(path).inc()
 
     def closed(self, instance_id: str, session_id: str) -> None:
         """Forget a session its client ended."""
@@ -529,21 +531,22 @@ class _InstanceMCPEndpoint:
             return
         payload = await _read_body(receive)  # bounded by the server's body limit (RequestGate)
         if _opens_session(payload):
+            path = "api/v1/mcp" if "/api/v1/mcp" in str(scope.get("path", "")) else "mcp"
             await self._state.mcp_sessions.handle_request(
-                tagged, _replay(payload, receive), self._noting_session(instance_id, send)
+                tagged, _replay(payload, receive), self._noting_session(instance_id, path, send)
             )
             return
         sessionless = {**tagged, "headers": _accepting_json(tagged.get("headers", []))}
         await self._state.mcp_sessionless.handle_request(sessionless, _replay(payload, receive), send)
 
-    def _noting_session(self, instance_id: str, send: Send) -> Send:
+    def _noting_session(self, instance_id: str, path: str, send: Send) -> Send:
         """``send``, noting the session id a successful ``initialize`` answers with."""
 
         async def noting(message: Any) -> None:
             if message.get("type") == "http.response.start" and message.get("status", 500) < 400:
                 for name, value in message.get("headers", []):
                     if name.lower() == _SESSION_HEADER:
-                        self._sessions.opened(instance_id, value.decode("latin-1"))
+                        self._sessions.opened(instance_id, value.decode("latin-1"), path)
             await send(message)
 
         return noting

@@ -8,6 +8,7 @@ themselves.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, Self
@@ -44,6 +45,8 @@ from .traces import AsyncTraces, ScreenshotSink, Traces
 if TYPE_CHECKING:
     import httpx
     from fleet_generated.env_instance import models
+
+    from .mcp import ToolLists
 
 __all__ = [
     "AsyncFleet",
@@ -214,6 +217,7 @@ class AsyncFleet(_FleetBase):
         )
         from ._runtime._pool import async_pool_client  # httpx loads with the first client, not the import
 
+        self._tool_lists: ToolLists | None = None  # made by the first ``make`` (fleet_sdk.mcp loads late)
         self._owns_pool = http_client is None
         self._pool = http_client or async_pool_client()
         self._api = AsyncFleetAPI(self.config, self._pool, self._policy)
@@ -315,7 +319,14 @@ class AsyncFleet(_FleetBase):
         made: AsyncEnv | None = None
         try:
             instance = await self._wait_running(instance, deadline)
-            made = AsyncEnv(self, instance)
+            # Instances of one version, image flavour and variables serve the same tools: listed once.
+            variables = json.dumps(fields["env_variables"], sort_keys=True, default=str)
+            key = (instance.env_key, instance.version, image_type, variables)
+            if self._tool_lists is None:
+                from .mcp import ToolLists
+
+                self._tool_lists = ToolLists()
+            made = AsyncEnv(self, instance, shared_tools=(self._tool_lists, key))
             if heartbeat_interval is not None and keep_alive:
                 await made.keep_alive()
         except BaseException:
