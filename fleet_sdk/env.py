@@ -201,6 +201,9 @@ class AsyncEnv:
     async def list_tools(self, modality: Modality = "tool_use", *, refresh: bool = False) -> list[Tool]:
         """The tools for a task modality, the union over the instance's MCP endpoints.
 
+        An env ``make`` started shares the listing of its fleet's other instances of the same
+        version (``fleet_sdk.mcp.ToolLists``): only the first of them asks the endpoints.
+
         Args:
             modality: ``tool_use``, ``computer_use`` or ``browser_use``.
             refresh: Ask the endpoints again instead of using the cached list.
