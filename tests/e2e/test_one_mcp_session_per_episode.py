@@ -43,16 +43,25 @@ class Traffic:
         return Counter(self.sent)
 
 
-async def sessions_opened(local: LocalFleet) -> dict[str, float]:
-    """``fleet_local_mcp_sessions_opened_total`` by endpoint path, as the server counts it."""
+async def samples(local: LocalFleet, name: str) -> list[tuple[dict[str, str], float]]:
+    """The samples named ``name`` of the server's ``GET /metrics``, read by Prometheus's parser."""
+    headers = {"Authorization": f"Bearer {local.api_key}"}
     async with httpx.AsyncClient(timeout=30) as http:
-        page = await http.get(f"{local.base_url}/metrics", headers={"Authorization": f"Bearer {local.api_key}"})
+        page = await http.get(f"{local.base_url}/metrics", headers=headers)
     page.raise_for_status()
-    return {
-        sample.labels["path"]: sample.value
+    return [
+        (sample.labels, sample.value)
         for family in text_string_to_metric_families(page.text)
         for sample in family.samples
-        if sample.name == "fleet_local_mcp_sessions_opened_total"
+        if sample.name == name
+    ]
+
+
+async def sessions_opened(local: LocalFleet) -> dict[str, float]:
+    """``fleet_local_mcp_sessions_opened_total`` by endpoint path, as the server counts it."""
+    return {
+        labels["path"]: value
+        for labels, value in await samples(local, "fleet_local_mcp_sessions_opened_total")
     }
 
 
@@ -111,14 +120,8 @@ async def test_after_the_first_episode_each_opens_one_session(
 
 
 async def _open_sessions(local: LocalFleet) -> float:
-    async with httpx.AsyncClient(timeout=30) as http:
-        page = await http.get(f"{local.base_url}/metrics", headers={"Authorization": f"Bearer {local.api_key}"})
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(page.text)
-        for sample in family.samples
-        if sample.name == "fleet_local_mcp_sessions" and sample.labels.get("endpoint") == "instance"
-    )
+    found = await samples(local, "fleet_local_mcp_sessions")
+    return sum(value for labels, value in found if labels.get("endpoint") == "instance")
 
 
 async def test_refresh_and_other_variables_list_the_endpoints_again(
@@ -146,9 +149,13 @@ async def test_a_partial_listing_is_not_shared(faulty_server: LocalFleet) -> Non
         fleet = faulty_server.async_fleet(http_client=http, retry=FAST)
         try:
             async with await fleet.make("orderdesk") as first:
-                faulty_server.inject_fault(f"/instances/{first.instance_id}/api/v1/mcp*", status=503, count=100)
+                assert first.instance.urls is not None
+                root = first.instance.urls.root
+                faulty_server.inject_fault(
+                    f"/instances/{first.instance_id}/api/v1/mcp*", status=503, count=100
+                )
                 partial = await first.list_tools()
-                assert {t.endpoint for t in partial} == {f"{first.instance.urls.root}mcp"}
+                assert {t.endpoint for t in partial} == {f"{root}mcp"}
             faulty_server.clear_faults()
             async with await fleet.make("orderdesk") as second:
                 await second.list_tools()
