@@ -128,9 +128,9 @@ class ToolLists:
     """Each endpoint's ``tools/list`` answer by environment version, shared by a fleet's envs.
 
     Keys are chosen by whoever makes the envs (``AsyncFleet.make``: the environment, its running
-    version, the image flavour and the variables asked for, and the endpoints' paths below the
-    instance's root); values are the tools each endpoint listed, in endpoint order. Bounded:
-    the least recently used version is forgotten first.
+    version, the image flavour and the variables asked for; only envs on the default endpoints
+    share); values are the tools each endpoint listed, in endpoint order. Bounded: the least
+    recently used version is forgotten first.
 
     Args:
         size: How many versions to keep.
