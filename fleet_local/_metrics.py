@@ -71,6 +71,7 @@ class ServerMetrics:
         sessions_finished: Sessions that reached a final status, by source (``job``, ``ingest``).
         mcp_sessions_opened: Stateful MCP sessions opened on instances, by endpoint path
             (``mcp``, ``api/v1/mcp``).
+        mcp_short_calls: Tool calls of open MCP sessions the instance endpoint answered itself.
     """
 
     def __init__(self) -> None:
@@ -106,6 +107,11 @@ class ServerMetrics:
             "fleet_local_mcp_sessions_opened",
             "Stateful MCP sessions opened on instances, by endpoint path.",
             ["path"],
+            registry=registry,
+        )
+        self.mcp_short_calls = Counter(
+            "fleet_local_mcp_short_calls",
+            "Tool calls of open MCP sessions answered by the instance endpoint itself.",
             registry=registry,
         )
         self.pruned = Counter(
