@@ -718,7 +718,10 @@ class _ShortCalls:
         if call is None:
             return False
         request_id, name, arguments = call
-        env = await instance_environment(self._state, instance_id)
+        try:
+            env = await instance_environment(self._state, instance_id)
+        except InstanceUnavailableError:  # deleted since the endpoint looked: the package answers
+            return False
         if not any(tool.name == name for tool in env.tools):
             return False  # the package answers an unknown tool (JSON-RPC -32602)
         transport = self._transport(scope, session_id)
