@@ -2,17 +2,17 @@
 instance's endpoints, on one server.
 
 Both sides play the same scripted ``TaskEnv`` episode (``orderdesk-refund-late-order``, the
-task's reference solution) on one local server, one at a time, in alternating blocks (A/B, then
-B/A): ``shared`` is a fleet as it comes (an environment version's tools are listed once, and a
-later episode opens one MCP session, on the endpoint owning the tools it calls); ``per
-instance`` is a second fleet whose shared listing never answers, so every episode lists both
-endpoints and opens a session on each, as the SDK did before. One server for both sides keeps
+task's reference solution) on one local server, ``--concurrency`` at a time, in alternating
+blocks (A/B, then B/A): ``shared`` is a fleet as it comes (an environment version's tools are
+listed once, and a later episode opens one MCP session, on the endpoint owning the tools it
+calls); ``per instance`` is a second fleet whose shared listing never answers, so every
+episode lists both endpoints and opens a session on each, as the SDK did before. One server for both sides keeps
 the comparison free of the differences between two server processes, which on a busy machine
 are larger than the effect. The server's CPU time (``/proc``, with the children it waited for) is
 read around each block; the sessions each side opened are read from ``GET /metrics``
 (``fleet_local_mcp_sessions_opened_total``).
 
-``python benchmarks/bench_mcp_sessions.py [--episodes 20] [--rounds 8]``
+``python benchmarks/bench_mcp_sessions.py [--episodes 20] [--rounds 8] [--concurrency 1]``
 """
 
 from __future__ import annotations
@@ -57,15 +57,21 @@ async def sessions_opened(local: LocalFleet) -> float:
     )
 
 
-async def run(episodes: int, rounds: int) -> None:
+async def run(episodes: int, rounds: int, concurrency: int) -> None:
     async with LocalFleet(s3=False) as local:
         fleets: dict[str, AsyncFleet] = {"shared": local.async_fleet(), "per instance": local.async_fleet()}
         fleets["per instance"]._tool_lists = Unshared()
         tasks = [t for t in await tool_use_tasks(fleets["shared"]) if t.task_key == TASK_KEY]
         assert tasks, f"the bundled {TASK_KEY} task is missing"
-        for fleet in fleets.values():  # warm up: imports, seed copies, the first listing
-            for _ in range(3):
+        gate = asyncio.Semaphore(concurrency)
+
+        async def play(fleet: AsyncFleet) -> None:
+            async with gate:
                 assert await episode(fleet, tasks[0]) == 1.0
+
+        for fleet in fleets.values():  # warm up: imports, seed copies, the first listing
+            await play(fleet)
+            await asyncio.gather(*(play(fleet) for _ in range(max(2, concurrency))))
         cpu: dict[str, list[float]] = {name: [] for name in fleets}
         sessions: dict[str, list[float]] = {name: [] for name in fleets}
         for round_ in range(rounds):
@@ -73,8 +79,7 @@ async def run(episodes: int, rounds: int) -> None:
             line = []
             for name, fleet in order:
                 opened, before = await sessions_opened(local), process_cpu(local.pid)
-                for _ in range(episodes):
-                    assert await episode(fleet, tasks[0]) == 1.0
+                await asyncio.gather(*(play(fleet) for _ in range(episodes)))
                 cpu[name].append((process_cpu(local.pid) - before) / episodes * 1e3)
                 sessions[name].append((await sessions_opened(local) - opened) / episodes)
                 line.append(f"{name} {cpu[name][-1]:5.1f} ms {sessions[name][-1]:.1f} sessions")
@@ -94,8 +99,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--concurrency", type=int, default=1)
     args = parser.parse_args()
-    asyncio.run(run(args.episodes, args.rounds))
+    asyncio.run(run(args.episodes, args.rounds, args.concurrency))
 
 
 if __name__ == "__main__":
