@@ -653,8 +653,8 @@ if not hasattr(Server, "list_tools"):  # mcp 2.x, as in ``low_level_server``
     from mcp_types.methods import serialize_server_result as _shape_for_revision
 
 SHORT_REVISION = "2025-11-25"
-"""The one revision whose ``tools/call`` answers :class:`_ShortCalls` gives (both ``mcp`` majors
-answer it the same way: the result as ``CallToolResult`` dumps it, nothing removed)."""
+"""The one revision whose ``tools/call`` :class:`_ShortCalls` answers: the one the SDK proposes
+and the newest both ``mcp`` majors speak (2.x's shaping of a result for it is applied too)."""
 _SHORT_MAX_BODY = 64 * 1024  # far below the package's own body limit: larger calls go to the package
 _CALL_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 _PARAM_KEYS = frozenset({"name", "arguments"})
@@ -690,6 +690,8 @@ class _ShortCalls:
         if getattr(getattr(manager, "app", None), "cache_hints", None):  # results the package would amend
             return None
         if scope.get("user") is not None:  # sessions tied to a credential: the package checks it
+            return None
+        if (getattr(manager, "_session_owners", None) or {}).get(session_id) is not None:  # mcp 2.x
             return None
         transport = transports.get(session_id)
         if transport is None or getattr(transport, "is_terminated", True):
