@@ -17,6 +17,13 @@ stream is needed: every tool call is a single request/response):
   public SDK's ``env.mcp.list_tools()`` posts a bare ``tools/list``, and a ``tools/call`` may come
   the same way (docs/wire.md#mcp).
 
+A ``tools/call`` of a session that is fully open (its ``notifications/initialized`` accepted, the
+2025-11-25 revision negotiated and named in its header) is answered by the endpoint itself
+(:class:`_ShortCalls`): the same tool runner and result shape as the ``mcp`` package's handler,
+the session's idle timer held as the package's transport holds it, without the package's
+per-request transport streams and dispatcher. Anything else (another method or revision, an
+unknown tool, odd headers, a session the package is ending) goes to the package as before.
+
 An instance's sessions end with it (:class:`_InstanceSessions`): a client that never sends the
 session's ``DELETE`` (a trainer that drops its envs and leaves them to the TTL) would otherwise
 keep each one, and its server task and streams, until the idle timeout.
@@ -40,6 +47,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import sqlite3
 import threading
 import weakref
@@ -52,7 +60,7 @@ from fastapi import FastAPI
 from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
@@ -292,6 +300,26 @@ def _instance_of(request: Any) -> str:
     return str(scope[_SCOPE_KEY])
 
 
+async def call_tool_result(
+    state: LocalState, instance_id: str, name: str, arguments: dict[str, Any] | None
+) -> types.CallToolResult:
+    """A ``tools/call`` of an instance as MCP answers it (the package's handler and
+    :class:`_ShortCalls` alike): a vanished instance is an ``isError`` result.
+
+    Raises:
+        UnknownToolError: The environment has no such tool (JSON-RPC -32602).
+    """
+    try:
+        outcome = await execute_tool(state, instance_id, name, arguments)
+    except InstanceUnavailableError as exc:
+        return types.CallToolResult.model_validate(
+            {"content": [{"type": "text", "text": str(exc)}], "isError": True}
+        )
+    if outcome.unknown_tool:
+        raise UnknownToolError(name)
+    return to_call_tool_result(outcome)
+
+
 def _build_server(state: LocalState) -> Any:
     """The low-level MCP server; the instance id of each request is read from its ASGI scope."""
 
@@ -299,15 +327,7 @@ def _build_server(state: LocalState) -> Any:
         return _mcp_tools(await instance_environment(state, _instance_of(request)))
 
     async def call_tool(request: Any, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
-        try:
-            outcome = await execute_tool(state, _instance_of(request), name, arguments)
-        except InstanceUnavailableError as exc:
-            return types.CallToolResult.model_validate(
-                {"content": [{"type": "text", "text": str(exc)}], "isError": True}
-            )
-        if outcome.unknown_tool:
-            raise UnknownToolError(name)
-        return to_call_tool_result(outcome)
+        return await call_tool_result(state, _instance_of(request), name, arguments)
 
     return low_level_server(
         "fleet-local-instance", "Tools of a local Fleet env instance.", list_tools, call_tool
@@ -431,6 +451,8 @@ class _InstanceSessions:
         self._state = state
         self._lock = threading.Lock()
         self._by_instance: dict[str, set[str]] = {}
+        self._revisions: dict[str, str] = {}  # session id -> its negotiated revision, once initialized
+        self._negotiated: dict[str, str] = {}  # the same, between ``initialize`` and ``initialized``
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ending: set[asyncio.Task[None]] = set()
 
@@ -438,14 +460,34 @@ class _InstanceSessions:
         """Remember the loop the sessions run on (the endpoint's, on its first request)."""
         self._loop = loop
 
-    def opened(self, instance_id: str, session_id: str) -> None:
-        """Note a session opened on an instance."""
+    def opened(self, instance_id: str, session_id: str, path: str) -> None:
+        """Note a session opened on an instance, through its endpoint ``path`` (``mcp`` or
+        ``api/v1/mcp``)."""
         with self._lock:
             self._by_instance.setdefault(instance_id, set()).add(session_id)
+        self._state.metrics.mcp_sessions_opened.labels(path).inc()
+
+    def negotiated(self, session_id: str, revision: str) -> None:
+        """Note the revision an ``initialize`` answer gave a session."""
+        with self._lock:
+            self._negotiated[session_id] = revision
+
+    def initialized(self, instance_id: str, session_id: str) -> None:
+        """Note a session whose ``notifications/initialized`` the package accepted."""
+        with self._lock:
+            revision = self._negotiated.pop(session_id, None)
+            if revision is not None and session_id in self._by_instance.get(instance_id, ()):
+                self._revisions[session_id] = revision
+
+    def revision(self, session_id: str) -> str | None:
+        """The revision of a fully initialized session, or None."""
+        return self._revisions.get(session_id)
 
     def closed(self, instance_id: str, session_id: str) -> None:
         """Forget a session its client ended."""
         with self._lock:
+            self._revisions.pop(session_id, None)
+            self._negotiated.pop(session_id, None)
             sessions = self._by_instance.get(instance_id)
             if sessions is not None:
                 sessions.discard(session_id)
@@ -460,6 +502,9 @@ class _InstanceSessions:
         """End the sessions still open on an instance that ended (any thread)."""
         with self._lock:
             sessions = self._by_instance.pop(instance_id, None)
+            for session_id in sessions or ():
+                self._revisions.pop(session_id, None)
+                self._negotiated.pop(session_id, None)
         loop = self._loop
         if not sessions or loop is None or loop.is_closed():
             return
@@ -509,6 +554,7 @@ class _InstanceMCPEndpoint:
     def __init__(self, state: LocalState, sessions: _InstanceSessions) -> None:
         self._state = state
         self._sessions = sessions
+        self._short = _ShortCalls(state, sessions)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         instance_id = str(scope.get("path_params", {}).get("instance_id", ""))
@@ -522,6 +568,14 @@ class _InstanceMCPEndpoint:
         tagged = {**scope, _SCOPE_KEY: instance_id}
         headers = scope.get("headers", [])
         session_id = next((v.decode("latin-1") for k, v in headers if k.lower() == _SESSION_HEADER), None)
+        if scope.get("method") == "POST" and session_id is not None:
+            payload = await _read_body(receive)  # bounded by the server's body limit (RequestGate)
+            if await self._short.answer(scope, instance_id, session_id, payload, send):
+                return
+            if _is_initialized_notification(payload):
+                send = self._noting_initialized(instance_id, session_id, send)
+            await self._state.mcp_sessions.handle_request(tagged, _replay(payload, receive), send)
+            return
         if scope.get("method") != "POST" or session_id is not None:
             if scope.get("method") == "DELETE" and session_id is not None:
                 self._sessions.closed(instance_id, session_id)
@@ -529,24 +583,215 @@ class _InstanceMCPEndpoint:
             return
         payload = await _read_body(receive)  # bounded by the server's body limit (RequestGate)
         if _opens_session(payload):
+            path = "api/v1/mcp" if "/api/v1/mcp" in str(scope.get("path", "")) else "mcp"
             await self._state.mcp_sessions.handle_request(
-                tagged, _replay(payload, receive), self._noting_session(instance_id, send)
+                tagged, _replay(payload, receive), self._noting_session(instance_id, path, send)
             )
             return
         sessionless = {**tagged, "headers": _accepting_json(tagged.get("headers", []))}
         await self._state.mcp_sessionless.handle_request(sessionless, _replay(payload, receive), send)
 
-    def _noting_session(self, instance_id: str, send: Send) -> Send:
-        """``send``, noting the session id a successful ``initialize`` answers with."""
+    def _noting_session(self, instance_id: str, path: str, send: Send) -> Send:
+        """``send``, noting the session id a successful ``initialize`` answers with, and the
+        revision its JSON answer negotiated."""
+        opened: str | None = None
+        body: list[bytes] = []
 
         async def noting(message: Any) -> None:
+            nonlocal opened
             if message.get("type") == "http.response.start" and message.get("status", 500) < 400:
                 for name, value in message.get("headers", []):
                     if name.lower() == _SESSION_HEADER:
-                        self._sessions.opened(instance_id, value.decode("latin-1"))
+                        opened = value.decode("latin-1")
+                        self._sessions.opened(instance_id, opened, path)
+            elif message.get("type") == "http.response.body" and opened is not None:
+                body.append(message.get("body", b""))
+                if not message.get("more_body", False):
+                    revision = _negotiated_revision(b"".join(body))
+                    if revision is not None:
+                        self._sessions.negotiated(opened, revision)
             await send(message)
 
         return noting
+
+    def _noting_initialized(self, instance_id: str, session_id: str, send: Send) -> Send:
+        """``send``, noting a session whose ``notifications/initialized`` the package accepted."""
+
+        async def noting(message: Any) -> None:
+            if message.get("type") == "http.response.start" and message.get("status") == 202:
+                self._sessions.initialized(instance_id, session_id)
+            await send(message)
+
+        return noting
+
+
+def _negotiated_revision(body: bytes) -> str | None:
+    """The ``protocolVersion`` of a successful JSON ``initialize`` answer, or None."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    result = message.get("result") if isinstance(message, dict) else None
+    revision = result.get("protocolVersion") if isinstance(result, dict) else None
+    return revision if isinstance(revision, str) else None
+
+
+def _is_initialized_notification(body: bytes) -> bool:
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return False
+    if not isinstance(message, dict):
+        return False
+    return message.get("method") == "notifications/initialized" and "id" not in message
+
+
+# mcp 2.x shapes each result for the session's revision (its ``mcp_types`` package); 1.x sends it
+# as dumped. Typed through Any: mypy sees whichever mcp major is installed.
+_shape_for_revision: Any = None
+if not hasattr(Server, "list_tools"):  # mcp 2.x, as in ``low_level_server``
+    from mcp_types.methods import serialize_server_result as _shape_for_revision
+
+SHORT_REVISION = "2025-11-25"
+"""The one revision whose ``tools/call`` :class:`_ShortCalls` answers: the one the SDK proposes
+and the newest both ``mcp`` majors speak (2.x's shaping of a result for it is applied too)."""
+_SHORT_MAX_BODY = 64 * 1024  # far below the package's own body limit: larger calls go to the package
+_CALL_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
+_PARAM_KEYS = frozenset({"name", "arguments"})
+
+
+class _ShortCalls:
+    """Answers a ``tools/call`` of a fully open session in the endpoint, or declines.
+
+    It answers only what the ``mcp`` package would answer with the tool's result: a session the
+    package still holds, not ending, whose ``notifications/initialized`` it accepted, on
+    :data:`SHORT_REVISION` (negotiated and named in the request's header); JSON in and out
+    (``Content-Type`` and ``Accept`` naming ``application/json``); one request with exactly the
+    ``tools/call`` fields, an integer or string id, and a tool the environment has. While the
+    tool runs, the session's idle timer is held exactly as the package's transport holds it for
+    a request in flight. Everything else (and a package whose transport lacks what this relies
+    on) is declined, and the caller hands the request to the package.
+
+    Args:
+        state: Server state.
+        sessions: The endpoint's session notes (which sessions are initialized, on what revision).
+    """
+
+    def __init__(self, state: LocalState, sessions: _InstanceSessions) -> None:
+        self._state = state
+        self._sessions = sessions
+
+    def _transport(self, scope: Scope, session_id: str) -> Any:
+        """The package's transport of an open session that may be answered here, or None."""
+        manager = self._state.mcp_sessions
+        transports = getattr(manager, "_server_instances", None)
+        if not isinstance(transports, dict) or getattr(manager, "security_settings", None) is not None:
+            return None
+        if getattr(getattr(manager, "app", None), "cache_hints", None):  # results the package would amend
+            return None
+        if scope.get("user") is not None:  # sessions tied to a credential: the package checks it
+            return None
+        if (getattr(manager, "_session_owners", None) or {}).get(session_id) is not None:  # mcp 2.x
+            return None
+        transport = transports.get(session_id)
+        if transport is None or getattr(transport, "is_terminated", True):
+            return None
+        if not hasattr(transport, "_requests_in_flight") or not hasattr(transport, "_idle_timeout"):
+            return None
+        idle = getattr(transport, "idle_scope", None)
+        if idle is not None and idle.cancel_called:  # the package is ending it: let it answer
+            return None
+        return transport
+
+    async def answer(
+        self, scope: Scope, instance_id: str, session_id: str, payload: bytes, send: Send
+    ) -> bool:
+        """Answer the request and return True, or return False having sent nothing."""
+        if self._sessions.revision(session_id) != SHORT_REVISION or len(payload) > _SHORT_MAX_BODY:
+            return False
+        headers = scope.get("headers", [])
+        if _header(headers, b"mcp-protocol-version") != SHORT_REVISION:
+            return False
+        if _media_types(_header(headers, b"content-type"))[:1] != ["application/json"]:
+            return False
+        if "application/json" not in _media_types(_header(headers, b"accept")):
+            return False
+        call = _tool_call(payload)
+        if call is None:
+            return False
+        request_id, name, arguments = call
+        try:
+            env = await instance_environment(self._state, instance_id)
+        except InstanceUnavailableError:  # deleted since the endpoint looked: the package answers
+            return False
+        if not any(tool.name == name for tool in env.tools):
+            return False  # the package answers an unknown tool (JSON-RPC -32602)
+        transport = self._transport(scope, session_id)
+        if transport is None:
+            return False
+        idle = transport.idle_scope
+        # What the package's transport does around a request in flight: no idle countdown while
+        # it runs, and a fresh one once the last request in flight is answered.
+        transport._requests_in_flight += 1
+        if idle is not None:
+            idle.deadline = math.inf
+        try:
+            called = await call_tool_result(self._state, instance_id, name, arguments)
+            result = called.model_dump(by_alias=True, mode="json", exclude_none=True)
+            if _shape_for_revision is not None:  # as the package's server shapes it (mcp 2.x)
+                result = _shape_for_revision("tools/call", SHORT_REVISION, result)
+            body = types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result).model_dump_json(
+                by_alias=True, exclude_unset=True
+            )
+            response = Response(
+                body,
+                status_code=200,
+                headers={"Content-Type": "application/json", "mcp-session-id": session_id},
+            )
+            await response(scope, _no_receive, send)
+        finally:
+            transport._requests_in_flight -= 1
+            if idle is not None and not transport._requests_in_flight:
+                idle.deadline = anyio.current_time() + transport._idle_timeout
+        self._state.metrics.mcp_short_calls.inc()
+        return True
+
+
+async def _no_receive() -> Any:
+    return {"type": "http.disconnect"}
+
+
+def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
+    values = [value for key, value in headers if key.lower() == name]
+    return values[0].decode("latin-1") if len(values) == 1 else None
+
+
+def _media_types(value: str | None) -> list[str]:
+    """The media types of a ``Content-Type`` or ``Accept`` value, lower case, parameters dropped."""
+    if not value:
+        return []
+    return [part.split(";", 1)[0].strip().lower() for part in value.split(",")]
+
+
+def _tool_call(payload: bytes) -> tuple[int | str, str, dict[str, Any] | None] | None:
+    """``(id, name, arguments)`` of a body that is exactly one plain ``tools/call``, else None."""
+    try:
+        message = json.loads(payload)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or not message.keys() <= _CALL_KEYS:
+        return None
+    request_id, params = message.get("id"), message.get("params")
+    if message.get("jsonrpc") != "2.0" or message.get("method") != "tools/call":
+        return None
+    if not isinstance(request_id, int | str) or isinstance(request_id, bool):
+        return None
+    if not isinstance(params, dict) or not params.keys() <= _PARAM_KEYS:
+        return None
+    name, arguments = params.get("name"), params.get("arguments")
+    if not isinstance(name, str) or not (arguments is None or isinstance(arguments, dict)):
+        return None
+    return request_id, name, arguments
 
 
 def _accepting_json(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:

@@ -69,6 +69,9 @@ class ServerMetrics:
         verifier_runs: Verifier runs finished, by outcome (``passed``: score 1; ``failed``: ran,
             score below 1 or none; ``error``: the verifier or its runner failed).
         sessions_finished: Sessions that reached a final status, by source (``job``, ``ingest``).
+        mcp_sessions_opened: Stateful MCP sessions opened on instances, by endpoint path
+            (``mcp``, ``api/v1/mcp``).
+        mcp_short_calls: Tool calls of open MCP sessions the instance endpoint answered itself.
     """
 
     def __init__(self) -> None:
@@ -100,6 +103,17 @@ class ServerMetrics:
             ["source"],
             registry=registry,
         )
+        self.mcp_sessions_opened = Counter(
+            "fleet_local_mcp_sessions_opened",
+            "Stateful MCP sessions opened on instances, by endpoint path.",
+            ["path"],
+            registry=registry,
+        )
+        self.mcp_short_calls = Counter(
+            "fleet_local_mcp_short_calls",
+            "Tool calls of open MCP sessions answered by the instance endpoint itself.",
+            registry=registry,
+        )
         self.pruned = Counter(
             "fleet_local_records_pruned",
             "Records and files the retention removed (--retention-seconds; replay records always), by kind.",
@@ -112,6 +126,8 @@ class ServerMetrics:
             self.verifier_runs.labels(outcome)
         for source in ("job", "ingest"):
             self.sessions_finished.labels(source)
+        for path in ("mcp", "api/v1/mcp"):
+            self.mcp_sessions_opened.labels(path)
         ProcessCollector(registry=registry)
         PlatformCollector(registry=registry)
         GCCollector(registry=registry)

@@ -8,6 +8,7 @@ themselves.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, Literal, Self, TypeVar
@@ -44,6 +45,8 @@ from .traces import AsyncTraces, ScreenshotSink, Traces
 if TYPE_CHECKING:
     import httpx
     from fleet_generated.env_instance import models
+
+    from .mcp import ToolLists
 
 __all__ = [
     "AsyncFleet",
@@ -244,6 +247,7 @@ class AsyncFleet(_FleetBase["httpx.AsyncClient", AsyncFleetAPI]):
             new_pool=async_pool_client,
             api=AsyncFleetAPI,
         )
+        self._tool_lists: ToolLists | None = None  # made by the first ``make`` (fleet_sdk.mcp loads late)
         self.traces = AsyncTraces(self, screenshot_store)
         """Trace jobs and session uploads with screenshots (``fleet_sdk.traces``)."""
         self.tasks = AsyncTasks(self)
@@ -332,7 +336,14 @@ class AsyncFleet(_FleetBase["httpx.AsyncClient", AsyncFleetAPI]):
         made: AsyncEnv | None = None
         try:
             instance = await self._wait_running(instance, deadline)
-            made = AsyncEnv(self, instance)
+            # Instances of one version, image flavour and variables serve the same tools: listed once.
+            variables = json.dumps(fields["env_variables"], sort_keys=True, default=str)
+            key = (instance.env_key, instance.version, image_type, variables)
+            if self._tool_lists is None:
+                from .mcp import ToolLists
+
+                self._tool_lists = ToolLists()
+            made = AsyncEnv(self, instance, shared_tools=(self._tool_lists, key))
             if heartbeat_interval is not None and keep_alive:
                 await made.keep_alive()
         except BaseException:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from fleet_generated.env_instance import models
 
     from ._api import AsyncAPIOwner
-    from .mcp import MCPClient
+    from .mcp import MCPClient, ToolLists
     from .tools import Tool
 
 __all__ = ["AsyncDatabase", "AsyncEnv", "Database", "Env", "Modality"]
@@ -107,6 +107,9 @@ class AsyncEnv:
         instance: The instance as the control plane described it.
         mcp_endpoints: MCP URLs to use (default: ``{root}mcp`` then ``{root}api/v1/mcp``).
         call_deadline: Default wall-clock seconds per tool call.
+        shared_tools: Where the fleet's instances of one version share their tool list, and
+            this instance's key in it (``fleet_sdk.mcp.ToolLists``; ``AsyncFleet.make`` passes
+            them); None lists this instance's endpoints for it alone.
     """
 
     def __init__(
@@ -116,6 +119,7 @@ class AsyncEnv:
         *,
         mcp_endpoints: list[str] | None = None,
         call_deadline: float = 120.0,
+        shared_tools: tuple[ToolLists, Hashable] | None = None,
     ) -> None:
         from .mcp import MCPClient
 
@@ -132,6 +136,7 @@ class AsyncEnv:
             retry=fleet.api.call_policy.retry,
             timeout=fleet.api.call_policy.timeout,
             call_deadline=call_deadline,
+            shared_tools=shared_tools if mcp_endpoints is None else None,
         )
         self._closed = False
         self._heartbeats: asyncio.Task[None] | None = None
@@ -195,6 +200,9 @@ class AsyncEnv:
 
     async def list_tools(self, modality: Modality = "tool_use", *, refresh: bool = False) -> list[Tool]:
         """The tools for a task modality, the union over the instance's MCP endpoints.
+
+        An env ``make`` started shares the listing of its fleet's other instances of the same
+        version (``fleet_sdk.mcp.ToolLists``): only the first of them asks the endpoints.
 
         Args:
             modality: ``tool_use``, ``computer_use`` or ``browser_use``.

@@ -19,13 +19,21 @@ connection pool of the ``Fleet`` that made the env (see ``docs`` of ``MCPClient`
   missing from the listed tools, or the server answers the call with JSON-RPC error -32602
   (invalid params), as the 2025-11-25 revision has servers answer an unknown tool; the
   cached tool list is dropped then, since it no longer matches the server.
+- Instances of one environment version serve the same tools, so an env made by
+  ``AsyncFleet.make`` shares its tool list with the fleet's other instances of that version,
+  image flavour and variables (``ToolLists``): only the first instance lists its endpoints,
+  and a later one opens a session only on the endpoint owning a tool it calls (one session
+  per episode instead of one per endpoint). Only a complete union is shared (every endpoint
+  answered); ``list_tools(refresh=True)`` asks again, and a tool the server does not know
+  drops the shared list too.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +53,7 @@ __all__ = [
     "MCPClient",
     "MCPSessionExpiredError",
     "MCPTransportError",
+    "ToolLists",
     "extract_tool_result",
     "may_retry_tool_call",
 ]
@@ -113,6 +122,59 @@ class _Session:
     def reset(self) -> None:
         self.session_id = None
         self.protocol_version = None
+
+
+class ToolLists:
+    """Each endpoint's ``tools/list`` answer by environment version, shared by a fleet's envs.
+
+    Keys are chosen by whoever makes the envs (``AsyncFleet.make``: the environment, its running
+    version, the image flavour and the variables asked for; only envs on the default endpoints
+    share); values are the tools each endpoint listed, in endpoint order. Bounded: the least
+    recently used version is forgotten first.
+
+    Args:
+        size: How many versions to keep.
+    """
+
+    def __init__(self, size: int = 256) -> None:
+        self._size = size
+        # Kept as JSON text: every env gets tools of its own, which no other env's caller can change.
+        self._lists: OrderedDict[Hashable, str] = OrderedDict()
+
+    def get(self, key: Hashable) -> tuple[list[dict[str, Any]], ...] | None:
+        """The endpoints' tools remembered under ``key`` (a fresh copy), or None.
+
+        Args:
+            key: The version's key.
+        """
+        text = self._lists.get(key)
+        if text is None:
+            return None
+        self._lists.move_to_end(key)
+        return tuple(json.loads(text))
+
+    def put(self, key: Hashable, lists: tuple[list[dict[str, Any]], ...]) -> None:
+        """Remember a complete listing (every endpoint answered).
+
+        Args:
+            key: The version's key.
+            lists: Each endpoint's tools, in endpoint order.
+        """
+        self._lists[key] = json.dumps(lists)
+        self._lists.move_to_end(key)
+        while len(self._lists) > self._size:
+            self._lists.popitem(last=False)
+
+    def drop(self, key: Hashable) -> None:
+        """Forget a version whose server no longer matches what was listed.
+
+        Args:
+            key: The version's key.
+        """
+        self._lists.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._lists)
 
 
 def may_retry_tool_call(failure: BaseException, annotations: Mapping[str, Any] | None) -> bool:
@@ -184,6 +246,8 @@ class MCPClient:
         list_deadline: Wall-clock seconds for listing tools.
         attempt_timeout: Seconds for one HTTP attempt (when ``timeout`` is not given).
         timeout: Per-attempt timeouts (the fleet's call policy).
+        shared_tools: Where instances of the same version share their tool list, and this
+            client's key in it (see ``ToolLists``); None lists the endpoints for this client.
     """
 
     def __init__(
@@ -197,6 +261,7 @@ class MCPClient:
         list_deadline: float = DEFAULT_LIST_DEADLINE,
         attempt_timeout: float = 30.0,
         timeout: Timeout | None = None,
+        shared_tools: tuple[ToolLists, Hashable] | None = None,
     ) -> None:
         if not endpoints:
             raise ValueError("MCPClient needs at least one endpoint")
@@ -214,6 +279,7 @@ class MCPClient:
         self._sessions = {endpoint: _Session(endpoint) for endpoint in self.endpoints}
         self._next_id = 0
         self._closed = False
+        self._shared_tools = shared_tools
         self.initializations = 0
         """How many sessions this client has set up (one per endpoint unless the server ended one)."""
 
@@ -443,6 +509,10 @@ class MCPClient:
         self._require_open()
         if self._tools is not None and not refresh:
             return list(self._tools.values())
+        shared = self._shared_tools[0].get(self._shared_tools[1]) if self._shared_tools else None
+        if shared is not None and not refresh and len(shared) == len(self.endpoints):
+            # Another instance of this version listed them: no request, no session opened.
+            return self._adopt(dict(zip(self.endpoints, shared, strict=True)))
         deadline = Deadline(self.list_deadline)
         results: dict[str, list[dict[str, Any]] | BaseException] = {}
 
@@ -464,7 +534,14 @@ class MCPClient:
         async with anyio.create_task_group() as group:
             for endpoint in self.endpoints:
                 group.start_soon(list_one, endpoint)
+        tools = self._adopt(results)
+        lists = tuple(r for r in (results[endpoint] for endpoint in self.endpoints) if isinstance(r, list))
+        if self._shared_tools is not None and len(lists) == len(self.endpoints):  # a complete union
+            self._shared_tools[0].put(self._shared_tools[1], lists)
+        return tools
 
+    def _adopt(self, results: Mapping[str, list[dict[str, Any]] | BaseException]) -> list[Tool]:
+        """Build the union from each endpoint's tools (or failure) and keep it as the tool list."""
         union: dict[str, Tool] = {}
         annotations: dict[str, dict[str, Any]] = {}
         failures: list[str] = []
@@ -529,6 +606,8 @@ class MCPClient:
             raise MCPError(f"MCP tools/call {name!r} on {endpoint} ran past its deadline") from exc
         except ToolNotFoundError:
             self._tools = None  # the server's tools changed since they were listed
+            if self._shared_tools is not None:
+                self._shared_tools[0].drop(self._shared_tools[1])
             raise
         if not isinstance(result, dict):
             raise MCPError(f"MCP tools/call {name!r} on {endpoint} returned no result object")
