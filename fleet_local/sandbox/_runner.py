@@ -87,8 +87,13 @@ def _prepare_imports(code: str) -> None:
     no audit event, so the hook denies importing it). With asyncio loaded, the module and
     subprocess's references to it are dropped again (:func:`_remove_unaudited`):
     ``subprocess.Popen`` still raises its own (denied) event first.
+
+    asyncio costs about as much CPU as the rest of a run, so only code that says ``async``
+    gets it: ``async def``, ``async for``/``with``, ``import asyncio``, ``_asyncio``. ``await``
+    is a syntax error outside an ``async def``, so it needs no test of its own (a verifier's
+    "awaiting approval" loaded asyncio for nothing).
     """
-    if "async" in code or "await" in code:
+    if "async" in code:
         import asyncio  # noqa: F401
 
 

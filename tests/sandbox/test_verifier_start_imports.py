@@ -86,6 +86,30 @@ def test_a_plain_run_loads_none_of_the_modules_it_does_not_need(databases: dict[
     assert outcome.result["loaded"] == []
 
 
+def test_a_verifier_that_only_mentions_awaiting_does_not_load_asyncio(databases: dict[str, str]) -> None:
+    """Any "await" in the code's text (a bundled verifier's "awaiting this person's response")
+    made the runner import asyncio before the hook: about as much CPU as the rest of the run.
+    ``await`` cannot be used without ``async def``, so only "async" counts now."""
+    code = (
+        "import sys\n"
+        "def verify(env, final_answer):\n"
+        '    """Invitations still awaiting a response; await nothing."""\n'
+        "    return {'score': 1, 'loaded': [m for m in final_answer if m in sys.modules]}\n"
+    )
+    assert _run(code, databases, ["asyncio", "ssl"]).result == {"score": 1, "loaded": []}
+
+
+def test_async_verifiers_still_get_asyncio_before_the_hook(databases: dict[str, str]) -> None:
+    code = (
+        "import sys\n"
+        "async def verify(env):\n"
+        "    await asyncio.sleep(0)\n"
+        "    return {'score': 1, 'loaded': 'asyncio' in sys.modules}\n"
+        "asyncio = sys.modules['asyncio']\n"
+    )
+    assert _run(code, databases).result == {"score": 1, "loaded": True}
+
+
 def test_the_garbage_collector_is_on_when_the_verifier_runs(databases: dict[str, str]) -> None:
     """The child loads the runner with the collector off (nearly all the runner's modules make is
     kept); the verifier must get it on, as in any interpreter, or its cyclic garbage would count
