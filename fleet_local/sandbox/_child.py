@@ -41,7 +41,7 @@ def _bootstrap() -> int:
 
 if __name__ == "__main__":
     _status = _bootstrap()
-    import contextlib  # loaded by the runner already: imported here to keep it out of the gc-on part
+    import contextlib  # here, not at the top: the runner loads it, with the collector off
 
     for _stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):  # the verifier may have closed it
