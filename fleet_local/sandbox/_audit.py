@@ -64,8 +64,8 @@ import os
 import sqlite3
 import stat
 import sys
-import threading
 import types
+from _thread import _local as thread_local  # threading.local itself, without importing threading
 from collections.abc import Callable, Iterable
 from typing import Any, cast
 
@@ -463,7 +463,7 @@ def _make_hook(
 ) -> tuple[Callable[[str, tuple[Any, ...]], None], Callable[..., Any]]:
     """The hook and its ``unaudited()``; called on the sealed copy only, so that both functions'
     globals are the private ones and everything they use is bound in their closure."""
-    state = threading.local()
+    state = thread_local()
     check, getattr_, relaxed_events = _check, getattr, _RELAXED_EVENTS
     frame_denied, permission_error, prefix = _FrameDenied, PermissionError, DENIED_PREFIX
     function_type, globals_of = types.FunctionType, types.FunctionType.__dict__["__globals__"].__get__

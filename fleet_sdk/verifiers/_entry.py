@@ -5,22 +5,26 @@ functions here never print and never swallow ``KeyboardInterrupt`` or cancellati
 
 The child imports this module on every verifier run, so it leaves out what only the rare paths
 need: ``inspect`` (with ``dataclasses``, which imports it) and ``traceback`` load when a
-verifier's entry point is not a plain function or when a fault is formatted.
+verifier's entry point is not a plain function or when a fault is formatted, ``threading`` when
+an async verifier runs inside a running loop, and ``numbers`` when a result is not a plain
+``int``, ``float`` or ``bool``. The code is parsed with the builtin ``_ast`` (what ``ast.parse``
+calls), without the ``ast`` module's Python half.
 """
 
 from __future__ import annotations
 
-import ast
+import _ast  # noqa: PLC2701 - what ast.parse calls, without ast's Python half
 import math
-import numbers
-import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import FunctionType, GeneratorType
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from ._compat import ErrorBase
 from ._namespace import build_namespace, registered_as_module
+
+if TYPE_CHECKING:
+    import ast
 
 __all__ = [
     "VERIFIER_FILENAME",
@@ -100,7 +104,9 @@ def parse_verifier(code: str) -> ast.Module:
         VerifierCodeError: With ``error_type="syntax_error"``, the line and the parser's message.
     """
     try:
-        return ast.parse(code, filename=VERIFIER_FILENAME)
+        # ``ast.parse(code, VERIFIER_FILENAME)``: no compiler flag of this module is inherited.
+        tree = compile(code, VERIFIER_FILENAME, "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
+        return cast("ast.Module", tree)
     except SyntaxError as exc:
         import traceback
 
@@ -129,7 +135,7 @@ def find_entry_point(code: str | ast.Module, function_name: str | None = None) -
     tree = parse_verifier(code) if isinstance(code, str) else code
     functions = tuple(
         dict.fromkeys(
-            node.name for node in tree.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            node.name for node in tree.body if isinstance(node, _ast.FunctionDef | _ast.AsyncFunctionDef)
         )
     )
     listed = ", ".join(functions) or "none"
@@ -355,15 +361,31 @@ def score_from_result(result: Any) -> float:
                 f"the verifier returned a mapping without a 'score' key: {_short(result)}"
             )
         return _number(result["score"], "the 'score' key")
-    if not isinstance(result, numbers.Number | str | bytes) and hasattr(result, "score"):
-        return _number(result.score, "the 'score' attribute")
+    if type(result) not in _PLAIN_REALS:  # those are numbers.Number: no need to import it
+        import numbers
+
+        if not isinstance(result, numbers.Number | str | bytes) and hasattr(result, "score"):
+            return _number(result.score, "the 'score' attribute")
     return _number(result, "the verifier's result")
+
+
+# Exactly these types (not subclasses): numbers.Real, with nothing of the verifier's to consult.
+_PLAIN_REALS = (bool, int, float)
+
+
+def _is_real(value: Any) -> bool:
+    """``isinstance(value, numbers.Real)``, importing ``numbers`` only for other types."""
+    if type(value) in _PLAIN_REALS:
+        return True
+    import numbers
+
+    return isinstance(value, numbers.Real)
 
 
 def _number(value: Any, what: str) -> float:
     if isinstance(value, bool):
         return 1.0 if value else 0.0
-    if isinstance(value, numbers.Real):
+    if _is_real(value):
         score = float(value)
         if not math.isfinite(score):
             raise InvalidResultError(f"{what} is not a finite number: {score!r}")
@@ -585,6 +607,7 @@ def _await_in_new_loop(awaitable: Awaitable[_T]) -> _T:
     the awaitable on a fresh loop in a worker thread and blocks until it is done.
     """
     import asyncio
+    import threading
 
     async def _wrap() -> _T:
         return await awaitable

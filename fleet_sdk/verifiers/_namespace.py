@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import json
 import math
 import re
@@ -94,10 +95,16 @@ _PUNCTUATION_TO_SPACE = str.maketrans(dict.fromkeys(string.punctuation, " "))
 
 # A number not glued to a word on its left: "3-5" gives 3 and 5, "-5" gives -5, "1,234.5" gives
 # 1234.5 (commas only as thousands separators), "v2" gives 2. No exponents ("12E3" is 12 and 3).
-_NUMBER = re.compile(
+# Compiled on first use, not at import: the sandbox child imports this module on every run.
+_NUMBER = (
     r"(?:(?<![\w.])[-+])?(?<![\d.])(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?"
     r"|(?:(?<![\w.])[-+])?(?<![\d.])\.\d+"
 )
+
+
+@functools.cache
+def _number_pattern() -> re.Pattern[str]:
+    return re.compile(_NUMBER)
 
 
 def _to_text(value: Any) -> str:
@@ -139,7 +146,7 @@ def extract_numbers(text: Any) -> list[float]:
         text: The text to scan; other values are converted with ``str()`` (dicts and lists as
             JSON).
     """
-    return [float(match.replace(",", "")) for match in _NUMBER.findall(_to_text(text))]
+    return [float(match.replace(",", "")) for match in _number_pattern().findall(_to_text(text))]
 
 
 def contains_number(text: Any, number: float | str, tolerance: float = 1e-6) -> bool:

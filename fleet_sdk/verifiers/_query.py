@@ -11,13 +11,19 @@ nothing here loads ``inspect``, ``dataclasses`` or ``traceback`` (see ``_entry.p
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 __all__ = ["Count", "QueryBuilder", "Queryable", "quote_identifier", "rows_as_dicts", "short_repr"]
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+@functools.cache
+def _identifier() -> re.Pattern[str]:
+    """A (dotted) plain name; compiled on first use: the sandbox child imports this module on
+    every verifier run."""
+    return re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 class _Rows(Protocol):
@@ -44,7 +50,7 @@ def quote_identifier(identifier: str) -> str:
     """
     if not isinstance(identifier, str) or not identifier:
         raise ValueError(f"a table or column name must be a non-empty string, not {identifier!r}")
-    parts = identifier.split(".") if _IDENTIFIER.fullmatch(identifier) else [identifier]
+    parts = identifier.split(".") if _identifier().fullmatch(identifier) else [identifier]
     return ".".join("`" + part.replace("`", "``") + "`" for part in parts)
 
 
@@ -53,7 +59,7 @@ def _expression(column: str) -> str:
     ``COUNT(*) AS n`` pass as written, as in the public SDK."""
     if not isinstance(column, str) or not column.strip():
         raise ValueError(f"a column must be a non-empty string, not {column!r}")
-    return quote_identifier(column) if _IDENTIFIER.fullmatch(column) else column
+    return quote_identifier(column) if _identifier().fullmatch(column) else column
 
 
 def rows_as_dicts(result: _Rows) -> list[dict[str, Any]]:
