@@ -6,10 +6,10 @@ task's reference solution) on one local server, ``--concurrency`` at a time, in 
 blocks (A/B, then B/A): ``shared`` is a fleet as it comes (an environment version's tools are
 listed once, and a later episode opens one MCP session, on the endpoint owning the tools it
 calls); ``per instance`` is a second fleet whose shared listing never answers, so every
-episode lists both endpoints and opens a session on each, as the SDK did before. One server for both sides keeps
-the comparison free of the differences between two server processes, which on a busy machine
-are larger than the effect. The server's CPU time (``/proc``, with the children it waited for) is
-read around each block; the sessions each side opened are read from ``GET /metrics``
+episode lists both endpoints and opens a session on each, as the SDK did before. One server for
+both sides keeps the comparison free of the differences between two server processes, which on
+a busy machine are larger than the effect. The server's CPU time (``/proc``, with the children
+it waited for) is read around each block; the sessions each side opened are read from ``GET /metrics``
 (``fleet_local_mcp_sessions_opened_total``).
 
 ``python benchmarks/bench_mcp_sessions.py [--episodes 20] [--rounds 8] [--concurrency 1]``
