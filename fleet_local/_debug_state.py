@@ -30,9 +30,9 @@ def live_objects(state: LocalState) -> dict[str, list[str]]:
         state: The server's state.
     """
     instances = [
-        str(doc["instance_id"])
-        for doc in state.store.list(_instances.KIND)
-        if doc.get("status") in ("pending", "running")
+        record.instance.instance_id
+        for record in _instances.instance_records(state).list(exclude_status="terminated")
+        if record.instance.status in ("pending", "running")
     ]
     leases = [
         str(doc["lease_id"]) for doc in state.store.list(LEASE_KIND) if doc.get("status") in LIVE_STATUSES
