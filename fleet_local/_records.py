@@ -45,33 +45,53 @@ class InstancePrivate(BaseModel):
     reset_seed: int | None = None
 
 
-class InstanceRecord(BaseModel):
-    """An instance as the store keeps it: its wire model and the server's fields beside it.
+class InstanceRecord:
+    """An instance as the store keeps it: its wire model, and the server's fields beside it.
+
+    A pair of pydantic models, each validated where it is made. A record read from the store
+    parses its private part only when first asked for it: most reads (every manager route's,
+    MCP session's and verifier run's lookup) need the wire part alone, and parsing both made
+    such a lookup about a fifth dearer than the ``json.loads`` it replaces.
+
+    Args:
+        instance: The wire model.
+        private: The server's own fields.
 
     Attributes:
         instance: What ``GET /v1/env/instances/{id}`` answers (its ``urls`` as last stored; the
             service rebuilds them from the server's current address when it answers).
-        private: The server's own fields; nothing here reaches a response.
     """
 
-    instance: models.InstanceResponse
-    private: InstancePrivate
+    __slots__ = ("_private", "_stored", "instance")
+
+    def __init__(self, instance: models.InstanceResponse, private: InstancePrivate) -> None:
+        self.instance = instance
+        self._private: InstancePrivate | None = private
+        self._stored: str | None = None
 
     @classmethod
     def from_json(cls, text: str) -> Self:
-        """The record of a stored document: its wire fields and its ``_`` fields.
+        """The record of a stored document: its wire fields now, its ``_`` fields when asked.
 
-        Both parts are validated by pydantic-core as it parses (unknown keys are ignored), which
-        costs less than ``json.loads`` of the text alone.
+        Each part is validated by pydantic-core as it parses (unknown keys are ignored), which
+        costs about what ``json.loads`` of the text does.
 
         Args:
             text: The stored JSON text.
         """
-        # Models given to a model are taken as they are (``revalidate_instances`` is "never").
-        return cls(
-            instance=models.InstanceResponse.model_validate_json(text),
-            private=InstancePrivate.model_validate_json(text),
-        )
+        record = cls.__new__(cls)
+        record.instance = models.InstanceResponse.model_validate_json(text)
+        record._private = None
+        record._stored = text
+        return record
+
+    @property
+    def private(self) -> InstancePrivate:
+        """The server's own fields; nothing here reaches a response."""
+        if self._private is None:
+            assert self._stored is not None  # a record is made with one or the other
+            self._private, self._stored = InstancePrivate.model_validate_json(self._stored), None
+        return self._private
 
     def to_document(self) -> dict[str, Any]:
         """The flat JSON document to store (wire fields, then the ``_`` fields)."""
@@ -79,3 +99,6 @@ class InstanceRecord(BaseModel):
             **self.instance.model_dump(mode="json"),
             **self.private.model_dump(mode="json", by_alias=True),
         }
+
+    def __repr__(self) -> str:
+        return f"InstanceRecord(instance={self.instance!r}, private={self.private!r})"
