@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from . import _instances
 from ._lease_book import LEASE_KIND, LIVE_STATUSES
+from ._records import LeaseRecord
+from ._store import Records
 
 if TYPE_CHECKING:
     from ._state import LocalState
@@ -35,7 +37,9 @@ def live_objects(state: LocalState) -> dict[str, list[str]]:
         if record.instance.status in ("pending", "running")
     ]
     leases = [
-        str(doc["lease_id"]) for doc in state.store.list(LEASE_KIND) if doc.get("status") in LIVE_STATUSES
+        record.lease.lease_id
+        for record in Records(state.store, LEASE_KIND, LeaseRecord).list()
+        if record.lease.status in LIVE_STATUSES
     ]
     return {
         "instances": sorted(instances),
