@@ -160,3 +160,15 @@ def test_private_and_unknown_fields_never_reach_the_wire(local: LocalFleet, flee
         assert set(body) == WIRE_FIELDS
     assert [body["instance_id"] for body in listed.json()] == [instance_id]
     assert deleted.json()["status"] == "terminated"
+
+
+def test_a_lone_surrogate_in_a_record_is_stored_and_answered_as_a_replacement(state: LocalState) -> None:
+    """The store's surrogate rule holds for typed records too: what ``create`` answers and what a
+    read returns are the stored text's, with the lone surrogate as U+FFFD and a pair kept."""
+    variables = {"lone": "\ud800x", "pair": "\U0001f600"}
+    created = create_instance(state, models.InstanceRequest(env_key="orderdesk", env_variables=variables))
+    read = instance_records(state).read(created.instance_id)
+    assert read is not None
+    for instance in (created, read.instance):
+        assert instance.env_variables is not None
+        assert instance.env_variables["lone"] == "\ufffdx" and instance.env_variables["pair"] == "\U0001f600"
