@@ -26,8 +26,12 @@ class Side:
             "import asyncio, sys; sys.path.insert(0, sys.argv[1]);"
             f"from {module} import side_worker; asyncio.run(side_worker())"
         )
+        # Run in the checkout: ``-c`` (and ``-m fleet_local``, how ``LocalFleet`` starts a server)
+        # puts the working directory first on the path, ahead of PYTHONPATH, so a baseline started
+        # from another checkout would import that checkout's packages instead of its own.
         self.process = subprocess.Popen(
             [sys.executable, "-c", code, str(BENCHMARKS)],
+            cwd=checkout,
             env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
