@@ -9,7 +9,8 @@ what HTTP, MCP and the verifier drown in ``bench_server_cpu.py`` (a lookup costs
 episode milliseconds).
 
 ``--baseline DIR`` (``git archive <rev> | tar -x -C DIR``) alternates rounds with a worker on that
-checkout's packages and prints each phase's ratio this/baseline.
+checkout's packages and prints each phase's ratio this/baseline; each worker names the
+checkout it imported on stderr.
 
 ``python benchmarks/bench_instance_records.py [--instances 200] [--lookups 10] [--rounds 6]
 [--baseline DIR]``
