@@ -36,6 +36,9 @@ class Side:
             "wrong and sys.exit(f'the worker imported {wrong}, not the packages of {sys.argv[2]}');"
             f"from {module} import side_worker; asyncio.run(side_worker())"
         )
+        # Run in the checkout: ``-c`` (and ``-m fleet_local``, how ``LocalFleet`` starts a server)
+        # puts the working directory first on the path, ahead of PYTHONPATH, so a baseline started
+        # from another checkout would import that checkout's packages instead of its own.
         self.process = subprocess.Popen(
             [sys.executable, "-P", "-c", code, str(benchmarks), os.path.realpath(checkout)],
             env=env,

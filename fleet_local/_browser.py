@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
 
 import anyio
 from fastapi import APIRouter
@@ -42,6 +41,7 @@ from ._computer import COMPUTER_ACTIONS, COMPUTER_TOOL
 from ._errors import LocalAPIError, not_found
 from ._idempotency import IdempotencyKey
 from ._lease_book import LIVE_STATUSES, REAPER_INTERVAL, LeaseBook
+from ._records import LeaseRecord
 from ._state import LocalState
 
 __all__ = ["COMPUTER_ACTIONS", "COMPUTER_TOOL", "LeaseBook", "lifespan", "router"]
@@ -52,7 +52,7 @@ def book(state: LocalState) -> LeaseBook:
     return _book(state)
 
 
-async def live_lease(state: LocalState, lease_id: str) -> dict[str, Any]:
+async def live_lease(state: LocalState, lease_id: str) -> LeaseRecord:
     """A live lease, or a 404 naming why it is not (the store is read in a worker thread).
 
     Args:
@@ -62,17 +62,17 @@ async def live_lease(state: LocalState, lease_id: str) -> dict[str, Any]:
     Raises:
         LocalAPIError: 404 when the lease is unknown or has ended.
     """
-    lease = await anyio.to_thread.run_sync(_book(state).get, lease_id)
-    if lease is None:
+    record = await anyio.to_thread.run_sync(_book(state).get, lease_id)
+    if record is None:
         raise not_found("browser lease", lease_id)
-    if lease["status"] not in LIVE_STATUSES:
+    if record.lease.status not in LIVE_STATUSES:
         raise LocalAPIError(
             404,
-            f"browser lease {lease_id!r} is {lease['status']}: its endpoints are gone",
+            f"browser lease {lease_id!r} is {record.lease.status}: its endpoints are gone",
             code="not_found",
             retryable=False,
         )
-    return lease
+    return record
 
 
 def _book(state: LocalState) -> LeaseBook:
@@ -111,24 +111,25 @@ def router(state: LocalState) -> APIRouter:
     async def create_browser_lease(
         body: models.BrowserLeaseRequest,
         idempotency_key: IdempotencyKey = None,
-    ) -> dict[str, Any]:
+    ) -> models.BrowserLease:
         """Start a lease, ``running`` at once; the same ``Idempotency-Key`` and body return the same
         lease; 429 ``browser_limit`` past ``max_browsers`` live leases."""
-        return await anyio.to_thread.run_sync(_book(state).create, body, idempotency_key)
+        created = await anyio.to_thread.run_sync(_book(state).create, body, idempotency_key)
+        return created.lease
 
     @api.get("/v1/browser/{lease_id}", response_model=models.BrowserLease)
-    async def get_browser_lease(lease_id: str) -> dict[str, Any]:
+    async def get_browser_lease(lease_id: str) -> models.BrowserLease:
         """The lease; one past its TTL reports ``expired``."""
-        lease = await anyio.to_thread.run_sync(_book(state).get, lease_id)
-        if lease is None:
+        record = await anyio.to_thread.run_sync(_book(state).get, lease_id)
+        if record is None:
             raise not_found("browser lease", lease_id)
-        return lease
+        return record.lease
 
     @api.delete("/v1/browser/{lease_id}", response_model=models.BrowserLeaseDeleted)
     async def delete_browser_lease(lease_id: str) -> models.BrowserLeaseDeleted:
         """Terminate a lease: 200, or 404 (unknown) / 410 (already ended)."""
-        lease = await anyio.to_thread.run_sync(_book(state).terminate, lease_id)
-        return models.BrowserLeaseDeleted(success=True, lease_id=lease_id, status=lease["status"])
+        ended = await anyio.to_thread.run_sync(_book(state).terminate, lease_id)
+        return models.BrowserLeaseDeleted(success=True, lease_id=lease_id, status=ended.lease.status)
 
     @api.get("/v1/browser/{lease_id}/mcp-tools", response_model=models.BrowserMCPTools)
     async def get_browser_lease_mcp_tools(lease_id: str) -> models.BrowserMCPTools:

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from . import _instances
 from ._lease_book import LEASE_KIND, LIVE_STATUSES
+from ._records import LeaseRecord
+from ._store import Records
 
 if TYPE_CHECKING:
     from ._state import LocalState
@@ -30,12 +32,14 @@ def live_objects(state: LocalState) -> dict[str, list[str]]:
         state: The server's state.
     """
     instances = [
-        str(doc["instance_id"])
-        for doc in state.store.list(_instances.KIND)
-        if doc.get("status") in ("pending", "running")
+        record.instance.instance_id
+        for record in _instances.instance_records(state).list(exclude_status="terminated")
+        if record.instance.status in ("pending", "running")
     ]
     leases = [
-        str(doc["lease_id"]) for doc in state.store.list(LEASE_KIND) if doc.get("status") in LIVE_STATUSES
+        record.lease.lease_id
+        for record in Records(state.store, LEASE_KIND, LeaseRecord).list()
+        if record.lease.status in LIVE_STATUSES
     ]
     return {
         "instances": sorted(instances),

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -65,14 +64,14 @@ def offered() -> bool:
     return browser_unavailable() is None
 
 
-def _lease(state: LocalState, instance_id: str) -> dict[str, Any]:
+def _lease(state: LocalState, instance_id: str) -> lease_models.BrowserLease:
     """The instance's live lease, made on first use (blocking: the store)."""
     _instances.require_live(state, instance_id)
     leases = book(state)
     lease_id = instance_lease_id(instance_id)
-    lease = leases.get(lease_id)
-    if lease is not None and lease["status"] in LIVE_STATUSES:
-        return lease
+    record = leases.get(lease_id)
+    if record is not None and record.lease.status in LIVE_STATUSES:
+        return record.lease
     reason = browser_unavailable()
     if reason is not None:
         raise LocalAPIError(
@@ -93,14 +92,14 @@ def _lease(state: LocalState, instance_id: str) -> dict[str, Any]:
         lease_id=lease_id,
     )
     try:
-        return leases.create(request, None, start_url=state.instance_root(instance_id))
+        return leases.create(request, None, start_url=state.instance_root(instance_id)).lease
     except LocalAPIError as exc:
         if exc.code != "conflict":
             raise
         made = leases.get(lease_id)  # a concurrent call made it first
         if made is None:
             raise
-        return made
+        return made.lease
 
 
 def describe(state: LocalState, instance_id: str) -> models.CDPDescribeResponse:
@@ -110,7 +109,7 @@ def describe(state: LocalState, instance_id: str) -> models.CDPDescribeResponse:
         LocalAPIError: 404 ``instance_not_found``; 503 ``browser_unavailable`` / ``browser_limit``;
             429 ``browser_limit`` when the server runs ``max_browsers`` leases already.
     """
-    cdp = str(_lease(state, instance_id)["cdp_url"])
+    cdp = str(_lease(state, instance_id).cdp_url)
     return models.CDPDescribeResponse(
         success=True,
         cdp_browser_url=cdp,
@@ -135,15 +134,15 @@ async def start(
             start; 400 ``bad_request`` for a ``start_page`` on another host.
     """
     lease = await anyio.to_thread.run_sync(_lease, state, instance_id)
-    if body.start_page is not None and not host_allowed(body.start_page, lease["allowed_hosts"]):
+    if body.start_page is not None and not host_allowed(body.start_page, lease.allowed_hosts):
         raise LocalAPIError(
             400,
-            f"start_page {body.start_page!r} is not on the instance's host {lease['allowed_hosts']}",
+            f"start_page {body.start_page!r} is not on the instance's host {lease.allowed_hosts}",
             code="bad_request",
             retryable=False,
         )
     try:
-        browser = await lease_browser(state, str(lease["lease_id"]))
+        browser = await lease_browser(state, lease.lease_id)
     except BrowserStartError as exc:
         raise LocalAPIError(
             503, f"the browser did not start: {exc}", code="browser_unavailable", retryable=True

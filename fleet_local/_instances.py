@@ -2,9 +2,9 @@
 
 An instance is a folder ``<data_dir>/instances/<id>/`` holding two SQLite files,
 ``seed.db`` (the data it started from, read-only) and ``current.db`` (the live
-data), plus one ``"instance"`` document in the store. The document is the
-``InstanceResponse`` the API answers with, plus a few private keys (prefixed
-``_``) for the TTL bookkeeping; pydantic ignores them when the response is built.
+data), plus one ``"instance"`` record in the store (``_records.InstanceRecord``): the
+``InstanceResponse`` the API answers with, and beside it the server's private fields (the
+TTL bookkeeping), which no response carries.
 
 Everything here is synchronous (file and SQLite work): routes are declared
 ``def`` so FastAPI runs them in its thread pool, and async callers (the job
@@ -22,7 +22,7 @@ import shutil
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import anyio
 
@@ -33,7 +33,9 @@ from . import _memory
 from ._action_log import ACTION_LOG
 from ._action_log import create as create_action_log
 from ._errors import LocalAPIError, not_found
+from ._records import InstancePrivate, InstanceRecord
 from ._state import LocalState, iso, new_id, utcnow
+from ._store import Records
 from .environments import EnvironmentDefinition
 
 __all__ = [
@@ -50,6 +52,7 @@ __all__ = [
     "environment",
     "get_instance",
     "heartbeat",
+    "instance_records",
     "list_instances",
     "list_runs",
     "normalize_version",
@@ -85,6 +88,18 @@ INSTANCE_LIMIT = 1000
 MISSED_HEARTBEATS = 3
 
 # ---------------------------------------------------------------- helpers
+
+
+def instance_records(state: LocalState) -> Records[InstanceRecord]:
+    """The store's instance documents as typed records.
+
+    Every write of an instance's record holds its named lock (``state.store.locks.hold(KIND,
+    instance_id)``) from the read it changes to the write.
+
+    Args:
+        state: Server state.
+    """
+    return Records(state.store, KIND, InstanceRecord)
 
 
 def environment(state: LocalState, env_key: str, *, status: int = 400) -> EnvironmentDefinition:
@@ -145,30 +160,31 @@ def ensure_seed(state: LocalState, env_key: str, version: str) -> Path:
     return path
 
 
-def _to_model(state: LocalState, doc: dict[str, Any]) -> models.InstanceResponse:
+def _to_model(state: LocalState, record: InstanceRecord) -> models.InstanceResponse:
     # URLs are rebuilt from the current public URL: a restarted server may listen elsewhere.
-    return models.InstanceResponse.model_validate({**doc, "urls": _urls(state, str(doc["instance_id"]))})
+    # A copy: the record's wire model carries no private field, so neither does the response.
+    return record.instance.model_copy(update={"urls": _urls(state, record.instance.instance_id)})
 
 
-def _urls(state: LocalState, instance_id: str) -> dict[str, Any]:
+def _urls(state: LocalState, instance_id: str) -> models.InstanceURLs:
     root = state.instance_root(instance_id)
     manager = root + "api/v1/env"
-    return {
-        "root": root,
-        "app": [root],
-        "api": manager,
-        "health": manager + "/health",
-        "api_docs": manager + "/docs",
-        "manager": {
-            "api": manager,
-            "docs": manager + "/docs",
-            "reset": manager + "/reset",
-            "diff": manager + "/diff/structured",
-            "snapshot": manager + "/snapshot",
-            "execute_verifier_function": manager + "/execute_verifier_function",
-            "execute_verifier_function_with_upload": manager + "/execute_verifier_function_with_upload",
-        },
-    }
+    return models.InstanceURLs(
+        root=root,
+        app=[root],
+        api=manager,
+        health=manager + "/health",
+        api_docs=manager + "/docs",
+        manager=models.ManagerURLs(
+            api=manager,
+            docs=manager + "/docs",
+            reset=manager + "/reset",
+            diff=manager + "/diff/structured",
+            snapshot=manager + "/snapshot",
+            execute_verifier_function=manager + "/execute_verifier_function",
+            execute_verifier_function_with_upload=manager + "/execute_verifier_function_with_upload",
+        ),
+    )
 
 
 def _window(ttl_seconds: int, heartbeat_interval: int | None, explicit_ttl: bool) -> int:
@@ -179,27 +195,27 @@ def _window(ttl_seconds: int, heartbeat_interval: int | None, explicit_ttl: bool
     return min(ttl_seconds, by_heartbeat) if explicit_ttl else by_heartbeat
 
 
-def _load(state: LocalState, instance_id: str) -> dict[str, Any]:
+def _load(state: LocalState, instance_id: str) -> InstanceRecord:
     # Store.read waits for no store call: an instance's /health and every manager route's lookup
     # answer while a slow one holds the store's lock.
-    doc = state.store.read(KIND, instance_id)
-    if doc is None:
+    record = instance_records(state).read(instance_id)
+    if record is None:
         raise not_found("instance", instance_id, code="instance_not_found")
-    return doc
+    return record
 
 
-def require_live(state: LocalState, instance_id: str) -> dict[str, Any]:
-    """The stored document of a running instance.
+def require_live(state: LocalState, instance_id: str) -> InstanceRecord:
+    """The stored record of an instance that is not terminated.
 
     Raises:
         LocalAPIError: 404 ``instance_not_found`` when unknown or terminated.
     """
-    doc = _load(state, instance_id)
-    if doc.get("status") == "terminated":
+    record = _load(state, instance_id)
+    if record.instance.status == "terminated":
         raise LocalAPIError(
             404, f"instance {instance_id!r} is terminated", code="instance_not_found", retryable=False
         )
-    return doc
+    return record
 
 
 def database_path(state: LocalState, instance_id: str, name: str) -> Path:
@@ -277,36 +293,38 @@ def create_instance(
     ttl = req.ttl_seconds if req.ttl_seconds is not None else state.settings.instance_ttl_seconds
     window = _window(ttl, req.heartbeat_interval, explicit_ttl)
     now = utcnow()
-    doc: dict[str, Any] = {
-        "instance_id": instance_id,
-        "env_key": info.env_key,
-        "version": version,
-        "status": "running",
-        "subdomain": instance_id,
-        "created_at": iso(now),
-        "updated_at": iso(now),
-        "terminated_at": None,
-        "team_id": TEAM_ID,
-        "region": req.region or DEFAULT_REGION,
-        "env_variables": {**spec.env_variables, **(req.env_variables or {})},
-        "data_key": req.data_key,
-        "data_version": normalize_version(req.data_version),
-        "urls": _urls(state, instance_id),
-        "health": True,
-        "run_id": req.run_id,
-        "profile_id": None,
-        "heartbeat_interval": req.heartbeat_interval,
-        "heartbeat_region": req.region or DEFAULT_REGION,
-        # Private bookkeeping (not part of InstanceResponse).
-        "_window_seconds": window,
-        "_deadline": time.time() + window,
-        "_last_heartbeat": None,
-        "_image_type": req.image_type,
-        "_created_from": req.created_from,
-    }
-    state.store.put(KIND, instance_id, doc)
+    record = InstanceRecord(
+        instance=models.InstanceResponse(
+            instance_id=instance_id,
+            env_key=info.env_key,
+            version=version,
+            status="running",
+            subdomain=instance_id,
+            created_at=now,
+            updated_at=now,
+            terminated_at=None,
+            team_id=TEAM_ID,
+            region=req.region or DEFAULT_REGION,
+            env_variables={**spec.env_variables, **(req.env_variables or {})},
+            data_key=req.data_key,
+            data_version=normalize_version(req.data_version),
+            urls=_urls(state, instance_id),
+            health=True,
+            run_id=req.run_id,
+            profile_id=None,
+            heartbeat_interval=req.heartbeat_interval,
+            heartbeat_region=req.region or DEFAULT_REGION,
+        ),
+        private=InstancePrivate(
+            window_seconds=window,
+            deadline=now.timestamp() + window,
+            image_type=req.image_type,
+            created_from=req.created_from,
+        ),
+    )
+    record = instance_records(state).put(instance_id, record)
     state.metrics.instances_created.inc()
-    return _to_model(state, doc)
+    return record.instance
 
 
 def get_instance(state: LocalState, instance_id: str) -> models.InstanceResponse:
@@ -326,12 +344,13 @@ def list_instances(
     profile_id: str | None = None,
 ) -> list[models.InstanceResponse]:
     """Instances matching every given filter, oldest first."""
-    wanted = {"status": status, "region": region, "run_id": run_id, "profile_id": profile_id}
-    docs = state.store.list(KIND)
     return [
-        _to_model(state, doc)
-        for doc in docs
-        if all(value is None or doc.get(field) == value for field, value in wanted.items())
+        _to_model(state, record)
+        for record in instance_records(state).list()
+        if (status is None or record.instance.status == status)
+        and (region is None or record.instance.region == region)
+        and (run_id is None or record.instance.run_id == run_id)
+        and (profile_id is None or record.instance.profile_id == profile_id)
     ]
 
 
@@ -349,20 +368,19 @@ def delete_instance(
         LocalAPIError: 404 ``instance_not_found`` for an unknown id.
     """
     with state.store.locks.hold(KIND, instance_id):
-        doc = _load(state, instance_id)
-        if doc.get("status") != "terminated":
-            now = iso()
-            doc = (
-                state.store.update(
-                    KIND, instance_id, status="terminated", terminated_at=now, updated_at=now, health=False
-                )
-                or doc
-            )
+        record = _load(state, instance_id)
+        if record.instance.status != "terminated":
+            now = utcnow()
+            instance = record.instance
+            instance.status = "terminated"
+            instance.terminated_at = instance.updated_at = now
+            instance.health = False
+            record = instance_records(state).put(instance_id, record)
             state.metrics.instances_ended.labels(reason).inc()
         shutil.rmtree(state.instance_dir(instance_id), ignore_errors=True)
     for hook in state.instance_end_hooks:  # what dies with it (its browser: _instance_browser)
         hook(instance_id)
-    return _to_model(state, doc)
+    return _to_model(state, record)
 
 
 def delete_instances_batch(
@@ -377,35 +395,35 @@ def delete_instances_batch(
         raise LocalAPIError(
             400, "give run_id and/or profile_id to choose the instances", code="bad_request", retryable=False
         )
-    wanted = {"run_id": run_id, "profile_id": profile_id}
     return [
-        delete_instance(state, str(doc["instance_id"]))
-        for doc in state.store.list(KIND)
-        if doc.get("status") != "terminated"
-        and all(value is None or doc.get(field) == value for field, value in wanted.items())
+        delete_instance(state, record.instance.instance_id)
+        for record in instance_records(state).list(exclude_status="terminated")
+        if (run_id is None or record.instance.run_id == run_id)
+        and (profile_id is None or record.instance.profile_id == profile_id)
     ]
 
 
 def list_runs(state: LocalState, profile_id: str | None, active: str | None) -> list[models.Run]:
     """Instances grouped by ``run_id``; ``active`` is ``active`` (default), ``inactive`` or ``all``."""
-    runs: dict[str, list[dict[str, Any]]] = {}
-    for doc in state.store.list(KIND):
-        if doc.get("run_id") and (profile_id is None or doc.get("profile_id") == profile_id):
-            runs.setdefault(str(doc["run_id"]), []).append(doc)
+    runs: dict[str, list[models.InstanceResponse]] = {}
+    for record in instance_records(state).list():
+        instance = record.instance
+        if instance.run_id and (profile_id is None or instance.profile_id == profile_id):
+            runs.setdefault(instance.run_id, []).append(instance)
     out: list[models.Run] = []
-    for run_id, docs in runs.items():
-        running = sum(1 for doc in docs if doc.get("status") == "running")
+    for run_id, instances in runs.items():
+        running = sum(1 for instance in instances if instance.status == "running")
         if ((active or "active") == "active" and not running) or (active == "inactive" and running):
             continue
-        created = sorted(str(doc["created_at"]) for doc in docs)
+        created = sorted(instance.created_at for instance in instances)
         out.append(
             models.Run(
                 run_id=run_id,
                 running_count=running,
-                total_count=len(docs),
-                first_created_at=created[0],
-                last_created_at=created[-1],
-                profile_id=docs[0].get("profile_id"),
+                total_count=len(instances),
+                first_created_at=iso(created[0]),
+                last_created_at=iso(created[-1]),
+                profile_id=instances[0].profile_id,
             )
         )
     return out
@@ -431,14 +449,15 @@ def heartbeat(state: LocalState, instance_id: str) -> models.HeartbeatResponse:
         LocalAPIError: 404 ``instance_not_found`` when unknown or terminated.
     """
     with state.store.locks.hold(KIND, instance_id):
-        doc = require_live(state, instance_id)
-        window = int(doc.get("_window_seconds") or state.settings.instance_ttl_seconds)
+        record = require_live(state, instance_id)
+        window = record.private.window_seconds or state.settings.instance_ttl_seconds
         now = utcnow()
         deadline = now.timestamp() + window
-        state.store.update(
-            KIND, instance_id, _deadline=deadline, _last_heartbeat=iso(now), updated_at=iso(now)
-        )
-    interval = doc.get("heartbeat_interval") or max(1, window // MISSED_HEARTBEATS)
+        record.private.deadline = deadline
+        record.private.last_heartbeat = iso(now)
+        record.instance.updated_at = now
+        instance_records(state).put(instance_id, record)
+    interval = record.instance.heartbeat_interval or max(1, window // MISSED_HEARTBEATS)
     return models.HeartbeatResponse(
         success=True,
         instance_id=instance_id,
@@ -495,7 +514,10 @@ def reset_instance(state: LocalState, instance_id: str, seed: int | None = None)
         contextlib.closing(open_db(state, instance_id, "current", read_only=False)) as target,
     ):
         source.backup(target)
-        state.store.update(KIND, instance_id, updated_at=iso(), _reset_seed=seed)
+        record = _load(state, instance_id)
+        record.instance.updated_at = utcnow()
+        record.private.reset_seed = seed
+        instance_records(state).put(instance_id, record)
     return models.ResetResponse(success=True, message=f"instance {instance_id} reset to its seed data")
 
 
@@ -522,7 +544,7 @@ def snapshot_instance(state: LocalState, instance_id: str) -> models.SnapshotRes
     ):
         source.backup(target)
         doc = {"backup_id": backup_id, "instance_id": instance_id, "s3_key": key, "created_at": iso()}
-        env_key = _load(state, instance_id)["env_key"]
+        env_key = _load(state, instance_id).instance.env_key
         state.store.put(BACKUP_KIND, backup_id, {**doc, "env_key": env_key}, parent=instance_id)
     return models.SnapshotResponse(success=True, **doc)
 
@@ -537,7 +559,8 @@ def restore_instance(state: LocalState, instance_id: str, backup_id: str | None)
     # Under the instance's lock, as reset: a DELETE in between would leave a new current.db
     # behind a terminated instance, or remove the files mid-backup.
     with state.store.locks.hold(KIND, instance_id):
-        target_env = require_live(state, instance_id)["env_key"]
+        record = require_live(state, instance_id)
+        target_env = record.instance.env_key
         if backup_id is None:
             own = state.store.list(BACKUP_KIND, parent=instance_id)
             backup = max(own, key=lambda doc: str(doc["created_at"])) if own else None
@@ -558,7 +581,8 @@ def restore_instance(state: LocalState, instance_id: str, backup_id: str | None)
             contextlib.closing(open_db(state, instance_id, "current", read_only=False)) as target,
         ):
             source.backup(target)
-        state.store.update(KIND, instance_id, updated_at=iso())
+        record.instance.updated_at = utcnow()
+        instance_records(state).put(instance_id, record)
     return models.RestoreResponse(
         success=True,
         backup_id=str(backup["backup_id"]),
@@ -575,12 +599,13 @@ def reap_expired(state: LocalState, now: float | None = None) -> list[str]:
     """Terminate every live instance whose deadline has passed; returns their ids."""
     moment = time.time() if now is None else now
     reaped: list[str] = []
-    for doc in state.store.list(KIND, exclude_status="terminated"):
-        deadline = doc.get("_deadline")
-        if isinstance(deadline, int | float) and deadline <= moment:
+    for record in instance_records(state).list(exclude_status="terminated"):
+        deadline = record.private.deadline
+        if deadline is not None and deadline <= moment:
+            instance_id = record.instance.instance_id
             with contextlib.suppress(LocalAPIError):
-                delete_instance(state, str(doc["instance_id"]), reason="expired")
-                reaped.append(str(doc["instance_id"]))
+                delete_instance(state, instance_id, reason="expired")
+                reaped.append(instance_id)
     return reaped
 
 

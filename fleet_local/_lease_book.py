@@ -1,6 +1,7 @@
 """Browser lease records: created, read with their TTL applied, ended, reaped.
 
-The records live in the server's store; each live lease's Chromium is in the ``BrowserPool``
+The records live in the server's store, as ``_records.LeaseRecord`` (the ``BrowserLease`` the
+API answers with, and the server's own fields beside it); each live lease's Chromium is in the ``BrowserPool``
 (``_chromium``). The HTTP routes over them are in ``_browser``.
 
 Every live lease may run a Chromium (250-400 MiB each), started on its first use, so the cap on
@@ -18,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Literal
 from urllib.parse import urlsplit
 
 from fleet_sdk.types import browser_lease as models
@@ -27,7 +28,8 @@ from ._chromium import BrowserPool
 from ._errors import LocalAPIError, not_found
 from ._idempotency import body_digest, conflict
 from ._ids import new_id
-from ._store import Store
+from ._records import LeasePrivate, LeaseRecord
+from ._store import Records, Store
 
 __all__ = [
     "CLUSTER_NAME",
@@ -98,25 +100,26 @@ class LeaseBook:
         self, store: Store, data_dir: Path, public_url: Callable[[], str], *, max_browsers: int | None = None
     ) -> None:
         self._store = store
+        self._records = Records(store, LEASE_KIND, LeaseRecord)
         self._public_url = public_url
         self.max_browsers = max(0, max_browsers) if max_browsers is not None else default_max_browsers()
         self._lock = threading.Lock()
         self.browsers = BrowserPool(data_dir / LEASE_BROWSERS_DIR)
         self._live: dict[str, int] = {}
-        for doc in store.list(LEASE_KIND):
-            if doc.get("status") in LIVE_STATUSES:
-                self._live[doc["lease_id"]] = int(doc["expires_timestamp_ms"])
+        for record in self._records.list():
+            if record.lease.status in LIVE_STATUSES:
+                self._live[record.lease.lease_id] = record.lease.expires_timestamp_ms
 
     def create(
         self, body: models.BrowserLeaseRequest, idempotency_key: str | None, *, start_url: str | None = None
-    ) -> dict[str, Any]:
+    ) -> LeaseRecord:
         """Create a running lease, or return the one first created with the same idempotency key.
 
         Args:
             body: The lease asked for.
             idempotency_key: The request's ``Idempotency-Key``, if any.
             start_url: The page the lease's browser opens when it starts (``about:blank``
-                without); kept in the record as ``_start_url``, which no response carries.
+                without); kept in the record's private part, which no response carries.
 
         Raises:
             LocalAPIError: 409 ``idempotency_conflict`` when the key was used with another body;
@@ -136,24 +139,22 @@ class LeaseBook:
                         return earlier
             lease_id = body.lease_id or new_id("lease")
             existing = self._read(lease_id)
-            if existing is not None and existing["status"] in LIVE_STATUSES:
+            if existing is not None and existing.lease.status in LIVE_STATUSES:
                 raise LocalAPIError(
                     409,
-                    f"browser lease {lease_id!r} is already {existing['status']}; "
+                    f"browser lease {lease_id!r} is already {existing.lease.status}; "
                     "use Idempotency-Key to retry a create safely",
                     code="conflict",
                     retryable=False,
                 )
             self._check_capacity()
-            lease = self._new_lease(lease_id, body)
-            if start_url is not None:
-                lease["_start_url"] = start_url
+            record = LeaseRecord(self._new_lease(lease_id, body), LeasePrivate(start_url=start_url))
             self.browsers.reopen(lease_id)
-            store.put(LEASE_KIND, lease_id, lease)
-            self._live[lease_id] = lease["expires_timestamp_ms"]
+            record = self._records.put(lease_id, record)
+            self._live[lease_id] = record.lease.expires_timestamp_ms
             if idempotency_key is not None:
                 store.put(IDEMPOTENCY_KIND, idempotency_key, {"lease_id": lease_id, "digest": digest})
-            return lease
+            return record
 
     def _check_capacity(self) -> None:
         """Expire what is due, then refuse a lease past ``max_browsers`` (the lock is held)."""
@@ -172,12 +173,12 @@ class LeaseBook:
             headers={"Retry-After": str(retry_after)},
         )
 
-    def _new_lease(self, lease_id: str, body: models.BrowserLeaseRequest) -> dict[str, Any]:
+    def _new_lease(self, lease_id: str, body: models.BrowserLeaseRequest) -> models.BrowserLease:
         public_url = self._public_url()
         base = f"{public_url}/browser/{lease_id}"
         host_domain = urlsplit(public_url).netloc or "127.0.0.1"
         created = now_ms()
-        lease = models.BrowserLease(
+        return models.BrowserLease(
             id=lease_id,
             lease_id=lease_id,
             browser_id=new_id("browser"),
@@ -193,7 +194,6 @@ class LeaseBook:
             expires_timestamp_ms=created + body.ttl_seconds * 1000,
             cluster_name=CLUSTER_NAME,
         )
-        return lease.model_dump(mode="json")
 
     def live_count(self, prefix: str) -> int:
         """How many live leases have an id starting with ``prefix``.
@@ -204,41 +204,42 @@ class LeaseBook:
         with self._lock:
             return sum(1 for lease_id in self._live if lease_id.startswith(prefix))
 
-    def get(self, lease_id: str) -> dict[str, Any] | None:
+    def get(self, lease_id: str) -> LeaseRecord | None:
         """The lease with its TTL applied, or None when unknown."""
         with self._lock:
             return self._read(lease_id)
 
-    def _read(self, lease_id: str) -> dict[str, Any] | None:
-        lease = self._store.get(LEASE_KIND, lease_id)
-        if lease is None:
+    def _read(self, lease_id: str) -> LeaseRecord | None:
+        record = self._records.get(lease_id)
+        if record is None:
             return None
-        if lease["status"] in LIVE_STATUSES and now_ms() >= lease["expires_timestamp_ms"]:
-            lease = self._end(lease_id, "expired") or lease
-        return lease
+        if record.lease.status in LIVE_STATUSES and now_ms() >= record.lease.expires_timestamp_ms:
+            record = self._end(record, "expired")
+        return record
 
-    def _end(self, lease_id: str, status: str) -> dict[str, Any] | None:
+    def _end(self, record: LeaseRecord, status: Literal["expired", "terminated"]) -> LeaseRecord:
+        """The lease ended (the book's lock is held: every write of a lease is under it)."""
+        lease_id = record.lease.lease_id
         self._live.pop(lease_id, None)
         self.browsers.end(lease_id)  # kills its Chromium process group before the lease reads as ended
-        changes: dict[str, Any] = {"status": status, "stream_ready": False}
-        return self._store.update(LEASE_KIND, lease_id, **changes)
+        record.lease.status = status
+        record.lease.stream_ready = False
+        return self._records.put(lease_id, record)
 
-    def terminate(self, lease_id: str) -> dict[str, Any]:
+    def terminate(self, lease_id: str) -> LeaseRecord:
         """End a live lease; 404 when unknown, 410 when it already ended."""
         with self._lock:
-            lease = self._read(lease_id)
-            if lease is None:
+            record = self._read(lease_id)
+            if record is None:
                 raise not_found("browser lease", lease_id)
-            if lease["status"] in ENDED_STATUSES:
+            if record.lease.status in ENDED_STATUSES:
                 raise LocalAPIError(
                     410,
-                    f"browser lease {lease_id!r} is already {lease['status']}",
+                    f"browser lease {lease_id!r} is already {record.lease.status}",
                     code="gone",
                     retryable=False,
                 )
-            ended = self._end(lease_id, "terminated")
-            assert ended is not None
-            return ended
+            return self._end(record, "terminated")
 
     def reap(self) -> list[str]:
         """Expire every live lease past its TTL; returns their ids."""

@@ -65,8 +65,8 @@ async def lease_browser(state: LocalState, lease_id: str) -> LeaseBrowser:
         BrowserStartError: The browser could not start.
     """
 
-    lease = await live_lease(state, lease_id)
-    return await book(state).browsers.get(lease_id, lease["allowed_hosts"], lease.get("_start_url"))
+    record = await live_lease(state, lease_id)
+    return await book(state).browsers.get(lease_id, record.lease.allowed_hosts, record.private.start_url)
 
 
 @dataclass(frozen=True)

@@ -281,13 +281,13 @@ def router(state: LocalState) -> APIRouter:
     @api.get("/health", response_model=models.HealthResponse)
     def manager_health(instance_id: str) -> models.HealthResponse:
         """200 while the instance is live (404 ``instance_not_found`` otherwise)."""
-        doc = _instances.require_live(state, instance_id)
+        record = _instances.require_live(state, instance_id)
         return models.HealthResponse(
             status="ok",
             timestamp=iso(),
             service="fleet-sdk local instance manager",
             instance_id=instance_id,
-            env_key=doc.get("env_key"),
+            env_key=record.instance.env_key,
         )
 
     @api.post("/reset", response_model=models.ResetResponse)

@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from fleet_sdk.protocol import bare_model
 from fleet_sdk.types import sessions_ingest as smodels
 
+from . import _instances
 from ._episodes import JOB_KIND, SESSION_KIND, session_score
 from ._errors import not_found
 from ._idempotency import IdempotencyKey, idempotent
@@ -39,7 +40,6 @@ from ._validation import checked_body, model_refusal
 __all__ = ["ingest", "router"]
 
 _TASK_KIND = "task"
-_INSTANCE_KIND = "instance"
 _EXECUTION_KIND = "verifier_execution"
 _TRACE_JOB_KIND = "trace_job"
 _OPEN = frozenset({"pending", "running"})  # the statuses of a session that has not finished
@@ -166,13 +166,15 @@ def _public(record: Mapping[str, Any]) -> dict[str, Any]:
 def _instance(state: LocalState, doc: Mapping[str, Any]) -> smodels.Instance | None:
     """The session's instance record; None when this server has no full record of it."""
     instance_id = doc.get("instance_id")
-    record = state.store.get(_INSTANCE_KIND, str(instance_id)) if instance_id else None
-    if record is None and isinstance(doc.get("instance"), dict):
-        record = doc["instance"]
-    if record is None:
+    stored = _instances.instance_records(state).get(str(instance_id)) if instance_id else None
+    if stored is not None:  # its wire model: no field of the server's own
+        record: Mapping[str, Any] = stored.instance.model_dump(mode="json")
+    elif isinstance(doc.get("instance"), dict):
+        record = _public(doc["instance"])  # as ingested: ``Instance`` keeps unknown keys
+    else:
         return None
     try:
-        return smodels.Instance.model_validate(_public(record))
+        return smodels.Instance.model_validate(record)
     except ValidationError:
         return None  # e.g. an id ingested for an instance this server never ran
 

@@ -5,6 +5,9 @@ execution) is a JSON document of a kind, keyed by id, with a few indexed
 columns for the lookups the API needs. State survives a restart because it is
 all in ``<data_dir>/fleet.db``.
 
+Instances and browser leases are also handed out as typed records (:class:`Records`, over a
+record type such as ``_records.InstanceRecord``); the other kinds are still plain dicts.
+
 A document holds only what a JSON response can carry: a lone surrogate (``"\\ud800"``, which
 Python strings allow and UTF-8 does not; a verifier can return one) is stored as U+FFFD, and
 one in a row written before that rule is read back as U+FFFD too.
@@ -20,7 +23,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 from ._locks import NamedLocks
 
@@ -60,7 +63,25 @@ def _storable(text: str) -> str:
 
 
 def _loads(text: str) -> dict[str, Any]:
-    return dict(json.loads(_storable(text)))
+    """The document of stored text (already through :func:`_storable`)."""
+    return dict(json.loads(text))
+
+
+class StoredRecord(Protocol):
+    """What :class:`Records` needs of a record type: reading one from its stored JSON text, and
+    the JSON document to store."""
+
+    @classmethod
+    def from_json(cls, text: str) -> Self:
+        """The record of a stored document (the server's own writing)."""
+        ...
+
+    def to_document(self) -> dict[str, Any]:
+        """The JSON document to store."""
+        ...
+
+
+R = TypeVar("R", bound=StoredRecord)
 
 
 class Store:
@@ -119,6 +140,10 @@ class Store:
             kind: Record type, e.g. ``"instance"``.
             id: Record id.
         """
+        text = self._read_text(kind, id)
+        return None if text is None else _loads(text)
+
+    def _read_text(self, kind: str, id: str) -> str | None:
         with self._readers_guard:
             if self._closed:
                 raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
@@ -137,7 +162,7 @@ class Store:
                     self._readers.append(reader)
             if not idle:
                 reader.close()
-        return _loads(rows[0][0]) if rows else None
+        return _storable(rows[0][0]) if rows else None
 
     def put(self, kind: str, id: str, doc: dict[str, Any], *, parent: str | None = None) -> dict[str, Any]:
         """Insert or replace a document; returns it as stored (``doc`` itself unless a lone
@@ -150,6 +175,11 @@ class Store:
             parent: Optional owner id for listing (e.g. a session's job id).
         """
         written = json.dumps(doc, default=str)
+        text = self._put_text(kind, id, written, parent)
+        return doc if text == written else _loads(text)
+
+    def _put_text(self, kind: str, id: str, written: str, parent: str | None) -> str:
+        """Store ``json.dumps`` text; returns the text as stored."""
         text = _storable(written)
         with self._lock:
             now = time.time()
@@ -160,13 +190,17 @@ class Store:
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 (kind, id, parent, created, now, text),
             )
-        return doc if text == written else _loads(text)
+        return text
 
     def get(self, kind: str, id: str) -> dict[str, Any] | None:
         """The document, or None."""
+        text = self._get_text(kind, id)
+        return None if text is None else _loads(text)
+
+    def _get_text(self, kind: str, id: str) -> str | None:
         with self._lock:
             row = self._db.execute("SELECT doc FROM docs WHERE kind=? AND id=?", (kind, id)).fetchone()
-        return None if row is None else _loads(row[0])
+        return None if row is None else _storable(row[0])
 
     def delete(self, kind: str, id: str) -> bool:
         """Remove a document; True if it existed."""
@@ -185,6 +219,9 @@ class Store:
             exclude_status: Leave out the documents whose ``status`` is this (read in SQL, so
                 the reaper's pass over live instances does not load every terminated one).
         """
+        return [_loads(text) for text in self._list_texts(kind, parent, exclude_status)]
+
+    def _list_texts(self, kind: str, parent: str | None, exclude_status: str | None) -> builtins.list[str]:
         sql, params = "SELECT doc FROM docs WHERE kind=?", [kind]
         if parent is not None:
             sql, params = sql + " AND parent=?", [*params, parent]
@@ -192,7 +229,7 @@ class Store:
             sql, params = sql + " AND json_extract(doc, '$.status') IS NOT ?", [*params, exclude_status]
         with self._lock:
             rows = self._db.execute(sql + " ORDER BY created, id", params).fetchall()
-        return [_loads(row[0]) for row in rows]
+        return [_storable(row[0]) for row in rows]
 
     def count(self, kind: str, *, exclude_status: str | None = None, parent: str | None = None) -> int:
         """How many documents of a kind there are (``exclude_status`` and ``parent`` as for :meth:`list`).
@@ -353,4 +390,70 @@ class Store:
                 "SELECT doc FROM messages WHERE session_id=? ORDER BY seq", (session_id,)
             ).fetchall()
         for (doc,) in rows:
-            yield _loads(doc)
+            yield _loads(_storable(doc))
+
+
+class Records(Generic[R]):
+    """One kind of a store's documents, handed out as records of a model instead of dicts.
+
+    The store keeps the same JSON documents (the dict methods of :class:`Store` still read them).
+    A record is validated where it is made (its model's constructor, from a validated request);
+    reads parse the stored text with the model's ``from_json``, which for a pydantic model
+    (``model_validate_json``, in Rust) costs less than ``json.loads`` of the same text alone, so
+    a trusted read needs no unvalidated shortcut. Each read returns a fresh record: the caller
+    may change it and :meth:`put` it back, holding the record's named lock (``store.locks``)
+    from the read to the write.
+
+    Args:
+        store: The store.
+        kind: The kind of document, e.g. ``"instance"``.
+        record: The record type.
+    """
+
+    def __init__(self, store: Store, kind: str, record: type[R]) -> None:
+        self.store = store
+        self.kind = kind
+        self._record = record
+
+    def read(self, id: str) -> R | None:
+        """The record as last committed, or None, without waiting for the store's lock
+        (:meth:`Store.read`).
+
+        Args:
+            id: Record id.
+        """
+        text = self.store._read_text(self.kind, id)
+        return None if text is None else self._record.from_json(text)
+
+    def get(self, id: str) -> R | None:
+        """The record, or None.
+
+        Args:
+            id: Record id.
+        """
+        text = self.store._get_text(self.kind, id)
+        return None if text is None else self._record.from_json(text)
+
+    def put(self, id: str, record: R, *, parent: str | None = None) -> R:
+        """Insert or replace a record; returns it as stored (``record`` itself unless a lone
+        surrogate had to be replaced).
+
+        Args:
+            id: Record id, unique within the kind.
+            record: The record.
+            parent: Optional owner id for listing.
+        """
+        written = json.dumps(record.to_document(), default=str)
+        text = self.store._put_text(self.kind, id, written, parent)
+        return record if text == written else self._record.from_json(text)
+
+    def list(self, *, parent: str | None = None, exclude_status: str | None = None) -> builtins.list[R]:
+        """All records of the kind, oldest first (the arguments as for :meth:`Store.list`).
+
+        Args:
+            parent: Only the records of this owner.
+            exclude_status: Leave out the records whose ``status`` is this.
+        """
+        return [
+            self._record.from_json(text) for text in self.store._list_texts(self.kind, parent, exclude_status)
+        ]

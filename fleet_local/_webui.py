@@ -62,18 +62,18 @@ def render_instance(state: LocalState, instance_id: str) -> str:
     Raises:
         LocalAPIError: 404 ``instance_not_found``.
     """
-    doc = _instances.require_live(state, instance_id)
-    spec = state.environments.get(str(doc.get("env_key")))
-    title = spec.name if spec is not None else str(doc.get("env_key"))
+    instance = _instances.require_live(state, instance_id).instance
+    spec = state.environments.get(instance.env_key)
+    title = spec.name if spec is not None else instance.env_key
     parts = [
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{html.escape(title)} · {html.escape(instance_id)}</title>",
         f"<style>{_STYLE}</style></head><body>",
-        nav_html(instance_id, APPS.get(str(doc.get("env_key")))),
+        nav_html(instance_id, APPS.get(instance.env_key)),
         f"<h1>{html.escape(title)}</h1>",
         f'<p class="meta">Instance <code>{html.escape(instance_id)}</code> · version '
-        f"{html.escape(str(doc.get('version')))} · {html.escape(str(doc.get('status')))}</p>",
+        f"{html.escape(instance.version)} · {html.escape(instance.status)}</p>",
     ]
     if spec is not None:
         parts.append(f"<p>{html.escape(spec.description)}</p>")

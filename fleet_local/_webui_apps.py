@@ -389,7 +389,7 @@ def _html_error(status: int, detail: str) -> HTMLResponse:
 
 
 def _env_key(state: LocalState, instance_id: str) -> str:
-    return str(_instances.require_live(state, instance_id).get("env_key"))
+    return _instances.require_live(state, instance_id).instance.env_key
 
 
 def router(state: LocalState) -> APIRouter:

@@ -1,0 +1,158 @@
+"""The local server's typed records: what the store keeps of a thing, as pydantic models.
+
+A record holds the wire model the API answers with (a generated model, validated where it is
+made) and, beside it, the server's own fields that never reach the wire. It is stored as one
+flat JSON document: the wire model's fields, plus each private field under its name prefixed
+with ``_`` (the form documents had before there were records, so older data directories read
+the same, and the store's SQL can still read ``$.status``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic, Self, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from fleet_sdk.types import browser_lease as lease_models
+from fleet_sdk.types import env_instance as models
+
+__all__ = ["InstancePrivate", "InstanceRecord", "LeasePrivate", "LeaseRecord"]
+
+Wire = TypeVar("Wire", bound=BaseModel)
+Private = TypeVar("Private", bound=BaseModel)
+
+
+def _private_name(name: str) -> str:
+    return "_" + name
+
+
+class _Record(Generic[Wire, Private]):
+    """A wire model and, beside it, the server's own fields: a pair of pydantic models, each
+    validated where it is made.
+
+    A record read from the store parses its private part only when first asked for it: most
+    reads (an instance's lookup by every manager route, MCP session and verifier run) need the
+    wire part alone, and parsing both made such a lookup about 1.25x the ``json.loads`` of the
+    dict it replaced (``benchmarks/bench_instance_records.py``).
+    """
+
+    __slots__ = ("_private", "_stored", "_wire")
+    _wire_model: type[Wire]
+    _private_model: type[Private]
+
+    def __init__(self, wire: Wire, private: Private) -> None:
+        self._wire = wire
+        self._private: Private | None = private
+        self._stored: str | None = None
+
+    @classmethod
+    def from_json(cls, text: str) -> Self:
+        """The record of a stored document: its wire fields now, its ``_`` fields when asked.
+
+        Each part is validated by pydantic-core as it parses (unknown keys are ignored), which
+        costs about what ``json.loads`` of the text does.
+
+        Args:
+            text: The stored JSON text.
+        """
+        record = cls.__new__(cls)
+        record._wire = cls._wire_model.model_validate_json(text)
+        record._private = None
+        record._stored = text
+        return record
+
+    @property
+    def private(self) -> Private:
+        """The server's own fields; nothing here reaches a response."""
+        if self._private is None:
+            assert self._stored is not None  # a record is made with one or the other
+            self._private, self._stored = self._private_model.model_validate_json(self._stored), None
+        return self._private
+
+    def to_document(self) -> dict[str, Any]:
+        """The flat JSON document to store (wire fields, then the ``_`` fields)."""
+        return {
+            **self._wire.model_dump(mode="json"),
+            **self.private.model_dump(mode="json", by_alias=True),
+        }
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._wire!r}, private={self.private!r})"
+
+
+class InstancePrivate(BaseModel):
+    """An instance's server-side fields, stored as ``_<name>`` beside its wire fields.
+
+    Attributes:
+        window_seconds: Seconds the instance lives after its last heartbeat (or its creation);
+            None in a document that predates it (the server's default TTL then applies).
+        deadline: The ``time.time()`` at which the reaper ends it; None never.
+        last_heartbeat: When it last received a heartbeat (ISO-8601), None before the first.
+        image_type: ``image_type`` of the creating request (accepted, not used here).
+        created_from: ``created_from`` of the creating request (accepted, not used here).
+        reset_seed: The seed of its last reset, if any.
+    """
+
+    model_config = ConfigDict(alias_generator=_private_name, populate_by_name=True, extra="ignore")
+
+    window_seconds: int | None = None
+    deadline: float | None = None
+    last_heartbeat: str | None = None
+    image_type: str | None = None
+    created_from: str | None = None
+    reset_seed: int | None = None
+
+
+class InstanceRecord(_Record[models.InstanceResponse, InstancePrivate]):
+    """An instance as the store keeps it: its wire model, and the server's fields beside it.
+
+    Args:
+        instance: The wire model.
+        private: The server's own fields.
+    """
+
+    __slots__ = ()
+    _wire_model = models.InstanceResponse
+    _private_model = InstancePrivate
+
+    def __init__(self, instance: models.InstanceResponse, private: InstancePrivate) -> None:
+        super().__init__(instance, private)
+
+    @property
+    def instance(self) -> models.InstanceResponse:
+        """What ``GET /v1/env/instances/{id}`` answers (its ``urls`` as last stored; the service
+        rebuilds them from the server's current address when it answers)."""
+        return self._wire
+
+
+class LeasePrivate(BaseModel):
+    """A browser lease's server-side fields, stored as ``_<name>`` beside its wire fields.
+
+    Attributes:
+        start_url: The page its browser opens when it starts (``about:blank`` when None).
+    """
+
+    model_config = ConfigDict(alias_generator=_private_name, populate_by_name=True, extra="ignore")
+
+    start_url: str | None = None
+
+
+class LeaseRecord(_Record[lease_models.BrowserLease, LeasePrivate]):
+    """A browser lease as the store keeps it: its wire model, and the server's fields beside it.
+
+    Args:
+        lease: The wire model.
+        private: The server's own fields.
+    """
+
+    __slots__ = ()
+    _wire_model = lease_models.BrowserLease
+    _private_model = LeasePrivate
+
+    def __init__(self, lease: lease_models.BrowserLease, private: LeasePrivate) -> None:
+        super().__init__(lease, private)
+
+    @property
+    def lease(self) -> lease_models.BrowserLease:
+        """What ``GET /v1/browser/{lease_id}`` answers."""
+        return self._wire
