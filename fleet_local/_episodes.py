@@ -50,7 +50,9 @@ from fleet_sdk.remote_verifier import RemoteVerifierOutcome
 from . import _instances, _job_browser
 from ._errors import LocalAPIError
 from ._job_browser import MULTIMODAL, JobBrowserError
+from ._records import SessionRecord
 from ._state import LocalState, iso
+from ._store import Records
 
 __all__ = [
     "DEFAULT_MAX_DURATION_MINUTES",
@@ -59,6 +61,7 @@ __all__ = [
     "SESSION_KIND",
     "job_client",
     "lifespan",
+    "session_records",
     "session_score",
     "start_job",
     "stop_jobs",
@@ -74,6 +77,19 @@ STOP_TIMEOUT = 10.0
 """Seconds the running jobs' sessions get to close their envs when the server stops."""
 _TERMINAL_SESSION = frozenset({"completed", "timed_out", "errored", "failed"})
 _TERMINAL_JOB = frozenset({"completed", "errored", "failed", "cancelled"})
+
+
+def session_records(state: LocalState) -> Records[SessionRecord]:
+    """The store's session documents as typed records (a job's id is their parent).
+
+    A read-change-write of one holds its named lock (``state.store.locks.hold(SESSION_KIND,
+    session_id)``); a runner's progress goes through ``state.store.update`` of the changed fields,
+    each one atomic.
+
+    Args:
+        state: Server state.
+    """
+    return Records(state.store, SESSION_KIND, SessionRecord)
 
 
 def _tracked(state: LocalState) -> dict[str, asyncio.Task[None]]:
@@ -221,16 +237,17 @@ async def _delete_instance_quietly(state: LocalState, instance_id: str) -> None:
         await asyncio.shield(asyncio.to_thread(_instances.delete_instance, state, instance_id))
 
 
-async def _run_session(state: LocalState, job: Mapping[str, Any], session: Mapping[str, Any]) -> str:
+async def _run_session(state: LocalState, job: Mapping[str, Any], session: SessionRecord) -> str:
     """Run one session to a terminal status (never raises but for cancellation); returns the status."""
-    session_id = str(session["session_id"])
-    model_id = str(session["model_id"])
+    session_id = session.session.session_id
+    model_id = str(session.private.model_id)
+    task_doc = session.private.task or {}
     changes: dict[str, Any] = {"status": "errored"}
     progress = _Progress(state, session_id)
     await _store(state, SESSION_KIND, session_id, status="running", started_at=iso())
     try:
-        task = Task.model_validate(session["task"])
-        modality = _modality(job, session["task"])
+        task = Task.model_validate(task_doc)
+        modality = _modality(job, task_doc)
         if modality != "tool_use" and modality not in MULTIMODAL:
             raise PolicyError(f"task modality {modality!r} is not supported by local jobs")
         no_browser = _job_browser.unavailable(modality) if modality in MULTIMODAL else None
@@ -290,7 +307,7 @@ async def _run_job(state: LocalState, job_id: str) -> None:
     if job is None:
         return
     try:
-        sessions = await anyio.to_thread.run_sync(lambda: state.store.list(SESSION_KIND, parent=job_id))
+        sessions = await anyio.to_thread.run_sync(lambda: session_records(state).list(parent=job_id))
         await _store(state, JOB_KIND, job_id, status="running", updated_at=iso())
         limit = max(1, int(state.settings.job_concurrency))
         per_model_limit = min(limit, int(job.get("max_concurrent_per_model") or limit))
@@ -300,14 +317,14 @@ async def _run_job(state: LocalState, job_id: str) -> None:
         # a session waiting for a browser holds no job or model slot a tool_use session could use.
         browser_slots = asyncio.Semaphore(min(limit, max(1, int(state.settings.job_browser_concurrency))))
 
-        async def guarded(session: dict[str, Any]) -> str:
-            slots = model_slots.setdefault(str(session["model_id"]), asyncio.Semaphore(per_model_limit))
-            multimodal = _modality(job, session.get("task") or {}) in MULTIMODAL
+        async def guarded(session: SessionRecord) -> str:
+            slots = model_slots.setdefault(str(session.private.model_id), asyncio.Semaphore(per_model_limit))
+            multimodal = _modality(job, session.private.task or {}) in MULTIMODAL
             async with browser_slots if multimodal else contextlib.nullcontext(), slots, job_slots:
                 return await _run_session(state, job, session)
 
         async with asyncio.TaskGroup() as group:
-            runs = [group.create_task(guarded(s)) for s in sessions if s.get("status") == "pending"]
+            runs = [group.create_task(guarded(s)) for s in sessions if s.session.status == "pending"]
         statuses = [run.result() for run in runs]
         final = "errored" if statuses and all(s == "errored" for s in statuses) else "completed"
         error = "every session errored" if final == "errored" else None
@@ -338,21 +355,21 @@ def _interrupt_unfinished(state: LocalState, reason: str) -> None:
     for job in state.store.list(JOB_KIND):
         if job.get("status") in _TERMINAL_JOB:
             continue
-        for session in state.store.list(SESSION_KIND, parent=str(job["id"])):
-            if session.get("status") not in _TERMINAL_SESSION:
+        for session in session_records(state).list(parent=str(job["id"])):
+            if session.session.status not in _TERMINAL_SESSION:
                 state.store.update(
                     SESSION_KIND,
-                    str(session["session_id"]),
+                    session.session.session_id,
                     status="errored",
                     error=reason,
                     interrupted=True,  # what clients read (``SessionInfo.interrupted``), not ``error``
                     ended_at=now,
                 )
-                lease_id = session.get("lease_id")
-                if isinstance(lease_id, str):  # end its browser now rather than at the lease's TTL
+                lease_id = session.private.lease_id
+                if lease_id is not None:  # end its browser now rather than at the lease's TTL
                     _job_browser.release_lease(state, lease_id)
-                instance_id = session.get("instance_id")
-                if isinstance(instance_id, str):  # release it now rather than at its TTL
+                instance_id = session.private.instance_id
+                if instance_id is not None:  # release it now rather than at its TTL
                     with contextlib.suppress(LocalAPIError):
                         _instances.delete_instance(state, instance_id)
         # Instances a session made but had not recorded yet carry the job's id as their run_id.

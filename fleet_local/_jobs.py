@@ -23,10 +23,11 @@ from fleet_sdk.protocol import bare_model
 from fleet_sdk.types import env_instance as models
 
 from . import _control, _instances
-from ._episodes import JOB_KIND, SESSION_KIND, start_job
+from ._episodes import JOB_KIND, session_records, start_job
 from ._errors import LocalAPIError, not_found
 from ._idempotency import IdempotencyKey, idempotent
-from ._state import LocalState, iso, new_id
+from ._records import SessionPrivate, SessionRecord, SessionWire
+from ._state import LocalState, iso, new_id, utcnow
 
 __all__ = ["router"]
 
@@ -83,40 +84,35 @@ def _create_job(state: LocalState, req: models.JobCreateRequest) -> models.JobCr
     """Store the job and its pending sessions (blocking); the runner is started by the route."""
     tasks = _select_tasks(state, req)
     job_id = new_id("job")
-    now = iso()
+    created = utcnow()
+    now = iso(created)
     name = req.name or f"local-eval-{job_id[4:12]}"
     session_ids: list[str] = []
+    sessions = session_records(state)
     for task in tasks:
         for model_id in req.models:
             for attempt in range(req.pass_k):
                 session_id = new_id("sess")
                 session_ids.append(session_id)
-                state.store.put(
-                    SESSION_KIND,
-                    session_id,
-                    {
-                        "session_id": session_id,
-                        "source": "job",
-                        "job_id": job_id,
-                        "task_key": task["task_key"],
-                        "task": task,
-                        "model": bare_model(model_id),
-                        "model_id": model_id,
-                        "pass_index": attempt,
-                        "status": "pending",
-                        "created_at": now,
-                        "started_at": None,
-                        "ended_at": None,
-                        "step_count": 0,
-                        "instance_id": None,
-                        "instance": None,
-                        "verifier_execution": None,
-                        "verifier_execution_id": None,
-                        "metadata": {"score": None},
-                        "error": None,
-                    },
-                    parent=job_id,
+                session = SessionRecord(
+                    SessionWire(
+                        session_id=session_id,
+                        model=bare_model(model_id),
+                        status="pending",
+                        created_at=created,
+                        step_count=0,
+                    ),
+                    SessionPrivate(
+                        source="job",
+                        job_id=job_id,
+                        task_key=task["task_key"],
+                        task=task,
+                        model_id=model_id,
+                        pass_index=attempt,
+                        metadata={"score": None},
+                    ),
                 )
+                sessions.put(session_id, session, parent=job_id)
     doc = {
         "id": job_id,
         "name": name,

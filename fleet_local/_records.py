@@ -11,12 +11,21 @@ from __future__ import annotations
 
 from typing import Any, Generic, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from fleet_sdk.types import browser_lease as lease_models
 from fleet_sdk.types import env_instance as models
+from fleet_sdk.types import sessions_ingest as smodels
 
-__all__ = ["InstancePrivate", "InstanceRecord", "LeasePrivate", "LeaseRecord"]
+__all__ = [
+    "InstancePrivate",
+    "InstanceRecord",
+    "LeasePrivate",
+    "LeaseRecord",
+    "SessionPrivate",
+    "SessionRecord",
+    "SessionWire",
+]
 
 Wire = TypeVar("Wire", bound=BaseModel)
 Private = TypeVar("Private", bound=BaseModel)
@@ -156,3 +165,81 @@ class LeaseRecord(_Record[lease_models.BrowserLease, LeasePrivate]):
     def lease(self) -> lease_models.BrowserLease:
         """What ``GET /v1/browser/{lease_id}`` answers."""
         return self._wire
+
+
+class SessionWire(smodels.SessionInfo):
+    """A session's ``SessionInfo`` as stored: its ``instance`` and ``verifier_execution`` are
+    None here, since the service makes them when it answers (from the instance's record and the
+    verifier execution); what the session itself recorded under those names is in
+    :class:`SessionPrivate`."""
+
+    @field_validator("instance", "verifier_execution", mode="before")
+    @classmethod
+    def _made_when_answered(cls, value: object) -> None:
+        return None
+
+
+class SessionPrivate(BaseModel):
+    """A session's server-side fields, stored under their own names beside its wire fields
+    (sessions were stored so before there were records: no ``_`` prefix).
+
+    Attributes:
+        source: ``job`` (played by an evaluation job) or ``ingest`` (uploaded).
+        job_id: The job or trace job it belongs to (also the store's parent), if any.
+        task_key: Key of the task it ran.
+        task: The task document a job session plays (None for an ingested one).
+        model_id: The model as the job or the upload named it (``provider/model``).
+        pass_index: Which of a job's ``pass_k`` attempts it is.
+        updated_at: When an ingest last changed it (ISO-8601).
+        instance_id: The instance it ran on, when there was one.
+        instance: The instance's fields as the session recorded them when it began.
+        verifier_execution: The verifier run that graded a job session, as recorded.
+        verifier_execution_id: Id of the verifier run that graded it.
+        metadata: Free-form metadata (``score``, ``final_answer``).
+        lease_id: The browser lease of a ``browser_use`` job session.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    source: str | None = None
+    job_id: str | None = None
+    task_key: str | None = None
+    task: dict[str, Any] | None = None
+    model_id: str | None = None
+    pass_index: int | None = None
+    updated_at: str | None = None
+    instance_id: str | None = None
+    instance: dict[str, Any] | None = None
+    verifier_execution: dict[str, Any] | None = None
+    verifier_execution_id: str | None = None
+    metadata: dict[str, Any] | None = None
+    lease_id: str | None = None
+
+
+class SessionRecord(_Record[SessionWire, SessionPrivate]):
+    """A session as the store keeps it: its ``SessionInfo`` fields, and the server's beside them.
+
+    Args:
+        session: The wire fields.
+        private: The server's own fields.
+    """
+
+    __slots__ = ()
+    _wire_model = SessionWire
+    _private_model = SessionPrivate
+
+    def __init__(self, session: SessionWire, private: SessionPrivate) -> None:
+        super().__init__(session, private)
+
+    @property
+    def session(self) -> SessionWire:
+        """The session's wire fields (``instance`` and ``verifier_execution`` made on answering)."""
+        return self._wire
+
+    def to_document(self) -> dict[str, Any]:
+        """The flat JSON document to store: the wire fields, then the server's (which hold what
+        the session recorded as its ``instance`` and ``verifier_execution``)."""
+        return {
+            **self._wire.model_dump(mode="json", exclude={"instance", "verifier_execution"}),
+            **self.private.model_dump(mode="json"),
+        }
