@@ -49,13 +49,16 @@ def _body(**fields: object) -> smodels.SessionIngestRequest:
 def test_an_ingested_session_is_a_typed_record_over_a_flat_document(state: LocalState) -> None:
     created = ingest(
         state,
-        _body(job_id="job_a", task_key=TASK_KEY, model="anthropic/claude-x", status="running", instance_id="i1"),
+        _body(
+            job_id="job_a", task_key=TASK_KEY, model="anthropic/claude-x", status="running", instance_id="i1"
+        ),
     )
     records = session_records(state)
     record = records.get(created.session_id)
     assert isinstance(record, SessionRecord)
     assert type(record.session) is SessionWire and isinstance(record.private, SessionPrivate)
-    assert (record.session.model, record.session.status, record.session.step_count) == ("claude-x", "running", 1)
+    wire = record.session
+    assert (wire.model, wire.status, wire.step_count) == ("claude-x", "running", 1)
     assert record.session.created_at.tzinfo is not None
     assert (record.private.job_id, record.private.model_id, record.private.source) == (
         "job_a",
@@ -203,6 +206,7 @@ def test_private_and_unknown_fields_never_reach_the_wire(local: LocalFleet, flee
     (task,) = sessions.json()["tasks"]
     (session,) = task["sessions"]
     assert set(session) == SESSION_FIELDS
-    assert (session["session_id"], session["model"], session["status"]) == (session_id, "claude-x", "completed")
+    assert session["session_id"] == session_id
+    assert (session["model"], session["status"]) == ("claude-x", "completed")
     assert group.json()["session_count"] == 1
     assert set(transcript.json()) == set(smodels.SessionTranscriptResponse.model_fields)
