@@ -50,7 +50,7 @@ from fleet_sdk.remote_verifier import RemoteVerifierOutcome
 from . import _instances, _job_browser
 from ._errors import LocalAPIError
 from ._job_browser import MULTIMODAL, JobBrowserError
-from ._records import SessionRecord
+from ._records import JobRecord, SessionRecord
 from ._state import LocalState, iso
 from ._store import Records
 
@@ -60,6 +60,7 @@ __all__ = [
     "JOB_KIND",
     "SESSION_KIND",
     "job_client",
+    "job_records",
     "lifespan",
     "session_records",
     "session_score",
@@ -92,6 +93,18 @@ def session_records(state: LocalState) -> Records[SessionRecord]:
     return Records(state.store, SESSION_KIND, SessionRecord)
 
 
+def job_records(state: LocalState) -> Records[JobRecord]:
+    """The store's evaluation job documents as typed records.
+
+    The runner's changes to a job go through ``state.store.update`` of the changed fields, each
+    one atomic.
+
+    Args:
+        state: Server state.
+    """
+    return Records(state.store, JOB_KIND, JobRecord)
+
+
 def _tracked(state: LocalState) -> dict[str, asyncio.Task[None]]:
     return state.jobs
 
@@ -121,9 +134,9 @@ async def _store(state: LocalState, kind: str, id: str, **changes: Any) -> None:
     await anyio.to_thread.run_sync(lambda: state.store.update(kind, id, **changes))
 
 
-def _modality(job: Mapping[str, Any], task: Mapping[str, Any]) -> str:
+def _modality(job: JobRecord, task: Mapping[str, Any]) -> str:
     """How a session's agent acts: the job's ``mode`` when set, else the task's own modality."""
-    return str(job.get("mode") or task.get("task_modality") or "tool_use")
+    return str(job.job.mode or task.get("task_modality") or "tool_use")
 
 
 def _default_system_prompt(env_name: str, offer_submit: bool) -> str:
@@ -137,15 +150,15 @@ def _default_system_prompt(env_name: str, offer_submit: bool) -> str:
     return prompt
 
 
-def _system_prompt(state: LocalState, job: Mapping[str, Any], model_id: str, task: Task) -> str:
+def _system_prompt(state: LocalState, job: JobRecord, model_id: str, task: Task) -> str:
     """The job's prompt for the model, else its system prompt, else one naming the environment."""
-    per_model = job.get("model_prompts") or {}
+    per_model = job.private.model_prompts or {}
     environment = state.environments.get(task.env_key)
     # As TaskEnv offers it: submit_final_answer on tool_use tasks that ask for an answer.
     offer_submit = task.task_modality == "tool_use" and SUBMIT_FINAL_ANSWER in task.prompt
     return str(
         per_model.get(model_id)
-        or job.get("system_prompt")
+        or job.job.system_prompt
         or _default_system_prompt(environment.name if environment else task.env_key, offer_submit)
     )
 
@@ -237,7 +250,7 @@ async def _delete_instance_quietly(state: LocalState, instance_id: str) -> None:
         await asyncio.shield(asyncio.to_thread(_instances.delete_instance, state, instance_id))
 
 
-async def _run_session(state: LocalState, job: Mapping[str, Any], session: SessionRecord) -> str:
+async def _run_session(state: LocalState, job: JobRecord, session: SessionRecord) -> str:
     """Run one session to a terminal status (never raises but for cancellation); returns the status."""
     session_id = session.session.session_id
     model_id = str(session.private.model_id)
@@ -254,7 +267,7 @@ async def _run_session(state: LocalState, job: Mapping[str, Any], session: Sessi
         if no_browser is not None:  # before an instance is made for nothing
             raise JobBrowserError(no_browser)
         policy = _policy(state, model_id)
-        minutes = float(job.get("max_duration_minutes") or DEFAULT_MAX_DURATION_MINUTES)
+        minutes = float(job.job.max_duration_minutes or DEFAULT_MAX_DURATION_MINUTES)
         browser: dict[str, Any] | None = None
         if modality in MULTIMODAL:
             # The local server has no desktop images: computer_use is played on a lease as well.
@@ -266,9 +279,9 @@ async def _run_session(state: LocalState, job: Mapping[str, Any], session: Sessi
         env = TaskEnv(
             task,
             fleet=job_client(state),
-            max_steps=int(job.get("max_steps") or DEFAULT_MAX_STEPS),
+            max_steps=job.job.max_steps or DEFAULT_MAX_STEPS,
             ttl_seconds=_job_browser.lease_ttl(minutes) if browser is not None else None,
-            make_kwargs={"run_id": str(job["id"])},
+            make_kwargs={"run_id": job.job.id},
             browser_kwargs=browser,
         )
         system_prompt = _system_prompt(state, job, model_id, task)
@@ -303,16 +316,16 @@ async def _run_session(state: LocalState, job: Mapping[str, Any], session: Sessi
 
 async def _run_job(state: LocalState, job_id: str) -> None:
     """Run every pending session of a job, bounded per model and per job."""
-    job = await anyio.to_thread.run_sync(state.store.get, JOB_KIND, job_id)
+    job = await anyio.to_thread.run_sync(job_records(state).get, job_id)
     if job is None:
         return
     try:
         sessions = await anyio.to_thread.run_sync(lambda: session_records(state).list(parent=job_id))
         await _store(state, JOB_KIND, job_id, status="running", updated_at=iso())
         limit = max(1, int(state.settings.job_concurrency))
-        per_model_limit = min(limit, int(job.get("max_concurrent_per_model") or limit))
+        per_model_limit = min(limit, job.job.max_concurrent_per_model or limit)
         job_slots = asyncio.Semaphore(limit)
-        model_slots = {model: asyncio.Semaphore(per_model_limit) for model in job.get("models") or []}
+        model_slots = {model: asyncio.Semaphore(per_model_limit) for model in job.job.models or []}
         # Each browser session holds a Chromium (250-400 MiB): a bound of its own, taken first so
         # a session waiting for a browser holds no job or model slot a tool_use session could use.
         browser_slots = asyncio.Semaphore(min(limit, max(1, int(state.settings.job_browser_concurrency))))
@@ -352,10 +365,11 @@ def _interrupt_unfinished(state: LocalState, reason: str) -> None:
     """Mark every non-terminal job and session errored and release the sessions' instances
     (blocking; startup and shutdown)."""
     now = iso()
-    for job in state.store.list(JOB_KIND):
-        if job.get("status") in _TERMINAL_JOB:
+    for job in job_records(state).list():
+        job_id = job.job.id
+        if job.job.status in _TERMINAL_JOB:
             continue
-        for session in session_records(state).list(parent=str(job["id"])):
+        for session in session_records(state).list(parent=job_id):
             if session.session.status not in _TERMINAL_SESSION:
                 state.store.update(
                     SESSION_KIND,
@@ -373,8 +387,8 @@ def _interrupt_unfinished(state: LocalState, reason: str) -> None:
                     with contextlib.suppress(LocalAPIError):
                         _instances.delete_instance(state, instance_id)
         # Instances a session made but had not recorded yet carry the job's id as their run_id.
-        _instances.delete_instances_batch(state, run_id=str(job["id"]), profile_id=None)
-        state.store.update(JOB_KIND, str(job["id"]), status="errored", error=reason, updated_at=now)
+        _instances.delete_instances_batch(state, run_id=job_id, profile_id=None)
+        state.store.update(JOB_KIND, job_id, status="errored", error=reason, updated_at=now)
 
 
 async def stop_jobs(state: LocalState) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Generic, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fleet_sdk.types import browser_lease as lease_models
 from fleet_sdk.types import env_instance as models
@@ -20,6 +20,8 @@ from fleet_sdk.types import sessions_ingest as smodels
 __all__ = [
     "InstancePrivate",
     "InstanceRecord",
+    "JobPrivate",
+    "JobRecord",
     "LeasePrivate",
     "LeaseRecord",
     "SessionPrivate",
@@ -243,3 +245,39 @@ class SessionRecord(_Record[SessionWire, SessionPrivate]):
             **self._wire.model_dump(mode="json", exclude={"instance", "verifier_execution"}),
             **self.private.model_dump(mode="json"),
         }
+
+
+class JobPrivate(BaseModel):
+    """An evaluation job's server-side fields, stored under their own names beside its wire
+    fields (jobs were stored so before there were records: no ``_`` prefix).
+
+    Attributes:
+        model_prompts: The job's system prompt per model id, if it gave any.
+        session_ids: Its sessions, in the order they were made.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    model_prompts: dict[str, str] | None = None
+    session_ids: list[str] = Field(default_factory=list)
+
+
+class JobRecord(_Record[models.Job, JobPrivate]):
+    """An evaluation job as the store keeps it: its ``Job`` wire model, and the server's fields.
+
+    Args:
+        job: The wire model.
+        private: The server's own fields.
+    """
+
+    __slots__ = ()
+    _wire_model = models.Job
+    _private_model = JobPrivate
+
+    def __init__(self, job: models.Job, private: JobPrivate) -> None:
+        super().__init__(job, private)
+
+    @property
+    def job(self) -> models.Job:
+        """What ``GET /v1/jobs/{job_id}`` answers."""
+        return self._wire

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import anyio
 from fastapi import APIRouter, Query, Request
@@ -32,7 +32,7 @@ from fleet_sdk.protocol import bare_model
 from fleet_sdk.types import sessions_ingest as smodels
 
 from . import _instances
-from ._episodes import JOB_KIND, SESSION_KIND, session_records, session_score
+from ._episodes import SESSION_KIND, job_records, session_records, session_score
 from ._errors import not_found
 from ._idempotency import IdempotencyKey, idempotent
 from ._records import SessionPrivate, SessionRecord, SessionWire
@@ -44,6 +44,7 @@ __all__ = ["ingest", "router"]
 _TASK_KIND = "task"
 _EXECUTION_KIND = "verifier_execution"
 _TRACE_JOB_KIND = "trace_job"
+_NEVER = dt.datetime.min.replace(tzinfo=dt.UTC)  # sorts a job without a creation time last
 _OPEN = frozenset({"pending", "running"})  # the statuses of a session that has not finished
 _EXECUTION_FIELDS = ("success", "score", "stdout", "execution_time_ms", "result", "execution_id")
 
@@ -242,11 +243,7 @@ def _summary(state: LocalState, session: SessionRecord) -> tuple[smodels.Session
 
 def _job_sessions(state: LocalState, job_id: str) -> smodels.JobSessionsResponse:
     docs = session_records(state).list(parent=job_id)
-    if (
-        not docs
-        and state.store.get(JOB_KIND, job_id) is None
-        and state.store.get(_TRACE_JOB_KIND, job_id) is None
-    ):
+    if not docs and _job(state, job_id) is None:
         raise not_found("job", job_id)
     groups: dict[str, list[SessionRecord]] = {}
     for doc in docs:
@@ -275,15 +272,32 @@ def _job_sessions(state: LocalState, job_id: str) -> smodels.JobSessionsResponse
     return smodels.JobSessionsResponse(job_id=job_id, total_sessions=len(docs), tasks=tasks)
 
 
-def _group(state: LocalState, job: Mapping[str, Any]) -> smodels.JobSessionGroup:
+class _JobHead(NamedTuple):
+    """What a job's session group tells of the job itself (an evaluation job or a trace job)."""
+
+    job_id: str
+    name: str | None
+    created_at: dt.datetime | None
+
+
+def _trace_head(job_id: str, doc: Mapping[str, Any]) -> _JobHead:
+    created = doc.get("created_at")
+    name = doc.get("name")
+    return _JobHead(
+        job_id,
+        None if name is None else str(name),
+        dt.datetime.fromisoformat(created) if isinstance(created, str) else None,
+    )
+
+
+def _group(state: LocalState, job: _JobHead) -> smodels.JobSessionGroup:
     """One job's aggregates: only graded sessions count towards ``avg_score`` (module docstring)."""
-    job_id = str(job.get("id") or job.get("job_id"))
-    docs = session_records(state).list(parent=job_id)
+    docs = session_records(state).list(parent=job.job_id)
     scores = [score for doc in docs if (score := session_score(_verifier_execution(state, doc))) is not None]
     return smodels.JobSessionGroup(
-        job_id=job_id,
-        name=job.get("name"),
-        created_at=job.get("created_at"),
+        job_id=job.job_id,
+        name=job.name,
+        created_at=job.created_at,
         session_count=len(docs),
         graded_sessions=len(scores),
         passed_sessions=sum(1 for score in scores if score >= 1.0),
@@ -292,15 +306,19 @@ def _group(state: LocalState, job: Mapping[str, Any]) -> smodels.JobSessionGroup
     )
 
 
-def _job(state: LocalState, job_id: str) -> dict[str, Any] | None:
-    return state.store.get(JOB_KIND, job_id) or state.store.get(_TRACE_JOB_KIND, job_id)
+def _job(state: LocalState, job_id: str) -> _JobHead | None:
+    record = job_records(state).get(job_id)
+    if record is not None:
+        return _JobHead(job_id, record.job.name, record.job.created_at)
+    doc = state.store.get(_TRACE_JOB_KIND, job_id)
+    return None if doc is None else _trace_head(job_id, doc)
 
 
 def _job_session_group(state: LocalState, job_id: str) -> smodels.JobSessionGroup:
     job = _job(state, job_id)
     if job is None:
         raise not_found("job", job_id)
-    return _group(state, {"id": job_id, **job})
+    return _group(state, job)
 
 
 def _job_session_groups(
@@ -308,11 +326,15 @@ def _job_session_groups(
 ) -> smodels.JobSessionGroupsResponse:
     if job_id is not None:
         job = _job(state, job_id)
-        return smodels.JobSessionGroupsResponse(
-            groups=[] if job is None else [_group(state, {"id": job_id, **job})]
-        )
-    jobs = [*state.store.list(JOB_KIND), *state.store.list(_TRACE_JOB_KIND)]
-    jobs.sort(key=lambda job: str(job.get("created_at") or ""), reverse=True)
+        return smodels.JobSessionGroupsResponse(groups=[] if job is None else [_group(state, job)])
+    jobs = [
+        *(_JobHead(r.job.id, r.job.name, r.job.created_at) for r in job_records(state).list()),
+        *(
+            _trace_head(str(doc.get("job_id") or doc.get("id")), doc)
+            for doc in state.store.list(_TRACE_JOB_KIND)
+        ),
+    ]
+    jobs.sort(key=lambda job: job.created_at or _NEVER, reverse=True)
     return smodels.JobSessionGroupsResponse(groups=[_group(state, job) for job in jobs[:limit]])
 
 
