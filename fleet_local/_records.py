@@ -258,7 +258,7 @@ class JobPrivate(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    model_prompts: dict[str, str] | None = None
+    model_prompts: dict[str, Any] | None = None
     session_ids: list[str] = Field(default_factory=list)
 
 
