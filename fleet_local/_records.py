@@ -18,6 +18,9 @@ from fleet_sdk.types import env_instance as models
 from fleet_sdk.types import sessions_ingest as smodels
 
 __all__ = [
+    "ExecutionPrivate",
+    "ExecutionRecord",
+    "ExecutionWire",
     "InstancePrivate",
     "InstanceRecord",
     "JobPrivate",
@@ -281,3 +284,66 @@ class JobRecord(_Record[models.Job, JobPrivate]):
     def job(self) -> models.Job:
         """What ``GET /v1/jobs/{job_id}`` answers."""
         return self._wire
+
+
+class ExecutionWire(models.VerifiersExecuteResponse):
+    """A verifier execution's ``VerifiersExecuteResponse`` fields as stored: its
+    ``execution_time_ms`` the stored time rounded to whole milliseconds, as answered (the exact
+    time is :attr:`ExecutionPrivate.execution_time_ms`). ``version`` and ``bundle_cache_hit``
+    belong to the answer to one request and are not stored."""
+
+    @field_validator("execution_time_ms", mode="before")
+    @classmethod
+    def _rounded(cls, value: object) -> object:
+        return round(value) if isinstance(value, float) else value
+
+
+class ExecutionPrivate(BaseModel):
+    """A verifier execution's server-side fields, stored under their own names beside its wire
+    fields (executions were stored so before there were records: no ``_`` prefix).
+
+    Attributes:
+        execution_time_ms: How long the run took, in (fractional) milliseconds.
+        score: The score read from what the verifier returned; None when it gave none.
+        sha256: Digest of the code that ran.
+        instance_id: The instance it ran against (also the store's parent).
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    execution_time_ms: float = 0.0
+    score: float | None = None
+    sha256: str | None = None
+    instance_id: str | None = None
+
+
+_ANSWER_ONLY = frozenset({"execution_time_ms", "version", "display_src", "comment", "bundle_cache_hit"})
+
+
+class ExecutionRecord(_Record[ExecutionWire, ExecutionPrivate]):
+    """A verifier execution as the store keeps it: its wire fields, and the server's beside them.
+
+    Args:
+        execution: The wire fields.
+        private: The server's own fields.
+    """
+
+    __slots__ = ()
+    _wire_model = ExecutionWire
+    _private_model = ExecutionPrivate
+
+    def __init__(self, execution: ExecutionWire, private: ExecutionPrivate) -> None:
+        super().__init__(execution, private)
+
+    @property
+    def execution(self) -> ExecutionWire:
+        """The execution's wire fields (``version`` and ``bundle_cache_hit`` set on answering)."""
+        return self._wire
+
+    def to_document(self) -> dict[str, Any]:
+        """The flat JSON document to store: the wire fields but those of one answer, then the
+        server's (which hold the exact ``execution_time_ms``)."""
+        return {
+            **self._wire.model_dump(mode="json", exclude=set(_ANSWER_ONLY)),
+            **self.private.model_dump(mode="json"),
+        }

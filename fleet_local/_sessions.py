@@ -38,11 +38,11 @@ from ._idempotency import IdempotencyKey, idempotent
 from ._records import SessionPrivate, SessionRecord, SessionWire
 from ._state import LocalState, iso, new_id, utcnow
 from ._validation import checked_body, model_refusal
+from ._verifier_exec import execution_records
 
 __all__ = ["ingest", "router"]
 
 _TASK_KIND = "task"
-_EXECUTION_KIND = "verifier_execution"
 _TRACE_JOB_KIND = "trace_job"
 _NEVER = dt.datetime.min.replace(tzinfo=dt.UTC)  # sorts a job without a creation time last
 _OPEN = frozenset({"pending", "running"})  # the statuses of a session that has not finished
@@ -144,9 +144,17 @@ def _verifier_execution(state: LocalState, session: SessionRecord) -> dict[str, 
     if not execution_id:
         return None
     score = (private.metadata or {}).get("score")
-    record = state.store.get(_EXECUTION_KIND, str(execution_id))
+    record = execution_records(state).get(execution_id)
     if record is not None:
-        execution = {name: record.get(name) for name in _EXECUTION_FIELDS}
+        ran = record.execution
+        execution = {
+            "success": ran.success,
+            "score": record.private.score,
+            "stdout": ran.stdout,
+            "execution_time_ms": record.private.execution_time_ms,
+            "result": ran.result,
+            "execution_id": ran.execution_id,
+        }
         if isinstance(score, int | float) and not isinstance(score, bool):
             execution["score"] = float(score)  # the uploader's reward wins (it may be a partial reward)
     else:
