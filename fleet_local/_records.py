@@ -3,7 +3,8 @@
 A record holds the wire model the API answers with (a generated model, validated where it is
 made) and, beside it, the server's own fields that never reach the wire. It is stored as one
 flat JSON document: the wire model's fields, plus each private field under its name prefixed
-with ``_`` (the form documents had before there were records, so older data directories read
+with ``_`` for instances and leases, under its own name for sessions, jobs and verifier
+executions (the form each kind had before there were records, so older data directories read
 the same, and the store's SQL can still read ``$.status``).
 """
 

@@ -5,8 +5,9 @@ execution) is a JSON document of a kind, keyed by id, with a few indexed
 columns for the lookups the API needs. State survives a restart because it is
 all in ``<data_dir>/fleet.db``.
 
-Instances and browser leases are also handed out as typed records (:class:`Records`, over a
-record type such as ``_records.InstanceRecord``); the other kinds are still plain dicts.
+Instances, browser leases, sessions, evaluation jobs and verifier executions are also handed
+out as typed records (:class:`Records`, over a record type such as ``_records.InstanceRecord``);
+the other kinds are still plain dicts.
 
 A document holds only what a JSON response can carry: a lone surrogate (``"\\ud800"``, which
 Python strings allow and UTF-8 does not; a verifier can return one) is stored as U+FFFD, and
