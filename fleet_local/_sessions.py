@@ -239,9 +239,10 @@ def _transcript(state: LocalState, session_id: str) -> smodels.SessionTranscript
 
 def _summary(state: LocalState, session: SessionRecord) -> tuple[smodels.SessionInfo, float | None]:
     execution = _verifier_execution(state, session)
+    # ``__dict__``: the wire fields as they are, without a Python-level walk of the model.
     summary = smodels.SessionInfo.model_validate(
         {
-            **dict(session.session),
+            **session.session.__dict__,
             "instance": _instance(state, session),
             "verifier_execution": execution,
         }
