@@ -65,15 +65,16 @@ def ingest(state: LocalState, body: smodels.SessionIngestRequest) -> smodels.Ses
     records = session_records(state)
     # One ingest per session at a time: appends to one session keep their order and count.
     with state.store.locks.hold(SESSION_KIND, session_id):
-        existing = records.get(session_id) if body.session_id else None
-        if existing is not None:
+        finished = False
+
+        def append(existing: SessionRecord) -> None:
+            nonlocal finished
             wire, private = existing.session, existing.private
             private.metadata = {**(private.metadata or {}), **metadata}
             wire.step_count += steps
             private.updated_at = iso()
             if body.status is not None:
-                if wire.status in _OPEN and body.status not in _OPEN:
-                    state.metrics.sessions_finished.labels("ingest").inc()
+                finished = wire.status in _OPEN and body.status not in _OPEN
                 wire.status = body.status
             if body.ended_at is not None:
                 wire.ended_at = _utc(body.ended_at)
@@ -81,7 +82,12 @@ def ingest(state: LocalState, body: smodels.SessionIngestRequest) -> smodels.Ses
                 private.verifier_execution_id = body.verifier_execution_id
             if body.instance_id is not None and not private.instance_id:
                 private.instance_id = body.instance_id
-            records.put(session_id, existing, parent=private.job_id)
+
+        # Atomic in the store: a job's runner may write this session's progress meanwhile.
+        appended = records.update(session_id, append) if body.session_id else None
+        if appended is not None:
+            if finished:
+                state.metrics.sessions_finished.labels("ingest").inc()
             created = False
         else:
             now = utcnow()

@@ -210,3 +210,21 @@ def test_private_and_unknown_fields_never_reach_the_wire(local: LocalFleet, flee
     assert (session["model"], session["status"]) == ("claude-x", "completed")
     assert group.json()["session_count"] == 1
     assert set(transcript.json()) == set(smodels.SessionTranscriptResponse.model_fields)
+
+
+def test_a_record_update_keeps_its_parent_and_what_others_wrote(state: LocalState) -> None:
+    """``Records.update`` reads, changes and writes back under the store's lock: the document's
+    parent stays, fields it did not change (a runner's ``Store.update`` before it) stay, and an
+    unknown id is None."""
+    created = ingest(state, _body(job_id="job_u", model="m", status="running"))
+    state.store.update(SESSION_KIND, created.session_id, lease_id="lease_x")  # as the runner writes
+
+    def finish(record: SessionRecord) -> None:
+        record.session.status = "completed"
+
+    records = session_records(state)
+    updated = records.update(created.session_id, finish)
+    assert updated is not None and updated.session.status == "completed"
+    assert updated.private.lease_id == "lease_x"
+    assert [s.session.session_id for s in records.list(parent="job_u")] == [created.session_id]
+    assert records.update("sess_unknown", finish) is None
