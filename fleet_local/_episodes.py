@@ -50,7 +50,9 @@ from fleet_sdk.remote_verifier import RemoteVerifierOutcome
 from . import _instances, _job_browser
 from ._errors import LocalAPIError
 from ._job_browser import MULTIMODAL, JobBrowserError
+from ._records import JobRecord, SessionRecord
 from ._state import LocalState, iso
+from ._store import Records
 
 __all__ = [
     "DEFAULT_MAX_DURATION_MINUTES",
@@ -58,7 +60,9 @@ __all__ = [
     "JOB_KIND",
     "SESSION_KIND",
     "job_client",
+    "job_records",
     "lifespan",
+    "session_records",
     "session_score",
     "start_job",
     "stop_jobs",
@@ -74,6 +78,31 @@ STOP_TIMEOUT = 10.0
 """Seconds the running jobs' sessions get to close their envs when the server stops."""
 _TERMINAL_SESSION = frozenset({"completed", "timed_out", "errored", "failed"})
 _TERMINAL_JOB = frozenset({"completed", "errored", "failed", "cancelled"})
+
+
+def session_records(state: LocalState) -> Records[SessionRecord]:
+    """The store's session documents as typed records (a job's id is their parent).
+
+    A read-change-write of one holds its named lock (``state.store.locks.hold(SESSION_KIND,
+    session_id)``); a runner's progress goes through ``state.store.update`` of the changed fields,
+    each one atomic.
+
+    Args:
+        state: Server state.
+    """
+    return Records(state.store, SESSION_KIND, SessionRecord)
+
+
+def job_records(state: LocalState) -> Records[JobRecord]:
+    """The store's evaluation job documents as typed records.
+
+    The runner's changes to a job go through ``state.store.update`` of the changed fields, each
+    one atomic.
+
+    Args:
+        state: Server state.
+    """
+    return Records(state.store, JOB_KIND, JobRecord)
 
 
 def _tracked(state: LocalState) -> dict[str, asyncio.Task[None]]:
@@ -105,9 +134,9 @@ async def _store(state: LocalState, kind: str, id: str, **changes: Any) -> None:
     await anyio.to_thread.run_sync(lambda: state.store.update(kind, id, **changes))
 
 
-def _modality(job: Mapping[str, Any], task: Mapping[str, Any]) -> str:
+def _modality(job: JobRecord, task: Mapping[str, Any]) -> str:
     """How a session's agent acts: the job's ``mode`` when set, else the task's own modality."""
-    return str(job.get("mode") or task.get("task_modality") or "tool_use")
+    return str(job.job.mode or task.get("task_modality") or "tool_use")
 
 
 def _default_system_prompt(env_name: str, offer_submit: bool) -> str:
@@ -121,15 +150,15 @@ def _default_system_prompt(env_name: str, offer_submit: bool) -> str:
     return prompt
 
 
-def _system_prompt(state: LocalState, job: Mapping[str, Any], model_id: str, task: Task) -> str:
+def _system_prompt(state: LocalState, job: JobRecord, model_id: str, task: Task) -> str:
     """The job's prompt for the model, else its system prompt, else one naming the environment."""
-    per_model = job.get("model_prompts") or {}
+    per_model = job.private.model_prompts or {}
     environment = state.environments.get(task.env_key)
     # As TaskEnv offers it: submit_final_answer on tool_use tasks that ask for an answer.
     offer_submit = task.task_modality == "tool_use" and SUBMIT_FINAL_ANSWER in task.prompt
     return str(
         per_model.get(model_id)
-        or job.get("system_prompt")
+        or job.job.system_prompt
         or _default_system_prompt(environment.name if environment else task.env_key, offer_submit)
     )
 
@@ -221,23 +250,24 @@ async def _delete_instance_quietly(state: LocalState, instance_id: str) -> None:
         await asyncio.shield(asyncio.to_thread(_instances.delete_instance, state, instance_id))
 
 
-async def _run_session(state: LocalState, job: Mapping[str, Any], session: Mapping[str, Any]) -> str:
+async def _run_session(state: LocalState, job: JobRecord, session: SessionRecord) -> str:
     """Run one session to a terminal status (never raises but for cancellation); returns the status."""
-    session_id = str(session["session_id"])
-    model_id = str(session["model_id"])
+    session_id = session.session.session_id
+    model_id = str(session.private.model_id)
+    task_doc = session.private.task or {}
     changes: dict[str, Any] = {"status": "errored"}
     progress = _Progress(state, session_id)
     await _store(state, SESSION_KIND, session_id, status="running", started_at=iso())
     try:
-        task = Task.model_validate(session["task"])
-        modality = _modality(job, session["task"])
+        task = Task.model_validate(task_doc)
+        modality = _modality(job, task_doc)
         if modality != "tool_use" and modality not in MULTIMODAL:
             raise PolicyError(f"task modality {modality!r} is not supported by local jobs")
         no_browser = _job_browser.unavailable(modality) if modality in MULTIMODAL else None
         if no_browser is not None:  # before an instance is made for nothing
             raise JobBrowserError(no_browser)
         policy = _policy(state, model_id)
-        minutes = float(job.get("max_duration_minutes") or DEFAULT_MAX_DURATION_MINUTES)
+        minutes = float(job.job.max_duration_minutes or DEFAULT_MAX_DURATION_MINUTES)
         browser: dict[str, Any] | None = None
         if modality in MULTIMODAL:
             # The local server has no desktop images: computer_use is played on a lease as well.
@@ -249,9 +279,9 @@ async def _run_session(state: LocalState, job: Mapping[str, Any], session: Mappi
         env = TaskEnv(
             task,
             fleet=job_client(state),
-            max_steps=int(job.get("max_steps") or DEFAULT_MAX_STEPS),
+            max_steps=job.job.max_steps or DEFAULT_MAX_STEPS,
             ttl_seconds=_job_browser.lease_ttl(minutes) if browser is not None else None,
-            make_kwargs={"run_id": str(job["id"])},
+            make_kwargs={"run_id": job.job.id},
             browser_kwargs=browser,
         )
         system_prompt = _system_prompt(state, job, model_id, task)
@@ -286,28 +316,28 @@ async def _run_session(state: LocalState, job: Mapping[str, Any], session: Mappi
 
 async def _run_job(state: LocalState, job_id: str) -> None:
     """Run every pending session of a job, bounded per model and per job."""
-    job = await anyio.to_thread.run_sync(state.store.get, JOB_KIND, job_id)
+    job = await anyio.to_thread.run_sync(job_records(state).get, job_id)
     if job is None:
         return
     try:
-        sessions = await anyio.to_thread.run_sync(lambda: state.store.list(SESSION_KIND, parent=job_id))
+        sessions = await anyio.to_thread.run_sync(lambda: session_records(state).list(parent=job_id))
         await _store(state, JOB_KIND, job_id, status="running", updated_at=iso())
         limit = max(1, int(state.settings.job_concurrency))
-        per_model_limit = min(limit, int(job.get("max_concurrent_per_model") or limit))
+        per_model_limit = min(limit, job.job.max_concurrent_per_model or limit)
         job_slots = asyncio.Semaphore(limit)
-        model_slots = {model: asyncio.Semaphore(per_model_limit) for model in job.get("models") or []}
+        model_slots = {model: asyncio.Semaphore(per_model_limit) for model in job.job.models or []}
         # Each browser session holds a Chromium (250-400 MiB): a bound of its own, taken first so
         # a session waiting for a browser holds no job or model slot a tool_use session could use.
         browser_slots = asyncio.Semaphore(min(limit, max(1, int(state.settings.job_browser_concurrency))))
 
-        async def guarded(session: dict[str, Any]) -> str:
-            slots = model_slots.setdefault(str(session["model_id"]), asyncio.Semaphore(per_model_limit))
-            multimodal = _modality(job, session.get("task") or {}) in MULTIMODAL
+        async def guarded(session: SessionRecord) -> str:
+            slots = model_slots.setdefault(str(session.private.model_id), asyncio.Semaphore(per_model_limit))
+            multimodal = _modality(job, session.private.task or {}) in MULTIMODAL
             async with browser_slots if multimodal else contextlib.nullcontext(), slots, job_slots:
                 return await _run_session(state, job, session)
 
         async with asyncio.TaskGroup() as group:
-            runs = [group.create_task(guarded(s)) for s in sessions if s.get("status") == "pending"]
+            runs = [group.create_task(guarded(s)) for s in sessions if s.session.status == "pending"]
         statuses = [run.result() for run in runs]
         final = "errored" if statuses and all(s == "errored" for s in statuses) else "completed"
         error = "every session errored" if final == "errored" else None
@@ -335,29 +365,30 @@ def _interrupt_unfinished(state: LocalState, reason: str) -> None:
     """Mark every non-terminal job and session errored and release the sessions' instances
     (blocking; startup and shutdown)."""
     now = iso()
-    for job in state.store.list(JOB_KIND):
-        if job.get("status") in _TERMINAL_JOB:
+    for job in job_records(state).list():
+        job_id = job.job.id
+        if job.job.status in _TERMINAL_JOB:
             continue
-        for session in state.store.list(SESSION_KIND, parent=str(job["id"])):
-            if session.get("status") not in _TERMINAL_SESSION:
+        for session in session_records(state).list(parent=job_id):
+            if session.session.status not in _TERMINAL_SESSION:
                 state.store.update(
                     SESSION_KIND,
-                    str(session["session_id"]),
+                    session.session.session_id,
                     status="errored",
                     error=reason,
                     interrupted=True,  # what clients read (``SessionInfo.interrupted``), not ``error``
                     ended_at=now,
                 )
-                lease_id = session.get("lease_id")
-                if isinstance(lease_id, str):  # end its browser now rather than at the lease's TTL
+                lease_id = session.private.lease_id
+                if lease_id is not None:  # end its browser now rather than at the lease's TTL
                     _job_browser.release_lease(state, lease_id)
-                instance_id = session.get("instance_id")
-                if isinstance(instance_id, str):  # release it now rather than at its TTL
+                instance_id = session.private.instance_id
+                if instance_id is not None:  # release it now rather than at its TTL
                     with contextlib.suppress(LocalAPIError):
                         _instances.delete_instance(state, instance_id)
         # Instances a session made but had not recorded yet carry the job's id as their run_id.
-        _instances.delete_instances_batch(state, run_id=str(job["id"]), profile_id=None)
-        state.store.update(JOB_KIND, str(job["id"]), status="errored", error=reason, updated_at=now)
+        _instances.delete_instances_batch(state, run_id=job_id, profile_id=None)
+        state.store.update(JOB_KIND, job_id, status="errored", error=reason, updated_at=now)
 
 
 async def stop_jobs(state: LocalState) -> None:

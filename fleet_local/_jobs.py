@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
 from typing import Any
 
 import anyio
@@ -23,10 +22,11 @@ from fleet_sdk.protocol import bare_model
 from fleet_sdk.types import env_instance as models
 
 from . import _control, _instances
-from ._episodes import JOB_KIND, SESSION_KIND, start_job
+from ._episodes import job_records, session_records, start_job
 from ._errors import LocalAPIError, not_found
 from ._idempotency import IdempotencyKey, idempotent
-from ._state import LocalState, iso, new_id
+from ._records import JobPrivate, JobRecord, SessionPrivate, SessionRecord, SessionWire
+from ._state import LocalState, new_id, utcnow
 
 __all__ = ["router"]
 
@@ -83,65 +83,60 @@ def _create_job(state: LocalState, req: models.JobCreateRequest) -> models.JobCr
     """Store the job and its pending sessions (blocking); the runner is started by the route."""
     tasks = _select_tasks(state, req)
     job_id = new_id("job")
-    now = iso()
+    created = utcnow()
     name = req.name or f"local-eval-{job_id[4:12]}"
     session_ids: list[str] = []
+    sessions = session_records(state)
     for task in tasks:
         for model_id in req.models:
             for attempt in range(req.pass_k):
                 session_id = new_id("sess")
                 session_ids.append(session_id)
-                state.store.put(
-                    SESSION_KIND,
-                    session_id,
-                    {
-                        "session_id": session_id,
-                        "source": "job",
-                        "job_id": job_id,
-                        "task_key": task["task_key"],
-                        "task": task,
-                        "model": bare_model(model_id),
-                        "model_id": model_id,
-                        "pass_index": attempt,
-                        "status": "pending",
-                        "created_at": now,
-                        "started_at": None,
-                        "ended_at": None,
-                        "step_count": 0,
-                        "instance_id": None,
-                        "instance": None,
-                        "verifier_execution": None,
-                        "verifier_execution_id": None,
-                        "metadata": {"score": None},
-                        "error": None,
-                    },
-                    parent=job_id,
+                session = SessionRecord(
+                    SessionWire(
+                        session_id=session_id,
+                        model=bare_model(model_id),
+                        status="pending",
+                        created_at=created,
+                        step_count=0,
+                    ),
+                    SessionPrivate(
+                        source="job",
+                        job_id=job_id,
+                        task_key=task["task_key"],
+                        task=task,
+                        model_id=model_id,
+                        pass_index=attempt,
+                        metadata={"score": None},
+                    ),
                 )
-    doc = {
-        "id": job_id,
-        "name": name,
-        "status": "pending",
-        "created_at": now,
-        "updated_at": now,
-        "workflow_job_id": f"local-{job_id}",
-        "models": list(req.models),
-        "pass_k": req.pass_k,
-        "env_key": req.env_key,
-        "project_key": req.project_key,
-        "task_keys": [task["task_key"] for task in tasks],
-        "excluded_task_keys": req.excluded_task_keys,
-        "max_steps": req.max_steps,
-        "max_duration_minutes": req.max_duration_minutes,
-        "max_concurrent_per_model": req.max_concurrent_per_model,
-        "mode": req.mode,
-        "system_prompt": req.system_prompt,
-        "model_prompts": req.model_prompts,
-        "session_ids": session_ids,
-        "error": None,
-    }
-    state.store.put(JOB_KIND, job_id, doc)
+                sessions.put(session_id, session, parent=job_id)
+    job = JobRecord(
+        models.Job(
+            id=job_id,
+            name=name,
+            status="pending",
+            created_at=created,
+            updated_at=created,
+            workflow_job_id=f"local-{job_id}",
+            models=list(req.models),
+            pass_k=req.pass_k,
+            env_key=req.env_key,
+            project_key=req.project_key,
+            task_keys=[task["task_key"] for task in tasks],
+            excluded_task_keys=req.excluded_task_keys,
+            max_steps=req.max_steps,
+            max_duration_minutes=req.max_duration_minutes,
+            max_concurrent_per_model=req.max_concurrent_per_model,
+            mode=req.mode,
+            system_prompt=req.system_prompt,
+            error=None,
+        ),
+        JobPrivate(model_prompts=req.model_prompts, session_ids=session_ids),
+    )
+    job_records(state).put(job_id, job)
     return models.JobCreateResponse(
-        job_id=job_id, workflow_job_id=doc["workflow_job_id"], status="pending", name=name
+        job_id=job_id, workflow_job_id=job.job.workflow_job_id, status="pending", name=name
     )
 
 
@@ -189,10 +184,6 @@ def _create_job_once(
 # ---------------------------------------------------------------- routes
 
 
-def _job_model(doc: Mapping[str, Any]) -> models.Job:
-    return models.Job.model_validate({k: v for k, v in doc.items() if k in models.Job.model_fields})
-
-
 def router(state: LocalState) -> APIRouter:
     """Routes of ``/v1/jobs``."""
     api = APIRouter(tags=["control-plane"])
@@ -204,29 +195,32 @@ def router(state: LocalState) -> APIRouter:
         """Create a job and start running it."""
         _check_local_models(body)
         created = await anyio.to_thread.run_sync(_create_job_once, state, body, idempotency_key)
-        job = await anyio.to_thread.run_sync(state.store.get, JOB_KIND, created.job_id)
-        if job is not None and job.get("status") == "pending":
+        job = await anyio.to_thread.run_sync(job_records(state).get, created.job_id)
+        if job is not None and job.job.status == "pending":
             start_job(state, created.job_id)
         return created
 
     @api.get("/v1/jobs", response_model=models.JobListResponse)
     async def list_jobs() -> models.JobListResponse:
         """Every job, oldest first."""
-        docs = await anyio.to_thread.run_sync(state.store.list, JOB_KIND)
+        records = await anyio.to_thread.run_sync(lambda: job_records(state).list())
         jobs = [
-            models.JobResponse.model_validate(
-                {key: d.get(key) for key in ("id", "name", "created_at", "status")}
+            models.JobResponse(
+                id=record.job.id,
+                name=record.job.name,
+                created_at=record.job.created_at,
+                status=record.job.status,
             )
-            for d in docs
+            for record in records
         ]
         return models.JobListResponse(jobs=jobs, total=len(jobs))
 
     @api.get("/v1/jobs/{job_id}", response_model=models.Job)
     async def get_job(job_id: str) -> models.Job:
         """One job with its status."""
-        doc = await anyio.to_thread.run_sync(state.store.get, JOB_KIND, job_id)
-        if doc is None:
+        record = await anyio.to_thread.run_sync(job_records(state).get, job_id)
+        if record is None:
             raise not_found("job", job_id)
-        return _job_model(doc)
+        return record.job
 
     return api

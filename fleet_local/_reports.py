@@ -56,7 +56,7 @@ from fleet_sdk.reports import (
     to_markdown,
 )
 
-from ._episodes import SESSION_KIND
+from ._episodes import session_records
 from ._errors import LocalAPIError
 from ._state import LocalState
 from ._validation import checked_body, model_refusal
@@ -420,17 +420,17 @@ def trace_window(state: LocalState, request: Request) -> dict[str, Any]:
     count = math.ceil(span / bucket)
     job_id = request.query_params.get("job_id")
     rows = []
-    for doc in state.store.list(SESSION_KIND, parent=job_id) if job_id else state.store.list(SESSION_KIND):
-        created = dt.datetime.fromisoformat(str(doc.get("created_at")))
+    for doc in session_records(state).list(parent=job_id):
+        created = doc.session.created_at
         if start <= created < end:
             rows.append((created, doc))
-    rows.sort(key=lambda r: (r[0], str(r[1].get("session_id"))), reverse=True)
+    rows.sort(key=lambda r: (r[0], r[1].session.session_id), reverse=True)
     counts = [0] * count
     errored = [0] * count
     for created, doc in rows:
         slot = int((created - start).total_seconds() // bucket)
         counts[slot] += 1
-        errored[slot] += doc.get("status") == "errored"
+        errored[slot] += doc.session.status == "errored"
     buckets = [
         {
             "start": (start + dt.timedelta(seconds=i * bucket)).isoformat(),
@@ -441,10 +441,10 @@ def trace_window(state: LocalState, request: Request) -> dict[str, Any]:
     ]
     listed = [
         {
-            "session_id": str(doc.get("session_id")),
-            "job_id": doc.get("job_id"),
-            "model": doc.get("model"),
-            "status": str(doc.get("status")),
+            "session_id": doc.session.session_id,
+            "job_id": doc.private.job_id,
+            "model": doc.session.model,
+            "status": doc.session.status,
             "created_at": created.isoformat(),
         }
         for created, doc in rows[:limit]

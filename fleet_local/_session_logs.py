@@ -37,7 +37,7 @@ from pydantic import ValidationError
 from fleet_sdk.types import sessions_ingest as smodels
 
 from . import _s3, _sessions
-from ._episodes import SESSION_KIND
+from ._episodes import session_records
 from ._state import LocalState
 
 __all__ = ["SessionLogNormalizer", "router"]
@@ -389,7 +389,7 @@ def log_session(state: LocalState, body: smodels.SessionLogRequest) -> smodels.S
     """
     normalizer = SessionLogNormalizer(_image_store(state))
     messages = [*normalizer.history(body.history or []), *normalizer.response(body.response)]
-    known = body.session_id is not None and state.store.get(SESSION_KIND, body.session_id) is not None
+    known = body.session_id is not None and session_records(state).get(body.session_id) is not None
     metadata = None
     if not known and body.config is not None:
         metadata = smodels.SessionMetadata.model_validate({"score": None, "config": body.config})

@@ -20,8 +20,9 @@ Design choices where the schema leaves room:
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import anyio
 from fastapi import APIRouter, Query, Request
@@ -31,23 +32,28 @@ from fleet_sdk.protocol import bare_model
 from fleet_sdk.types import sessions_ingest as smodels
 
 from . import _instances
-from ._episodes import JOB_KIND, SESSION_KIND, session_score
+from ._episodes import SESSION_KIND, job_records, session_records, session_score
 from ._errors import not_found
 from ._idempotency import IdempotencyKey, idempotent
-from ._state import LocalState, iso, new_id
+from ._records import SessionPrivate, SessionRecord, SessionWire
+from ._state import LocalState, iso, new_id, utcnow
 from ._validation import checked_body, model_refusal
+from ._verifier_exec import execution_records
 
 __all__ = ["ingest", "router"]
 
 _TASK_KIND = "task"
-_EXECUTION_KIND = "verifier_execution"
 _TRACE_JOB_KIND = "trace_job"
+_NEVER = dt.datetime.min.replace(tzinfo=dt.UTC)  # sorts a job without a creation time last
 _OPEN = frozenset({"pending", "running"})  # the statuses of a session that has not finished
 _EXECUTION_FIELDS = ("success", "score", "stdout", "execution_time_ms", "result", "execution_id")
 
 
-def _iso_or_none(value: Any) -> str | None:
-    return None if value is None else iso(value)  # a zone-less timestamp is UTC
+def _utc(value: dt.datetime | None) -> dt.datetime | None:
+    """The moment, a zone-less one read as UTC."""
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=dt.UTC)
 
 
 def ingest(state: LocalState, body: smodels.SessionIngestRequest) -> smodels.SessionIngestResponse:
@@ -56,53 +62,59 @@ def ingest(state: LocalState, body: smodels.SessionIngestRequest) -> smodels.Ses
     steps = sum(1 for m in messages if m.get("role") == "assistant")
     metadata = body.metadata.model_dump(mode="json") if body.metadata is not None else {}
     session_id = body.session_id or new_id("sess")
+    records = session_records(state)
     # One ingest per session at a time: appends to one session keep their order and count.
     with state.store.locks.hold(SESSION_KIND, session_id):
-        existing = state.store.get(SESSION_KIND, session_id) if body.session_id else None
-        if existing is not None:
-            changes: dict[str, Any] = {
-                "metadata": {**(existing.get("metadata") or {}), **metadata},
-                "step_count": int(existing.get("step_count") or 0) + steps,
-                "updated_at": iso(),
-            }
+        finished = False
+
+        def append(existing: SessionRecord) -> None:
+            nonlocal finished
+            wire, private = existing.session, existing.private
+            private.metadata = {**(private.metadata or {}), **metadata}
+            wire.step_count += steps
+            private.updated_at = iso()
             if body.status is not None:
-                changes["status"] = body.status
-                if existing.get("status") in _OPEN and body.status not in _OPEN:
-                    state.metrics.sessions_finished.labels("ingest").inc()
+                finished = wire.status in _OPEN and body.status not in _OPEN
+                wire.status = body.status
             if body.ended_at is not None:
-                changes["ended_at"] = iso(body.ended_at)
+                wire.ended_at = _utc(body.ended_at)
             if body.verifier_execution_id is not None:
-                changes["verifier_execution_id"] = body.verifier_execution_id
-            if body.instance_id is not None and not existing.get("instance_id"):
-                changes["instance_id"] = body.instance_id
-            state.store.update(SESSION_KIND, session_id, **changes)
+                private.verifier_execution_id = body.verifier_execution_id
+            if body.instance_id is not None and not private.instance_id:
+                private.instance_id = body.instance_id
+
+        # Atomic in the store: a job's runner may write this session's progress meanwhile.
+        appended = records.update(session_id, append) if body.session_id else None
+        if appended is not None:
+            if finished:
+                state.metrics.sessions_finished.labels("ingest").inc()
             created = False
         else:
-            now = iso()
-            doc = {
-                "session_id": session_id,
-                "source": "ingest",
-                "job_id": body.job_id,
-                "task_key": body.task_key,
-                "task": None,
-                "model": bare_model(body.model or "unknown"),
-                "model_id": body.model,
-                "status": body.status or "completed",
-                "created_at": now,
-                "updated_at": now,
-                "started_at": _iso_or_none(body.started_at),
-                "ended_at": _iso_or_none(body.ended_at),
-                "step_count": steps,
-                "instance_id": body.instance_id,
-                "instance": None,
-                "verifier_execution": None,
-                "verifier_execution_id": body.verifier_execution_id,
-                "metadata": metadata,
-                "error": None,
-            }
-            state.store.put(SESSION_KIND, session_id, doc, parent=body.job_id)
+            now = utcnow()
+            record = SessionRecord(
+                SessionWire(
+                    session_id=session_id,
+                    model=bare_model(body.model or "unknown"),
+                    status=body.status or "completed",
+                    created_at=now,
+                    started_at=_utc(body.started_at),
+                    ended_at=_utc(body.ended_at),
+                    step_count=steps,
+                ),
+                SessionPrivate(
+                    source="ingest",
+                    job_id=body.job_id,
+                    task_key=body.task_key,
+                    model_id=body.model,
+                    updated_at=iso(now),
+                    instance_id=body.instance_id,
+                    verifier_execution_id=body.verifier_execution_id,
+                    metadata=metadata,
+                ),
+            )
+            records.put(session_id, record, parent=body.job_id)
             created = True
-            if doc["status"] not in _OPEN:
+            if record.session.status not in _OPEN:
                 state.metrics.sessions_finished.labels("ingest").inc()
         total = state.store.append_messages(session_id, messages)
     return smodels.SessionIngestResponse(
@@ -128,19 +140,27 @@ def _ingest_request(data: Any) -> smodels.SessionIngestRequest:
         raise model_refusal(exc) from None
 
 
-def _verifier_execution(state: LocalState, doc: Mapping[str, Any]) -> dict[str, Any] | None:
+def _verifier_execution(state: LocalState, session: SessionRecord) -> dict[str, Any] | None:
     """The session's verifier execution (see the module docstring for ingested sessions)."""
-    stored = doc.get("verifier_execution")
-    if isinstance(stored, dict):
+    private = session.private
+    stored = private.verifier_execution
+    if stored is not None:
         return {name: stored.get(name) for name in _EXECUTION_FIELDS}
-    execution_id = doc.get("verifier_execution_id")
+    execution_id = private.verifier_execution_id
     if not execution_id:
         return None
-    metadata = doc.get("metadata") or {}
-    score = metadata.get("score") if isinstance(metadata, Mapping) else None
-    record = state.store.get(_EXECUTION_KIND, str(execution_id))
+    score = (private.metadata or {}).get("score")
+    record = execution_records(state).get(execution_id)
     if record is not None:
-        execution = {name: record.get(name) for name in _EXECUTION_FIELDS}
+        ran = record.execution
+        execution = {
+            "success": ran.success,
+            "score": record.private.score,
+            "stdout": ran.stdout,
+            "execution_time_ms": record.private.execution_time_ms,
+            "result": ran.result,
+            "execution_id": ran.execution_id,
+        }
         if isinstance(score, int | float) and not isinstance(score, bool):
             execution["score"] = float(score)  # the uploader's reward wins (it may be a partial reward)
     else:
@@ -163,14 +183,15 @@ def _public(record: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in record.items() if not key.startswith("_")}
 
 
-def _instance(state: LocalState, doc: Mapping[str, Any]) -> smodels.Instance | None:
+def _instance(state: LocalState, session: SessionRecord) -> smodels.Instance | None:
     """The session's instance record; None when this server has no full record of it."""
-    instance_id = doc.get("instance_id")
-    stored = _instances.instance_records(state).get(str(instance_id)) if instance_id else None
+    instance_id = session.private.instance_id
+    stored = _instances.instance_records(state).get(instance_id) if instance_id else None
+    recorded = session.private.instance
     if stored is not None:  # its wire model: no field of the server's own
         record: Mapping[str, Any] = stored.instance.model_dump(mode="json")
-    elif isinstance(doc.get("instance"), dict):
-        record = _public(doc["instance"])  # as ingested: ``Instance`` keeps unknown keys
+    elif recorded is not None:
+        record = _public(recorded)  # as the session recorded it: ``Instance`` keeps unknown keys
     else:
         return None
     try:
@@ -179,12 +200,12 @@ def _instance(state: LocalState, doc: Mapping[str, Any]) -> smodels.Instance | N
         return None  # e.g. an id ingested for an instance this server never ran
 
 
-def _task(state: LocalState, doc: Mapping[str, Any]) -> dict[str, Any] | None:
+def _task(state: LocalState, session: SessionRecord) -> dict[str, Any] | None:
     """The session's task as ``TaskInfo``: our names and the orchestrator's, side by side."""
-    task = doc.get("task")
-    if not isinstance(task, dict):
-        key = doc.get("task_key")
-        task = state.store.get(_TASK_KIND, str(key)) if key else None
+    task = session.private.task
+    if task is None:
+        key = session.private.task_key
+        task = state.store.get(_TASK_KIND, key) if key else None
     if task is None:
         return None
     key = task.get("task_key") or task.get("key")
@@ -204,14 +225,14 @@ def _task(state: LocalState, doc: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def _transcript(state: LocalState, session_id: str) -> smodels.SessionTranscriptResponse:
-    doc = state.store.get(SESSION_KIND, session_id)
-    if doc is None:
+    session = session_records(state).get(session_id)
+    if session is None:
         raise not_found("session", session_id)
-    task = _task(state, doc)
-    execution = _verifier_execution(state, doc)
+    task = _task(state, session)
+    execution = _verifier_execution(state, session)
     return smodels.SessionTranscriptResponse(
         task=None if task is None else smodels.TaskInfo.model_validate(task),
-        instance=_instance(state, doc),
+        instance=_instance(state, session),
         verifier_execution=None
         if execution is None
         else smodels.VerifierExecutionResult.model_validate(execution),
@@ -222,37 +243,26 @@ def _transcript(state: LocalState, session_id: str) -> smodels.SessionTranscript
     )
 
 
-def _summary(state: LocalState, doc: Mapping[str, Any]) -> tuple[smodels.SessionInfo, float | None]:
-    execution = _verifier_execution(state, doc)
+def _summary(state: LocalState, session: SessionRecord) -> tuple[smodels.SessionInfo, float | None]:
+    execution = _verifier_execution(state, session)
+    # ``__dict__``: the wire fields as they are, without a Python-level walk of the model.
     summary = smodels.SessionInfo.model_validate(
         {
-            "session_id": doc["session_id"],
-            "instance": _instance(state, doc),
-            "model": doc.get("model") or "",
-            "status": doc.get("status") or "completed",
-            "created_at": doc["created_at"],
-            "started_at": doc.get("started_at"),
-            "ended_at": doc.get("ended_at"),
-            "step_count": int(doc.get("step_count") or 0),
+            **session.session.__dict__,
+            "instance": _instance(state, session),
             "verifier_execution": execution,
-            "error": doc.get("error"),
-            "interrupted": doc.get("interrupted") is True,
         }
     )
     return summary, session_score(execution)
 
 
 def _job_sessions(state: LocalState, job_id: str) -> smodels.JobSessionsResponse:
-    docs = state.store.list(SESSION_KIND, parent=job_id)
-    if (
-        not docs
-        and state.store.get(JOB_KIND, job_id) is None
-        and state.store.get(_TRACE_JOB_KIND, job_id) is None
-    ):
+    docs = session_records(state).list(parent=job_id)
+    if not docs and _job(state, job_id) is None:
         raise not_found("job", job_id)
-    groups: dict[str, list[dict[str, Any]]] = {}
+    groups: dict[str, list[SessionRecord]] = {}
     for doc in docs:
-        groups.setdefault(str(doc.get("task_key") or ""), []).append(doc)
+        groups.setdefault(doc.private.task_key or "", []).append(doc)
     tasks: list[smodels.TaskSessionGroup] = []
     for task_key, members in groups.items():
         summaries: list[smodels.SessionInfo] = []
@@ -277,32 +287,53 @@ def _job_sessions(state: LocalState, job_id: str) -> smodels.JobSessionsResponse
     return smodels.JobSessionsResponse(job_id=job_id, total_sessions=len(docs), tasks=tasks)
 
 
-def _group(state: LocalState, job: Mapping[str, Any]) -> smodels.JobSessionGroup:
+class _JobHead(NamedTuple):
+    """What a job's session group tells of the job itself (an evaluation job or a trace job)."""
+
+    job_id: str
+    name: str | None
+    created_at: dt.datetime | None
+
+
+def _trace_head(job_id: str, doc: Mapping[str, Any]) -> _JobHead:
+    created = doc.get("created_at")
+    name = doc.get("name")
+    return _JobHead(
+        job_id,
+        None if name is None else str(name),
+        dt.datetime.fromisoformat(created) if isinstance(created, str) else None,
+    )
+
+
+def _group(state: LocalState, job: _JobHead) -> smodels.JobSessionGroup:
     """One job's aggregates: only graded sessions count towards ``avg_score`` (module docstring)."""
-    job_id = str(job.get("id") or job.get("job_id"))
-    docs = state.store.list(SESSION_KIND, parent=job_id)
+    docs = session_records(state).list(parent=job.job_id)
     scores = [score for doc in docs if (score := session_score(_verifier_execution(state, doc))) is not None]
     return smodels.JobSessionGroup(
-        job_id=job_id,
-        name=job.get("name"),
-        created_at=job.get("created_at"),
+        job_id=job.job_id,
+        name=job.name,
+        created_at=job.created_at,
         session_count=len(docs),
         graded_sessions=len(scores),
         passed_sessions=sum(1 for score in scores if score >= 1.0),
         avg_score=sum(scores) / len(scores) if scores else None,
-        task_count=len({doc.get("task_key") for doc in docs}),
+        task_count=len({doc.private.task_key for doc in docs}),
     )
 
 
-def _job(state: LocalState, job_id: str) -> dict[str, Any] | None:
-    return state.store.get(JOB_KIND, job_id) or state.store.get(_TRACE_JOB_KIND, job_id)
+def _job(state: LocalState, job_id: str) -> _JobHead | None:
+    record = job_records(state).get(job_id)
+    if record is not None:
+        return _JobHead(job_id, record.job.name, record.job.created_at)
+    doc = state.store.get(_TRACE_JOB_KIND, job_id)
+    return None if doc is None else _trace_head(job_id, doc)
 
 
 def _job_session_group(state: LocalState, job_id: str) -> smodels.JobSessionGroup:
     job = _job(state, job_id)
     if job is None:
         raise not_found("job", job_id)
-    return _group(state, {"id": job_id, **job})
+    return _group(state, job)
 
 
 def _job_session_groups(
@@ -310,11 +341,15 @@ def _job_session_groups(
 ) -> smodels.JobSessionGroupsResponse:
     if job_id is not None:
         job = _job(state, job_id)
-        return smodels.JobSessionGroupsResponse(
-            groups=[] if job is None else [_group(state, {"id": job_id, **job})]
-        )
-    jobs = [*state.store.list(JOB_KIND), *state.store.list(_TRACE_JOB_KIND)]
-    jobs.sort(key=lambda job: str(job.get("created_at") or ""), reverse=True)
+        return smodels.JobSessionGroupsResponse(groups=[] if job is None else [_group(state, job)])
+    jobs = [
+        *(_JobHead(r.job.id, r.job.name, r.job.created_at) for r in job_records(state).list()),
+        *(
+            _trace_head(str(doc.get("job_id") or doc.get("id")), doc)
+            for doc in state.store.list(_TRACE_JOB_KIND)
+        ),
+    ]
+    jobs.sort(key=lambda job: job.created_at or _NEVER, reverse=True)
     return smodels.JobSessionGroupsResponse(groups=[_group(state, job) for job in jobs[:limit]])
 
 

@@ -5,8 +5,9 @@ execution) is a JSON document of a kind, keyed by id, with a few indexed
 columns for the lookups the API needs. State survives a restart because it is
 all in ``<data_dir>/fleet.db``.
 
-Instances and browser leases are also handed out as typed records (:class:`Records`, over a
-record type such as ``_records.InstanceRecord``); the other kinds are still plain dicts.
+Instances, browser leases, sessions, evaluation jobs and verifier executions are also handed
+out as typed records (:class:`Records`, over a record type such as ``_records.InstanceRecord``);
+the other kinds are still plain dicts.
 
 A document holds only what a JSON response can carry: a lone surrogate (``"\\ud800"``, which
 Python strings allow and UTF-8 does not; a verifier can return one) is stored as U+FFFD, and
@@ -21,7 +22,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Generic, Protocol, Self, TypeVar
 
@@ -446,6 +447,29 @@ class Records(Generic[R]):
         written = json.dumps(record.to_document(), default=str)
         text = self.store._put_text(self.kind, id, written, parent)
         return record if text == written else self._record.from_json(text)
+
+    def update(self, id: str, change: Callable[[R], None]) -> R | None:
+        """Change a record atomically, as :meth:`Store.update` merges into a document: read,
+        ``change`` it in place, write it back (its parent kept), all under the store's lock, so
+        no other store write (a runner's :meth:`Store.update` of the same document) falls between.
+
+        Args:
+            id: Record id.
+            change: Changes the record in place; quick, and no store call of its own.
+
+        Returns:
+            The record as stored, or None when there is none.
+        """
+        with self.store._lock:
+            text = self.store._get_text(self.kind, id)
+            if text is None:
+                return None
+            record = self._record.from_json(text)
+            change(record)
+            row = self.store._db.execute(
+                "SELECT parent FROM docs WHERE kind=? AND id=?", (self.kind, id)
+            ).fetchone()
+            return self.put(id, record, parent=row[0])
 
     def list(self, *, parent: str | None = None, exclude_status: str | None = None) -> builtins.list[R]:
         """All records of the kind, oldest first (the arguments as for :meth:`Store.list`).

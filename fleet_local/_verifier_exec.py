@@ -52,7 +52,9 @@ from fleet_sdk.verifiers import (
 from . import _instances
 from ._dedent import dedent
 from ._errors import LocalAPIError, not_found
+from ._records import ExecutionPrivate, ExecutionRecord, ExecutionWire
 from ._state import LocalState, iso, new_id
+from ._store import Records
 from ._verifier_args import Invocation, bad_arguments, from_args_array, from_pickled_args
 from .sandbox import JailUnavailableError, PickledArguments, PlainDataError, run_sandboxed
 
@@ -64,6 +66,7 @@ __all__ = [
     "default_verifier_concurrency",
     "execute_function",
     "execute_verifier",
+    "execution_records",
     "get_verifier",
     "may_run_unjailed",
     "run_code",
@@ -81,6 +84,15 @@ VERIFIER_BUSY = "verifier_busy"
 # Both the zip and its uncompressed contents: a small zip can hold a gigabyte of zeros.
 _MAX_BUNDLE_BYTES = 5 * 1024 * 1024
 _MAX_BUNDLE_FILES = 64
+
+
+def execution_records(state: LocalState) -> Records[ExecutionRecord]:
+    """The store's verifier execution documents as typed records (an instance's id is their parent).
+
+    Args:
+        state: Server state.
+    """
+    return Records(state.store, EXECUTION_KIND, ExecutionRecord)
 
 
 def scratch_root(state: LocalState) -> Path:
@@ -295,14 +307,14 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _error(kind: str, message: str) -> dict[str, Any]:
-    return {"type": kind, "message": message, "traceback": None}
+def _error(kind: str, message: str) -> models.VerifierError:
+    return models.VerifierError(type=kind, message=message, traceback=None)
 
 
-def _wire_error(error: VerifierError) -> dict[str, Any]:
+def _wire_error(error: VerifierError) -> models.VerifierError:
     """``error`` as the platform reports it: ``type`` is the exception's class name when the
     verifier raised (the public SDK re-raises remote errors by that name), else the fault kind."""
-    return {"type": error.wire_type, "message": error.message, "traceback": error.traceback}
+    return models.VerifierError(type=error.wire_type, message=error.message, traceback=error.traceback)
 
 
 async def run_code(
@@ -319,7 +331,7 @@ async def run_code(
     key: str | None = None,
     sha256: str | None = None,
     keyed: bool,
-) -> dict[str, Any]:
+) -> ExecutionRecord:
     """Run verifier ``code`` against a live instance and store the execution record.
 
     Verifier faults never raise: they come back with ``success: False`` and ``error``.
@@ -330,8 +342,8 @@ async def run_code(
     :func:`may_run_unjailed`).
 
     Returns:
-        The record: ``VerifiersExecuteResponse`` fields plus ``score``, ``key``, ``sha256``,
-        ``instance_id`` and ``created_at``.
+        The record as stored: ``VerifiersExecuteResponse`` fields, and ``score``, ``sha256``,
+        ``instance_id`` and the exact ``execution_time_ms`` beside them.
 
     Raises:
         LocalAPIError: 404 ``instance_not_found`` when the instance is unknown or terminated;
@@ -436,30 +448,33 @@ async def _save_execution(
     verifier_id: str | None,
     success: bool,
     result: Any,
-    error: dict[str, Any] | None,
+    error: models.VerifierError | None,
     execution_time_ms: float,
     stdout: str,
     score: float | None,
-) -> dict[str, Any]:
+) -> ExecutionRecord:
     """Store one execution record under a new ``execution_id`` and return it as stored."""
-    record: dict[str, Any] = {
-        "success": success,
-        "result": result,
-        "verifier_id": verifier_id,
-        "execution_id": new_id("vexec"),
-        "error": error,
-        "execution_time_ms": execution_time_ms,
-        "stdout": stdout,
-        "score": score,
-        "key": key,
-        "sha256": sha256,
-        "instance_id": instance_id,
-        "created_at": iso(),
-    }
+    execution_id = new_id("vexec")
+    record = ExecutionRecord(
+        ExecutionWire(
+            success=success,
+            result=result,
+            verifier_id=verifier_id,
+            execution_id=execution_id,
+            error=error,
+            execution_time_ms=round(execution_time_ms),
+            stdout=stdout,
+            key=key,
+            created_at=iso(),
+        ),
+        ExecutionPrivate(
+            execution_time_ms=execution_time_ms, score=score, sha256=sha256, instance_id=instance_id
+        ),
+    )
     # As stored: a lone surrogate a verifier returned (or raised) is U+FFFD there, and must be
     # here too, or the answer could not be encoded.
     return await anyio.to_thread.run_sync(
-        lambda: state.store.put(EXECUTION_KIND, record["execution_id"], record, parent=instance_id)
+        lambda: execution_records(state).put(execution_id, record, parent=instance_id)
     )
 
 
@@ -551,13 +566,9 @@ async def execute_verifier(
         sha256=req.sha256,
         keyed=keyed,
     )
+    # Exactly the wire model: no subclass that could carry more.
     return models.VerifiersExecuteResponse.model_validate(
-        {
-            **record,
-            "execution_time_ms": round(float(record.get("execution_time_ms") or 0.0)),
-            "version": 1,
-            "bundle_cache_hit": cache_hit,
-        }
+        {**dict(record.execution), "version": 1, "bundle_cache_hit": cache_hit}
     )
 
 
@@ -596,19 +607,19 @@ async def execute_function(
         function_name=req.function_name,
         keyed=keyed,
     )
-    error = record.get("error")
-    if error is None or error.get("type") == "invalid_result":
+    error = record.execution.error
+    if error is None or error.type == "invalid_result":
         return models.ExecuteFunctionResponse(
             success=True,
-            result=record.get("result"),
-            message=f"{req.function_name} ran in {round(record['execution_time_ms'])} ms",
+            result=record.execution.result,
+            message=f"{req.function_name} ran in {round(record.private.execution_time_ms)} ms",
         )
     # A raised exception's message already starts with its class name (``error.type``).
-    raised = str(error["message"]).startswith(f"{error['type']}:") or error["message"] == error["type"]
-    detail = error["message"] if raised else f"{error['type']}: {error['message']}"
+    raised = error.message.startswith(f"{error.type}:") or error.message == error.type
+    detail = error.message if raised else f"{error.type}: {error.message}"
     return models.ExecuteFunctionResponse(
         success=False,
         result=None,
-        error=detail + (f"\n{error['traceback']}" if error.get("traceback") else ""),
+        error=detail + (f"\n{error.traceback}" if error.traceback else ""),
         message=f"{req.function_name} failed: {detail}",
     )

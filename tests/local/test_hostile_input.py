@@ -31,7 +31,7 @@ from _http import bearer, raw_async_client, raw_client
 from _procs import thread_cpu_ticks
 from _waits import PATIENCE, wait_until, wait_until_async
 
-from fleet_local import LocalFleet, _jobs
+from fleet_local import LocalFleet, _episodes
 from fleet_local._store import Store
 from fleet_local.environments import registry
 from fleet_local.sandbox import DENIED_PREFIX, jail_status
@@ -506,9 +506,16 @@ def test_a_restart_after_kill_9_releases_the_instances_of_interrupted_sessions(t
         local._process.wait()
     store = Store(tmp_path / "fleet.db")
     try:
-        store.put(_jobs.JOB_KIND, "job-killed", {"id": "job-killed", "status": "running"})
-        session = {"session_id": "sess-killed", "status": "running", "instance_id": created.instance_id}
-        store.put(_jobs.SESSION_KIND, "sess-killed", session, parent="job-killed")
+        store.put(_episodes.JOB_KIND, "job-killed", {"id": "job-killed", "status": "running"})
+        session = {
+            "session_id": "sess-killed",
+            "model": "scripted",
+            "status": "running",
+            "created_at": "2026-01-02T03:04:05+00:00",
+            "step_count": 0,
+            "instance_id": created.instance_id,
+        }  # what the server keeps of a session: its SessionInfo fields, and the instance it ran on
+        store.put(_episodes.SESSION_KIND, "sess-killed", session, parent="job-killed")
     finally:
         store.close()
     with LocalFleet(tmp_path, s3=False) as local, local.fleet() as fleet:
