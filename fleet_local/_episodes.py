@@ -363,26 +363,30 @@ def start_job(state: LocalState, job_id: str) -> None:
 
 def _interrupt_unfinished(state: LocalState, reason: str) -> None:
     """Mark every non-terminal job and session errored and release the sessions' instances
-    (blocking; startup and shutdown)."""
+    (blocking; startup and shutdown).
+
+    It reads the stored documents, not typed records: it must end every unfinished session and
+    release what it held, even one whose document a crash or an older server left incomplete
+    (a record that no longer validates would otherwise stop the server from starting)."""
     now = iso()
-    for job in job_records(state).list():
-        job_id = job.job.id
-        if job.job.status in _TERMINAL_JOB:
+    for job in state.store.list(JOB_KIND):
+        job_id = str(job["id"])
+        if job.get("status") in _TERMINAL_JOB:
             continue
-        for session in session_records(state).list(parent=job_id):
-            if session.session.status not in _TERMINAL_SESSION:
+        for session in state.store.list(SESSION_KIND, parent=job_id):
+            if session.get("status") not in _TERMINAL_SESSION:
                 state.store.update(
                     SESSION_KIND,
-                    session.session.session_id,
+                    str(session["session_id"]),
                     status="errored",
                     error=reason,
                     interrupted=True,  # what clients read (``SessionInfo.interrupted``), not ``error``
                     ended_at=now,
                 )
-                lease_id = session.private.lease_id
+                lease_id = session.get("lease_id")
                 if lease_id is not None:  # end its browser now rather than at the lease's TTL
-                    _job_browser.release_lease(state, lease_id)
-                instance_id = session.private.instance_id
+                    _job_browser.release_lease(state, str(lease_id))
+                instance_id = session.get("instance_id")
                 if instance_id is not None:  # release it now rather than at its TTL
                     with contextlib.suppress(LocalAPIError):
                         _instances.delete_instance(state, instance_id)
