@@ -11,13 +11,12 @@ last asks a real server over loopback.
 from __future__ import annotations
 
 import base64
-import contextlib
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from _dbs import server_database
 
 from fleet_local import LocalFleet
 from fleet_local._records import ExecutionPrivate, ExecutionRecord, ExecutionWire
@@ -95,15 +94,6 @@ def test_a_lone_surrogate_in_an_execution_is_stored_and_read_as_a_replacement(st
         assert execution.execution.stdout == "a\ufffdb \U0001f600"
 
 
-@contextlib.contextmanager
-def _database(local: LocalFleet) -> Iterator[sqlite3.Connection]:
-    conn = sqlite3.connect(local.data_dir / "fleet.db", timeout=30.0, isolation_level=None)
-    try:
-        yield conn
-    finally:
-        conn.close()
-
-
 def test_private_and_unknown_fields_never_reach_the_wire(local: LocalFleet, fleet: Fleet) -> None:
     """A verifier run's answer carries its wire fields alone; planted beside the stored execution,
     a private key and an unknown one appear in no answer that reads it back (the transcript and
@@ -127,7 +117,7 @@ def test_private_and_unknown_fields_never_reach_the_wire(local: LocalFleet, flee
         assert set(answer) == EXECUTE_FIELDS  # no score, sha256 or instance_id of the server's
         assert answer["success"] is True and answer["result"] == 0.75
         execution_id = answer["execution_id"]
-        with _database(local) as conn:
+        with server_database(local.data_dir) as conn:
             conn.execute(
                 "UPDATE docs SET doc = json_set(doc, '$._planted_private', 'planted-secret',"
                 " '$.planted_unknown', 'planted-unknown') WHERE kind = 'verifier_execution' AND id = ?",

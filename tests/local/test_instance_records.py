@@ -9,14 +9,13 @@ check is what the store returns); the last asks a real server over loopback.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from _dbs import server_database
 
 from fleet_local import LocalFleet
 from fleet_local._instances import (
@@ -124,15 +123,6 @@ def test_private_fields_never_reach_the_service_s_answers(state: LocalState) -> 
         assert set(answer.model_dump()) == WIRE_FIELDS
 
 
-@contextlib.contextmanager
-def _database(local: LocalFleet) -> Iterator[sqlite3.Connection]:
-    conn = sqlite3.connect(local.data_dir / "fleet.db", timeout=30.0, isolation_level=None)
-    try:
-        yield conn
-    finally:
-        conn.close()
-
-
 def test_private_and_unknown_fields_never_reach_the_wire(local: LocalFleet, fleet: Fleet) -> None:
     """Planted beside an instance's stored fields, a private key and an unknown one appear in no
     response of the server: get, list, heartbeat and delete."""
@@ -140,7 +130,7 @@ def test_private_and_unknown_fields_never_reach_the_wire(local: LocalFleet, flee
         models.InstanceRequest(env_key="orderdesk", run_id="typed-records-wire")
     )
     instance_id = created.instance_id
-    with _database(local) as conn:
+    with server_database(local.data_dir) as conn:
         conn.execute(
             "UPDATE docs SET doc = json_set(doc, '$._planted_private', 'planted-secret',"
             " '$.planted_unknown', 'planted-unknown') WHERE kind = 'instance' AND id = ?",

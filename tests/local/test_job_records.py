@@ -9,14 +9,13 @@ over loopback.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from _dbs import server_database
 from _jobs_wait import wait_for_job
 
 from fleet_local import LocalFleet
@@ -116,15 +115,6 @@ def test_a_lone_surrogate_in_a_job_is_stored_and_read_as_a_replacement(state: Lo
     assert record is not None and record.job.system_prompt == "say \ufffd \U0001f600"
 
 
-@contextlib.contextmanager
-def _database(local: LocalFleet) -> Iterator[sqlite3.Connection]:
-    conn = sqlite3.connect(local.data_dir / "fleet.db", timeout=30.0, isolation_level=None)
-    try:
-        yield conn
-    finally:
-        conn.close()
-
-
 def test_private_and_unknown_fields_never_reach_the_wire(local: LocalFleet, fleet: Fleet) -> None:
     """Planted beside a finished job's stored fields, a private key and an unknown one appear in
     no answer about it (the job, the job list, its session group), and neither do the server's own
@@ -145,7 +135,7 @@ def test_private_and_unknown_fields_never_reach_the_wire(local: LocalFleet, flee
         )
     )
     wait_for_job(fleet, created.job_id)  # the runner's writes are done before the planting
-    with _database(local) as conn:
+    with server_database(local.data_dir) as conn:
         conn.execute(
             "UPDATE docs SET doc = json_set(doc, '$._planted_private', 'planted-secret',"
             " '$.planted_unknown', 'planted-unknown') WHERE kind = 'job' AND id = ?",

@@ -8,13 +8,12 @@ A lease is stored as one flat JSON document (its ``BrowserLease`` fields and the
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from _dbs import server_database
 
 from fleet_local import LocalFleet
 from fleet_local._lease_book import LEASE_KIND
@@ -73,15 +72,6 @@ def test_a_lease_past_its_ttl_reads_as_expired_and_keeps_its_private_fields(stat
     assert again is not None and again.lease.status == "expired" and again.private.start_url == "http://a/"
 
 
-@contextlib.contextmanager
-def _database(local: LocalFleet) -> Iterator[sqlite3.Connection]:
-    conn = sqlite3.connect(local.data_dir / "fleet.db", timeout=30.0, isolation_level=None)
-    try:
-        yield conn
-    finally:
-        conn.close()
-
-
 def test_private_and_unknown_fields_of_a_lease_never_reach_the_wire(local: LocalFleet) -> None:
     """A lease's ``_start_url`` and a planted unknown key appear in none of its answers."""
     headers = {"Authorization": f"Bearer {local.api_key}"}
@@ -89,7 +79,7 @@ def test_private_and_unknown_fields_of_a_lease_never_reach_the_wire(local: Local
         created = http.post("/v1/browser", json={"ttl_seconds": 600})
         assert created.status_code == 200, created.text
         lease_id = created.json()["lease_id"]
-        with _database(local) as conn:
+        with server_database(local.data_dir) as conn:
             conn.execute(
                 "UPDATE docs SET doc = json_set(doc, '$._start_url', 'http://planted-private/',"
                 " '$.planted_unknown', 'planted-unknown') WHERE kind = ? AND id = ?",

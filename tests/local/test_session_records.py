@@ -10,14 +10,13 @@ server over loopback.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from _dbs import server_database
 
 from fleet_local import LocalFleet
 from fleet_local._episodes import SESSION_KIND, session_records
@@ -169,15 +168,6 @@ def test_a_lone_surrogate_in_a_session_is_stored_and_read_as_a_replacement(state
         assert session.private.metadata == {"note": "\ufffd"}
 
 
-@contextlib.contextmanager
-def _database(local: LocalFleet) -> Iterator[sqlite3.Connection]:
-    conn = sqlite3.connect(local.data_dir / "fleet.db", timeout=30.0, isolation_level=None)
-    try:
-        yield conn
-    finally:
-        conn.close()
-
-
 def test_private_and_unknown_fields_never_reach_the_wire(local: LocalFleet, fleet: Fleet) -> None:
     """Planted beside a session's stored fields, a private key and an unknown one appear in no
     answer about it (a job's sessions, its session groups, the transcript), and the server's own
@@ -185,7 +175,7 @@ def test_private_and_unknown_fields_never_reach_the_wire(local: LocalFleet, flee
     job_id = fleet.api.traces.create_trace_job(tmodels.TraceJobRequest(name="session-records-wire")).job_id
     body = _body(job_id=job_id, task_key=TASK_KEY, model="anthropic/claude-x", status="completed")
     session_id = fleet.api.sessions.ingest_session(body).session_id
-    with _database(local) as conn:
+    with server_database(local.data_dir) as conn:
         conn.execute(
             "UPDATE docs SET doc = json_set(doc, '$._planted_private', 'planted-secret',"
             " '$.planted_unknown', 'planted-unknown', '$.lease_id', 'planted-lease')"
