@@ -112,15 +112,15 @@ def record(
         path: The tool's name, or the manager route.
         raw_payload: What else there is to say (stored as JSON).
     """
-    file = state.instance_dir(instance_id) / f"{ACTION_LOG}.db"
-    if not file.parent.is_dir():
+    folder = state.instance_dir(instance_id)
+    file = folder / f"{ACTION_LOG}.db"
+    if not folder.is_dir():
         return  # the instance is gone
     try:
         if not file.is_file():  # instances made before the log existed get one on their first action
             create(file)
-        with contextlib.closing(sqlite3.connect(file, timeout=10.0)) as conn:
-            # A log line per tool call: no fsync each time (a crash may lose the last lines).
-            conn.execute("PRAGMA synchronous = OFF")
+        # The instance's log connection is kept open between actions (``_instance_dbs``).
+        with state.instance_connections.borrow(instance_id, folder, "log") as conn:
             conn.execute(
                 "INSERT INTO action_log (timestamp, action_type, sql, args, path, raw_payload)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
