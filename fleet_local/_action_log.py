@@ -60,7 +60,7 @@ def _empty() -> bytes:
         return conn.serialize()
 
 
-def create(path: Path) -> None:
+def create(path: Path, *, unseen: bool = False) -> None:
     """Create an empty action log at ``path`` (a no-op when it exists).
 
     Every instance gets one: writing the bytes of an empty log costs a fraction of having SQLite
@@ -69,7 +69,14 @@ def create(path: Path) -> None:
 
     Args:
         path: The database file.
+        unseen: Nothing can read ``path`` before this returns (the folder of an instance being
+            created, which no request reaches before it is stored): written in place, without
+            the aside file and link.
     """
+    if unseen:
+        with contextlib.suppress(FileExistsError), open(path, "xb") as file:
+            file.write(_empty())
+        return
     if path.exists():
         return
     aside = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
