@@ -213,12 +213,12 @@ class Store:
         text = _storable(written)
         with self._lock:
             now = time.time()
-            row = self._db.execute("SELECT created FROM docs WHERE kind=? AND id=?", (kind, id)).fetchone()
-            created = row[0] if row else now
+            # One statement: a new document is created now, a replaced one keeps its creation time.
             self._db.execute(
-                "INSERT OR REPLACE INTO docs (kind, id, parent, created, updated, doc)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (kind, id, parent, created, now, text),
+                "INSERT INTO docs (kind, id, parent, created, updated, doc) VALUES (?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (kind, id) DO UPDATE SET"
+                " parent = excluded.parent, updated = excluded.updated, doc = excluded.doc",
+                (kind, id, parent, now, now, text),
             )
         return text
 
