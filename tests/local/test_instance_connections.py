@@ -161,3 +161,28 @@ def test_idle_connections_are_bounded_across_instances(tmp_path: Path) -> None:
         borrowed[0].execute("SELECT 1")
     with pool.borrow("inst_2", folders[2], "ro") as conn:
         assert conn is borrowed[2]
+
+
+def test_concurrent_calls_on_one_instance_each_get_a_connection(state: LocalState) -> None:
+    """Calls running at once on one instance never share a connection: each borrows its own (a
+    connection is used by one thread at a time), every call succeeds and is logged, and the
+    writes all land (each write waits its turn: ``tests/test_write_tool_transactions.py``)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    instance_id = _instance(state)
+
+    def work(n: int) -> None:
+        for i in range(5):
+            _call(state, instance_id, "get_order", order_id=1008)
+            _call(state, instance_id, "add_order_note", order_id=1008, body=f"note {n}-{i}")
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(work, range(8)))
+    with contextlib.closing(_fresh(state, instance_id, "action_log")) as log:
+        assert log.execute(
+            "SELECT COUNT(*) FROM action_log WHERE raw_payload = '{\"ok\": true}'"
+        ).fetchone() == (80,)
+    with contextlib.closing(_fresh(state, instance_id)) as current:
+        notes = current.execute("SELECT COUNT(*) FROM order_notes WHERE body LIKE 'note %'").fetchone()
+    assert notes == (40,)
+    assert len(state.instance_connections) <= 8 * 3

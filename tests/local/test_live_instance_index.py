@@ -68,7 +68,8 @@ def test_a_data_dir_from_before_the_index_gets_it(tmp_path: Path) -> None:
     with contextlib.closing(sqlite3.connect(path)) as old:
         old.execute("DROP INDEX docs_live_instances")
         old.execute(
-            "INSERT INTO docs (kind, id, created, doc) VALUES ('instance', 'old', 0, '{\"status\": \"running\"}')"
+            "INSERT INTO docs (kind, id, created, doc) VALUES ('instance', 'old', 0, ?)",
+            ('{"status": "running"}',),
         )
         old.commit()
     store = Store(path)
