@@ -60,7 +60,7 @@ def _empty() -> bytes:
         return conn.serialize()
 
 
-def create(path: Path) -> None:
+def create(path: Path, *, unseen: bool = False) -> None:
     """Create an empty action log at ``path`` (a no-op when it exists).
 
     Every instance gets one: writing the bytes of an empty log costs a fraction of having SQLite
@@ -69,7 +69,14 @@ def create(path: Path) -> None:
 
     Args:
         path: The database file.
+        unseen: Nothing can read ``path`` before this returns (the folder of an instance being
+            created, which no request reaches before it is stored): written in place, without
+            the aside file and link.
     """
+    if unseen:
+        with contextlib.suppress(FileExistsError), open(path, "xb") as file:
+            file.write(_empty())
+        return
     if path.exists():
         return
     aside = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
@@ -112,15 +119,15 @@ def record(
         path: The tool's name, or the manager route.
         raw_payload: What else there is to say (stored as JSON).
     """
-    file = state.instance_dir(instance_id) / f"{ACTION_LOG}.db"
-    if not file.parent.is_dir():
+    folder = state.instance_dir(instance_id)
+    file = folder / f"{ACTION_LOG}.db"
+    if not folder.is_dir():
         return  # the instance is gone
     try:
         if not file.is_file():  # instances made before the log existed get one on their first action
             create(file)
-        with contextlib.closing(sqlite3.connect(file, timeout=10.0)) as conn:
-            # A log line per tool call: no fsync each time (a crash may lose the last lines).
-            conn.execute("PRAGMA synchronous = OFF")
+        # The instance's log connection is kept open between actions (``_instance_dbs``).
+        with state.instance_connections.borrow(instance_id, folder, "log") as conn:
             conn.execute(
                 "INSERT INTO action_log (timestamp, action_type, sql, args, path, raw_payload)"
                 " VALUES (?, ?, ?, ?, ?, ?)",

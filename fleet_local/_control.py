@@ -206,25 +206,30 @@ def router(state: LocalState) -> APIRouter:
     api = APIRouter(tags=["control-plane"])
 
     # Instance routes come first: ``/v1/env/instances`` must not match ``/v1/env/{env_key}``.
+    # The instance routes of an episode (create, delete) are coroutines that hand their file and
+    # store work to one worker thread: a ``def`` route with a response model costs FastAPI a
+    # second hop, to validate the model it returns in the thread pool too.
     @api.post("/v1/env/instances", response_model=models.InstanceResponse)
-    def create_instance(
+    async def create_instance(
         body: models.InstanceRequest, idempotency_key: IdempotencyKey = None, request_id: RequestId = None
     ) -> models.InstanceResponse:
         """Create a running instance of a bundled environment (once per ``Idempotency-Key`` and
         per ``X-Request-ID``; the key's replay goes first)."""
         instance_id = new_id("inst")
-        return idempotent(
-            state.store,
-            scope="create_instance",
-            key=idempotency_key,
-            payload=body.model_dump(mode="json", exclude_none=True),
-            model=models.InstanceResponse,
-            create=lambda: create_once(
+        return await anyio.to_thread.run_sync(
+            lambda: idempotent(
                 state.store,
-                request_id,
-                instance_id,
-                lambda: _instances.create_instance(state, body, instance_id),
-            ),
+                scope="create_instance",
+                key=idempotency_key,
+                payload=body.model_dump(mode="json", exclude_none=True),
+                model=models.InstanceResponse,
+                create=lambda: create_once(
+                    state.store,
+                    request_id,
+                    instance_id,
+                    lambda: _instances.create_instance(state, body, instance_id),
+                ),
+            )
         )
 
     @api.get("/v1/env/instances", response_model=list[models.InstanceResponse])
@@ -286,9 +291,9 @@ def router(state: LocalState) -> APIRouter:
         return _instances.get_instance(state, instance_id)
 
     @api.delete("/v1/env/instances/{instance_id}", response_model=models.InstanceResponse)
-    def delete_instance(instance_id: str) -> models.InstanceResponse:
+    async def delete_instance(instance_id: str) -> models.InstanceResponse:
         """Terminate an instance (idempotent)."""
-        return _instances.delete_instance(state, instance_id)
+        return await anyio.to_thread.run_sync(_instances.delete_instance, state, instance_id)
 
     @api.post("/v1/env/instances/{instance_id}/heartbeat", response_model=models.HeartbeatResponse)
     def heartbeat_instance(instance_id: str, body: models.HeartbeatRequest) -> models.HeartbeatResponse:

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import logging
+import os
 import shutil
 import sqlite3
 import time
@@ -150,14 +152,52 @@ def ensure_seed(state: LocalState, env_key: str, version: str) -> Path:
     """
     spec = state.environments[env_key]
     path = state.seed_path(env_key, version)
-    digest = hashlib.sha256(spec.seed_sql.encode()).hexdigest()
+    digest = _seed_digest(spec)
+    # Checked against its marker once per process: this server alone builds its data dir's
+    # seeds (it holds the dir), so later creates need only see that the file is still there.
+    known = (str(path), digest)
+    if known in _CHECKED_SEEDS and path.is_file():
+        return path
     marker = path.with_name(path.name + ".sha256")
     with state.store.locks.hold("seed", env_key, version):
         fresh = path.is_file() and marker.is_file() and marker.read_text().strip() == digest
         if not fresh:
             spec.build_seed(path)
             marker.write_text(digest + "\n")
+        _CHECKED_SEEDS.add(known)
     return path
+
+
+_CHECKED_SEEDS: set[tuple[str, str]] = set()
+"""(seed path, digest of its SQL) of the seeds :func:`ensure_seed` found or built current."""
+
+
+@functools.cache
+def _seed_digest(spec: EnvironmentDefinition) -> str:
+    return hashlib.sha256(spec.seed_sql.encode()).hexdigest()
+
+
+def _copy_seed(seed: Path, target: Path, *, read_only: bool) -> None:
+    """Copy the seed database to ``target`` as ``shutil.copyfile`` does (in the kernel), without
+    its checks for special files, which a seed and a new instance's files are not; a read-only
+    copy is made 0444 through its open descriptor."""
+    with open(seed, "rb") as source:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+        try:
+            if read_only:
+                os.fchmod(fd, 0o444)
+            try:
+                offset, size = 0, os.fstat(source.fileno()).st_size
+                while offset < size and (sent := os.sendfile(fd, source.fileno(), offset, size - offset)):
+                    offset += sent
+            except OSError:  # a file system without sendfile: copy through this process
+                os.ftruncate(fd, 0)
+                os.lseek(fd, 0, os.SEEK_SET)
+                source.seek(0)
+                while chunk := source.read(1024 * 1024):
+                    os.write(fd, chunk)
+        finally:
+            os.close(fd)
 
 
 def _to_model(state: LocalState, record: InstanceRecord) -> models.InstanceResponse:
@@ -284,10 +324,10 @@ def create_instance(
     instance_id = instance_id or new_id("inst")
     folder = state.instance_dir(instance_id)
     folder.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(seed, folder / "current.db")
-    shutil.copyfile(seed, folder / "seed.db")
-    (folder / "seed.db").chmod(0o444)
-    create_action_log(folder / f"{ACTION_LOG}.db")
+    _copy_seed(seed, folder / "current.db", read_only=False)
+    _copy_seed(seed, folder / "seed.db", read_only=True)
+    # No request reaches the folder before the record below is stored.
+    create_action_log(folder / f"{ACTION_LOG}.db", unseen=True)
 
     explicit_ttl = req.ttl_seconds is not None
     ttl = req.ttl_seconds if req.ttl_seconds is not None else state.settings.instance_ttl_seconds

@@ -48,7 +48,6 @@ import contextlib
 import json
 import logging
 import math
-import sqlite3
 import threading
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -188,14 +187,14 @@ def _run_tool_sync(
 ) -> Any:
     """Run one tool against the instance's ``current`` database and log it in the instance's
     action log (blocking; call from a thread)."""
+    # The instance's ``current`` connections stay open between calls (``_instance_dbs``): opened
+    # as ``_instances.open_db`` opens them, without reading the store again, never creating it.
+    folder = state.instance_dir(instance_id)
     try:
-        conn = _open_current(state, instance_id, tool.read_only)
-        try:
+        with state.instance_connections.borrow(instance_id, folder, "ro" if tool.read_only else "rw") as conn:
             value = tool.call(conn, arguments)
             if not tool.read_only:
                 conn.commit()
-        finally:
-            conn.close()
     except Exception as exc:
         outcome = {"error": getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"}
         _action_log.record(
@@ -206,20 +205,6 @@ def _run_tool_sync(
         state, instance_id, "tool_call", path=tool.name, args=arguments, raw_payload={"ok": True}
     )
     return value
-
-
-def _open_current(state: LocalState, instance_id: str, read_only: bool) -> sqlite3.Connection:
-    """The ``current`` database of an instance the caller found live, opened as
-    ``_instances.open_db`` opens it but without reading the store again. ``mode=rw`` never
-    creates the file: a delete that got there first makes this fail instead."""
-    path = state.instance_dir(instance_id).absolute() / "current.db"
-    mode = "ro" if read_only else "rw"
-    conn = sqlite3.connect(
-        f"{path.as_uri()}?mode={mode}", uri=True, check_same_thread=False, isolation_level=None, timeout=10.0
-    )
-    if read_only:
-        conn.execute("PRAGMA query_only = ON")
-    return conn
 
 
 async def execute_tool(

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ._ids import iso, new_id, utcnow
+from ._instance_dbs import InstanceConnections
 from ._live import LiveInstances
 from ._store import Store
 
@@ -131,6 +132,8 @@ class LocalState:
         argument_readers: The worker threads reading pickled verifier arguments' shapes share
             (``_verifier_exec``; made on first use).
         metrics: What ``GET /metrics`` counts (``_metrics``).
+        instance_connections: Idle SQLite connections of live instances that tool calls reuse
+            (``_instance_dbs``), closed as each instance ends.
 
     ``build_state`` (``fleet_local._server``) creates one with every service in place.
     """
@@ -153,6 +156,10 @@ class LocalState:
     verifier_gate: anyio.Semaphore | None = None
     argument_readers: anyio.CapacityLimiter | None = None
     metrics: ServerMetrics = field(init=False)
+    instance_connections: InstanceConnections = field(default_factory=InstanceConnections)
+
+    def __post_init__(self) -> None:
+        self.instance_end_hooks.append(self.instance_connections.forget)
 
     @functools.cached_property
     def live_instances(self) -> LiveInstances:

@@ -39,6 +39,8 @@ CREATE TABLE IF NOT EXISTS docs (
     PRIMARY KEY (kind, id)
 );
 CREATE INDEX IF NOT EXISTS docs_parent ON docs (kind, parent);
+CREATE INDEX IF NOT EXISTS docs_live_instances ON docs (created, id)
+    WHERE kind = 'instance' AND json_extract(doc, '$.status') IS NOT 'terminated';
 CREATE TABLE IF NOT EXISTS messages (
     session_id TEXT NOT NULL,
     seq INTEGER NOT NULL,
@@ -46,6 +48,18 @@ CREATE TABLE IF NOT EXISTS messages (
     PRIMARY KEY (session_id, seq)
 );
 """
+
+# The documents of a kind whose ``status`` is not a given one, found through a partial index
+# instead of reading every document of the kind: the TTL reaper's pass over live instances (every
+# few seconds) and the live count would otherwise grow with every instance a long run has ended.
+# SQLite uses a partial index only for a query naming its condition word for word, so these
+# queries are written with it (and INDEXED BY, which fails loudly rather than scan).
+_PARTIAL_INDEXES: dict[tuple[str, str], tuple[str, str]] = {
+    ("instance", "terminated"): (
+        "docs_live_instances",
+        "kind = 'instance' AND json_extract(doc, '$.status') IS NOT 'terminated'",
+    ),
+}
 
 # json.dumps writes every non-ASCII character as \uXXXX and one past U+FFFF as a surrogate pair;
 # a lone surrogate stays a lone escape. Matched left to right: an escaped backslash, a pair, or
@@ -66,6 +80,21 @@ def _storable(text: str) -> str:
 def _loads(text: str) -> dict[str, Any]:
     """The document of stored text (already through :func:`_storable`)."""
     return dict(json.loads(text))
+
+
+def _where(select: str, kind: str, parent: str | None, exclude_status: str | None) -> tuple[str, list[Any]]:
+    """``select`` (``SELECT ... FROM docs``) with the filters of :meth:`Store.list`."""
+    partial = _PARTIAL_INDEXES.get((kind, exclude_status)) if exclude_status is not None else None
+    if partial is not None:
+        index, condition = partial
+        sql, params = f"{select} INDEXED BY {index} WHERE {condition}", []
+    else:
+        sql, params = f"{select} WHERE kind=?", [kind]
+        if exclude_status is not None:
+            sql, params = sql + " AND json_extract(doc, '$.status') IS NOT ?", [*params, exclude_status]
+    if parent is not None:
+        sql, params = sql + " AND parent=?", [*params, parent]
+    return sql, params
 
 
 class StoredRecord(Protocol):
@@ -184,12 +213,12 @@ class Store:
         text = _storable(written)
         with self._lock:
             now = time.time()
-            row = self._db.execute("SELECT created FROM docs WHERE kind=? AND id=?", (kind, id)).fetchone()
-            created = row[0] if row else now
+            # One statement: a new document is created now, a replaced one keeps its creation time.
             self._db.execute(
-                "INSERT OR REPLACE INTO docs (kind, id, parent, created, updated, doc)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (kind, id, parent, created, now, text),
+                "INSERT INTO docs (kind, id, parent, created, updated, doc) VALUES (?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (kind, id) DO UPDATE SET"
+                " parent = excluded.parent, updated = excluded.updated, doc = excluded.doc",
+                (kind, id, parent, now, now, text),
             )
         return text
 
@@ -223,11 +252,7 @@ class Store:
         return [_loads(text) for text in self._list_texts(kind, parent, exclude_status)]
 
     def _list_texts(self, kind: str, parent: str | None, exclude_status: str | None) -> builtins.list[str]:
-        sql, params = "SELECT doc FROM docs WHERE kind=?", [kind]
-        if parent is not None:
-            sql, params = sql + " AND parent=?", [*params, parent]
-        if exclude_status is not None:
-            sql, params = sql + " AND json_extract(doc, '$.status') IS NOT ?", [*params, exclude_status]
+        sql, params = _where("SELECT doc FROM docs", kind, parent, exclude_status)
         with self._lock:
             rows = self._db.execute(sql + " ORDER BY created, id", params).fetchall()
         return [_storable(row[0]) for row in rows]
@@ -240,11 +265,7 @@ class Store:
             exclude_status: Leave out the documents whose ``status`` is this.
             parent: Only the documents of this owner.
         """
-        sql, params = "SELECT COUNT(*) FROM docs WHERE kind=?", [kind]
-        if parent is not None:
-            sql, params = sql + " AND parent=?", [*params, parent]
-        if exclude_status is not None:
-            sql, params = sql + " AND json_extract(doc, '$.status') IS NOT ?", [*params, exclude_status]
+        sql, params = _where("SELECT COUNT(*) FROM docs", kind, parent, exclude_status)
         with self._lock:
             (count,) = self._db.execute(sql, params).fetchone()
         return int(count)

@@ -32,7 +32,9 @@ import logging
 import math
 import os
 import shutil
+import threading
 import zipfile
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -176,8 +178,20 @@ def _check_bundle_size(archive: zipfile.ZipFile) -> None:
         raise _bundle_error(f"{total} bytes uncompressed; at most {_MAX_BUNDLE_BYTES} are accepted")
 
 
+_DECODED_MAX = 128
+"""Decoded bundles remembered (:func:`decode_bundle`), each of at most ``_DECODED_MAX_CHARS``."""
+_DECODED_MAX_CHARS = 64 * 1024
+_decoded: OrderedDict[tuple[str, str | None], str] = OrderedDict()
+_decoded_lock = threading.Lock()
+
+
 def decode_bundle(bundle_b64: str, sha256: str | None = None) -> str:
     """The verifier source inside a base64 bundle.
+
+    The SDK sends the same bundle with every verification of a task, so the source of each small
+    bundle that decoded is remembered by its exact text (and ``sha256``): a repeat costs a
+    dictionary lookup instead of base64, sha256 and zip work. A bundle that failed is not
+    remembered, so it fails the same way each time.
 
     Args:
         bundle_b64: The ``bundle`` field.
@@ -187,6 +201,22 @@ def decode_bundle(bundle_b64: str, sha256: str | None = None) -> str:
         LocalAPIError: 400 when the bundle is not base64, not a zip, has no ``verifier.py``,
             does not match ``sha256``, holds more than 64 files or more than 5 MiB uncompressed.
     """
+    key = (bundle_b64, sha256)
+    with _decoded_lock:
+        code = _decoded.get(key)
+        if code is not None:
+            _decoded.move_to_end(key)
+            return code
+    code = _decode_bundle(bundle_b64, sha256)
+    if len(bundle_b64) <= _DECODED_MAX_CHARS:
+        with _decoded_lock:
+            _decoded[key] = code
+            while len(_decoded) > _DECODED_MAX:
+                _decoded.popitem(last=False)
+    return code
+
+
+def _decode_bundle(bundle_b64: str, sha256: str | None) -> str:
     try:
         raw = base64.b64decode(bundle_b64, validate=True)
     except (binascii.Error, ValueError):
@@ -299,6 +329,15 @@ def _resolve_code(state: LocalState, req: models.VerifiersExecuteRequest) -> str
     )
 
 
+def _code_and_seed(
+    state: LocalState, req: models.VerifiersExecuteRequest, instance_id: str
+) -> tuple[str, Path]:
+    """The code a request names (:func:`_resolve_code`) and the seed database of the live
+    instance it runs against (blocking)."""
+    code = _resolve_code(state, req)
+    return code, _instances.database_path(state, instance_id, "seed")
+
+
 def _jsonable(value: Any) -> Any:
     try:
         json.dumps(value, allow_nan=False)
@@ -331,6 +370,7 @@ async def run_code(
     key: str | None = None,
     sha256: str | None = None,
     keyed: bool,
+    seed: Path | None = None,
 ) -> ExecutionRecord:
     """Run verifier ``code`` against a live instance and store the execution record.
 
@@ -339,7 +379,8 @@ async def run_code(
     ``final_answer``, as do ``pickled_args`` (the public SDK's pickle, which only the run
     decodes); ``convention`` is the sandbox's (``"snapshots"`` for the public SDK's
     ``fn(before, after, transcript)``). ``keyed``: the request bore the server's key (see
-    :func:`may_run_unjailed`).
+    :func:`may_run_unjailed`). ``seed``: the instance's seed database, when the caller looked it
+    up already (``_instances.database_path``, which also checks the instance is live).
 
     Returns:
         The record as stored: ``VerifiersExecuteResponse`` fields, and ``score``, ``sha256``,
@@ -352,7 +393,8 @@ async def run_code(
             was free within the run's timeout; 400 ``bad_request`` naming ``args`` when the run
             could not decode ``pickled_args`` (nothing ran, nothing is stored).
     """
-    seed = await anyio.to_thread.run_sync(_instances.database_path, state, instance_id, "seed")
+    if seed is None:
+        seed = await anyio.to_thread.run_sync(_instances.database_path, state, instance_id, "seed")
     current = seed.with_name("current.db")
     settings = state.settings
     limit = float(settings.verifier_timeout)
@@ -552,7 +594,9 @@ async def execute_verifier(
             retryable=False,
         )
     cache_hit = req.bundle is None
-    code = await anyio.to_thread.run_sync(_resolve_code, state, req)
+    # One worker-thread hop for both lookups; the code first, as its errors (400, 404 for unknown
+    # code) come before the instance's.
+    code, seed = await anyio.to_thread.run_sync(_code_and_seed, state, req, target)
     record = await run_code(
         state,
         code,
@@ -565,6 +609,7 @@ async def execute_verifier(
         key=req.key,
         sha256=req.sha256,
         keyed=keyed,
+        seed=seed,
     )
     # Exactly the wire model: no subclass that could carry more.
     return models.VerifiersExecuteResponse.model_validate(

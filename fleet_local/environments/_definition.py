@@ -237,14 +237,26 @@ class ToolDefinition:
             finally:
                 if not was_query_only:
                     conn.execute("PRAGMA query_only = OFF")
+        # Outside a transaction the call opens its own, IMMEDIATE: it takes the write lock (waiting
+        # for it up to the connection's timeout) before the handler's first read. A deferred one,
+        # which a bare SAVEPOINT starts, that read and then wrote while another connection was
+        # writing the same database was refused at once ("database is locked"): SQLite cannot
+        # wait there without risking a deadlock.
+        own = not conn.in_transaction
+        if own:
+            conn.execute("BEGIN IMMEDIATE")
         conn.execute("SAVEPOINT fleet_tool_call")
         try:
             result = self.handler(conn, args)
         except BaseException:
             conn.execute("ROLLBACK TO SAVEPOINT fleet_tool_call")
             conn.execute("RELEASE SAVEPOINT fleet_tool_call")
+            if own and conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise
         conn.execute("RELEASE SAVEPOINT fleet_tool_call")
+        if own:
+            conn.execute("COMMIT")
         return result
 
     def to_mcp(self) -> dict[str, Any]:

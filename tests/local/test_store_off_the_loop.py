@@ -263,3 +263,30 @@ async def test_instance_health_and_lookups_answer_while_the_store_lock_is_held(s
     assert answers[3].json()["status"] == "running"
     assert answers[4].json()["code"] == answers[5].json()["code"] == "instance_not_found"
     assert "terminated" in answers[4].json()["detail"]
+
+
+async def test_instance_create_and_delete_wait_for_the_store_off_the_loop(served: Served) -> None:
+    """The create and delete routes are coroutines handing their work to one worker thread
+    (a ``def`` route with a response model costs FastAPI a second hop): their store calls must
+    still wait in a worker thread, never on the loop."""
+    async with httpx.AsyncClient(base_url=served.url, headers=AUTH, timeout=PATIENCE) as client:
+        made = await client.post("/v1/env/instances", json={"env_key": "orderdesk"})
+        assert made.status_code == 200, made.text
+        with held_by_another_thread(served.store_lock) as still_held:
+            pending = [
+                asyncio.ensure_future(client.post("/v1/env/instances", json={"env_key": "orderdesk"})),
+                asyncio.ensure_future(client.delete(f"/v1/env/instances/{made.json()['instance_id']}")),
+            ]
+            await wait_until_async(
+                lambda: (
+                    served.waits.count(inside("create_instance")) >= 1
+                    and served.waits.count(inside("delete_instance")) >= 1
+                ),
+                "the create and the delete waiting for the store",
+            )
+            regions = await client.get("/v1/regions")  # answered on the loop, meanwhile
+            assert regions.status_code == 200 and regions.json()
+            assert still_held() and not any(request.done() for request in pending)
+        created, deleted = await asyncio.gather(*pending)
+    assert created.status_code == 200 and created.json()["status"] == "running", created.text
+    assert deleted.status_code == 200 and deleted.json()["status"] == "terminated", deleted.text

@@ -1,0 +1,140 @@
+"""Open SQLite connections to live instances' databases, reused from one tool call to the next.
+
+A tool call opened the instance's ``current.db`` and then its ``action_log.db`` afresh, and a new
+SQLite connection reads and parses the database's schema before its first statement: about two
+thirds of a small tool call's SQLite time. Here a call borrows an idle connection of the
+instance (opened as before: ``current`` ``mode=ro`` with ``query_only`` for a read-only tool,
+``mode=rw`` otherwise, never creating the file; the log in place) and hands it back when done.
+
+Nothing is held between calls but the open file: each call commits (or rolls back) before it
+hands the connection back, and in SQLite's rollback-journal mode an idle connection holds no
+lock and no snapshot, so other connections (the manager's SQL routes, ``reset``'s backup, the
+verifier's) see and make changes as before; a connection notices another's change at its next
+transaction. An instance's connections are closed when it ends (its end hook), and one handed
+back after that (a call racing the delete, whose folder goes before its hooks run) is closed
+instead of kept. At most ``max_idle`` connections stay open across all instances (the least
+recently used go first), so memory and descriptors stay bounded whatever the number of
+instances.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+__all__ = ["MAX_IDLE", "InstanceConnections", "Kind"]
+
+Kind = Literal["ro", "rw", "log"]
+"""``current.db`` read-only or read-write, or the instance's ``action_log.db``."""
+
+MAX_IDLE = 96
+"""Idle connections kept across all instances (three per instance in use at a time: ``ro``,
+``rw`` and ``log``; 32 instances' worth)."""
+
+_FILES: dict[Kind, str] = {"ro": "current.db", "rw": "current.db", "log": "action_log.db"}
+
+
+def _open(folder: Path, kind: Kind) -> sqlite3.Connection:
+    uri = (folder.absolute() / _FILES[kind]).as_uri()
+    # ``mode=rw`` never creates the file: a delete that got there first makes this fail instead.
+    if kind == "log":
+        conn = sqlite3.connect(f"{uri}?mode=rw", uri=True, check_same_thread=False, timeout=10.0)
+        # A log line per tool call: no fsync each time (a crash may lose the last lines).
+        conn.execute("PRAGMA synchronous = OFF")
+        return conn
+    conn = sqlite3.connect(
+        f"{uri}?mode={kind}", uri=True, check_same_thread=False, isolation_level=None, timeout=10.0
+    )
+    if kind == "ro":
+        conn.execute("PRAGMA query_only = ON")
+    return conn
+
+
+class InstanceConnections:
+    """Idle connections by (instance id, kind), thread-safe; a connection is used by one
+    thread at a time (borrowed with :meth:`borrow`).
+
+    Args:
+        max_idle: The most idle connections kept open across all instances.
+    """
+
+    def __init__(self, max_idle: int = MAX_IDLE) -> None:
+        self._max_idle = max_idle
+        self._idle: OrderedDict[tuple[str, Kind], list[sqlite3.Connection]] = OrderedDict()
+        self._count = 0
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def borrow(self, instance_id: str, folder: Path, kind: Kind) -> Iterator[sqlite3.Connection]:
+        """An open connection to one of the instance's databases, for the ``with`` block.
+
+        The block must end with no transaction open (commit or roll back what it began); a
+        connection whose block raised is closed, not kept.
+
+        Args:
+            instance_id: The instance (live, as the caller found it).
+            folder: Its folder (``LocalState.instance_dir``).
+            kind: Which database, and how it is opened.
+
+        Raises:
+            sqlite3.Error: The database could not be opened (the instance was deleted).
+        """
+        conn = self._take(instance_id, kind) or _open(folder, kind)
+        try:
+            yield conn
+        except BaseException:
+            conn.close()
+            raise
+        self._give_back(instance_id, folder, kind, conn)
+
+    def _take(self, instance_id: str, kind: Kind) -> sqlite3.Connection | None:
+        with self._lock:
+            idle = self._idle.get((instance_id, kind))
+            if not idle:
+                return None
+            self._count -= 1
+            return idle.pop()
+
+    def _give_back(self, instance_id: str, folder: Path, kind: Kind, conn: sqlite3.Connection) -> None:
+        evicted: list[sqlite3.Connection] = []
+        with self._lock:
+            # Checked under the lock the end hook takes: the folder goes before the hook runs, so
+            # a connection handed back after the hook sees it gone and is not kept.
+            keep = not conn.in_transaction and folder.is_dir()
+            if keep:
+                self._idle.setdefault((instance_id, kind), []).append(conn)
+                self._idle.move_to_end((instance_id, kind))
+                self._count += 1
+                while self._count > self._max_idle:
+                    key, oldest = next(iter(self._idle.items()))
+                    evicted.append(oldest.pop(0))
+                    self._count -= 1
+                    if not oldest:
+                        del self._idle[key]
+        for old in evicted:
+            old.close()
+        if not keep:
+            conn.close()
+
+    def forget(self, instance_id: str) -> None:
+        """Close every idle connection of an instance that ended (an instance end hook).
+
+        Args:
+            instance_id: The instance.
+        """
+        closing: list[sqlite3.Connection] = []
+        with self._lock:
+            for kind in _FILES:
+                idle = self._idle.pop((instance_id, kind), [])
+                self._count -= len(idle)
+                closing += idle
+        for conn in closing:
+            conn.close()
+
+    def __len__(self) -> int:
+        return self._count
