@@ -502,11 +502,14 @@ class BodySchemas:
         value, issues = _decode(raw)
         if issues:
             return CheckedBody(None, issues)
-        where = too_deep(value)
+        # Both walks are skipped where the body is too short to fail them: a container at level
+        # MAX_JSON_DEPTH + 1 takes that many opening and closing brackets, and every value at
+        # least one character (each at least a byte), so a short body cannot be refused for either.
+        where = too_deep(value) if len(raw) >= 2 * (MAX_JSON_DEPTH + 1) else None
         if where is not None:
             msg = f"arrays and objects nest deeper than {MAX_JSON_DEPTH} levels here"
             return CheckedBody(None, [_issue(("body", *where), msg, "too_deep")])
-        if _holds_more_than(value, MAX_JSON_VALUES):
+        if len(raw) > MAX_JSON_VALUES and _holds_more_than(value, MAX_JSON_VALUES):
             msg = f"request body holds more than {MAX_JSON_VALUES} JSON values"
             return CheckedBody(None, [_issue(("body",), msg, "too_many_values")], too_large=True)
         if body_schema is not None:
