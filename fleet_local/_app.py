@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
@@ -65,6 +65,32 @@ def bearer_auth(state: LocalState) -> Any:
     return Depends(check)
 
 
+@contextlib.contextmanager
+def _loop_thread_named() -> Iterator[None]:
+    """Name this thread's async library (``asyncio``) for ``sniffio`` while the server runs.
+
+    anyio asks ``sniffio`` which library runs on every call that needs its backend (a thread
+    hop, an event, a cancel scope, the ``mcp`` package's streams: dozens per MCP request), and
+    ``sniffio`` finds asyncio by asking for the current task each time unless the thread says
+    which library it runs, the way its documentation has an event loop declare itself. The
+    server's lifespan runs on the thread of its event loop, which runs nothing else. A thread
+    that already names a library is left as it is; the name is taken back when the server stops.
+    """
+    try:
+        import sniffio
+    except ImportError:  # anyio then asks asyncio directly
+        yield
+        return
+    if sniffio.thread_local.name is not None:
+        yield
+        return
+    sniffio.thread_local.name = "asyncio"
+    try:
+        yield
+    finally:
+        sniffio.thread_local.name = None
+
+
 # Feature modules with a ``lifespan(state)`` async context manager, started in this order (and
 # stopped in reverse): jobs stop first, so their sessions end their browser leases themselves
 # before the browser pool is closed.
@@ -81,6 +107,7 @@ def create_app(state: LocalState) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
+            stack.enter_context(_loop_thread_named())
             for module in _LIFESPANS:
                 hook = getattr(module, "lifespan", None)
                 if hook is not None:

@@ -10,8 +10,8 @@ removes before its hooks run, so a lookup racing a delete falls back to the stor
 
 from __future__ import annotations
 
+import os
 import threading
-from pathlib import Path
 
 __all__ = ["LiveInstances"]
 
@@ -23,7 +23,7 @@ class LiveInstances:
         self._env_keys: dict[str, str] = {}
         self._lock = threading.Lock()
 
-    def env_key(self, instance_id: str, folder: Path) -> str | None:
+    def env_key(self, instance_id: str, folder: str | os.PathLike[str]) -> str | None:
         """The environment of a live instance, or None when not known (ask the store).
 
         Args:
@@ -31,7 +31,7 @@ class LiveInstances:
             folder: Its folder (``LocalState.instance_dir``): gone once it is deleted.
         """
         env_key = self._env_keys.get(instance_id)
-        if env_key is not None and not folder.is_dir():
+        if env_key is not None and not os.path.isdir(folder):  # as ``Path.is_dir``, without a Path
             self.forget(instance_id)
             return None
         return env_key

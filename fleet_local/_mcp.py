@@ -48,6 +48,7 @@ import contextlib
 import json
 import logging
 import math
+import os
 import threading
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -59,6 +60,7 @@ from fastapi import FastAPI
 from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from pydantic_core import to_json
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
@@ -68,6 +70,7 @@ from fleet_sdk import __version__
 from . import _action_log
 from ._errors import LocalAPIError
 from ._state import LocalState
+from ._validation import CHECKED_BODY, CheckedBody
 
 if TYPE_CHECKING:
     from .environments import EnvironmentDefinition, ToolDefinition
@@ -155,7 +158,8 @@ async def instance_environment(state: LocalState, instance_id: str) -> Environme
         InstanceUnavailableError: The instance is unknown, terminated or of an unknown environment.
     """
     live = state.live_instances
-    env_key = live.env_key(instance_id, state.instance_dir(instance_id))
+    # ``state.instance_dir(instance_id)``, as a string: this runs on every MCP request.
+    env_key = live.env_key(instance_id, f"{state.data_dir}{os.sep}instances{os.sep}{instance_id}")
     if env_key is None:  # not seen live yet (or just deleted): the store says
         env_key = await anyio.to_thread.run_sync(_live_env_key, state, instance_id)
         live.remember(instance_id, env_key)
@@ -208,7 +212,12 @@ def _run_tool_sync(
 
 
 async def execute_tool(
-    state: LocalState, instance_id: str, name: str, arguments: dict[str, Any] | None
+    state: LocalState,
+    instance_id: str,
+    name: str,
+    arguments: dict[str, Any] | None,
+    *,
+    env: EnvironmentDefinition | None = None,
 ) -> ToolOutcome:
     """Call one environment tool on an instance: the single tool path of MCP and job policies.
 
@@ -220,13 +229,16 @@ async def execute_tool(
         instance_id: The instance whose ``current`` database the tool acts on.
         name: Tool name.
         arguments: Tool arguments (validated against the tool's ``input_schema``).
+        env: The instance's environment, when the caller has just looked it up
+            (:func:`instance_environment`); looked up here when None.
 
     Raises:
         InstanceUnavailableError: The instance is unknown or terminated.
     """
     from .environments import ToolError
 
-    env = await instance_environment(state, instance_id)
+    if env is None:
+        env = await instance_environment(state, instance_id)
     tool = next((t for t in env.tools if t.name == name), None)
     if tool is None:
         return ToolOutcome(name=name, error=f"Unknown tool: {name}", unknown_tool=True)
@@ -286,16 +298,28 @@ def _instance_of(request: Any) -> str:
 
 
 async def call_tool_result(
-    state: LocalState, instance_id: str, name: str, arguments: dict[str, Any] | None
+    state: LocalState,
+    instance_id: str,
+    name: str,
+    arguments: dict[str, Any] | None,
+    *,
+    env: EnvironmentDefinition | None = None,
 ) -> types.CallToolResult:
     """A ``tools/call`` of an instance as MCP answers it (the package's handler and
     :class:`_ShortCalls` alike): a vanished instance is an ``isError`` result.
+
+    Args:
+        state: Server state.
+        instance_id: The instance.
+        name: The tool.
+        arguments: Its arguments.
+        env: The instance's environment, when the caller has just looked it up.
 
     Raises:
         UnknownToolError: The environment has no such tool (JSON-RPC -32602).
     """
     try:
-        outcome = await execute_tool(state, instance_id, name, arguments)
+        outcome = await execute_tool(state, instance_id, name, arguments, env=env)
     except InstanceUnavailableError as exc:
         return types.CallToolResult.model_validate(
             {"content": [{"type": "text", "text": str(exc)}], "isError": True}
@@ -405,12 +429,30 @@ def sessionless_manager(state: LocalState) -> StreamableHTTPSessionManager:
     return StreamableHTTPSessionManager(_build_server(state), json_response=True, stateless=True)
 
 
-def _opens_session(body: bytes) -> bool:
-    """Whether a POST body is (or holds, in a batch) an ``initialize`` request; one that is not
-    JSON goes to the session manager too, which answers it as a parse error."""
+_NOT_JSON: Any = object()
+""":func:`_message` of a body that is no JSON."""
+
+
+def _message(scope: Scope, body: bytes) -> Any:
+    """The JSON value of a request body: what the request gate decoded from the same bytes
+    (``CHECKED_BODY``), else decoded here; :data:`_NOT_JSON` when it is none."""
+    checked = scope.get(CHECKED_BODY)
+    if isinstance(checked, CheckedBody) and checked.value is not None:
+        return checked.value
     try:
-        message = json.loads(body)
+        return json.loads(body)
     except ValueError:
+        return _NOT_JSON
+
+
+def _opens_session(message: Any) -> bool:
+    """Whether a POST body is (or holds, in a batch) an ``initialize`` request; one that is not
+    JSON goes to the session manager too, which answers it as a parse error.
+
+    Args:
+        message: The body's JSON value (:func:`_message`).
+    """
+    if message is _NOT_JSON:
         return True
     messages = message if isinstance(message, list) else [message]
     return any(not isinstance(m, dict) or m.get("method") == "initialize" for m in messages)
@@ -544,30 +586,40 @@ class _InstanceMCPEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         instance_id = str(scope.get("path_params", {}).get("instance_id", ""))
         try:
-            await instance_environment(self._state, instance_id)
+            env = await instance_environment(self._state, instance_id)
         except InstanceUnavailableError as exc:
             body = {"detail": str(exc), "code": "instance_not_found", "retryable": False}
             await JSONResponse(body, status_code=404)(scope, receive, send)
             return
         self._sessions.seen_on(asyncio.get_running_loop())
-        tagged = {**scope, _SCOPE_KEY: instance_id}
         headers = scope.get("headers", [])
         session_id = next((v.decode("latin-1") for k, v in headers if k.lower() == _SESSION_HEADER), None)
         if scope.get("method") == "POST" and session_id is not None:
             payload = await _read_body(receive)  # bounded by the server's body limit (RequestGate)
-            if await self._short.answer(scope, instance_id, session_id, payload, send):
+            message = _message(scope, payload)
+            if await self._short.answer(
+                scope,
+                instance_id=instance_id,
+                env=env,
+                session_id=session_id,
+                payload=payload,
+                message=message,
+                send=send,
+            ):
                 return
-            if _is_initialized_notification(payload):
+            tagged = {**scope, _SCOPE_KEY: instance_id}
+            if _is_initialized_notification(message):
                 send = self._noting_initialized(instance_id, session_id, send)
             await self._state.mcp_sessions.handle_request(tagged, _replay(payload, receive), send)
             return
+        tagged = {**scope, _SCOPE_KEY: instance_id}
         if scope.get("method") != "POST" or session_id is not None:
             if scope.get("method") == "DELETE" and session_id is not None:
                 self._sessions.closed(instance_id, session_id)
             await self._state.mcp_sessions.handle_request(tagged, receive, send)
             return
         payload = await _read_body(receive)  # bounded by the server's body limit (RequestGate)
-        if _opens_session(payload):
+        if _opens_session(_message(scope, payload)):
             path = "api/v1/mcp" if "/api/v1/mcp" in str(scope.get("path", "")) else "mcp"
             await self._state.mcp_sessions.handle_request(
                 tagged, _replay(payload, receive), self._noting_session(instance_id, path, send)
@@ -621,11 +673,7 @@ def _negotiated_revision(body: bytes) -> str | None:
     return revision if isinstance(revision, str) else None
 
 
-def _is_initialized_notification(body: bytes) -> bool:
-    try:
-        message = json.loads(body)
-    except ValueError:
-        return False
+def _is_initialized_notification(message: Any) -> bool:
     if not isinstance(message, dict):
         return False
     return message.get("method") == "notifications/initialized" and "id" not in message
@@ -689,9 +737,27 @@ class _ShortCalls:
         return transport
 
     async def answer(
-        self, scope: Scope, instance_id: str, session_id: str, payload: bytes, send: Send
+        self,
+        scope: Scope,
+        *,
+        instance_id: str,
+        env: EnvironmentDefinition,
+        session_id: str,
+        payload: bytes,
+        message: Any,
+        send: Send,
     ) -> bool:
-        """Answer the request and return True, or return False having sent nothing."""
+        """Answer the request and return True, or return False having sent nothing.
+
+        Args:
+            scope: The request's ASGI scope.
+            instance_id: Its instance.
+            env: The instance's environment, as the endpoint just found it live.
+            session_id: Its ``Mcp-Session-Id``.
+            payload: Its body.
+            message: The body's JSON value (:func:`_message`).
+            send: Where the answer goes.
+        """
         if self._sessions.revision(session_id) != SHORT_REVISION or len(payload) > _SHORT_MAX_BODY:
             return False
         headers = scope.get("headers", [])
@@ -701,14 +767,10 @@ class _ShortCalls:
             return False
         if "application/json" not in _media_types(_header(headers, b"accept")):
             return False
-        call = _tool_call(payload)
+        call = _tool_call(message)
         if call is None:
             return False
         request_id, name, arguments = call
-        try:
-            env = await instance_environment(self._state, instance_id)
-        except InstanceUnavailableError:  # deleted since the endpoint looked: the package answers
-            return False
         if not any(tool.name == name for tool in env.tools):
             return False  # the package answers an unknown tool (JSON-RPC -32602)
         transport = self._transport(scope, session_id)
@@ -721,13 +783,13 @@ class _ShortCalls:
         if idle is not None:
             idle.deadline = math.inf
         try:
-            called = await call_tool_result(self._state, instance_id, name, arguments)
+            called = await call_tool_result(self._state, instance_id, name, arguments, env=env)
             result = called.model_dump(by_alias=True, mode="json", exclude_none=True)
             if _shape_for_revision is not None:  # as the package's server shapes it (mcp 2.x)
                 result = _shape_for_revision("tools/call", SHORT_REVISION, result)
-            body = types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result).model_dump_json(
-                by_alias=True, exclude_unset=True
-            )
+            # ``JSONRPCResponse(jsonrpc, id, result).model_dump_json(exclude_unset=True)`` as the
+            # package writes it, by the same serializer, without building the model.
+            body = to_json({"jsonrpc": "2.0", "id": request_id, "result": result})
             response = Response(
                 body,
                 status_code=200,
@@ -758,12 +820,9 @@ def _media_types(value: str | None) -> list[str]:
     return [part.split(";", 1)[0].strip().lower() for part in value.split(",")]
 
 
-def _tool_call(payload: bytes) -> tuple[int | str, str, dict[str, Any] | None] | None:
-    """``(id, name, arguments)`` of a body that is exactly one plain ``tools/call``, else None."""
-    try:
-        message = json.loads(payload)
-    except ValueError:
-        return None
+def _tool_call(message: Any) -> tuple[int | str, str, dict[str, Any] | None] | None:
+    """``(id, name, arguments)`` of a body (its JSON value, :func:`_message`) that is exactly
+    one plain ``tools/call``, else None."""
     if not isinstance(message, dict) or not message.keys() <= _CALL_KEYS:
         return None
     request_id, params = message.get("id"), message.get("params")

@@ -14,6 +14,7 @@ imports nothing of the server's, so every module may count into it.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.gc_collector import GCCollector
@@ -154,6 +155,9 @@ class RequestMetrics:
     def __init__(self, app: ASGIApp, metrics: ServerMetrics) -> None:
         self.app = app
         self._requests = metrics.requests
+        # The histogram's child of each (group, status class), as ``labels`` returns it (the same
+        # object every time), kept here: ``labels`` takes a lock and builds its key per call.
+        self._children: dict[tuple[str, int], Any] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -171,5 +175,10 @@ class RequestMetrics:
         try:
             await self.app(scope, receive, timed_send)
         finally:
+            elapsed = time.perf_counter() - started
             group = route_group(str(scope.get("path", "")))
-            self._requests.labels(group, f"{status // 100}xx").observe(time.perf_counter() - started)
+            key = (group, status // 100)
+            child = self._children.get(key)
+            if child is None:
+                child = self._children[key] = self._requests.labels(group, f"{key[1]}xx")
+            child.observe(elapsed)

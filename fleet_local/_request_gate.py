@@ -89,7 +89,7 @@ class RequestGate:
         self.bodies = bodies
         self.keyed_limit = max_body_bytes
         self.keyless_limit = max_keyless_body_bytes
-        self.keyed = tuple(keyed_paths)
+        self.keyed = any_of(keyed_paths)
         self.path_limits = tuple(path_limits)
         self.check_key = check_key
         self._workers: tuple[anyio.CapacityLimiter, anyio.CapacityLimiter] | None = None
@@ -104,9 +104,9 @@ class RequestGate:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        headers = _gate_headers(scope.get("headers", []))
         path = scope.get("path", "")
-        keyed = any(pattern.match(path) for pattern in self.keyed)
+        keyed = self.keyed(path)
         if keyed:
             refusal = self.check_key(headers)
             if refusal is not None:
@@ -194,6 +194,48 @@ class RequestGate:
             if started:
                 raise
             await JSONResponse(too_large_body(limit), status_code=413)(scope, receive, send)
+
+
+_GATE_HEADERS = frozenset({b"authorization", b"x-api-key", b"content-length", b"content-type"})
+
+
+def _gate_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
+    """The request headers the gate reads (lower-case names; the last of a repeated one wins),
+    without decoding the others: a request carries a dozen it never looks at."""
+    picked: dict[str, str] = {}
+    for name, value in raw:
+        lowered = name.lower()
+        if lowered in _GATE_HEADERS:
+            picked[lowered.decode("latin-1")] = value.decode("latin-1")
+    return picked
+
+
+_NAMED_GROUP = re.compile(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>")
+
+
+def any_of(patterns: Iterable[re.Pattern[str]]) -> Callable[[str], bool]:
+    """Whether any of ``patterns`` matches a path (``match``: from its start), as one regex, so a
+    request's path is tried once instead of once per keyed route.
+
+    Named groups are made plain (routes share parameter names, which one regex cannot repeat);
+    nothing reads them here. Patterns that cannot be joined that way (different flags, a
+    backreference to a name) are tried one by one, with the same answer.
+
+    Args:
+        patterns: Starlette route regexes (``Route.path_regex``).
+    """
+    patterns = tuple(patterns)
+    if not patterns:
+        return lambda path: False
+    if len({p.flags for p in patterns}) == 1 and not any("(?P=" in p.pattern for p in patterns):
+        joined = "|".join(f"(?:{_NAMED_GROUP.sub('(?:', p.pattern)})" for p in patterns)
+        try:
+            regex = re.compile(joined, patterns[0].flags)
+        except re.error:
+            pass
+        else:
+            return lambda path: regex.match(path) is not None
+    return lambda path: any(p.match(path) for p in patterns)
 
 
 async def _read_body(receive: Receive, limit: int) -> bytes:

@@ -72,6 +72,8 @@ _BASE_URI = "https://fleet-sdk.local/schemas/"
 _METHODS = ("get", "put", "post", "delete", "patch")
 _JSON_CONTENT = "application/json"
 _MAX_MSG = 200
+_NAMED_GROUP = re.compile(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>")
+"""A named group's opening in a route regex (made plain where regexes are joined)."""
 
 # RFC 3339 ``date-time`` (what OpenAPI's ``format: date-time`` means), except that a client may
 # leave out the zone, which is then read as UTC (schemas/README.md: clients send
@@ -459,6 +461,15 @@ class BodySchemas:
             for (method, path), body_schema in self._bodies.items()
             if "{" in path
         ]
+        # Per method, the templates as one regex (tried once per request instead of once per
+        # template); the first alternative that matches is the template ``next`` would find.
+        self._by_method: dict[str, tuple[re.Pattern[str], list[BodySchema]]] = {}
+        for method in {m for m, _, _ in self._templates}:
+            ordered = [(regex, b) for m, regex, b in self._templates if m == method]
+            joined = "|".join(
+                f"(?P<_t{i}>{_NAMED_GROUP.sub('(?:', regex.pattern)})" for i, (regex, _) in enumerate(ordered)
+            )
+            self._by_method[method] = (re.compile(joined), [b for _, b in ordered])
 
     def match(self, method: str, path: str) -> BodySchema | None:
         """The body schema of the operation a request for ``method path`` (a concrete path) reaches."""
@@ -466,7 +477,11 @@ class BodySchemas:
         literal = self._bodies.get((method, path))
         if literal is not None:
             return literal
-        return next((b for m, regex, b in self._templates if m == method and regex.match(path)), None)
+        templates = self._by_method.get(method)
+        if templates is None:
+            return None
+        found = templates[0].match(path)
+        return None if found is None or found.lastgroup is None else templates[1][int(found.lastgroup[2:])]
 
     def check(self, method: str, path: str, raw: bytes, *, is_json: bool = True) -> CheckedBody:
         """Decode and judge a request body (blocking: the gate runs big ones in a worker).
@@ -487,11 +502,14 @@ class BodySchemas:
         value, issues = _decode(raw)
         if issues:
             return CheckedBody(None, issues)
-        where = too_deep(value)
+        # Both walks are skipped where the body is too short to fail them: a container at level
+        # MAX_JSON_DEPTH + 1 takes that many opening and closing brackets, and every value at
+        # least one character (each at least a byte), so a short body cannot be refused for either.
+        where = too_deep(value) if len(raw) >= 2 * (MAX_JSON_DEPTH + 1) else None
         if where is not None:
             msg = f"arrays and objects nest deeper than {MAX_JSON_DEPTH} levels here"
             return CheckedBody(None, [_issue(("body", *where), msg, "too_deep")])
-        if _holds_more_than(value, MAX_JSON_VALUES):
+        if len(raw) > MAX_JSON_VALUES and _holds_more_than(value, MAX_JSON_VALUES):
             msg = f"request body holds more than {MAX_JSON_VALUES} JSON values"
             return CheckedBody(None, [_issue(("body",), msg, "too_many_values")], too_large=True)
         if body_schema is not None:
