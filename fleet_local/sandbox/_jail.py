@@ -42,6 +42,7 @@ __all__ = [
     "jail_argv",
     "jail_status",
     "seccomp_fd",
+    "zygote_argv",
 ]
 
 INNER_SCRATCH = "/scratch"
@@ -229,6 +230,41 @@ def jail_argv(
         args += ["--seccomp", str(seccomp)]
     args += ["--chdir", INNER_SCRATCH, "--", *command]
     return args, inner
+
+
+def zygote_argv(
+    command: list[str],
+    *,
+    status: JailStatus,
+    code_dir: Path,
+    runtime_dir: Path,
+    roots: tuple[str, ...],
+) -> list[str]:
+    """The ``bwrap`` command line of the verifier zygote (``_zygote.py``): the jail's view, plus
+    ``/proc`` and the database ``roots`` read-only, without ``--disable-userns`` or the filter.
+
+    Each run's middle process makes the run's own user namespace, limits it as
+    ``--disable-userns`` does, mounts its tmpfs and databases and hides ``/proc`` and the roots;
+    the run loads the filter (``_zygote_child.py``).
+
+    Args:
+        command: The script and its arguments (inner paths), run by the interpreter.
+        status: What this machine's bubblewrap supports (:func:`jail_status`).
+        code_dir: The host directory of the sandbox's modules.
+        runtime_dir: The host directory of the verifier runtime's modules.
+        roots: The directories under which the runs' databases lie.
+    """
+    assert status.bwrap is not None
+    args = [status.bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--cap-drop", "ALL"]
+    args += ["--uid", _NOBODY, "--gid", _NOBODY, "--hostname", "verifier", "--clearenv", *_runtime_binds()]
+    args += ["--dev", "/dev", "--proc", "/proc", "--dir", _INNER_DATABASES]
+    for tmpfs in (INNER_SCRATCH, "/tmp"):  # mount points: each run mounts its own sized ones
+        args += ["--size", str(_MIB), "--tmpfs", tmpfs]
+    args += ["--ro-bind", str(code_dir), INNER_CODE_DIR, "--ro-bind", str(runtime_dir), INNER_RUNTIME_DIR]
+    for root in roots:
+        args += ["--ro-bind", root, root]
+    args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/", "--"]
+    return [*args, _interpreter(), "-I", "-S", *command]
 
 
 _cache: dict[str, JailStatus] = {}

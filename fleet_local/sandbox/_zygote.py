@@ -1,0 +1,335 @@
+"""The server's side of the pre-forked verifier runner (the "zygote"), and the runner switch.
+
+A fresh jailed run pays for ``bwrap``, an interpreter and its imports every time. The zygote pays
+for them once per server process: one interpreter, started by ``bwrap`` with the jail's own
+filesystem view (``_jail.py``: the same runtime binds, code and runtime directories,
+``--clearenv``, uid/gid 65534, ``--die-with-parent``, every namespace) plus ``/proc`` and the
+database roots read-only, and without ``--disable-userns`` or the seccomp filter: each run's
+middle process makes the run's own user namespace and limits it, and each run loads the filter
+itself (``_zygote_child.py`` says what each process does). The zygote never runs verifier code.
+
+It is started on the first run that can use it, by a thread of this module that lives as long
+as the process (bubblewrap's ``--die-with-parent`` is tied to the thread that started it), and
+registered with the process-group guard (``_process_groups.py``): when this process dies, even
+by SIGKILL, the zygote's group is killed, and with bubblewrap's PID namespace init every run,
+each of which is in a PID namespace below it. A zygote that died is started again by the next
+run; :func:`stop_zygote` ends it (the server's shutdown, ``atexit``).
+
+A run can use the zygote when the runner is ``zygote`` (:func:`set_runner`, or the
+``FLEET_VERIFIER_RUNNER`` environment variable; ``fresh`` by default), the jail here has every
+part (sized tmpfs, ``--disable-userns``, seccomp), and every database lies below a root given to
+:func:`set_database_roots` (the local server gives its data dir). Anything else, and a zygote
+that cannot start or set a run up before the verifier starts, falls back to the fresh run.
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures
+import contextlib
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ._jail import INNER_CODE_DIR, INNER_RUNTIME_DIR, JailStatus, zygote_argv
+from ._process_groups import guard_group, release_group
+
+__all__ = [
+    "RUNNER_ENV",
+    "RUNNERS",
+    "ZygoteUnavailable",
+    "database_roots",
+    "runner",
+    "set_database_roots",
+    "set_runner",
+    "stop_zygote",
+    "zygote_pid",
+]
+
+RUNNER_ENV = "FLEET_VERIFIER_RUNNER"
+"""The environment variable choosing the runner: ``zygote`` or ``fresh``."""
+
+RUNNERS = ("fresh", "zygote")
+DEFAULT_RUNNER = "fresh"
+_READY_TIMEOUT = 20.0
+_SCRIPT = "_zygote_main.py"
+
+
+class ZygoteUnavailable(Exception):
+    """The zygote cannot serve this run (nothing of it ran): the caller runs it fresh."""
+
+
+_settings: dict[str, object] = {}
+_settings_lock = threading.Lock()
+
+
+def set_runner(name: str | None) -> None:
+    """Choose how jailed runs start: ``"zygote"`` (pre-forked) or ``"fresh"``.
+
+    Args:
+        name: The runner, or ``None`` to go back to the environment variable / default.
+
+    Raises:
+        ValueError: An unknown runner.
+    """
+    if name is not None and name not in RUNNERS:
+        raise ValueError(f"unknown verifier runner {name!r}: one of {', '.join(RUNNERS)}")
+    with _settings_lock:
+        _settings["runner"] = name
+
+
+def disabled_reason() -> str | None:
+    """Why the zygote was turned off in this process (it could not set a run up), or ``None``."""
+    with _settings_lock:
+        reason = _settings.get("disabled")
+    return reason if isinstance(reason, str) else None
+
+
+def runner() -> str:
+    """The runner chosen here (:func:`set_runner`, else ``FLEET_VERIFIER_RUNNER``, else fresh)."""
+    with _settings_lock:
+        chosen = _settings.get("runner")
+        if _settings.get("disabled") is not None:
+            return "fresh"
+    if isinstance(chosen, str):
+        return chosen
+    value = os.environ.get(RUNNER_ENV, "").strip().lower()
+    return value if value in RUNNERS else DEFAULT_RUNNER
+
+
+def set_database_roots(roots: Sequence[str | os.PathLike[str]]) -> None:
+    """The directories under which the databases of zygote runs live (the server's data dir).
+
+    The zygote sees them read-only; each run sees only its own databases. A run whose databases
+    lie elsewhere runs fresh. Changing them restarts the zygote on its next run.
+
+    Args:
+        roots: Existing directories (not ``/``).
+    """
+    resolved = []
+    for root in roots:
+        path = os.path.realpath(root)
+        if path == "/" or not os.path.isdir(path):
+            raise ValueError(f"a database root must be an existing directory other than /: {root!s}")
+        resolved.append(path)
+    with _settings_lock:
+        _settings["roots"] = tuple(sorted(set(resolved)))
+
+
+def database_roots() -> tuple[str, ...]:
+    """The roots given to :func:`set_database_roots` (none by default)."""
+    with _settings_lock:
+        roots = _settings.get("roots", ())
+    return roots if isinstance(roots, tuple) else ()
+
+
+def roots_covering(databases: Sequence[str]) -> tuple[str, ...] | None:
+    """The configured roots, when every (resolved) database lies below one of them."""
+    roots = database_roots()
+    if not roots:
+        return None
+    for path in databases:
+        if not any(path.startswith(root.rstrip("/") + "/") for root in roots):
+            return None
+    return roots
+
+
+@dataclass
+class _Zygote:
+    process: subprocess.Popen[bytes]
+    control: socket.socket
+    key: tuple[object, ...]
+    lock: threading.Lock
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            self.control.close()  # end of file: it exits
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)  # and bwrap's namespace with every run
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(5)
+        release_group(self.process.pid)
+
+
+_current: list[_Zygote] = []
+_current_lock = threading.Lock()
+_requests: queue.Queue[tuple[list[str], concurrent.futures.Future[_Zygote]]] = queue.Queue()
+_keeper: list[threading.Thread] = []
+
+
+def _keep() -> None:
+    """The thread that starts every zygote, and lives as long as the process (see module docs)."""
+    while True:
+        argv, future = _requests.get()
+        if not future.set_running_or_notify_cancel():
+            continue
+        try:
+            future.set_result(_spawn(argv))
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting run
+            future.set_exception(exc)
+
+
+def _spawn(argv: list[str]) -> _Zygote:
+    parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        # Its end keeps its number in the zygote (bubblewrap passes inherited descriptors on).
+        process = subprocess.Popen(
+            [*argv, str(child.fileno())],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=None if os.environ.get("FLEET_VERIFIER_ZYGOTE_DEBUG") else subprocess.DEVNULL,
+            env={},
+            start_new_session=True,
+            pass_fds=(child.fileno(),),
+        )
+    except OSError as exc:
+        parent.close()
+        raise ZygoteUnavailable(f"could not start the verifier zygote: {exc}") from exc
+    finally:
+        child.close()
+    guard_group(process.pid)
+    zygote = _Zygote(process, parent, (), threading.Lock())
+    parent.settimeout(_READY_TIMEOUT)
+    try:
+        ready = parent.recv(1)
+    except OSError:
+        ready = b""
+    if ready != b"R":
+        zygote.stop()
+        raise ZygoteUnavailable("the verifier zygote did not start")
+    parent.settimeout(None)
+    return zygote
+
+
+def _zygote_for(status: JailStatus, code_dir: Path, runtime_dir: Path, roots: tuple[str, ...]) -> _Zygote:
+    """The live zygote for this view, started (on the keeper thread) when there is none."""
+    key = (str(code_dir), str(runtime_dir), roots)
+    with _current_lock:
+        if _current and _current[0].key == key and _current[0].alive():
+            return _current[0]
+        for old in _current:
+            old.stop()
+        _current.clear()
+        if not _keeper:
+            thread = threading.Thread(target=_keep, name="fleet-verifier-zygote", daemon=True)
+            thread.start()
+            _keeper.append(thread)
+        argv = zygote_argv(
+            [f"{INNER_CODE_DIR}/{_SCRIPT}", INNER_RUNTIME_DIR],
+            status=status,
+            code_dir=code_dir,
+            runtime_dir=runtime_dir,
+            roots=roots,
+        )
+        future: concurrent.futures.Future[_Zygote] = concurrent.futures.Future()
+        _requests.put((argv, future))
+        zygote = future.result(_READY_TIMEOUT + 5)
+        zygote.key = key
+        _current.append(zygote)
+        return zygote
+
+
+@dataclass
+class Submitted:
+    """A run handed to the zygote: the server's ends of its pipes and channel."""
+
+    channel: socket.socket
+    stdin: int
+    stdout: int
+    stderr: int
+
+
+def submit(
+    status: JailStatus,
+    *,
+    code_dir: Path,
+    runtime_dir: Path,
+    roots: tuple[str, ...],
+    databases: Sequence[str],
+    scratch_bytes: int,
+    result_write: int,
+) -> Submitted:
+    """Hand one run to the zygote (starting it if needed); blocking, once per run, briefly.
+
+    Raises:
+        ZygoteUnavailable: No zygote could take it (nothing ran).
+    """
+    header = json.dumps({"databases": list(databases), "roots": list(roots), "scratch_bytes": scratch_bytes})
+    for attempt in range(2):
+        zygote = _zygote_for(status, code_dir, runtime_dir, roots)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        stdin_r, stdin_w = os.pipe()
+        stdout_r, stdout_w = os.pipe()
+        stderr_r, stderr_w = os.pipe()
+        sent = False
+        try:
+            with zygote.lock:
+                socket.send_fds(
+                    zygote.control,
+                    [header.encode()],
+                    [stdin_r, stdout_w, stderr_w, result_write, theirs.fileno()],
+                )
+            sent = True
+        except OSError:
+            pass
+        finally:
+            for fd in (stdin_r, stdout_w, stderr_w):
+                os.close(fd)
+            theirs.close()
+        if sent:
+            return Submitted(ours, stdin_w, stdout_r, stderr_r)
+        ours.close()
+        for fd in (stdin_w, stdout_r, stderr_r):
+            os.close(fd)
+        with _current_lock:
+            if _current and _current[0] is zygote:
+                _current.clear()
+                zygote.stop()
+        if attempt:
+            break
+    raise ZygoteUnavailable("the verifier zygote did not take the run")
+
+
+def zygote_pid() -> int | None:
+    """The pid of the live zygote's ``bwrap`` (tests), or ``None``."""
+    with _current_lock:
+        return _current[0].process.pid if _current and _current[0].alive() else None
+
+
+def forget_broken(reason: str, *, disable: bool) -> None:
+    """Stop the zygote after it could not take a run; the next run starts a new one, unless
+    ``disable`` (it could not set a run up here: every later run of this process runs fresh).
+
+    Args:
+        reason: Why (kept for :func:`disabled_reason`).
+        disable: Stop using the zygote in this process.
+    """
+    with _settings_lock:
+        if disable:
+            _settings["disabled"] = reason or "the zygote could not set a run up"
+    with _current_lock:
+        for old in _current:
+            old.stop()
+        _current.clear()
+
+
+def stop_zygote() -> None:
+    """Stop the zygote, if one runs (and with it every run it serves)."""
+    with _current_lock:
+        for old in _current:
+            old.stop()
+        _current.clear()
+
+
+atexit.register(stop_zygote)
