@@ -41,6 +41,8 @@ __all__ = [
     "JailStatus",
     "jail_argv",
     "jail_status",
+    "ZYGOTE_PROC",
+    "ZYGOTE_ROOTS",
     "seccomp_fd",
     "zygote_argv",
 ]
@@ -62,6 +64,10 @@ THREAD_LIMIT = 64
 """Processes and threads of one run together (``pids.max``, else ``RLIMIT_NPROC``)."""
 
 _INNER_DATABASES = "/databases"
+ZYGOTE_PROC = "/tmp/.fleet-zygote-proc"
+"""Where the zygote sees ``/proc`` (below ``/tmp``, which each run covers with its own)."""
+ZYGOTE_ROOTS = "/tmp/.fleet-zygote-roots"
+"""Where the zygote sees the database roots (``<index>`` each), below ``/tmp`` as ``/proc``."""
 _NOBODY = "65534"
 _PROBE_TIMEOUT = 10.0
 _MIB = 1024 * 1024
@@ -257,12 +263,15 @@ def zygote_argv(
     assert status.bwrap is not None
     args = [status.bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--cap-drop", "ALL"]
     args += ["--uid", _NOBODY, "--gid", _NOBODY, "--hostname", "verifier", "--clearenv", *_runtime_binds()]
-    args += ["--dev", "/dev", "--proc", "/proc", "--dir", _INNER_DATABASES]
+    args += ["--dev", "/dev", "--dir", _INNER_DATABASES]
     for tmpfs in (INNER_SCRATCH, "/tmp"):  # mount points: each run mounts its own sized ones
         args += ["--size", str(_MIB), "--tmpfs", tmpfs]
+    # /proc and the roots lie below /tmp, so the run's own /tmp covers them: it sees neither,
+    # as a fresh run (no empty directory left where they were).
+    args += ["--proc", ZYGOTE_PROC]
+    for index, root in enumerate(roots):
+        args += ["--ro-bind", root, f"{ZYGOTE_ROOTS}/{index}"]
     args += ["--ro-bind", str(code_dir), INNER_CODE_DIR, "--ro-bind", str(runtime_dir), INNER_RUNTIME_DIR]
-    for root in roots:
-        args += ["--ro-bind", root, root]
     args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/", "--"]
     return [*args, _interpreter(), "-I", "-S", *command]
 

@@ -25,6 +25,7 @@ unjailed run has nothing else).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import io
 import json
@@ -282,9 +283,13 @@ def _prepare(
 
 def _zygote_serves(status: JailStatus) -> bool:
     """The zygote runs jailed runs here: chosen, and the jail has every part it reproduces."""
+    return runner() == "zygote" and _zygote_serves_here(status)
+
+
+def _zygote_serves_here(status: JailStatus) -> bool:
+    """The jail here has every part the zygote reproduces."""
     return (
-        runner() == "zygote"
-        and status.available
+        status.available
         and status.sized_tmpfs
         and status.userns_disabled
         and status.seccomp
@@ -634,13 +639,14 @@ async def _run_job_async(job: _Job) -> VerifierOutcome:
 # -- a run served by the zygote (``_zygote.py``) -----------------------------------------------------
 
 _CREDENTIALS = struct.Struct("iII")  # struct ucred: pid, uid, gid
-_fallbacks: list[str] = []
+_fallbacks: collections.deque[str] = collections.deque(maxlen=8)
+_fallback_count = [0]
 
 
 def _log_fallback(exc: Exception) -> None:
     """Remember why the zygote could not take a run (the last few), for tests and diagnostics."""
     _fallbacks.append(str(exc))
-    del _fallbacks[:-8]
+    _fallback_count[0] += 1
 
 
 async def _recv(channel: socket.socket) -> tuple[bytes, int | None]:

@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._jail import INNER_CODE_DIR, INNER_RUNTIME_DIR, JailStatus, zygote_argv
+from ._jail import INNER_CODE_DIR, INNER_RUNTIME_DIR, ZYGOTE_ROOTS, JailStatus, zygote_argv
 from ._process_groups import guard_group, release_group
 
 __all__ = [
@@ -239,6 +239,19 @@ def _zygote_for(status: JailStatus, code_dir: Path, runtime_dir: Path, roots: tu
         return zygote
 
 
+def _inner_paths(databases: Sequence[str], roots: tuple[str, ...]) -> list[str | None]:
+    """Each database's path in the zygote's view (its root is bound at ``ZYGOTE_ROOTS/<index>``)."""
+    inner: list[str | None] = []
+    for path in databases:
+        for index, root in enumerate(roots):
+            if path.startswith(root.rstrip("/") + "/"):
+                inner.append(f"{ZYGOTE_ROOTS}/{index}/{os.path.relpath(path, root)}")
+                break
+        else:
+            inner.append(None)
+    return inner
+
+
 @dataclass
 class Submitted:
     """A run handed to the zygote: the server's ends of its pipes and channel."""
@@ -264,7 +277,7 @@ def submit(
     Raises:
         ZygoteUnavailable: No zygote could take it (nothing ran).
     """
-    header = json.dumps({"databases": list(databases), "roots": list(roots), "scratch_bytes": scratch_bytes})
+    header = json.dumps({"databases": _inner_paths(databases, roots), "scratch_bytes": scratch_bytes})
     for attempt in range(2):
         zygote = _zygote_for(status, code_dir, runtime_dir, roots)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)

@@ -6,8 +6,8 @@ calls Python 3.11 has no function for (``unshare``, ``mount``, ``prctl``, ``caps
 through ``ctypes``; every object of it lives in ``_NATIVE``, which the run empties, with
 ``ctypes`` removed from ``sys.modules``, before anything of the verifier's runs.
 
-Wire format (``SOCK_SEQPACKET``): a request is one message ``{"databases": [host paths],
-"scratch_bytes": N, "roots": [host dirs]}`` with five descriptors (stdin, stdout, stderr,
+Wire format (``SOCK_SEQPACKET``): a request is one message ``{"databases": [paths in the
+zygote's view, or null], "scratch_bytes": N}`` with five descriptors (stdin, stdout, stderr,
 result, channel). On the channel: the run sends ``P`` (its pid rides along as
 ``SCM_CREDENTIALS``), the server answers ``G``, the middle finally sends ``S`` and the run's
 status as 4 ASCII digits; ``E`` and a message instead means the middle could not set the run
@@ -19,11 +19,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import gc
 import json
 import os
 import signal
 import socket
 import sys
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +36,7 @@ __all__ = ["serve"]
 RESULT_FD = 3  # the run's result pipe (``_sandbox._prepare`` names it in the payload)
 _CHANNEL_FD = 4
 _SCRATCH = "/scratch"
+_PROC = "/tmp/.fleet-zygote-proc"  # _jail.ZYGOTE_PROC (this module imports nothing of fleet_sdk)
 _DATABASES = "/databases"
 
 _CLONE_NEWNS = 0x00020000
@@ -76,7 +79,7 @@ def _load_native() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     _NATIVE.update(ctypes=ctypes, libc=libc, fprog=SockFprog)
     try:
-        with open("/proc/sys/kernel/cap_last_cap", "rb") as f:
+        with open(f"{_PROC}/sys/kernel/cap_last_cap", "rb") as f:
             _NATIVE["cap_last"] = int(f.read())
     except (OSError, ValueError):
         _NATIVE["cap_last"] = 63  # dropping a capability the kernel lacks fails with EINVAL: ignored
@@ -121,34 +124,33 @@ def _write(path: str, text: str) -> None:
 def _namespaces() -> None:
     """New namespaces, uid/gid 65534 alone, and no user namespace below this one."""
     _check(_NATIVE["libc"].unshare(_RUN_NAMESPACES), "unshare")
-    _write("/proc/self/setgroups", "deny")
-    _write("/proc/self/uid_map", f"{_NOBODY} {_NOBODY} 1")
-    _write("/proc/self/gid_map", f"{_NOBODY} {_NOBODY} 1")
+    _write(f"{_PROC}/self/setgroups", "deny")
+    _write(f"{_PROC}/self/uid_map", f"{_NOBODY} {_NOBODY} 1")
+    _write(f"{_PROC}/self/gid_map", f"{_NOBODY} {_NOBODY} 1")
     # bubblewrap's --disable-userns: the limit of the run's own user namespace is 0, so neither
     # the run nor anything it starts can make one; the run has no capability to raise it again.
-    _write("/proc/sys/user/max_user_namespaces", "0")
+    _write(f"{_PROC}/sys/user/max_user_namespaces", "0")
     _NATIVE["libc"].sethostname(b"verifier", 8)
 
 
-def _mounts(databases: list[str], roots: list[str], scratch_bytes: int) -> None:
+def _mounts(databases: list[str | None], scratch_bytes: int) -> None:
     """The run's filesystem view (the zygote's, with the per-run parts over it)."""
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)  # nothing made here reaches the zygote
     plain = _MS_NOSUID | _MS_NODEV
     _mount("tmpfs", _DATABASES, "tmpfs", plain, "size=65536,nr_inodes=64,mode=0755")
     for index, host_path in enumerate(databases):
-        if not os.path.exists(host_path):
+        if host_path is None or not os.path.exists(host_path):
             continue  # as bubblewrap's jail: a database that does not exist is not there
         inner = f"{_DATABASES}/{index}.sqlite"
         os.close(os.open(inner, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o444))
         _mount(host_path, inner, None, _MS_BIND)
         _mount(None, inner, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | plain)
     _mount(None, _DATABASES, None, _MS_REMOUNT | _MS_RDONLY | plain)
-    hidden = "size=4096,nr_inodes=1,mode=0555"
-    for root in roots:  # the server's data dir: only the run's own files, bound above, remain
-        _mount("tmpfs", root, "tmpfs", _MS_RDONLY | plain, hidden)
+    # Over /tmp, this also covers the zygote's /proc and the database roots (the server's data
+    # dir): the run sees only its own databases, bound above, and no /proc (whose mountinfo
+    # would show the host paths of the mounts).
     for place in (_SCRATCH, "/tmp"):
         _mount("tmpfs", place, "tmpfs", plain, f"size={scratch_bytes},mode=0755")
-    _mount("tmpfs", "/proc", "tmpfs", _MS_RDONLY | plain, hidden)  # its mountinfo shows host paths
 
 
 def _middle(header: dict[str, Any], fds: list[int], zygote: int) -> int:
@@ -160,7 +162,7 @@ def _middle(header: dict[str, Any], fds: list[int], zygote: int) -> int:
     channel = socket.socket(fileno=fds[4])
     try:
         _namespaces()
-        _mounts(list(header["databases"]), list(header["roots"]), int(header["scratch_bytes"]))
+        _mounts(list(header["databases"]), int(header["scratch_bytes"]))
         alive_read, alive_write = os.pipe()
         pid = os.fork()
     except Exception as exc:  # noqa: BLE001 - told to the server, which runs it without the zygote
@@ -168,9 +170,48 @@ def _middle(header: dict[str, Any], fds: list[int], zygote: int) -> int:
             channel.send(b"E" + f"{type(exc).__name__}: {exc}".encode()[:4000])
         return 1
     if pid == 0:
+        code = 127
         try:
             os.close(alive_write)
             channel.detach()
+            code = _init(fds, alive_read)
+        finally:
+            os._exit(code)
+    os.close(alive_read)
+    for fd in fds[:4]:
+        os.close(fd)  # the run holds them: its pipes end with it
+    _, status = os.waitpid(pid, 0)
+    with contextlib.suppress(OSError):
+        channel.send(b"S" + f"{_status_code(status):04d}".encode())
+    return 0
+
+
+def _status_code(status: int) -> int:
+    code = os.waitstatus_to_exitcode(status)
+    return 128 - code if code < 0 else code  # as bubblewrap reports a signal: 128 + N
+
+
+def _parent_gone(alive: int) -> bool:
+    """The parent holds the pipe's write end: readable (end of file) means it has died."""
+    import select
+
+    return bool(select.select([alive], [], [], 0)[0])
+
+
+def _init(fds: list[int], alive: int) -> int:
+    """PID 1 of the run's namespace, as bubblewrap's own: starts the run (PID 2), reaps it and
+    exits with its status. The run is not PID 1, so the signals it gets (``SIGXCPU`` at the CPU
+    limit among them) act as in a fresh run; when this process ends, the kernel kills everything
+    left in the namespace."""
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if _parent_gone(alive):
+        return 125
+    os.close(alive)
+    alive_read, alive_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(alive_write)
             _run(fds, alive_read)
         except BaseException:  # the run's set-up failed: say why on its stderr (the server's tail)
             with contextlib.suppress(BaseException):
@@ -181,14 +222,14 @@ def _middle(header: dict[str, Any], fds: list[int], zygote: int) -> int:
         finally:
             os._exit(127)
     os.close(alive_read)
-    for fd in fds[:4]:
-        os.close(fd)  # the run holds them: its pipes end with it
-    _, status = os.waitpid(pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    code = 128 - code if code < 0 else code  # as bubblewrap reports a signal: 128 + N
-    with contextlib.suppress(OSError):
-        channel.send(b"S" + f"{code:04d}".encode())
-    return 0
+    for fd in fds:
+        os.close(fd)
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            return _status_code(status)
+        except InterruptedError:
+            continue
 
 
 # -- the run ------------------------------------------------------------------------------------
@@ -246,13 +287,10 @@ def _reopen_streams() -> None:
 
 
 def _run(fds: list[int], alive: int) -> None:
-    """The run (PID 1 of its namespace): confine itself, wait for the server's go, run the job."""
+    """The run (PID 2 of its namespace): confine itself, wait for the server's go, run the job."""
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     alive = _place(fds, alive)
-    # The middle holds the write end: readable (EOF) means it died before the death signal was set.
-    import select
-
-    if select.select([alive], [], [], 0)[0]:
+    if _parent_gone(alive):  # died before the death signal was set
         os._exit(125)
     os.close(alive)
     _reopen_streams()
@@ -280,29 +318,35 @@ def _run(fds: list[int], alive: int) -> None:
 
 
 def _forget_native() -> None:
-    """Drop every reference to ``ctypes`` the verifier could be handed."""
+    """Drop every reference to ``ctypes`` the verifier could be handed, and every module a fresh
+    run would not have loaded yet (``ctypes`` among them; the sandbox's own are dropped by the
+    runner), so the run's ``sys.modules`` is a fresh run's."""
+    fresh: frozenset[str] = _NATIVE["fresh"]
     _NATIVE.clear()
-    for name in [n for n in sys.modules if n in ("ctypes", "_ctypes") or n.startswith("ctypes.")]:
+    package = __name__.rpartition(".")[0]
+    for name in [n for n in sys.modules if n not in fresh and n.partition(".")[0] != package]:
         del sys.modules[name]
-    sys.modules["__main__"] = types_module("__main__")
-    import gc
-
+    # A ``__main__`` as a fresh run's (``_child.py``), not the zygote's script.
+    main = types.ModuleType("__main__")
+    main.__file__ = os.path.join(os.path.dirname(os.path.realpath(__file__)), "_child.py")
+    sys.modules["__main__"] = main
     gc.collect()
-
-
-def types_module(name: str) -> Any:
-    import types
-
-    return types.ModuleType(name)
 
 
 # -- the zygote ------------------------------------------------------------------------------------
 
 
-def serve(runner: Callable[[], int], control_fd: int) -> int:
-    """Serve run requests on ``control_fd`` until the server closes it; never runs verifier code."""
+def serve(runner: Callable[[], int], control_fd: int, fresh: frozenset[str]) -> int:
+    """Serve run requests on ``control_fd`` until the server closes it; never runs verifier code.
+
+    Args:
+        runner: ``_runner.main``.
+        control_fd: The socket the server sends requests on.
+        fresh: The modules a fresh run has loaded when its runner starts.
+    """
     _load_native()
     _NATIVE["runner"] = runner
+    _NATIVE["fresh"] = fresh
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # middles are reaped by the kernel
     control = socket.socket(fileno=control_fd)
     control.send(b"R")

@@ -47,8 +47,11 @@ def _bootstrap() -> int:
     _package("fleet_sdk.verifiers", [sys.argv[1]])
     gc.disable()
     try:
-        # What a run may import before its hook, loaded once here.
-        for name in ("_runner", "_zygote_child", "_pickled_args", "_plain_pickle"):
+        __import__(f"{_PACKAGE}._runner")
+        # What a fresh run has loaded when its runner starts: each run goes back to it.
+        fresh = frozenset(sys.modules)
+        # What a run may import before its hook, loaded once here, and the zygote's own.
+        for name in ("_zygote_child", "_pickled_args", "_plain_pickle"):
             __import__(f"{_PACKAGE}.{name}")
     finally:
         gc.enable()
@@ -56,7 +59,7 @@ def _bootstrap() -> int:
     gc.freeze()  # the forks share these pages instead of copying them on the first collection
     serve = sys.modules[f"{_PACKAGE}._zygote_child"].serve
     runner = sys.modules[f"{_PACKAGE}._runner"].main
-    return int(serve(runner, int(sys.argv[2])))
+    return int(serve(runner, int(sys.argv[2]), fresh))
 
 
 if __name__ == "__main__":
