@@ -139,7 +139,23 @@ class JailStatus:
             text += ". Not bounded: " + "; ".join(unbounded)
         if self.cgroup_parent is None:
             text += f". No cgroup per run: {self.cgroup_reason}"
-        return text
+        return f"{text}. {self.runner_note()}"
+
+    def runner_note(self) -> str:
+        """How jailed runs start here: forked from the zygote, or a fresh interpreter each."""
+        from ._zygote import disabled_reason, runner
+
+        if runner() == "zygote" and self.sized_tmpfs and self.userns_disabled and self.seccomp:
+            return (
+                "Runner: zygote (each run forked from one pre-started jailed interpreter, in its own "
+                "user, PID, mount, network, IPC and UTS namespaces, with the same limits)"
+            )
+        why = disabled_reason()
+        if why is not None:
+            return f"Runner: fresh (a new jailed interpreter per run; the zygote could not run here: {why})"
+        if runner() == "zygote":
+            return "Runner: fresh (a new jailed interpreter per run; the zygote needs every part of the jail)"
+        return "Runner: fresh (a new jailed interpreter per run)"
 
 
 def _interpreter() -> str:
