@@ -38,11 +38,11 @@ __all__ = [
     "INNER_CODE_DIR",
     "INNER_SCRATCH",
     "THREAD_LIMIT",
+    "ZYGOTE_PROC",
+    "ZYGOTE_ROOTS",
     "JailStatus",
     "jail_argv",
     "jail_status",
-    "ZYGOTE_PROC",
-    "ZYGOTE_ROOTS",
     "seccomp_fd",
     "zygote_argv",
 ]

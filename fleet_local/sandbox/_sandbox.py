@@ -649,6 +649,11 @@ def _log_fallback(exc: Exception) -> None:
     _fallback_count[0] += 1
 
 
+def _wake(ready: asyncio.Future[None]) -> None:
+    if not ready.done():
+        ready.set_result(None)
+
+
 async def _recv(channel: socket.socket) -> tuple[bytes, int | None]:
     """One message from a run's channel on the loop, and the sender's pid (``SCM_CREDENTIALS``,
     which the kernel translates into this process's PID namespace); ``b""`` at its end."""
@@ -658,7 +663,7 @@ async def _recv(channel: socket.socket) -> tuple[bytes, int | None]:
             data, ancillary, _, _ = channel.recvmsg(4096, socket.CMSG_SPACE(_CREDENTIALS.size))
         except BlockingIOError:
             ready: asyncio.Future[None] = loop.create_future()
-            loop.add_reader(channel.fileno(), lambda: ready.done() or ready.set_result(None))
+            loop.add_reader(channel.fileno(), _wake, ready)
             try:
                 await ready
             finally:
@@ -765,6 +770,7 @@ async def _run_in_zygote(job: _Job, how: _ZygoteJob) -> VerifierOutcome:
             pidfd = os.pidfd_open(pid)
             _confine(job, pid)
             await asyncio.get_running_loop().sock_sendall(run.channel, b"G")
+            assert stdin is not None
             tasks.append(asyncio.ensure_future(_feed_fd(stdin, job.payload_for_zygote())))
             stdin = None
             remaining = deadline - asyncio.get_running_loop().time()

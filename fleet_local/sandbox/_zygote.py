@@ -42,8 +42,8 @@ from ._jail import INNER_CODE_DIR, INNER_RUNTIME_DIR, ZYGOTE_ROOTS, JailStatus, 
 from ._process_groups import guard_group, release_group
 
 __all__ = [
-    "RUNNER_ENV",
     "RUNNERS",
+    "RUNNER_ENV",
     "ZygoteUnavailable",
     "database_roots",
     "runner",
@@ -175,7 +175,7 @@ def _keep() -> None:
             continue
         try:
             future.set_result(_spawn(argv))
-        except BaseException as exc:  # noqa: BLE001 - handed to the waiting run
+        except BaseException as exc:
             future.set_exception(exc)
 
 

@@ -20,6 +20,7 @@ import contextlib
 import errno
 import fcntl
 import gc
+import io
 import json
 import os
 import signal
@@ -165,7 +166,7 @@ def _middle(header: dict[str, Any], fds: list[int], zygote: int) -> int:
         _mounts(list(header["databases"]), int(header["scratch_bytes"]))
         alive_read, alive_write = os.pipe()
         pid = os.fork()
-    except Exception as exc:  # noqa: BLE001 - told to the server, which runs it without the zygote
+    except Exception as exc:
         with contextlib.suppress(OSError):
             channel.send(b"E" + f"{type(exc).__name__}: {exc}".encode()[:4000])
         return 1
@@ -275,11 +276,10 @@ def _place(fds: list[int], alive: int) -> int:
 def _reopen_streams() -> None:
     """``sys.stdin``/``stdout``/``stderr`` over the run's pipes, made as the interpreter makes them
     for a fresh child (the zygote's were over ``/dev/null``, which can seek; a pipe cannot)."""
-    import io
-
-    streams = []
+    streams: list[io.TextIOWrapper] = []
     for fd, old, mode in ((0, sys.stdin, "r"), (1, sys.stdout, "w"), (2, sys.stderr, "w")):
-        stream = io.open(fd, mode, encoding=old.encoding, errors=old.errors, closefd=False)  # noqa: SIM115
+        stream = open(fd, mode, encoding=old.encoding, errors=old.errors, closefd=False)  # noqa: SIM115
+        assert isinstance(stream, io.TextIOWrapper)
         streams.append(stream)
     streams[2].reconfigure(line_buffering=True)  # as the interpreter's stderr
     sys.stdin, sys.stdout, sys.stderr = streams
@@ -310,10 +310,8 @@ def _run(fds: list[int], alive: int) -> None:
     channel.close()
     status = main()
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(Exception):  # the verifier may have closed it
             stream.flush()
-        except Exception:  # noqa: BLE001, S110 - the verifier may have closed it
-            pass
     os._exit(status)
 
 

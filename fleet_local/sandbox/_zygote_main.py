@@ -1,4 +1,6 @@
-"""Entry script of the verifier zygote, run as ``python -I -S _zygote_main.py RUNTIME_DIR CONTROL_FD`` (never imported).
+"""Entry script of the verifier zygote, never imported.
+
+Run as ``python -I -S _zygote_main.py RUNTIME_DIR CONTROL_FD``.
 
 The zygote is one interpreter per server process, started by bubblewrap (``_zygote.py``) with the
 runner and the verifier runtime imported, so a run does not pay for an interpreter and its imports.

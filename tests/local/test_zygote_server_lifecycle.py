@@ -39,8 +39,10 @@ def _zygote_run(proc: Proc) -> bool:
         argv = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return proc.session == proc.pid and not argv[0].endswith(b"bwrap") and any(
-        a.endswith(b"/_zygote_main.py") for a in argv
+    return (
+        proc.session == proc.pid
+        and not argv[0].endswith(b"bwrap")
+        and any(a.endswith(b"/_zygote_main.py") for a in argv)
     )
 
 
@@ -49,7 +51,10 @@ def _start_slow_zygote_verifier(server: LocalFleet) -> list[Proc]:
     headers = bearer(server)
     envs = httpx.get(f"{server.base_url}/v1/env/", headers=headers, timeout=PATIENCE).json()
     instance = httpx.post(
-        f"{server.base_url}/v1/env/instances", json={"env_key": envs[0]["env_key"]}, headers=headers, timeout=PATIENCE
+        f"{server.base_url}/v1/env/instances",
+        json={"env_key": envs[0]["env_key"]},
+        headers=headers,
+        timeout=PATIENCE,
     ).json()
     body = {
         "key": "slow-verifier",

@@ -10,7 +10,9 @@ from fleet_local.sandbox import _sandbox, _zygote, jail_status
 
 
 @pytest.fixture(params=["fresh", "zygote"])
-def verifier_runner(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def verifier_runner(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     """Run the test's verifiers with a fresh jailed interpreter each, or forked from the zygote.
 
     For ``zygote`` the test's temporary directories are the database roots, and the test fails if

@@ -20,9 +20,9 @@ from fleet_local.sandbox import _jail, run_sandboxed_sync
 
 pytestmark = [
     pytest.mark.skipif(
-    not _jail.jail_status().available or not _jail.jail_status().seccomp,
-    reason="needs the jail with its seccomp filter",
-),
+        not _jail.jail_status().available or not _jail.jail_status().seccomp,
+        reason="needs the jail with its seccomp filter",
+    ),
     pytest.mark.usefixtures("verifier_runner"),
 ]
 

@@ -59,7 +59,10 @@ def zygote_runs() -> list[int]:
     return [
         p.pid
         for p in processes()
-        if p.alive and p.pid in mine and p.session == p.pid and any(a.endswith(b"/_zygote_main.py") for a in _argv(p.pid))
+        if p.alive
+        and p.pid in mine
+        and p.session == p.pid
+        and any(a.endswith(b"/_zygote_main.py") for a in _argv(p.pid))
         and not _argv(p.pid)[0].endswith(b"bwrap")
     ]
 
@@ -72,14 +75,17 @@ def zygote_interpreter() -> int | None:
     below = descendants(top)
     for proc in processes():
         argv = _argv(proc.pid)
-        if proc.pid in below and argv and not argv[0].endswith(b"bwrap") and _argv(proc.ppid)[:1] != []:
-            if _argv(proc.ppid)[0].endswith(b"bwrap"):
+        parent = _argv(proc.ppid)
+        if proc.pid in below and argv and not argv[0].endswith(b"bwrap") and parent[:1] != []:  # noqa: SIM102
+            if parent[0].endswith(b"bwrap"):
                 return proc.pid
     return None
 
 
 def namespaces(pid: int) -> dict[str, str]:
-    return {kind: os.readlink(f"/proc/{pid}/ns/{kind}") for kind in ("user", "pid", "net", "mnt", "ipc", "uts")}
+    return {
+        kind: os.readlink(f"/proc/{pid}/ns/{kind}") for kind in ("user", "pid", "net", "mnt", "ipc", "uts")
+    }
 
 
 async def run_unhooked(code: str, databases: dict[str, str], timeout: float = PATIENCE) -> VerifierOutcome:
@@ -143,7 +149,9 @@ def test_the_middle_alone_leaves_no_user_namespace_to_make() -> None:
     with every capability there and no seccomp filter gets ``ENOSPC`` for a new one."""
     status = jail_status()
     code_dir, runtime_dir = _sandbox.staged(_sandbox._CHILD_SCRIPT.parent.resolve(), _jail.RUNTIME_DIR)
-    argv = _jail.zygote_argv(["-c", MIDDLE_SETUP], status=status, code_dir=code_dir, runtime_dir=runtime_dir, roots=())
+    argv = _jail.zygote_argv(
+        ["-c", MIDDLE_SETUP], status=status, code_dir=code_dir, runtime_dir=runtime_dir, roots=()
+    )
     done = subprocess.run(argv, capture_output=True, env={}, timeout=PATIENCE, check=False)
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout.decode().split() == ["65534", "1", "-1", "ENOSPC"]
@@ -164,8 +172,8 @@ def verify(env):
             pass
         except PermissionError:
             alive.append(pid)
-    return {"score": 1, "found": found, "pids": alive, "root": sorted(os.listdir("/")), "tmp": os.listdir("/tmp"),
-            "databases": sorted(os.listdir("/databases"))}
+    return {"score": 1, "found": found, "pids": alive, "root": sorted(os.listdir("/")),
+            "tmp": os.listdir("/tmp"), "databases": sorted(os.listdir("/databases"))}
 """
 
 
@@ -291,7 +299,9 @@ def verify(env):
 """
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="RLIMIT_NPROC never applies to root's uid (docs/threat-model.md)")
+@pytest.mark.skipif(
+    os.geteuid() == 0, reason="RLIMIT_NPROC never applies to root's uid (docs/threat-model.md)"
+)
 async def test_the_thread_limit_is_per_run(databases: dict[str, str]) -> None:
     """``RLIMIT_NPROC`` (64) counts per user namespace: each run has its own, so two runs of 50
     threads each both start all of them (one shared namespace would hold 64 for both)."""
@@ -443,4 +453,6 @@ def test_no_ctypes_type_is_a_way_around_the_hook(databases: dict[str, str], runn
     assert "called" not in outcome.result
     if "CFuncPtr" in outcome.result["found"]:
         denied = outcome.result["denied"]
-        assert len(denied) == 2 and all(d.startswith("denied by the verifier sandbox: ctypes.") for d in denied)
+        assert len(denied) == 2 and all(
+            d.startswith("denied by the verifier sandbox: ctypes.") for d in denied
+        )
