@@ -71,14 +71,29 @@ _NATIVE: dict[str, Any] = {}
 """The ``ctypes`` objects of the zygote and the middle; the run empties it before the verifier runs."""
 
 
+def _classes() -> set[type]:
+    """Every class reachable through ``__subclasses__()`` from ``object``."""
+    seen: set[type] = set()
+    todo: list[type] = [object]
+    while todo:
+        subs: list[type] = type.__subclasses__(todo.pop())
+        for sub in subs:
+            if sub not in seen:
+                seen.add(sub)
+                todo.append(sub)
+    return seen
+
+
 def _load_native() -> None:
+    before = _classes()
     import ctypes
 
     class SockFprog(ctypes.Structure):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
     libc = ctypes.CDLL(None, use_errno=True)
-    _NATIVE.update(ctypes=ctypes, libc=libc, fprog=SockFprog)
+    # What importing ctypes added: the classes a run takes out of every ``__subclasses__()``.
+    _NATIVE.update(ctypes=ctypes, libc=libc, fprog=SockFprog, classes=list(_classes() - before))
     try:
         with open(f"{_PROC}/sys/kernel/cap_last_cap", "rb") as f:
             _NATIVE["cap_last"] = int(f.read())
@@ -300,6 +315,7 @@ def _run(fds: list[int], alive: int) -> None:
         os._exit(125)
     _drop_capabilities()
     _load_filter()
+    _unlist_ctypes()
     os.environ.clear()
     main: Callable[[], int] = _NATIVE.pop("runner")
     _forget_native()
@@ -313,6 +329,49 @@ def _run(fds: list[int], alive: int) -> None:
         with contextlib.suppress(Exception):  # the verifier may have closed it
             stream.flush()
     os._exit(status)
+
+
+# PyTypeObject's slots, in pointer-sized words (CPython 3.8-3.11): tp_base, tp_bases, tp_mro and
+# tp_subclasses (a dict, id of the subclass -> weak reference, for static and heap types alike).
+_TP_BASE, _TP_BASES, _TP_MRO, _TP_SUBCLASSES = 32, 42, 43, 45
+
+
+def _unlist_ctypes() -> None:
+    """Take the classes of ``ctypes`` (``_ctypes``'s static C types among them, which outlive
+    their module) out of their bases' ``tp_subclasses``, so that ``object.__subclasses__()`` and
+    the like no longer reach them: a function pointer made from an address is called without an
+    audit event, and a pointer type reads and writes memory. The layout is checked on ``bool``
+    and ``int`` first; a run whose interpreter does not match is never started.
+
+    Raises:
+        OSError: The interpreter's type layout is not the one known here.
+    """
+    c = _NATIVE["ctypes"]
+    word = c.sizeof(c.c_void_p)
+
+    def slot(cls: type, index: int) -> int:
+        return int(c.c_size_t.from_address(id(cls) + index * word).value)
+
+    def subclasses(cls: type) -> Any:
+        if slot(cls, _TP_SUBCLASSES) == 0:
+            return None
+        return c.py_object.from_address(id(cls) + _TP_SUBCLASSES * word).value
+
+    known = (
+        sys.version_info[:2] <= (3, 11)
+        and slot(bool, _TP_BASE) == id(int)
+        and slot(bool, _TP_BASES) == id(bool.__bases__)
+        and slot(bool, _TP_MRO) == id(bool.__mro__)
+        and type(subclasses(int)) is dict
+        and id(bool) in subclasses(int)
+    )
+    if not known:
+        raise OSError(errno.ENOTSUP, "unknown type layout: cannot hide ctypes from the run")
+    for cls in _NATIVE["classes"]:
+        for base in cls.__bases__:
+            registry = subclasses(base)
+            if type(registry) is dict:
+                registry.pop(id(cls), None)
 
 
 def _forget_native() -> None:
