@@ -34,8 +34,10 @@ pytestmark = [
 
 
 @pytest.fixture(autouse=True)
-def zygote(tmp_path_factory: pytest.TempPathFactory) -> Any:
+def zygote(tmp_path_factory: pytest.TempPathFactory, zygote_refused: str | None) -> Any:
     """Every run of these tests goes through the zygote, and none falls back to a fresh one."""
+    if zygote_refused is not None:
+        pytest.skip(zygote_refused)
     _zygote.set_runner("zygote")
     _zygote.set_database_roots([tmp_path_factory.getbasetemp()])
     fallbacks = _sandbox._fallback_count[0]
