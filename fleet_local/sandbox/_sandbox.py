@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import io
 import json
 import math
@@ -725,8 +726,7 @@ async def _run_in_zygote(job: _Job, how: _ZygoteJob) -> VerifierOutcome:
     start = time.perf_counter()
     deadline = asyncio.get_running_loop().time() + job.timeout
     assert job.result_fd is not None and job.child_fds
-    # Blocking, briefly (a sendmsg; the first run also waits for the zygote to start), off the loop.
-    run = await asyncio.to_thread(
+    hand_over = functools.partial(
         submit,
         how.status,
         code_dir=how.code_dir,
@@ -736,6 +736,10 @@ async def _run_in_zygote(job: _Job, how: _ZygoteJob) -> VerifierOutcome:
         scratch_bytes=how.scratch_bytes,
         result_write=job.child_fds[0],
     )
+    try:
+        run = hand_over(may_start=False)  # one small sendmsg to a live zygote: no thread hop
+    except ZygoteUnavailable:
+        run = await asyncio.to_thread(hand_over)  # a zygote starts first (tens of ms), off the loop
     job.close_child_fds()
     run.channel.setblocking(False)
     result_file, job.result_fd = os.fdopen(job.result_fd, "rb", buffering=0), None

@@ -233,7 +233,14 @@ def _zygote_for(status: JailStatus, code_dir: Path, runtime_dir: Path, roots: tu
         )
         future: concurrent.futures.Future[_Zygote] = concurrent.futures.Future()
         _requests.put((argv, future))
-        zygote = future.result(_READY_TIMEOUT + 5)
+        try:
+            zygote = future.result(_READY_TIMEOUT + 5)
+        except (ZygoteUnavailable, concurrent.futures.TimeoutError) as exc:
+            # It cannot start here (a kernel refusing what it needs, say): every later run of
+            # this process is fresh, rather than paying for a failing start each time.
+            with _settings_lock:
+                _settings["disabled"] = str(exc) or "the verifier zygote did not start"
+            raise ZygoteUnavailable(str(exc)) from None
         zygote.key = key
         _current.append(zygote)
         return zygote
@@ -271,14 +278,20 @@ def submit(
     databases: Sequence[str],
     scratch_bytes: int,
     result_write: int,
+    may_start: bool = True,
 ) -> Submitted:
     """Hand one run to the zygote (starting it if needed); blocking, once per run, briefly.
+
+    Args:
+        may_start: Start a zygote when none is up (else raise: the caller is on its loop).
 
     Raises:
         ZygoteUnavailable: No zygote could take it (nothing ran).
     """
     header = json.dumps({"databases": _inner_paths(databases, roots), "scratch_bytes": scratch_bytes})
     for attempt in range(2):
+        if not may_start and not live(code_dir, runtime_dir, roots):
+            raise ZygoteUnavailable("no zygote is up")
         zygote = _zygote_for(status, code_dir, runtime_dir, roots)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
@@ -312,6 +325,13 @@ def submit(
         if attempt:
             break
     raise ZygoteUnavailable("the verifier zygote did not take the run")
+
+
+def live(code_dir: Path, runtime_dir: Path, roots: tuple[str, ...]) -> bool:
+    """Whether a zygote for this view is up (so :func:`submit` will not wait for one to start)."""
+    with _current_lock:
+        zygote = _current[0] if _current else None
+    return zygote is not None and zygote.key == (str(code_dir), str(runtime_dir), roots) and zygote.alive()
 
 
 def zygote_pid() -> int | None:
