@@ -16,7 +16,7 @@ each of which is in a PID namespace below it. A zygote that died is started agai
 run; :func:`stop_zygote` ends it (the server's shutdown, ``atexit``).
 
 A run can use the zygote when the runner is ``zygote`` (:func:`set_runner`, or the
-``FLEET_VERIFIER_RUNNER`` environment variable; ``fresh`` by default), the jail here has every
+``FLEET_VERIFIER_RUNNER`` environment variable; ``zygote`` by default), the jail here has every
 part (sized tmpfs, ``--disable-userns``, seccomp), and every database lies below a root given to
 :func:`set_database_roots` (the local server gives its data dir). Anything else, and a zygote
 that cannot start or set a run up before the verifier starts, falls back to the fresh run.
@@ -57,7 +57,7 @@ RUNNER_ENV = "FLEET_VERIFIER_RUNNER"
 """The environment variable choosing the runner: ``zygote`` or ``fresh``."""
 
 RUNNERS = ("fresh", "zygote")
-DEFAULT_RUNNER = "fresh"
+DEFAULT_RUNNER = "zygote"
 _READY_TIMEOUT = 20.0
 _SCRIPT = "_zygote_main.py"
 
@@ -93,7 +93,7 @@ def disabled_reason() -> str | None:
 
 
 def runner() -> str:
-    """The runner chosen here (:func:`set_runner`, else ``FLEET_VERIFIER_RUNNER``, else fresh)."""
+    """The runner chosen here (:func:`set_runner`, else ``FLEET_VERIFIER_RUNNER``, else zygote)."""
     with _settings_lock:
         chosen = _settings.get("runner")
         if _settings.get("disabled") is not None:
