@@ -32,6 +32,7 @@ from pathlib import Path
 import fleet_sdk.verifiers
 
 from ._cgroup import CPU_WEIGHT, find_cgroup_parent
+from ._runner_choice import database_roots, disabled_reason, runner
 from ._seccomp import seccomp_program
 
 __all__ = [
@@ -143,9 +144,8 @@ class JailStatus:
 
     def runner_note(self) -> str:
         """How jailed runs start here: forked from the zygote, or a fresh interpreter each."""
-        from ._zygote import disabled_reason, runner
-
-        if runner() == "zygote" and self.sized_tmpfs and self.userns_disabled and self.seccomp:
+        zygote = runner() == "zygote" and self.sized_tmpfs and self.userns_disabled and self.seccomp
+        if zygote and database_roots():
             return (
                 "Runner: zygote (each run forked from one pre-started jailed interpreter, in its own "
                 "user, PID, mount, network, IPC and UTS namespaces, with the same limits)"
@@ -153,6 +153,8 @@ class JailStatus:
         why = disabled_reason()
         if why is not None:
             return f"Runner: fresh (a new jailed interpreter per run; the zygote could not run here: {why})"
+        if zygote:
+            return "Runner: fresh (a new jailed interpreter per run; no database root is set for the zygote)"
         if runner() == "zygote":
             return "Runner: fresh (a new jailed interpreter per run; the zygote needs every part of the jail)"
         return "Runner: fresh (a new jailed interpreter per run)"
