@@ -66,7 +66,7 @@ from ._jail import (
 from ._pickled_args import PickledArguments
 from ._plain_pickle import PlainDataError, dump_plain
 from ._process_groups import GATE_OPEN, gated, guard_group, release_group
-from ._zygote import ZygoteUnavailable, roots_covering, runner, submit
+from ._zygote import Submitted, ZygoteUnavailable, forget_broken, roots_covering, runner, submit
 from ._zygote_child import RESULT_FD as ZYGOTE_RESULT_FD
 
 __all__ = [
@@ -710,6 +710,14 @@ async def _feed_fd(fd: int, payload: bytes) -> None:
         pipe.close()
 
 
+def _close_run(run: Submitted) -> None:
+    """Close this process's ends of a run that never started (its pipes and channel)."""
+    run.channel.close()
+    for fd in (run.stdin, run.stdout, run.stderr):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
 def _kill_pidfd(pidfd: int | None) -> None:
     """SIGKILL the run (PID 1 of its namespace: everything it started dies with it)."""
     if pidfd is not None:
@@ -740,8 +748,38 @@ async def _run_in_zygote(job: _Job, how: _ZygoteJob) -> VerifierOutcome:
         run = hand_over(may_start=False)  # one small sendmsg to a live zygote: no thread hop
     except ZygoteUnavailable:
         run = await asyncio.to_thread(hand_over)  # a zygote starts first (tens of ms), off the loop
-    job.close_child_fds()
     run.channel.setblocking(False)
+    # Nothing of the run is read, and the job keeps its descriptors, until the run says it is
+    # ready (``P``): until then a zygote that cannot set it up hands the job back untouched.
+    timed_out = False
+    try:
+        try:
+            message, pid = await asyncio.wait_for(_recv(run.channel), job.timeout)
+        except TimeoutError:
+            message, pid, timed_out = b"", None, True
+    except BaseException:
+        _close_run(run)
+        raise
+    if message[:1] != b"P" or pid is None:
+        _close_run(run)  # the run, if any, reads the end of its channel and exits
+        if timed_out:
+            return _finish(
+                job,
+                returncode=128 + signal.SIGKILL,
+                timed_out=True,
+                stdout="",
+                stderr="",
+                result=_Captured(b"", 0),
+                elapsed_ms=(time.perf_counter() - start) * 1000.0,
+            )
+        reason = message[1:].decode("utf-8", "replace")
+        if message[:1] == b"S":
+            reason = f"the run ended with status {reason} before it started"
+        # The zygote gone (end of file) is started again; a run it could not set up means it
+        # cannot here, and the process goes on with fresh runs.
+        forget_broken(reason, disable=bool(message))
+        raise ZygoteUnavailable(reason or "the zygote ended before the run started")
+    job.close_child_fds()
     result_file, job.result_fd = os.fdopen(job.result_fd, "rb", buffering=0), None
     readers = [
         _read_pipe_task(run.stdout, OUTPUT_LIMIT_BYTES),
@@ -752,44 +790,27 @@ async def _run_in_zygote(job: _Job, how: _ZygoteJob) -> VerifierOutcome:
     pidfd: int | None = None
     stdin: int | None = run.stdin
     returncode: int | None = None
-    timed_out = False
     try:
+        # The run is at its gate: its pid is pinned (a pidfd), it is confined, then let go.
+        pidfd = os.pidfd_open(pid)
+        _confine(job, pid)
+        await asyncio.get_running_loop().sock_sendall(run.channel, b"G")
+        assert stdin is not None
+        tasks.append(asyncio.ensure_future(_feed_fd(stdin, job.payload_for_zygote())))
+        stdin = None
+        remaining = deadline - asyncio.get_running_loop().time()
         try:
-            message, pid = await asyncio.wait_for(_recv(run.channel), job.timeout)
+            message, _ = await asyncio.wait_for(_recv(run.channel), max(remaining, 0.0))
         except TimeoutError:
-            message, pid = b"", None
             timed_out = True
-        if message[:1] == b"E" or (message[:1] != b"P" and not timed_out):
-            # Set-up failed, or the zygote died, before the verifier could start.
-            from ._zygote import forget_broken
-
-            reason = message[1:].decode("utf-8", "replace")
-            if message[:1] == b"S":
-                reason = f"the run ended with status {reason} before it started"
-            # The zygote gone (end of file) is started again; a run it could not set up means
-            # it cannot here, and the process goes on with fresh runs.
-            forget_broken(reason, disable=bool(message))
-            raise ZygoteUnavailable(reason or "the zygote ended before the run started")
-        if pid is not None:
-            pidfd = os.pidfd_open(pid)
-            _confine(job, pid)
-            await asyncio.get_running_loop().sock_sendall(run.channel, b"G")
-            assert stdin is not None
-            tasks.append(asyncio.ensure_future(_feed_fd(stdin, job.payload_for_zygote())))
-            stdin = None
-            remaining = deadline - asyncio.get_running_loop().time()
+            _kill_pidfd(pidfd)
             try:
-                message, _ = await asyncio.wait_for(_recv(run.channel), max(remaining, 0.0))
+                message, _ = await asyncio.wait_for(_recv(run.channel), _DRAIN_GRACE)
             except TimeoutError:
-                timed_out = True
-                _kill_pidfd(pidfd)
-                try:
-                    message, _ = await asyncio.wait_for(_recv(run.channel), _DRAIN_GRACE)
-                except TimeoutError:
-                    message = b""
-            if message[:1] == b"S" and message[1:].isdigit():
-                returncode = int(message[1:])
-            _kill_pidfd(pidfd)  # after every run: whatever it left
+                message = b""
+        if message[:1] == b"S" and message[1:].isdigit():
+            returncode = int(message[1:])
+        _kill_pidfd(pidfd)  # after every run: whatever it left
     except BaseException:
         _kill_pidfd(pidfd)
         for task in tasks:

@@ -53,3 +53,4 @@ def verifier_runner(
         _zygote.set_runner(None)
     if runner == "zygote":
         assert _sandbox._fallback_count[0] == fallbacks, f"a run fell back: {list(_sandbox._fallbacks)}"
+        assert _zygote.disabled_reason() is None, "the zygote turned itself off"

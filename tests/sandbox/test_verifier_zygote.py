@@ -22,7 +22,15 @@ from _jail_runs import probes, run_without_audit_hook
 from _procs import descendants, processes
 from _waits import PATIENCE, wait_until, wait_until_async
 
-from fleet_local.sandbox import _jail, _sandbox, _zygote, jail_status, run_sandboxed, run_sandboxed_sync
+from fleet_local.sandbox import (
+    _jail,
+    _runner_choice,
+    _sandbox,
+    _zygote,
+    jail_status,
+    run_sandboxed,
+    run_sandboxed_sync,
+)
 from fleet_sdk.verifiers import VerifierOutcome
 
 pytestmark = [
@@ -460,3 +468,26 @@ def test_no_class_of_ctypes_is_reachable_in_a_run(databases: dict[str, str]) -> 
     finds no class of ``ctypes`` or ``_ctypes``, static C types and metaclasses included."""
     outcome = run_sandboxed_sync(ALL_CLASSES, databases=databases)
     assert outcome.result == {"score": 1, "ctypes": []}, outcome.error
+
+
+def test_a_run_the_zygote_cannot_set_up_runs_fresh(databases: dict[str, str], tmp_path: Path) -> None:
+    """A run the middle cannot set up (here a "database" that is a directory, which it cannot
+    bind onto the file it makes for it) reports why before anything of it starts; the server
+    then runs the same job fresh, with its pipes and result intact, and goes on with fresh runs
+    in this process (the start-up line says why). The job's descriptors were once handed over
+    and closed before the run said it was ready, so the fresh run got no result pipe."""
+    folder = tmp_path / "folder.db"
+    folder.mkdir()
+    fallbacks = _sandbox._fallback_count[0]
+    try:
+        outcome = run_sandboxed_sync(
+            "def verify(env):\n    print('ran')\n    return 1\n", databases={**databases, "odd": str(folder)}
+        )
+        assert outcome.score == 1.0, outcome.error
+        assert outcome.stdout == "ran\n"
+        assert _sandbox._fallback_count[0] == fallbacks + 1
+        assert "NotADirectoryError" in (_zygote.disabled_reason() or "")
+        assert "Runner: fresh" in jail_status().summary()
+    finally:
+        _sandbox._fallback_count[0] = fallbacks  # the fixture's check: this one was meant
+        _runner_choice._settings.pop("disabled", None)
