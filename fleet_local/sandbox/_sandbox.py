@@ -746,8 +746,8 @@ async def _run_in_zygote(job: _Job, how: _ZygoteJob) -> VerifierOutcome:
     )
     try:
         run = hand_over(may_start=False)  # one small sendmsg to a live zygote: no thread hop
-    except ZygoteUnavailable:
-        run = await asyncio.to_thread(hand_over)  # a zygote starts first (tens of ms), off the loop
+    except ZygoteUnavailable:  # none is up, or its queue is full: wait for it off the loop
+        run = await asyncio.to_thread(hand_over)
     run.channel.setblocking(False)
     # Nothing of the run is read, and the job keeps its descriptors, until the run says it is
     # ready (``P``): until then a zygote that cannot set it up hands the job back untouched.

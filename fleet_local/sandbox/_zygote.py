@@ -232,15 +232,20 @@ def submit(
         stdin_r, stdin_w = os.pipe()
         stdout_r, stdout_w = os.pipe()
         stderr_r, stderr_w = os.pipe()
-        sent = False
+        sent = busy = False
         try:
             with zygote.lock:
                 socket.send_fds(
                     zygote.control,
                     [header.encode()],
                     [stdin_r, stdout_w, stderr_w, result_write, theirs.fileno()],
+                    # On the caller's loop, never wait for room in the zygote's queue (a burst of
+                    # runs; ``net.unix.max_dgram_qlen`` may be 10): the caller retries off it.
+                    0 if may_start else socket.MSG_DONTWAIT,
                 )
             sent = True
+        except BlockingIOError:
+            busy = True
         except OSError:
             pass
         finally:
@@ -252,6 +257,8 @@ def submit(
         ours.close()
         for fd in (stdin_w, stdout_r, stderr_r):
             os.close(fd)
+        if busy:
+            raise ZygoteUnavailable("the zygote's queue is full")
         with _current_lock:
             if _current and _current[0] is zygote:
                 _current.clear()

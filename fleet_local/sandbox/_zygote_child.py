@@ -387,6 +387,7 @@ def _forget_native() -> None:
     main = types.ModuleType("__main__")
     main.__file__ = os.path.join(os.path.dirname(os.path.realpath(__file__)), "_child.py")
     sys.modules["__main__"] = main
+    sys.argv = [main.__file__, *sys.argv[1:2]]  # as a fresh run's: its script and runtime dir
     gc.collect()
 
 

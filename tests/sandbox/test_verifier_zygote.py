@@ -491,3 +491,20 @@ def test_a_run_the_zygote_cannot_set_up_runs_fresh(databases: dict[str, str], tm
     finally:
         _sandbox._fallback_count[0] = fallbacks  # the fixture's check: this one was meant
         _runner_choice._settings.pop("disabled", None)
+
+
+async def test_a_burst_beyond_the_zygotes_queue_runs_every_run(databases: dict[str, str]) -> None:
+    """Requests wait in the zygote's socket queue, which may hold as few as 10
+    (``net.unix.max_dgram_qlen``): a run that finds it full is handed over off the loop instead
+    of blocking it, and every run of a burst of 24 runs in the zygote with its own result."""
+    code = (
+        "import sys\n"
+        "def verify(env, final_answer):\n"
+        "    return {'score': 1, 'i': final_answer, 'argv': sys.argv[1:]}\n"
+    )
+    outcomes = await asyncio.gather(
+        *(run_sandboxed(code, databases=databases, final_answer=i) for i in range(24))
+    )
+    assert [o.result for o in outcomes] == [
+        {"score": 1, "i": i, "argv": ["/opt/fleet-verifier-runtime"]} for i in range(24)
+    ], [o.error for o in outcomes if o.error]
