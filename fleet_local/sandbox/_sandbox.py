@@ -10,6 +10,11 @@ the verifier's code runs, as a second layer. Where the jail cannot start, runs a
 (:class:`JailUnavailableError`) unless the caller opts in with ``allow_unjailed=True``, which
 is for trusted code only; ``VerifierOutcome.sandbox`` says which layers protected the run.
 
+Where the server gives its data dir as the database root, a run is forked from the verifier
+zygote instead (``_zygote.py``): one jailed interpreter per process whose forks take, each for
+itself, what bubblewrap gives a fresh run (``_zygote_child.py``); the outcomes are the same, and
+anything the zygote cannot serve runs fresh (``FLEET_VERIFIER_RUNNER=fresh`` always does).
+
 The job goes in on stdin as JSON; the result comes back on a pipe of its own (an inherited
 file descriptor), so the verifier's prints (stdout) stay its own. The verifier can reach that
 pipe too, so it is read like stdout and stderr: continuously, with a cap, and a result past it

@@ -20,6 +20,8 @@ A run can use the zygote when the runner is ``zygote`` (:func:`set_runner`, or t
 part (sized tmpfs, ``--disable-userns``, seccomp), and every database lies below a root given to
 :func:`set_database_roots` (the local server gives its data dir). Anything else, and a zygote
 that cannot start or set a run up before the verifier starts, falls back to the fresh run.
+``FLEET_VERIFIER_ZYGOTE_DEBUG=1`` in the server's environment lets the zygote's own stderr (the
+middles' tracebacks before a run has pipes of its own) through to the server's.
 """
 
 from __future__ import annotations
