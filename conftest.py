@@ -63,6 +63,8 @@ SLOW = (
     "tests/local/test_cli_arguments.py",
     "tests/test_import_contracts.py",
     "tests/local/test_server_lifecycle.py",
+    "tests/local/test_zygote_server_lifecycle.py",
+    "tests/sandbox/test_verifier_zygote.py::test_a_timeout_kills_the_run_and_everything_in_it",
     "tests/test_codegen.py",
     "tests/e2e/test_cancel_and_fault_sweeps.py",
     "tests/test_readme.py",

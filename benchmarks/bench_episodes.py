@@ -12,7 +12,12 @@ whole machine kept busy (from ``/proc/stat``). A jailed verifier's interpreter o
 ``bwrap`` the server waits for, so its CPU reaches no ancestor's ``cutime`` (it used to count only
 in the machine's busy time): the process that starts the server makes itself the subreaper of
 its descendants (``PR_SET_CHILD_SUBREAPER``), reaps what is reparented to it, and counts that as
-the verifiers' CPU. From N=1's busy cores follows the ceiling of any concurrency on this
+the verifiers' CPU. Runs forked from the verifier zygote (``FLEET_VERIFIER_RUNNER=zygote``)
+are reaped inside the zygote, which lives as long as the server, so no subreaper ever sees
+them: their CPU is read from the zygote's own processes instead (``utime + stime + cutime +
+cstime`` of its ``bwrap``, bwrap's init and the interpreter, from ``/proc/<pid>/stat``, before
+and after; each run's CPU reaches the interpreter's ``cutime`` when it is reaped down its
+chain). From N=1's busy cores follows the ceiling of any concurrency on this
 machine: cores / busy(N=1), when the CPU per episode stays flat.
 
 ``--baseline DIR`` compares this checkout with another (``git archive main | tar -x -C DIR``)
@@ -129,6 +134,38 @@ def orphans_cpu() -> float:
     return times.children_user + times.children_system
 
 
+def zygote_cpu(server_pid: int | None) -> float:
+    """CPU seconds of the server's verifier zygote so far (0 without one): its ``bwrap``, bwrap's
+    init and the zygote interpreter, each ``utime + stime + cutime + cstime``. Every run forked
+    from it is reaped down its chain (run by its init, init by its middle, middle by the zygote),
+    so a finished run's CPU is in the interpreter's ``cutime``; the zygote itself never exits
+    while the server runs, so no subreaper would ever see it."""
+    if server_pid is None:
+        return 0.0
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    total = 0.0
+    for top in children.get(server_pid, []):
+        try:
+            argv = Path(f"/proc/{top}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"_zygote_main.py" not in argv:
+            continue
+        chain, pid = [top], top
+        while len(chain) < 3 and children.get(pid):
+            pid = min(children[pid])  # bwrap's init, then the interpreter (older than its middles)
+            chain.append(pid)
+        total += sum(process_cpu(p) for p in chain)
+    return total
+
+
 def machine_busy() -> tuple[float, float]:
     """(busy, total) CPU seconds of the whole machine so far, from ``/proc/stat`` (0s elsewhere)."""
     try:
@@ -159,7 +196,7 @@ async def measure(
             return await episode(fleet, tasks[i % len(tasks)])
 
     reap_orphans(server_pid)
-    verifier_cpu = orphans_cpu()
+    verifier_cpu = orphans_cpu() + zygote_cpu(server_pid)
     started, cpu, server_cpu = time.perf_counter(), time.process_time(), process_cpu(server_pid)
     busy, total = machine_busy()
     outcomes = await asyncio.gather(*(one(i) for i in range(episodes)), return_exceptions=True)
@@ -175,7 +212,7 @@ async def measure(
     if adopting:
         await asyncio.sleep(0.3)  # the last run's inner process exits just after its bwrap
         reap_orphans(server_pid)
-        verifier_cpu_ms = (orphans_cpu() - verifier_cpu) / episodes * 1e3
+        verifier_cpu_ms = (orphans_cpu() + zygote_cpu(server_pid) - verifier_cpu) / episodes * 1e3
     return Run(
         episodes / elapsed, errors, counter.retries, cpu_ms, server_cpu_ms, busy_cores, verifier_cpu_ms
     )

@@ -51,7 +51,15 @@ from fleet_sdk import AsyncFleet
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _side import Side
-from bench_episodes import adopt_orphans, episode, orphans_cpu, process_cpu, reap_orphans, tool_use_tasks
+from bench_episodes import (
+    adopt_orphans,
+    episode,
+    orphans_cpu,
+    process_cpu,
+    reap_orphans,
+    tool_use_tasks,
+    zygote_cpu,
+)
 
 PHASES = ("create", "mcp open", "tools/list", "tool calls", "verify", "mcp close", "delete")
 SERVER = (*PHASES, "idle")  # what the server process and the children it waits for spend
@@ -208,15 +216,14 @@ async def side_worker() -> None:
         while line := await loop.run_in_executor(None, sys.stdin.readline):
             episodes = int(line)
             reap_orphans(local.pid)
-            jailed = orphans_cpu()
+            jailed = orphans_cpu() + zygote_cpu(local.pid)  # a zygote's runs: see bench_episodes.py
             started = time.perf_counter()
             figures = await replayer.phases(episodes)
             wall = time.perf_counter() - started
             await asyncio.sleep(0.5)  # the last run's inner process exits just after its bwrap
             reap_orphans(local.pid)
-            figures["jailed verifier"] = (
-                (orphans_cpu() - jailed) / episodes * 1e3 if adopting else float("nan")
-            )
+            jailed = orphans_cpu() + zygote_cpu(local.pid) - jailed
+            figures["jailed verifier"] = jailed / episodes * 1e3 if adopting else float("nan")
             figures["idle"] = await idle_cpu(local, min(wall, 5.0)) * (wall / min(wall, 5.0)) / episodes * 1e3
             figures["episode"] = await whole(fleet, local, episodes)
             print(json.dumps(figures), flush=True)

@@ -34,8 +34,10 @@ def build_state(settings: LocalSettings) -> LocalState:
     from ._metrics import ServerMetrics
     from ._store import Store
     from .environments import registry
+    from .sandbox._zygote import set_database_roots
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    set_database_roots([settings.data_dir])  # where the zygote's runs find their databases
     state = LocalState(
         settings=settings,
         store=Store(settings.data_dir / "fleet.db"),
@@ -177,9 +179,11 @@ def _serve_claimed(
             # Job sessions close their envs (browser lease, verifier, instance) through this
             # server's own HTTP API: stop them while it still answers, then stop listening.
             from ._episodes import stop_jobs
+            from .sandbox._zygote import stop_zygote
 
             await stop_jobs(state)
             await super().shutdown(sockets)
+            stop_zygote()  # the verifier zygote (and any run still in it) ends with the server
 
     config = uvicorn.Config(
         create_app(state),

@@ -586,7 +586,10 @@ def test_policy_allows_harmless_events(policy: SandboxPolicy, tmp_path: Path) ->
 
 RUNTIME_STDLIB_ONLY = ["_compat.py", "_namespace.py", "_sqlite.py", "_entry.py", "_query.py", "_snapshot.py"]
 """The verifier runtime's modules the sandbox child loads (as ``fleet_sdk.verifiers``, by path)."""
-SANDBOX_STDLIB_ONLY = ["_audit.py", "_runner.py", "_child.py", "_plain_pickle.py"]
+SANDBOX_STDLIB_ONLY = [
+    *("_audit.py", "_runner.py", "_child.py", "_plain_pickle.py"),
+    *("_zygote_main.py", "_zygote_child.py", "_seccomp.py", "_pickled_args.py"),
+]
 """The sandbox's own modules the child loads (``fleet_local/sandbox``)."""
 STDLIB_ONLY = [
     *(VERIFIERS_DIR / name for name in RUNTIME_STDLIB_ONLY),

@@ -3,6 +3,9 @@
 - :func:`run_sandboxed` / :func:`run_sandboxed_sync` run a verifier inside an OS jail
   (bubblewrap, ``_jail.py``; its seccomp filter, ``_seccomp.py``; a cgroup per run,
   ``_cgroup.py``), with an audit hook (``_audit.py``) as a second layer;
+- a server's runs are forked from one pre-started jailed interpreter instead, the zygote
+  (``_zygote.py``, ``_zygote_child.py``), each in namespaces and limits of its own, as a fresh
+  jail's; ``FLEET_VERIFIER_RUNNER=fresh`` starts a fresh jail per run;
 - :func:`jail_status` says whether the jail can start here and what it bounds;
 - :func:`load_plain` / :func:`dump_plain` read and write a verifier's arguments as a pickle of
   plain data only (the public SDK's ``args`` form); :class:`PickledArguments` reads such a

@@ -32,16 +32,20 @@ from pathlib import Path
 import fleet_sdk.verifiers
 
 from ._cgroup import CPU_WEIGHT, find_cgroup_parent
+from ._runner_choice import database_roots, disabled_reason, runner
 from ._seccomp import seccomp_program
 
 __all__ = [
     "INNER_CODE_DIR",
     "INNER_SCRATCH",
     "THREAD_LIMIT",
+    "ZYGOTE_PROC",
+    "ZYGOTE_ROOTS",
     "JailStatus",
     "jail_argv",
     "jail_status",
     "seccomp_fd",
+    "zygote_argv",
 ]
 
 INNER_SCRATCH = "/scratch"
@@ -61,6 +65,10 @@ THREAD_LIMIT = 64
 """Processes and threads of one run together (``pids.max``, else ``RLIMIT_NPROC``)."""
 
 _INNER_DATABASES = "/databases"
+ZYGOTE_PROC = "/tmp/.fleet-zygote-proc"
+"""Where the zygote sees ``/proc`` (below ``/tmp``, which each run covers with its own)."""
+ZYGOTE_ROOTS = "/tmp/.fleet-zygote-roots"
+"""Where the zygote sees the database roots (``<index>`` each), below ``/tmp`` as ``/proc``."""
 _NOBODY = "65534"
 _PROBE_TIMEOUT = 10.0
 _MIB = 1024 * 1024
@@ -132,7 +140,24 @@ class JailStatus:
             text += ". Not bounded: " + "; ".join(unbounded)
         if self.cgroup_parent is None:
             text += f". No cgroup per run: {self.cgroup_reason}"
-        return text
+        return f"{text}. {self.runner_note()}"
+
+    def runner_note(self) -> str:
+        """How jailed runs start here: forked from the zygote, or a fresh interpreter each."""
+        zygote = runner() == "zygote" and self.sized_tmpfs and self.userns_disabled and self.seccomp
+        if zygote and database_roots():
+            return (
+                "Runner: zygote (each run forked from one pre-started jailed interpreter, in its own "
+                "user, PID, mount, network, IPC and UTS namespaces, with the same limits)"
+            )
+        why = disabled_reason()
+        if why is not None:
+            return f"Runner: fresh (a new jailed interpreter per run; the zygote could not run here: {why})"
+        if zygote:
+            return "Runner: fresh (a new jailed interpreter per run; no database root is set for the zygote)"
+        if runner() == "zygote":
+            return "Runner: fresh (a new jailed interpreter per run; the zygote needs every part of the jail)"
+        return "Runner: fresh (a new jailed interpreter per run)"
 
 
 def _interpreter() -> str:
@@ -229,6 +254,44 @@ def jail_argv(
         args += ["--seccomp", str(seccomp)]
     args += ["--chdir", INNER_SCRATCH, "--", *command]
     return args, inner
+
+
+def zygote_argv(
+    command: list[str],
+    *,
+    status: JailStatus,
+    code_dir: Path,
+    runtime_dir: Path,
+    roots: tuple[str, ...],
+) -> list[str]:
+    """The ``bwrap`` command line of the verifier zygote (``_zygote.py``): the jail's view, plus
+    ``/proc`` and the database ``roots`` read-only, without ``--disable-userns`` or the filter.
+
+    Each run's middle process makes the run's own user namespace, limits it as
+    ``--disable-userns`` does, mounts its tmpfs and databases and hides ``/proc`` and the roots;
+    the run loads the filter (``_zygote_child.py``).
+
+    Args:
+        command: The script and its arguments (inner paths), run by the interpreter.
+        status: What this machine's bubblewrap supports (:func:`jail_status`).
+        code_dir: The host directory of the sandbox's modules.
+        runtime_dir: The host directory of the verifier runtime's modules.
+        roots: The directories under which the runs' databases lie.
+    """
+    assert status.bwrap is not None
+    args = [status.bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--cap-drop", "ALL"]
+    args += ["--uid", _NOBODY, "--gid", _NOBODY, "--hostname", "verifier", "--clearenv", *_runtime_binds()]
+    args += ["--dev", "/dev", "--dir", _INNER_DATABASES]
+    for tmpfs in (INNER_SCRATCH, "/tmp"):  # mount points: each run mounts its own sized ones
+        args += ["--size", str(_MIB), "--tmpfs", tmpfs]
+    # /proc and the roots lie below /tmp, so the run's own /tmp covers them: it sees neither,
+    # as a fresh run (no empty directory left where they were).
+    args += ["--proc", ZYGOTE_PROC]
+    for index, root in enumerate(roots):
+        args += ["--ro-bind", root, f"{ZYGOTE_ROOTS}/{index}"]
+    args += ["--ro-bind", str(code_dir), INNER_CODE_DIR, "--ro-bind", str(runtime_dir), INNER_RUNTIME_DIR]
+    args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/", "--"]
+    return [*args, _interpreter(), "-I", "-S", *command]
 
 
 _cache: dict[str, JailStatus] = {}

@@ -10,6 +10,11 @@ the verifier's code runs, as a second layer. Where the jail cannot start, runs a
 (:class:`JailUnavailableError`) unless the caller opts in with ``allow_unjailed=True``, which
 is for trusted code only; ``VerifierOutcome.sandbox`` says which layers protected the run.
 
+Where the server gives its data dir as the database root, a run is forked from the verifier
+zygote instead (``_zygote.py``): one jailed interpreter per process whose forks take, each for
+itself, what bubblewrap gives a fresh run (``_zygote_child.py``); the outcomes are the same, and
+anything the zygote cannot serve runs fresh (``FLEET_VERIFIER_RUNNER=fresh`` always does).
+
 The job goes in on stdin as JSON; the result comes back on a pipe of its own (an inherited
 file descriptor), so the verifier's prints (stdout) stay its own. The verifier can reach that
 pipe too, so it is read like stdout and stderr: continuously, with a cap, and a result past it
@@ -25,13 +30,17 @@ unjailed run has nothing else).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import functools
 import io
 import json
 import math
 import os
 import shutil
 import signal
+import socket
+import struct
 import sys
 import tempfile
 import time
@@ -54,6 +63,7 @@ from ._jail import (
     INNER_RUNTIME_DIR,
     RUNTIME_DIR,
     THREAD_LIMIT,
+    JailStatus,
     jail_argv,
     jail_status,
     seccomp_fd,
@@ -61,6 +71,8 @@ from ._jail import (
 from ._pickled_args import PickledArguments
 from ._plain_pickle import PlainDataError, dump_plain
 from ._process_groups import GATE_OPEN, gated, guard_group, release_group
+from ._zygote import Submitted, ZygoteUnavailable, forget_broken, roots_covering, runner, submit
+from ._zygote_child import RESULT_FD as ZYGOTE_RESULT_FD
 
 __all__ = [
     "DEFAULT_MEMORY_MB",
@@ -102,6 +114,19 @@ _DRAIN_GRACE = 2.0
 
 
 @dataclass
+class _ZygoteJob:
+    """What a run needs from the zygote (``_zygote.py``): its view, databases and payload."""
+
+    status: JailStatus
+    code_dir: Path
+    runtime_dir: Path
+    roots: tuple[str, ...]
+    databases: list[str]  # host paths, in the order of their inner names
+    scratch_bytes: int
+    payload: bytes  # the job, naming the zygote run's result descriptor
+
+
+@dataclass
 class _Job:
     argv: list[str]
     payload: bytes
@@ -113,6 +138,11 @@ class _Job:
     root: Path | None = None  # an unjailed run's temporary directory (its cwd is ``root/work``)
     cgroup: RunCgroup | None = None
     decodes_arguments: bool = False  # the child decodes pickled arguments (and may refuse them)
+    zygote: _ZygoteJob | None = None  # how the zygote would run it (else, or if it cannot: fresh)
+
+    def payload_for_zygote(self) -> bytes:
+        assert self.zygote is not None
+        return self.zygote.payload
 
     def close_child_fds(self) -> None:
         """Close this process's copies of what the child inherited (once it has them)."""
@@ -236,6 +266,18 @@ def _prepare(
             job.argv, job.payload = argv, json.dumps(payload).encode("utf-8")
         except (TypeError, ValueError) as exc:
             raise SandboxError(f"final_answer must be JSON-serializable: {exc}") from None
+        roots = roots_covering(list(resolved.values())) if _zygote_serves(status) else None
+        if roots is not None:
+            payload["result_fd"] = ZYGOTE_RESULT_FD
+            job.zygote = _ZygoteJob(
+                status,
+                code_dir,
+                runtime_dir,
+                roots,
+                list(resolved.values()),
+                scratch_mb * _MIB,
+                json.dumps(payload).encode("utf-8"),
+            )
     except OSError as exc:
         job.cleanup()
         raise SandboxError(f"could not prepare the verifier's run: {exc}") from exc
@@ -243,6 +285,22 @@ def _prepare(
         job.cleanup()
         raise
     return job
+
+
+def _zygote_serves(status: JailStatus) -> bool:
+    """The zygote runs jailed runs here: chosen, and the jail has every part it reproduces."""
+    return runner() == "zygote" and _zygote_serves_here(status)
+
+
+def _zygote_serves_here(status: JailStatus) -> bool:
+    """The jail here has every part the zygote reproduces."""
+    return (
+        status.available
+        and status.sized_tmpfs
+        and status.userns_disabled
+        and status.seccomp
+        and hasattr(os, "pidfd_open")
+    )
 
 
 def _confine(job: _Job, pid: int) -> None:
@@ -506,6 +564,11 @@ def _run_job(job: _Job) -> VerifierOutcome:
 async def _run_job_async(job: _Job) -> VerifierOutcome:
     """Run a prepared job to its outcome: the one run every entry point goes through."""
     try:
+        if job.zygote is not None:
+            try:
+                return await _run_in_zygote(job, job.zygote)
+            except ZygoteUnavailable as exc:  # nothing of the verifier ran: run it fresh
+                _log_fallback(exc)
         start = time.perf_counter()
         try:
             process = await asyncio.create_subprocess_exec(
@@ -577,6 +640,226 @@ async def _run_job_async(job: _Job) -> VerifierOutcome:
         )
     finally:
         await asyncio.shield(asyncio.to_thread(job.cleanup))
+
+
+# -- a run served by the zygote (``_zygote.py``) -----------------------------------------------------
+
+_CREDENTIALS = struct.Struct("iII")  # struct ucred: pid, uid, gid
+_fallbacks: collections.deque[str] = collections.deque(maxlen=8)
+_fallback_count = [0]
+
+
+def _log_fallback(exc: Exception) -> None:
+    """Remember why the zygote could not take a run (the last few), for tests and diagnostics."""
+    _fallbacks.append(str(exc))
+    _fallback_count[0] += 1
+
+
+def _wake(ready: asyncio.Future[None]) -> None:
+    if not ready.done():
+        ready.set_result(None)
+
+
+async def _recv(channel: socket.socket) -> tuple[bytes, int | None]:
+    """One message from a run's channel on the loop, and the sender's pid (``SCM_CREDENTIALS``,
+    which the kernel translates into this process's PID namespace); ``b""`` at its end."""
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            data, ancillary, _, _ = channel.recvmsg(4096, socket.CMSG_SPACE(_CREDENTIALS.size))
+        except BlockingIOError:
+            ready: asyncio.Future[None] = loop.create_future()
+            loop.add_reader(channel.fileno(), _wake, ready)
+            try:
+                await ready
+            finally:
+                loop.remove_reader(channel.fileno())
+            continue
+        except OSError:
+            return b"", None
+        pid = None
+        for level, kind, value in ancillary:
+            if (
+                level == socket.SOL_SOCKET
+                and kind == socket.SCM_CREDENTIALS
+                and len(value) >= _CREDENTIALS.size
+            ):
+                pid = _CREDENTIALS.unpack_from(value)[0]
+        return data, pid
+
+
+def _read_pipe_task(fd: int, limit: int) -> asyncio.Future[_Captured]:
+    """Read a pipe's read end (this process's) to its end on the loop, capped."""
+    return asyncio.ensure_future(_read_result_capped(os.fdopen(fd, "rb", buffering=0), limit))
+
+
+async def _read_result_capped(pipe: io.RawIOBase, limit: int) -> _Captured:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    try:
+        return await _read_capped(reader, limit)
+    finally:
+        transport.close()
+
+
+async def _feed_fd(fd: int, payload: bytes) -> None:
+    """Write the job on the run's stdin pipe, then close it (the runner reads to its end)."""
+    loop = asyncio.get_running_loop()
+    pipe = os.fdopen(fd, "wb", buffering=0)
+    try:
+        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pipe)
+        writer = asyncio.StreamWriter(transport, protocol, None, loop)
+        await _feed_async(writer, payload)
+    except OSError:
+        pipe.close()
+
+
+def _close_run(run: Submitted) -> None:
+    """Close this process's ends of a run that never started (its pipes and channel)."""
+    run.channel.close()
+    for fd in (run.stdin, run.stdout, run.stderr):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def _kill_pidfd(pidfd: int | None) -> None:
+    """SIGKILL the run (PID 1 of its namespace: everything it started dies with it)."""
+    if pidfd is not None:
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+
+
+async def _run_in_zygote(job: _Job, how: _ZygoteJob) -> VerifierOutcome:
+    """Run ``job`` in a fork of the zygote; the outcomes are the fresh run's.
+
+    Raises:
+        ZygoteUnavailable: The zygote could not take or set up the run (nothing of it ran).
+    """
+    start = time.perf_counter()
+    deadline = asyncio.get_running_loop().time() + job.timeout
+    assert job.result_fd is not None and job.child_fds
+    hand_over = functools.partial(
+        submit,
+        how.status,
+        code_dir=how.code_dir,
+        runtime_dir=how.runtime_dir,
+        roots=how.roots,
+        databases=how.databases,
+        scratch_bytes=how.scratch_bytes,
+        result_write=job.child_fds[0],
+    )
+    try:
+        run = hand_over(may_start=False)  # one small sendmsg to a live zygote: no thread hop
+    except ZygoteUnavailable:  # none is up, or its queue is full: wait for it off the loop
+        run = await asyncio.to_thread(hand_over)
+    run.channel.setblocking(False)
+    # Nothing of the run is read, and the job keeps its descriptors, until the run says it is
+    # ready (``P``): until then a zygote that cannot set it up hands the job back untouched.
+    timed_out = False
+    try:
+        try:
+            message, pid = await asyncio.wait_for(_recv(run.channel), job.timeout)
+        except TimeoutError:
+            message, pid, timed_out = b"", None, True
+    except BaseException:
+        _close_run(run)
+        raise
+    if message[:1] != b"P" or pid is None:
+        _close_run(run)  # the run, if any, reads the end of its channel and exits
+        if timed_out:
+            return _finish(
+                job,
+                returncode=128 + signal.SIGKILL,
+                timed_out=True,
+                stdout="",
+                stderr="",
+                result=_Captured(b"", 0),
+                elapsed_ms=(time.perf_counter() - start) * 1000.0,
+            )
+        reason = message[1:].decode("utf-8", "replace")
+        if message[:1] == b"S":
+            reason = f"the run ended with status {reason} before it started"
+        # The zygote gone (end of file) is started again; a run it could not set up means it
+        # cannot here, and the process goes on with fresh runs.
+        forget_broken(reason, disable=bool(message))
+        raise ZygoteUnavailable(reason or "the zygote ended before the run started")
+    job.close_child_fds()
+    result_file, job.result_fd = os.fdopen(job.result_fd, "rb", buffering=0), None
+    readers = [
+        _read_pipe_task(run.stdout, OUTPUT_LIMIT_BYTES),
+        _read_pipe_task(run.stderr, OUTPUT_LIMIT_BYTES),
+        asyncio.ensure_future(_read_result(result_file)),
+    ]
+    tasks: list[asyncio.Future[Any]] = list(readers)
+    pidfd: int | None = None
+    stdin: int | None = run.stdin
+    returncode: int | None = None
+    try:
+        # The run is at its gate: its pid is pinned (a pidfd), it is confined, then let go.
+        pidfd = os.pidfd_open(pid)
+        _confine(job, pid)
+        await asyncio.get_running_loop().sock_sendall(run.channel, b"G")
+        assert stdin is not None
+        tasks.append(asyncio.ensure_future(_feed_fd(stdin, job.payload_for_zygote())))
+        stdin = None
+        remaining = deadline - asyncio.get_running_loop().time()
+        try:
+            message, _ = await asyncio.wait_for(_recv(run.channel), max(remaining, 0.0))
+        except TimeoutError:
+            timed_out = True
+            _kill_pidfd(pidfd)
+            try:
+                message, _ = await asyncio.wait_for(_recv(run.channel), _DRAIN_GRACE)
+            except TimeoutError:
+                message = b""
+        if message[:1] == b"S" and message[1:].isdigit():
+            returncode = int(message[1:])
+        _kill_pidfd(pidfd)  # after every run: whatever it left
+    except BaseException:
+        _kill_pidfd(pidfd)
+        for task in tasks:
+            task.cancel()
+        result_file.close()
+        raise
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+        if stdin is not None:
+            os.close(stdin)
+        run.channel.close()
+    elapsed_ms = (time.perf_counter() - start) * 1000.0
+    await asyncio.wait(tasks, timeout=_DRAIN_GRACE)
+    for task in tasks:
+        task.cancel()
+    result_file.close()
+    stdout, stderr, result = (
+        task.result() if task.done() and not task.cancelled() else _Captured(b"", 0) for task in readers
+    )
+    if returncode is None and not timed_out:
+        # The zygote (or the run's middle) died mid-run: the run was killed with it.
+        record = result.data if result.data and not result.dropped else b""
+        if not record:
+            return VerifierOutcome(
+                success=False,
+                stdout=stdout.text(),
+                error=VerifierError(
+                    type="exception",
+                    message="the verifier's runner (zygote) ended during the run, which was killed with it",
+                    traceback=stderr.text()[-_STDERR_TAIL:] or None,
+                ),
+                execution_time_ms=elapsed_ms,
+                sandbox=job.layers,
+            )
+    return _finish(
+        job,
+        returncode=returncode if returncode is not None else 128 + signal.SIGKILL,
+        timed_out=timed_out,
+        stdout=stdout.text(),
+        stderr=stderr.text(),
+        result=result,
+        elapsed_ms=elapsed_ms,
+    )
 
 
 run_sandboxed_sync = sync_function(run_sandboxed)

@@ -114,13 +114,15 @@ def _procs_of(server: LocalFleet) -> list[Proc]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
-def test_stop_ends_running_verifier_sandboxes() -> None:
+def test_stop_ends_running_verifier_sandboxes(monkeypatch: pytest.MonkeyPatch) -> None:
     """A verifier sandbox (its own session, so out of reach of killpg) still ends with the server.
 
     The jailed interpreter dies of its parent-death signal once the server has killed its
     ``bwrap``: the kernel delivers that after ``stop()`` returns, and a loaded machine takes a
     moment to run the exit, so its death is awaited (bounded), not sampled at once (which failed
-    once in a full CI run on a busy machine, the survivor gone a moment later)."""
+    once in a full CI run on a busy machine, the survivor gone a moment later). A fresh run per
+    verifier; the zygote's twin is in ``test_zygote_server_lifecycle.py``."""
+    monkeypatch.setenv("FLEET_VERIFIER_RUNNER", "fresh")
     server = LocalFleet().start()
     try:
         children = _start_slow_verifier(server)
@@ -194,10 +196,14 @@ def _sigkill_leaves_nothing(server: LocalFleet, procs: list[Proc]) -> None:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
-def test_a_sigkilled_server_leaves_no_browser_driver_or_verifier_behind(tmp_path: Path) -> None:
+def test_a_sigkilled_server_leaves_no_browser_driver_or_verifier_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No shutdown code runs on SIGKILL: the lease browsers (each in a process group of its own),
     the Playwright driver and a jailed verifier run must all end by themselves. The browsers'
-    profiles stay on disk until the next server on that data dir removes them."""
+    profiles stay on disk until the next server on that data dir removes them. A fresh run per
+    verifier; the zygote's twin is in ``test_zygote_server_lifecycle.py``."""
+    monkeypatch.setenv("FLEET_VERIFIER_RUNNER", "fresh")
     data_dir = tmp_path / "data"
     server = LocalFleet(data_dir, s3=False).start()
     try:

@@ -19,6 +19,8 @@ from _jail_runs import probes
 
 from fleet_local.sandbox import DENIED_PREFIX, run_sandboxed_sync
 
+pytestmark = pytest.mark.usefixtures("verifier_runner")
+
 # What a verifier tries once it believes the hook is off; each answer is "loaded" or the error.
 AFTERWARDS = """
 def attempts():

@@ -31,6 +31,8 @@ from fleet_local.sandbox import (
     run_sandboxed_sync,
 )
 
+pytestmark = pytest.mark.usefixtures("verifier_runner")
+
 
 @pytest.fixture
 def server_db(tmp_path: Path) -> Path:

@@ -28,7 +28,10 @@ from fleet_local.sandbox import OUTPUT_LIMIT_BYTES, _jail, _sandbox, run_sandbox
 from fleet_local.sandbox._cgroup import RunCgroup, find_cgroup_parent
 from fleet_local.sandbox._seccomp import seccomp_program
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the OS jail is Linux's")
+pytestmark = [
+    pytest.mark.skipif(sys.platform != "linux", reason="the OS jail is Linux's"),
+    pytest.mark.usefixtures("verifier_runner"),
+]
 
 STATUS = _jail.jail_status()
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from _dbs import make_db
-from _procs import processes
+from _procs import descendants, processes
 from _waits import PATIENCE, wait_until_async
 
 from fleet_local.sandbox import (
@@ -27,14 +27,25 @@ from fleet_local.sandbox import (
 from fleet_sdk import FleetError
 from fleet_sdk.verifiers import VerifierOutcome
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox child is tested on Linux")
+pytestmark = [
+    pytest.mark.skipif(sys.platform != "linux", reason="the sandbox child is tested on Linux"),
+    pytest.mark.usefixtures("verifier_runner"),
+]
 
 PROJECT_FILE = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
 
 def sandbox_children() -> list[int]:
-    """Pids of sandbox children of this process (zombies included: they were not reaped)."""
-    return [p.pid for p in processes() if p.ppid == os.getpid() and b"_child.py" in p.cmdline()]
+    """Pids of sandbox children of this process (zombies included: they were not reaped), and
+    of the runs of its zygote (each run is its own session, below the zygote's ``bwrap``)."""
+    found = [p.pid for p in processes() if p.ppid == os.getpid() and b"_child.py" in p.cmdline()]
+    mine = descendants(os.getpid())
+    for proc in processes():
+        argv = proc.cmdline().split(b"\0")
+        zygote_run = any(a.endswith(b"/_zygote_main.py") for a in argv[1:]) and not argv[0].endswith(b"bwrap")
+        if proc.pid in mine and proc.session == proc.pid and zygote_run:
+            found.append(proc.pid)
+    return found
 
 
 def assert_denied(outcome: VerifierOutcome, what: str) -> None:

@@ -18,10 +18,13 @@ from _jail_runs import probes, run_without_audit_hook
 
 from fleet_local.sandbox import _jail, run_sandboxed_sync
 
-pytestmark = pytest.mark.skipif(
-    not _jail.jail_status().available or not _jail.jail_status().seccomp,
-    reason="needs the jail with its seccomp filter",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not _jail.jail_status().available or not _jail.jail_status().seccomp,
+        reason="needs the jail with its seccomp filter",
+    ),
+    pytest.mark.usefixtures("verifier_runner"),
+]
 
 FAMILIES = {
     "AF_VSOCK": 40,

@@ -19,7 +19,10 @@ import pytest
 from fleet_local.sandbox import run_sandboxed_sync
 from fleet_sdk.verifiers._entry import parse_verifier
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox child is tested on Linux")
+pytestmark = [
+    pytest.mark.skipif(sys.platform != "linux", reason="the sandbox child is tested on Linux"),
+    pytest.mark.usefixtures("verifier_runner"),
+]
 
 # Loaded by no plain run. The first five were loaded by every run until the runner stopped
 # needing them at start-up; the rest are heavy modules only rare paths import (pickled
