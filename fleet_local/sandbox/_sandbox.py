@@ -698,19 +698,32 @@ def _wake(ready: asyncio.Future[None]) -> None:
         ready.set_result(None)
 
 
-async def _recv(channel: socket.socket) -> tuple[bytes, int | None]:
+async def _recv(channel: socket.socket, timeout: float) -> tuple[bytes, int | None]:  # noqa: ASYNC109
     """One message from a run's channel on the loop, and the sender's pid (``SCM_CREDENTIALS``,
-    which the kernel translates into this process's PID namespace); ``b""`` at its end."""
+    which the kernel translates into this process's PID namespace); ``b""`` at its end.
+
+    Waits by a reader callback and a timer of the loop, not by a task (``asyncio.wait_for``).
+
+    Raises:
+        TimeoutError: No message within ``timeout`` seconds (none is looked for at 0 or less).
+    """
     loop = asyncio.get_running_loop()
+    if timeout <= 0:
+        raise TimeoutError
+    deadline = loop.time() + timeout
     while True:
         try:
             data, ancillary, _, _ = channel.recvmsg(4096, socket.CMSG_SPACE(_CREDENTIALS.size))
         except BlockingIOError:
+            if loop.time() >= deadline:
+                raise TimeoutError from None
             ready: asyncio.Future[None] = loop.create_future()
             loop.add_reader(channel.fileno(), _wake, ready)
+            timer = loop.call_at(deadline, _wake, ready)
             try:
                 await ready
             finally:
+                timer.cancel()
                 loop.remove_reader(channel.fileno())
             continue
         except OSError:
@@ -842,7 +855,7 @@ async def _run_in_zygote(job: _Job, how: _ZygoteJob) -> VerifierOutcome:
     timed_out = False
     try:
         try:
-            message, pid = await asyncio.wait_for(_recv(run.channel), job.timeout)
+            message, pid = await _recv(run.channel, job.timeout)
         except TimeoutError:
             message, pid, timed_out = b"", None, True
     except BaseException:
@@ -891,12 +904,12 @@ async def _run_in_zygote(job: _Job, how: _ZygoteJob) -> VerifierOutcome:
         pipes.append(_PipeEnd(fed, payload=job.payload_for_zygote()))
         remaining = deadline - asyncio.get_running_loop().time()
         try:
-            message, _ = await asyncio.wait_for(_recv(run.channel), max(remaining, 0.0))
+            message, _ = await _recv(run.channel, remaining)
         except TimeoutError:
             timed_out = True
             _kill_pidfd(pidfd)
             try:
-                message, _ = await asyncio.wait_for(_recv(run.channel), _DRAIN_GRACE)
+                message, _ = await _recv(run.channel, _DRAIN_GRACE)
             except TimeoutError:
                 message = b""
         if message[:1] == b"S" and message[1:].isdigit():
