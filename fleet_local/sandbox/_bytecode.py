@@ -32,7 +32,7 @@ import shutil
 import sys
 import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["staged"]
@@ -46,6 +46,22 @@ class _Copy:
     directories: tuple[Path, ...]
     files: tuple[str, ...]  # every file copied or compiled, to check they are still there
     lock: int  # the descriptor holding the directory's lock while this process lives
+    wanted: dict[str, frozenset[str]] = field(init=False)  # ``files`` by their directory
+
+    def __post_init__(self) -> None:
+        wanted: dict[str, set[str]] = {}
+        for path in self.files:
+            folder, name = os.path.split(path)
+            wanted.setdefault(folder, set()).add(name)
+        object.__setattr__(self, "wanted", {folder: frozenset(names) for folder, names in wanted.items()})
+
+    def complete(self) -> bool:
+        """Every file is still there: one directory listing per directory, not a ``stat`` per
+        file (this is checked before every run)."""
+        try:
+            return all(names.issubset(os.listdir(folder)) for folder, names in self.wanted.items())
+        except OSError:
+            return False
 
 
 _copies: dict[tuple[Path, ...], _Copy] = {}
@@ -143,7 +159,7 @@ def staged(*directories: Path) -> tuple[Path, ...]:
     """
     with _lock:
         found = _copies.get(directories)
-        if found is not None and all(os.path.exists(f) for f in found.files):
+        if found is not None and found.complete():
             return found.directories
         if found is not None:
             _remove(found.directories[0].parent, os.getpid())

@@ -42,6 +42,7 @@ __all__ = [
     "ZYGOTE_PROC",
     "ZYGOTE_ROOTS",
     "JailStatus",
+    "inner_databases",
     "jail_argv",
     "jail_status",
     "seccomp_fd",
@@ -205,6 +206,15 @@ def seccomp_fd() -> int:
     return read_end
 
 
+def inner_databases(databases: Mapping[str, str]) -> dict[str, str]:
+    """Each database's path inside the jail (by its position), as :func:`jail_argv` binds it.
+
+    Args:
+        databases: Name to host path, in the order of their inner names.
+    """
+    return {name: f"{_INNER_DATABASES}/{index}.sqlite" for index, name in enumerate(databases)}
+
+
 def jail_argv(
     command: list[str],
     *,
@@ -242,12 +252,10 @@ def jail_argv(
             args += ["--size", str(scratch_mb * _MIB)]
         args += ["--tmpfs", tmpfs]
     args += ["--ro-bind", str(code_dir), INNER_CODE_DIR, "--ro-bind", str(runtime_dir), INNER_RUNTIME_DIR]
-    inner: dict[str, str] = {}
-    for index, (name, host_path) in enumerate(databases.items()):
-        inner_path = f"{_INNER_DATABASES}/{index}.sqlite"
-        inner[name] = inner_path
+    inner = inner_databases(databases)
+    for name, host_path in databases.items():
         if os.path.exists(host_path):
-            args += ["--ro-bind", host_path, inner_path]
+            args += ["--ro-bind", host_path, inner[name]]
     # The root and /dev are tmpfs mounts bubblewrap made: read-only, they hold nothing more.
     args += ["--remount-ro", "/dev", "--remount-ro", "/"]
     if seccomp is not None:

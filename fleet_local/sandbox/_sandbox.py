@@ -64,6 +64,7 @@ from ._jail import (
     RUNTIME_DIR,
     THREAD_LIMIT,
     JailStatus,
+    inner_databases,
     jail_argv,
     jail_status,
     seccomp_fd,
@@ -127,6 +128,18 @@ class _ZygoteJob:
 
 
 @dataclass
+class _Fresh:
+    """What a fresh run's command line is made of (made only when the run is fresh)."""
+
+    status: JailStatus
+    code_dir: Path
+    runtime_dir: Path
+    databases: dict[str, str]  # name to resolved host path
+    scratch_mb: int
+    payload: dict[str, Any]  # the job, naming this process's result descriptor
+
+
+@dataclass
 class _Job:
     argv: list[str]
     payload: bytes
@@ -139,6 +152,7 @@ class _Job:
     cgroup: RunCgroup | None = None
     decodes_arguments: bool = False  # the child decodes pickled arguments (and may refuse them)
     zygote: _ZygoteJob | None = None  # how the zygote would run it (else, or if it cannot: fresh)
+    fresh: _Fresh | None = None  # how a fresh run is made (``argv`` is empty until it is)
 
     def payload_for_zygote(self) -> bytes:
         assert self.zygote is not None
@@ -214,26 +228,9 @@ def _prepare(
     job.decodes_arguments = pickled_args is not None
     try:
         if status.available:
-            seccomp = seccomp_fd() if status.seccomp else None
-            if seccomp is not None:
-                job.child_fds.append(seccomp)
             # The same modules, with their bytecode: the run need not compile them (_bytecode.py).
             code_dir, runtime_dir = staged(_CHILD_SCRIPT.parent.resolve(), RUNTIME_DIR)
-            argv, inner_databases = jail_argv(
-                [
-                    os.path.realpath(sys.executable),
-                    "-I",
-                    "-S",
-                    f"{INNER_CODE_DIR}/{_CHILD_SCRIPT.name}",
-                    INNER_RUNTIME_DIR,
-                ],
-                status=status,
-                code_dir=code_dir,
-                databases=resolved,
-                scratch_mb=scratch_mb,
-                seccomp=seccomp,
-                runtime_dir=runtime_dir,
-            )
+            inner = inner_databases(resolved)
             if status.cgroup_parent is not None:
                 job.cgroup = RunCgroup(
                     Path(status.cgroup_parent),
@@ -243,10 +240,7 @@ def _prepare(
         else:
             job.root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=scratch_root))
             (job.root / "work").mkdir()
-            argv, inner_databases = (
-                [sys.executable, "-I", "-S", str(_CHILD_SCRIPT), str(RUNTIME_DIR)],
-                resolved,
-            )
+            code_dir, runtime_dir, inner = _CHILD_SCRIPT.parent, RUNTIME_DIR, resolved
         payload = {
             "code": code,
             "final_answer": final_answer,
@@ -254,7 +248,7 @@ def _prepare(
             "pickled_args": pickled_args.payload() if pickled_args is not None else None,
             "convention": convention,
             "function_name": function_name,
-            "databases": inner_databases,
+            "databases": inner,
             "audit_hook": audit_hook,
             "result_fd": result_write,
             "jailed": status.available,
@@ -262,13 +256,16 @@ def _prepare(
             "cpu_seconds": math.ceil(timeout) + 1,
             "result_limit": OUTPUT_LIMIT_BYTES,
         }
-        try:
-            job.argv, job.payload = argv, json.dumps(payload).encode("utf-8")
-        except (TypeError, ValueError) as exc:
-            raise SandboxError(f"final_answer must be JSON-serializable: {exc}") from None
+        job.fresh = _Fresh(status, code_dir, runtime_dir, resolved, scratch_mb, payload)
         roots = roots_covering(list(resolved.values())) if _zygote_serves(status) else None
-        if roots is not None:
-            payload["result_fd"] = ZYGOTE_RESULT_FD
+        if roots is None:
+            _make_fresh(job)
+        else:
+            # The zygote's run gets no bwrap command line: one is made only if it falls back.
+            try:
+                zygote_payload = json.dumps({**payload, "result_fd": ZYGOTE_RESULT_FD}).encode("utf-8")
+            except (TypeError, ValueError) as exc:
+                raise SandboxError(f"final_answer must be JSON-serializable: {exc}") from None
             job.zygote = _ZygoteJob(
                 status,
                 code_dir,
@@ -276,7 +273,7 @@ def _prepare(
                 roots,
                 list(resolved.values()),
                 scratch_mb * _MIB,
-                json.dumps(payload).encode("utf-8"),
+                zygote_payload,
             )
     except OSError as exc:
         job.cleanup()
@@ -285,6 +282,43 @@ def _prepare(
         job.cleanup()
         raise
     return job
+
+
+def _make_fresh(job: _Job) -> None:
+    """Make a fresh run's command line and job (with its seccomp filter's descriptor).
+
+    Raises:
+        SandboxError: The job is not JSON (a ``final_answer`` that is not).
+        OSError: The filter's pipe could not be made.
+    """
+    fresh = job.fresh
+    assert fresh is not None and not job.argv
+    status = fresh.status
+    if status.available:
+        seccomp = seccomp_fd() if status.seccomp else None
+        if seccomp is not None:
+            job.child_fds.append(seccomp)
+        argv, _ = jail_argv(
+            [
+                os.path.realpath(sys.executable),
+                "-I",
+                "-S",
+                f"{INNER_CODE_DIR}/{_CHILD_SCRIPT.name}",
+                INNER_RUNTIME_DIR,
+            ],
+            status=status,
+            code_dir=fresh.code_dir,
+            databases=fresh.databases,
+            scratch_mb=fresh.scratch_mb,
+            seccomp=seccomp,
+            runtime_dir=fresh.runtime_dir,
+        )
+    else:
+        argv = [sys.executable, "-I", "-S", str(_CHILD_SCRIPT), str(RUNTIME_DIR)]
+    try:
+        job.argv, job.payload = argv, json.dumps(fresh.payload).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise SandboxError(f"final_answer must be JSON-serializable: {exc}") from None
 
 
 def _zygote_serves(status: JailStatus) -> bool:
@@ -569,6 +603,10 @@ async def _run_job_async(job: _Job) -> VerifierOutcome:
                 return await _run_in_zygote(job, job.zygote)
             except ZygoteUnavailable as exc:  # nothing of the verifier ran: run it fresh
                 _log_fallback(exc)
+                try:
+                    _make_fresh(job)
+                except OSError as exc:
+                    raise SandboxError(f"could not prepare the verifier's run: {exc}") from exc
         start = time.perf_counter()
         try:
             process = await asyncio.create_subprocess_exec(
@@ -660,19 +698,32 @@ def _wake(ready: asyncio.Future[None]) -> None:
         ready.set_result(None)
 
 
-async def _recv(channel: socket.socket) -> tuple[bytes, int | None]:
+async def _recv(channel: socket.socket, timeout: float) -> tuple[bytes, int | None]:  # noqa: ASYNC109
     """One message from a run's channel on the loop, and the sender's pid (``SCM_CREDENTIALS``,
-    which the kernel translates into this process's PID namespace); ``b""`` at its end."""
+    which the kernel translates into this process's PID namespace); ``b""`` at its end.
+
+    Waits by a reader callback and a timer of the loop, not by a task (``asyncio.wait_for``).
+
+    Raises:
+        TimeoutError: No message within ``timeout`` seconds (none is looked for at 0 or less).
+    """
     loop = asyncio.get_running_loop()
+    if timeout <= 0:
+        raise TimeoutError
+    deadline = loop.time() + timeout
     while True:
         try:
             data, ancillary, _, _ = channel.recvmsg(4096, socket.CMSG_SPACE(_CREDENTIALS.size))
         except BlockingIOError:
+            if loop.time() >= deadline:
+                raise TimeoutError from None
             ready: asyncio.Future[None] = loop.create_future()
             loop.add_reader(channel.fileno(), _wake, ready)
+            timer = loop.call_at(deadline, _wake, ready)
             try:
                 await ready
             finally:
+                timer.cancel()
                 loop.remove_reader(channel.fileno())
             continue
         except OSError:
@@ -688,31 +739,76 @@ async def _recv(channel: socket.socket) -> tuple[bytes, int | None]:
         return data, pid
 
 
-def _read_pipe_task(fd: int, limit: int) -> asyncio.Future[_Captured]:
-    """Read a pipe's read end (this process's) to its end on the loop, capped."""
-    return asyncio.ensure_future(_read_result_capped(os.fdopen(fd, "rb", buffering=0), limit))
+class _PipeEnd:
+    """One pipe end of a zygote run, served by a callback of the loop (no task, transport or
+    stream per pipe): a read end read to its end, keeping the first ``limit`` bytes and counting
+    the rest (so the writer never blocks), or a write end fed a payload and then closed.
 
+    ``done`` is resolved at the read end's end of file (or once the payload is written, or the
+    reader is gone); :meth:`close` stops early and closes the descriptor (idempotent).
+    """
 
-async def _read_result_capped(pipe: io.RawIOBase, limit: int) -> _Captured:
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
-    try:
-        return await _read_capped(reader, limit)
-    finally:
-        transport.close()
+    def __init__(self, fd: int, *, limit: int = 0, payload: bytes | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._fd = fd
+        self._limit = limit
+        self._chunks: list[bytes] = []
+        self._kept = self._dropped = 0
+        self._payload = memoryview(payload) if payload is not None else None
+        self.done: asyncio.Future[None] = self._loop.create_future()
+        os.set_blocking(fd, False)
+        if self._payload is None:
+            self._loop.add_reader(fd, self._readable)
+        else:
+            self._writable()
+            if self._fd >= 0:
+                self._loop.add_writer(fd, self._writable)
 
+    def _readable(self) -> None:
+        try:
+            chunk = os.read(self._fd, _READ_CHUNK)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self.close(finished=True)
+            return
+        room = self._limit - self._kept
+        if room > 0:
+            self._chunks.append(chunk[:room])
+            self._kept += min(room, len(chunk))
+        self._dropped += max(0, len(chunk) - max(room, 0))
 
-async def _feed_fd(fd: int, payload: bytes) -> None:
-    """Write the job on the run's stdin pipe, then close it (the runner reads to its end)."""
-    loop = asyncio.get_running_loop()
-    pipe = os.fdopen(fd, "wb", buffering=0)
-    try:
-        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pipe)
-        writer = asyncio.StreamWriter(transport, protocol, None, loop)
-        await _feed_async(writer, payload)
-    except OSError:
-        pipe.close()
+    def _writable(self) -> None:
+        assert self._payload is not None
+        try:
+            while self._payload:
+                self._payload = self._payload[os.write(self._fd, self._payload) :]
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:  # the reader is gone (the run ended)
+            pass
+        self.close(finished=True)
+
+    def close(self, *, finished: bool = False) -> None:
+        """Stop serving the pipe and close this process's end (``finished``: at its end)."""
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            if self._payload is None:
+                self._loop.remove_reader(fd)
+            else:
+                self._loop.remove_writer(fd)
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if finished and not self.done.done():
+            self.done.set_result(None)
+
+    def captured(self) -> _Captured:
+        """What was read, if the pipe reached its end (else nothing, as for a reader cut short)."""
+        if not self.done.done():
+            return _Captured(b"", 0)
+        return _Captured(b"".join(self._chunks), self._dropped)
 
 
 def _close_run(run: Submitted) -> None:
@@ -759,7 +855,7 @@ async def _run_in_zygote(job: _Job, how: _ZygoteJob) -> VerifierOutcome:
     timed_out = False
     try:
         try:
-            message, pid = await asyncio.wait_for(_recv(run.channel), job.timeout)
+            message, pid = await _recv(run.channel, job.timeout)
         except TimeoutError:
             message, pid, timed_out = b"", None, True
     except BaseException:
@@ -785,32 +881,35 @@ async def _run_in_zygote(job: _Job, how: _ZygoteJob) -> VerifierOutcome:
         forget_broken(reason, disable=bool(message))
         raise ZygoteUnavailable(reason or "the zygote ended before the run started")
     job.close_child_fds()
-    result_file, job.result_fd = os.fdopen(job.result_fd, "rb", buffering=0), None
-    readers = [
-        _read_pipe_task(run.stdout, OUTPUT_LIMIT_BYTES),
-        _read_pipe_task(run.stderr, OUTPUT_LIMIT_BYTES),
-        asyncio.ensure_future(_read_result(result_file)),
-    ]
-    tasks: list[asyncio.Future[Any]] = list(readers)
+    result_fd, job.result_fd = job.result_fd, None
+    # Each pipe is served by a callback of the loop: no task, transport or stream reader each.
+    pipes: list[_PipeEnd] = []
     pidfd: int | None = None
     stdin: int | None = run.stdin
     returncode: int | None = None
     try:
+        for fd, limit in (
+            (run.stdout, OUTPUT_LIMIT_BYTES),
+            (run.stderr, OUTPUT_LIMIT_BYTES),
+            (result_fd, _RESULT_LIMIT_BYTES),
+        ):
+            pipes.append(_PipeEnd(fd, limit=limit))
         # The run is at its gate: its pid is pinned (a pidfd), it is confined, then let go.
         pidfd = os.pidfd_open(pid)
         _confine(job, pid)
         await asyncio.get_running_loop().sock_sendall(run.channel, b"G")
         assert stdin is not None
-        tasks.append(asyncio.ensure_future(_feed_fd(stdin, job.payload_for_zygote())))
-        stdin = None
+        fed: int = stdin
+        stdin = None  # the feeder closes it
+        pipes.append(_PipeEnd(fed, payload=job.payload_for_zygote()))
         remaining = deadline - asyncio.get_running_loop().time()
         try:
-            message, _ = await asyncio.wait_for(_recv(run.channel), max(remaining, 0.0))
+            message, _ = await _recv(run.channel, remaining)
         except TimeoutError:
             timed_out = True
             _kill_pidfd(pidfd)
             try:
-                message, _ = await asyncio.wait_for(_recv(run.channel), _DRAIN_GRACE)
+                message, _ = await _recv(run.channel, _DRAIN_GRACE)
             except TimeoutError:
                 message = b""
         if message[:1] == b"S" and message[1:].isdigit():
@@ -818,9 +917,11 @@ async def _run_in_zygote(job: _Job, how: _ZygoteJob) -> VerifierOutcome:
         _kill_pidfd(pidfd)  # after every run: whatever it left
     except BaseException:
         _kill_pidfd(pidfd)
-        for task in tasks:
-            task.cancel()
-        result_file.close()
+        for fd in (run.stdout, run.stderr, result_fd)[len(pipes) :]:  # not served yet
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        for pipe in pipes:
+            pipe.close()
         raise
     finally:
         if pidfd is not None:
@@ -829,13 +930,12 @@ async def _run_in_zygote(job: _Job, how: _ZygoteJob) -> VerifierOutcome:
             os.close(stdin)
         run.channel.close()
     elapsed_ms = (time.perf_counter() - start) * 1000.0
-    await asyncio.wait(tasks, timeout=_DRAIN_GRACE)
-    for task in tasks:
-        task.cancel()
-    result_file.close()
-    stdout, stderr, result = (
-        task.result() if task.done() and not task.cancelled() else _Captured(b"", 0) for task in readers
-    )
+    pending = [pipe.done for pipe in pipes if not pipe.done.done()]
+    if pending:
+        await asyncio.wait(pending, timeout=_DRAIN_GRACE)
+    for pipe in pipes:
+        pipe.close()
+    stdout, stderr, result = (pipe.captured() for pipe in pipes[:3])
     if returncode is None and not timed_out:
         # The zygote (or the run's middle) died mid-run: the run was killed with it.
         record = result.data if result.data and not result.dropped else b""

@@ -187,8 +187,11 @@ def _inner_paths(databases: Sequence[str], roots: tuple[str, ...]) -> list[str |
     inner: list[str | None] = []
     for path in databases:
         for index, root in enumerate(roots):
-            if path.startswith(root.rstrip("/") + "/"):
-                inner.append(f"{ZYGOTE_ROOTS}/{index}/{os.path.relpath(path, root)}")
+            prefix = root.rstrip("/") + "/"
+            if path.startswith(prefix):
+                # Both are resolved (no ``.``, ``..`` or doubled slashes): the rest is the
+                # relative path, without ``os.path.relpath``'s normalising of both.
+                inner.append(f"{ZYGOTE_ROOTS}/{index}/{path[len(prefix) :]}")
                 break
         else:
             inner.append(None)
