@@ -38,8 +38,10 @@ MAX_IDLE = 288
 With room for fewer (it was 32 instances' worth), tool calls taking turns across more instances
 than that evict each other's connections least recently used first, so nearly every call opened
 its connections afresh again exactly when the server was busiest. One descriptor each (the
-rollback journal is opened only inside a write); :func:`default_max_idle` keeps them to a part
-of the process's descriptor limit."""
+rollback journal is opened only inside a write) and up to about 0.15 MB of memory (a bundled
+database read whole: its schema and pages), so 30-45 MB at most with every slot in use, given
+back as the instances end; :func:`default_max_idle` keeps them to a part of the process's
+descriptor limit."""
 
 _FD_SHARE = 4
 """At most one in this many of the process's descriptors is held by idle connections."""
