@@ -72,7 +72,10 @@ def idempotent(
     # One request per key at a time: a retry that arrives while the first still runs waits for
     # its answer instead of running ``create`` a second time.
     with store.locks.hold(IDEMPOTENCY_KIND, record_id):
-        record = store.get(IDEMPOTENCY_KIND, record_id)
+        # ``read``, not ``get``: the lookup needs no turn at the store's one writer lock, which
+        # dozens of creates at once queue for; the named lock orders it after any earlier put of
+        # this key, which had returned (committed) before that lock was let go.
+        record = store.read(IDEMPOTENCY_KIND, record_id)
         if record is not None:
             if record.get("digest") != digest:
                 raise conflict(key)

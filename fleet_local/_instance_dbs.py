@@ -27,14 +27,39 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["MAX_IDLE", "InstanceConnections", "Kind"]
+__all__ = ["MAX_IDLE", "InstanceConnections", "Kind", "default_max_idle"]
 
 Kind = Literal["ro", "rw", "log"]
 """``current.db`` read-only or read-write, or the instance's ``action_log.db``."""
 
-MAX_IDLE = 96
-"""Idle connections kept across all instances (three per instance in use at a time: ``ro``,
-``rw`` and ``log``; 32 instances' worth)."""
+MAX_IDLE = 288
+"""Idle connections kept across all instances: three per instance in use at a time (``ro``,
+``rw`` and ``log``), 96 instances' worth, so that a trainer's 64 episodes at once keep theirs.
+With room for fewer (it was 32 instances' worth), tool calls taking turns across more instances
+than that evict each other's connections least recently used first, so nearly every call opened
+its connections afresh again exactly when the server was busiest. One descriptor each (the
+rollback journal is opened only inside a write) and up to about 0.15 MB of memory (a bundled
+database read whole: its schema and pages), so 30-45 MB at most with every slot in use, given
+back as the instances end; :func:`default_max_idle` keeps them to a part of the process's
+descriptor limit."""
+
+_FD_SHARE = 4
+"""At most one in this many of the process's descriptors is held by idle connections."""
+
+
+def default_max_idle() -> int:
+    """:data:`MAX_IDLE`, or a quarter of the process's descriptor limit when that is lower (a
+    1024-descriptor limit leaves the server's sockets and verifier pipes room)."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):  # not POSIX
+        return MAX_IDLE
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        return MAX_IDLE
+    return max(3, min(MAX_IDLE, soft // _FD_SHARE))
+
 
 _FILES: dict[Kind, str] = {"ro": "current.db", "rw": "current.db", "log": "action_log.db"}
 
@@ -60,11 +85,12 @@ class InstanceConnections:
     thread at a time (borrowed with :meth:`borrow`).
 
     Args:
-        max_idle: The most idle connections kept open across all instances.
+        max_idle: The most idle connections kept open across all instances (None:
+            :func:`default_max_idle`).
     """
 
-    def __init__(self, max_idle: int = MAX_IDLE) -> None:
-        self._max_idle = max_idle
+    def __init__(self, max_idle: int | None = None) -> None:
+        self._max_idle = default_max_idle() if max_idle is None else max_idle
         self._idle: OrderedDict[tuple[str, Kind], list[sqlite3.Connection]] = OrderedDict()
         self._count = 0
         self._lock = threading.Lock()

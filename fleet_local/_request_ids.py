@@ -79,7 +79,8 @@ def create_once(store: Store, request_id: str | None, instance_id: str, create: 
         return create()
     # One check-and-bind per id at a time (the create itself runs outside the lock).
     with store.locks.hold(REQUEST_ID_KIND, request_id):
-        bound = store.get(REQUEST_ID_KIND, request_id)
+        # ``read``: no turn at the store's writer lock (see ``_idempotency.idempotent``).
+        bound = store.read(REQUEST_ID_KIND, request_id)
         if bound is not None:
             raise DuplicateRequestError(request_id, str(bound["instance_id"]))
         store.put(REQUEST_ID_KIND, request_id, {"instance_id": instance_id, "created_at": iso()})
