@@ -70,6 +70,40 @@ class Side:
         self.process.wait()
 
 
+def alternate(
+    module: str, baseline: Path | None, rounds: int, *numbers: int
+) -> dict[str, list[dict[str, float]]]:
+    """Run ``module``'s worker on this checkout (``this``) and, given ``baseline``, on that one
+    (``baseline``), ``rounds`` times, each round in the other order (A/B, B/A, ...), so a busy
+    machine's swings land on both; prints each round's figures as they come.
+
+    Args:
+        module: The benchmark module whose ``side_worker`` answers.
+        baseline: The other checkout, or ``None`` for this one alone.
+        rounds: How many rounds.
+        numbers: What each measurement is asked (see :meth:`Side.run`).
+
+    Returns:
+        Each side's figures, one dict per round.
+    """
+    sides = {"this": Side(BENCHMARKS.parent, module)}
+    if baseline is not None:
+        sides["baseline"] = Side(baseline.resolve(), module)
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
+    try:
+        for round_ in range(rounds):
+            order = list(sides.items()) if round_ % 2 == 0 else list(reversed(sides.items()))
+            for name, side in order:
+                figures = side.run(*numbers)
+                runs[name].append(figures)
+                shown = "  ".join(f"{k} {v:.3f}" for k, v in figures.items())
+                print(f"round {round_ + 1} {name:8s}: {shown}", flush=True)
+    finally:
+        for side in sides.values():
+            side.close()
+    return runs
+
+
 def spread(ratios: list[float]) -> str:
     """``0.97x (quartiles 0.90-1.02, range 0.85-1.10``: the median ratio of A/B rounds and its
     spread (the caller closes the parenthesis, after anything it adds)."""

@@ -40,7 +40,7 @@ import httpx
 from fleet_local import LocalFleet
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _side import Side, spread
+from _side import alternate, spread
 from bench_server_cpu import _INSTANCE, Recorded, record
 
 KINDS = ("regions", "tools/call", "mcp session", "create+delete", "verify")
@@ -159,22 +159,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--baseline", type=Path, default=None)
     args = parser.parse_args()
-    here = Path(__file__).resolve().parent.parent
-    sides = {"this": Side(here, "bench_request_kinds")}
-    if args.baseline is not None:
-        sides["baseline"] = Side(args.baseline.resolve(), "bench_request_kinds")
-    runs: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
-    try:
-        for round_ in range(args.rounds):
-            order = list(sides.items()) if round_ % 2 == 0 else list(reversed(sides.items()))
-            for name, side in order:
-                figures = side.run(args.requests)
-                runs[name].append(figures)
-                shown = "  ".join(f"{k} {v:.3f}" for k, v in figures.items())
-                print(f"round {round_ + 1} {name:8s}: {shown}", flush=True)
-    finally:
-        for side in sides.values():
-            side.close()
+    runs = alternate("bench_request_kinds", args.baseline, args.rounds, args.requests)
     print("server CPU ms per request, median of the rounds" + (" (this / baseline)" if len(runs) > 1 else ""))
     for kind in KINDS:
         line = "  ".join(f"{name} {statistics.median(r[kind] for r in rs):6.3f}" for name, rs in runs.items())

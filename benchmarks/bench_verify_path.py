@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _side import Side, spread
+from _side import alternate, spread
 
 CODE = """
 def verify(env, final_answer):
@@ -86,22 +86,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--baseline", type=Path, default=None)
     args = parser.parse_args()
-    here = Path(__file__).resolve().parent.parent
-    sides = {"this": Side(here, "bench_verify_path")}
-    if args.baseline is not None:
-        sides["baseline"] = Side(args.baseline.resolve(), "bench_verify_path")
-    runs: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
-    try:
-        for round_ in range(args.rounds):
-            order = list(sides.items()) if round_ % 2 == 0 else list(reversed(sides.items()))
-            for name, side in order:
-                figures = side.run(args.runs)
-                runs[name].append(figures)
-                shown = "  ".join(f"{k} {v:.3f}" for k, v in figures.items())
-                print(f"round {round_ + 1} {name:8s}: {shown}", flush=True)
-    finally:
-        for side in sides.values():
-            side.close()
+    runs = alternate("bench_verify_path", args.baseline, args.rounds, args.runs)
     print("server CPU ms per run, median of the rounds" + (" (this / baseline)" if len(runs) > 1 else ""))
     for figure in FIGURES:
         medians = {name: statistics.median(r[figure] for r in rs) for name, rs in runs.items()}

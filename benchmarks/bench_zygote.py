@@ -37,6 +37,10 @@ from pathlib import Path
 
 from fleet_local.sandbox import _zygote, jail_status, run_sandboxed_sync
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_episodes import adopt_orphans, orphans_cpu, process_cpu
+from bench_episodes import reap_orphans as reap_adopted
+
 VERIFIER = """
 def verify(env):
     before = env.db("seed").query("SELECT count(*) FROM users", []).rows[0][0]
@@ -44,43 +48,10 @@ def verify(env):
     return 1.0 if after == before + 1 else 0.0
 """
 
-_PR_SET_CHILD_SUBREAPER = 36
-_HZ = os.sysconf("SC_CLK_TCK")
-
-
-def adopt_orphans() -> bool:
-    """Make this process the subreaper of its descendants (see the module docs)."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
-
 
 def reap_orphans() -> None:
     """Reap every exited child (adopted or not) but the zygote's ``bwrap``, which lives on."""
-    keep = _zygote.zygote_pid()
-    while True:
-        try:
-            found = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            return
-        if found is None or found.si_pid == keep:
-            return
-        os.waitpid(found.si_pid, 0)
-
-
-def children_cpu() -> float:
-    times = os.times()
-    return times.children_user + times.children_system
-
-
-def stat_cpu(pid: int) -> float:
-    """utime + stime + cutime + cstime of ``pid`` in seconds (0 once it has gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0.0
-    return sum(int(x) for x in fields[11:15]) / _HZ
+    reap_adopted(_zygote.zygote_pid())
 
 
 def zygote_tree() -> list[int]:
@@ -106,14 +77,14 @@ def zygote_tree() -> list[int]:
 
 
 def zygote_cpu() -> float:
-    return sum(stat_cpu(pid) for pid in zygote_tree())
+    return sum(process_cpu(pid) for pid in zygote_tree())
 
 
 def batch(runner: str, databases: dict[str, str], runs: int) -> tuple[float, float, float]:
     """(this process, children, zygote) CPU ms per run of ``runs`` sequential runs."""
     _zygote.set_runner(runner)
     reap_orphans()
-    own, children, zygote = time.process_time(), children_cpu(), zygote_cpu()
+    own, children, zygote = time.process_time(), orphans_cpu(), zygote_cpu()
     for _ in range(runs):
         outcome = run_sandboxed_sync(VERIFIER, databases=databases)
         if outcome.score != 1.0:
@@ -122,7 +93,7 @@ def batch(runner: str, databases: dict[str, str], runs: int) -> tuple[float, flo
     reap_orphans()
     return (
         (time.process_time() - own) / runs * 1e3,
-        (children_cpu() - children) / runs * 1e3,
+        (orphans_cpu() - children) / runs * 1e3,
         (zygote_cpu() - zygote) / runs * 1e3,
     )
 
@@ -156,10 +127,10 @@ def main() -> int:
         # Warm up both (the jail probe, the bytecode copy); the zygote's start is counted apart.
         batch("fresh", databases, 2)
         reap_orphans()
-        before_own, before_children = time.process_time(), children_cpu()
+        before_own, before_children = time.process_time(), orphans_cpu()
         _zygote.set_runner("zygote")
         run_sandboxed_sync(VERIFIER, databases=databases)
-        start = (time.process_time() - before_own + children_cpu() - before_children + zygote_cpu()) * 1e3
+        start = (time.process_time() - before_own + orphans_cpu() - before_children + zygote_cpu()) * 1e3
         print(f"zygote start (once per server process, with its first run): {start:.1f} ms CPU")
         if "Runner: zygote" not in status.summary():
             raise SystemExit("the zygote does not serve runs here: " + status.summary())
