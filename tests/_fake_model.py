@@ -87,7 +87,9 @@ class ReferenceModel(ModelHandler):
     ``give_up`` get a text reply at once (graded, failed); of a task in ``failing``, a 500 (the
     episode errors). While ``gate`` is clear, episode requests wait for it (at most 120 s), which
     holds a run in the middle; the one-token probe before a run is never held, nor are the
-    episodes of a task in ``ungated``.
+    episodes of a task in ``ungated``. With ``admitted`` set, an episode's first request takes one
+    of its permits, and once they are gone waits for ``released`` (at most 120 s): a run can then
+    finish no more episodes than the permits, however fast its episodes are.
     """
 
     steps: ClassVar[dict[str, list[dict[str, Any]]]] = {}
@@ -95,18 +97,23 @@ class ReferenceModel(ModelHandler):
     failing: ClassVar[set[str]] = set()
     ungated: ClassVar[set[str]] = set()
     gate: ClassVar[threading.Event] = threading.Event()
+    admitted: ClassVar[threading.Semaphore | None] = None
+    released: ClassVar[threading.Event] = threading.Event()
 
     def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         if not body.get("tools"):
             return 200, text_reply("OK")
         messages = body["messages"]
         prompt = next(str(m["content"]) for m in messages if m["role"] == "user")
+        turn = sum(1 for m in messages if m["role"] == "assistant")
+        admitted = type(self).admitted
+        if turn == 0 and admitted is not None and not admitted.acquire(blocking=False):
+            type(self).released.wait(timeout=120)
         if prompt not in type(self).ungated:
             type(self).gate.wait(timeout=120)
         if prompt in type(self).failing:
             return 500, {"error": {"message": "the fake model is down for this task"}}
         steps = [] if prompt in type(self).give_up else type(self).steps.get(prompt, [])
-        turn = sum(1 for m in messages if m["role"] == "assistant")
         if turn >= len(steps):
             return 200, text_reply("I am done.")
         step = steps[turn]

@@ -16,6 +16,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -57,8 +58,11 @@ def _wait_gone(pid: int, deadline: float) -> None:
 
 
 def _same(played: Outcome, stored: Outcome) -> bool:
-    """The same episode, though the run has since copied its transcript into the run directory."""
-    return played.model_dump(exclude={"transcript"}) == stored.model_dump(exclude={"transcript"})
+    """The same episode, though the run has since copied its transcript into the run directory,
+    and sent its trace upload if the kill came between storing the episode and uploading it (the
+    stored row then has no session id yet; the resumed run sends the pending upload)."""
+    exclude = {"transcript"} if stored.session_id is not None else {"transcript", "session_id"}
+    return played.model_dump(exclude=exclude) == stored.model_dump(exclude=exclude)
 
 
 def _kill_half_way(
@@ -81,7 +85,7 @@ def _kill_half_way(
         servers: list[int] = []
         try:
             while _finished(run_dir) < total // 2 and first.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.2)
+                time.sleep(0.02)
             assert first.poll() is None, "the run ended before it could be killed half way"
             before_kill()
             servers += _children(first.pid)
@@ -192,6 +196,9 @@ def test_eval_against_a_chat_endpoint_killed_half_way_resumes_with_out_dir_alone
         for task in chosen:
             flags += ["--task-key", task.task_key]
         run_dir = tmp_path / "run"
+        # At most total - 2 episodes may start: the killed run cannot have finished them all,
+        # however fast its episodes are (it once did, between two polls of the run dir).
+        handler.admitted, handler.released = threading.Semaphore(total - 2), threading.Event()
         try:
             _kill_half_way(
                 [*CLI, "eval", *flags, "--out-dir", str(run_dir)],
@@ -203,6 +210,8 @@ def test_eval_against_a_chat_endpoint_killed_half_way_resumes_with_out_dir_alone
             )
         finally:
             handler.gate.set()
+            handler.admitted = None
+            handler.released.set()
         with RunDir(run_dir) as store:
             before = {(o.task_key, o.model, o.sample): o for o in store.outcomes()}
         assert total // 2 <= len(before) < total
