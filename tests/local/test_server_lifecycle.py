@@ -76,8 +76,9 @@ def verify(env, final_answer=None):
 """
 
 
-def _start_slow_verifier(server: LocalFleet) -> set[int]:
-    """Run :data:`SLOW_VERIFIER` on ``server`` in a thread; the pids of its sandbox once it runs."""
+def post_slow_verifier(server: LocalFleet) -> None:
+    """Start running :data:`SLOW_VERIFIER` on a new instance of ``server``, in a thread (the
+    request ends when the server does, or after 90 s)."""
     headers = bearer(server)
     envs = httpx.get(f"{server.base_url}/v1/env/", headers=headers, timeout=PATIENCE).json()
     instance = httpx.post(
@@ -99,8 +100,13 @@ def _start_slow_verifier(server: LocalFleet) -> set[int]:
         with contextlib.suppress(httpx.HTTPError):
             httpx.post(f"{server.base_url}/v1/verifiers/execute", json=body, headers=headers, timeout=90)
 
-    before = descendants(server.pid or 0)
     threading.Thread(target=run, daemon=True).start()
+
+
+def _start_slow_verifier(server: LocalFleet) -> set[int]:
+    """Run :data:`SLOW_VERIFIER` on ``server`` in a thread; the pids of its sandbox once it runs."""
+    before = descendants(server.pid or 0)
+    post_slow_verifier(server)
     deadline = time.monotonic() + PATIENCE
     while not (sandbox := {p.pid for p in _procs_of(server) if b"_child.py" in p.cmdline()}):
         assert time.monotonic() < deadline, "the verifier sandbox never started"

@@ -9,22 +9,16 @@ twin of this test is ``test_server_lifecycle.py``'s.
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import threading
 import time
 from pathlib import Path
 
-import httpx
 import pytest
-from _http import bearer
 from _procs import Proc, processes
 from _waits import PATIENCE, wait_until
-from test_server_lifecycle import SLOW_VERIFIER, _procs_of, _sigkill_leaves_nothing
+from test_server_lifecycle import _procs_of, _sigkill_leaves_nothing, post_slow_verifier
 
 from fleet_local import LocalFleet
 from fleet_local.sandbox import _sandbox, jail_status
-from fleet_sdk.verifiers import bundle_sha256, bundle_verifier
 
 pytestmark = [
     pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc"),
@@ -47,29 +41,8 @@ def _zygote_run(proc: Proc) -> bool:
 
 
 def _start_slow_zygote_verifier(server: LocalFleet) -> list[Proc]:
-    """Run :data:`SLOW_VERIFIER` on ``server`` in a thread; the server's processes once it runs."""
-    headers = bearer(server)
-    envs = httpx.get(f"{server.base_url}/v1/env/", headers=headers, timeout=PATIENCE).json()
-    instance = httpx.post(
-        f"{server.base_url}/v1/env/instances",
-        json={"env_key": envs[0]["env_key"]},
-        headers=headers,
-        timeout=PATIENCE,
-    ).json()
-    body = {
-        "key": "slow-verifier",
-        "sha256": bundle_sha256(SLOW_VERIFIER),
-        "args": {"instance_id": instance["instance_id"]},
-        "function_name": "verify",
-        "timeout": 60,
-        "bundle": base64.b64encode(bundle_verifier(SLOW_VERIFIER)).decode(),
-    }
-
-    def run() -> None:
-        with contextlib.suppress(httpx.HTTPError):
-            httpx.post(f"{server.base_url}/v1/verifiers/execute", json=body, headers=headers, timeout=90)
-
-    threading.Thread(target=run, daemon=True).start()
+    """Run ``test_server_lifecycle.SLOW_VERIFIER`` on ``server``; the server's processes once it runs."""
+    post_slow_verifier(server)
     wait_until(lambda: [p for p in _procs_of(server) if _zygote_run(p)], "the zygote's run started")
     return _procs_of(server)
 
