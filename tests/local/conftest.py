@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from fleet_local import LocalFleet
+from fleet_local._store import Store
 from fleet_sdk import Fleet
 from fleet_sdk.types import env_instance as models
 
@@ -26,3 +28,13 @@ def instance(fleet: Fleet) -> Iterator[models.InstanceResponse]:
         yield created
     finally:
         fleet.api.control_plane.delete_instance(created.instance_id)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    """A store of its own in ``tmp_path``, closed afterwards."""
+    opened = Store(tmp_path / "fleet.db")
+    try:
+        yield opened
+    finally:
+        opened.close()

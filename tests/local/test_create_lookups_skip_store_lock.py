@@ -14,12 +14,10 @@ and the refusal of a reused request id. A real SQLite store.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import TypeVar
 
-import pytest
 from _waits import PATIENCE
 from pydantic import BaseModel
 
@@ -32,13 +30,6 @@ T = TypeVar("T")
 
 class Made(BaseModel):
     instance_id: str
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    store = Store(tmp_path / "fleet.db")
-    yield store
-    store.close()
 
 
 def _while_writer_busy(store: Store, work: Callable[[], T]) -> T:

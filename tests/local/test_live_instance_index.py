@@ -12,21 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from fleet_local._store import Store, _where
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    opened = Store(tmp_path / "fleet.db")
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 def _plan(store: Store, sql: str, params: list[object]) -> str:

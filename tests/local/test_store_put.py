@@ -3,21 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
 from fleet_local._store import Store
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    opened = Store(tmp_path / "fleet.db")
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 def _row(store: Store, id: str) -> tuple[str | None, float, float]:

@@ -5,21 +5,11 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from fleet_local._store import Store
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    opened = Store(tmp_path / "fleet.db")
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 def test_read_sees_every_write_that_returned(store: Store) -> None:

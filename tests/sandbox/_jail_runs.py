@@ -8,19 +8,19 @@ from typing import Any
 from fleet_local.sandbox import _sandbox
 from fleet_sdk.verifiers import VerifierOutcome
 
-__all__ = ["probes", "run_without_audit_hook"]
+__all__ = ["probes", "run_unhooked", "run_without_audit_hook", "unhooked_job"]
 
 
-def run_without_audit_hook(
+def unhooked_job(
     code: str,
     databases: dict[str, str],
     timeout: float = 20.0,
     *,
     scratch_mb: int = _sandbox.DEFAULT_SCRATCH_MB,
     scratch_root: str | os.PathLike[str] | None = None,
-) -> VerifierOutcome:
-    """Run with the OS jail only: as if the verifier had switched the audit hook off."""
-    job = _sandbox._prepare(
+) -> Any:
+    """A prepared run with the OS jail only: as if the verifier had switched the audit hook off."""
+    return _sandbox._prepare(
         code,
         databases=databases,
         final_answer=None,
@@ -32,7 +32,24 @@ def run_without_audit_hook(
         scratch_root=scratch_root,
         audit_hook=False,
     )
+
+
+def run_without_audit_hook(
+    code: str,
+    databases: dict[str, str],
+    timeout: float = 20.0,
+    *,
+    scratch_mb: int = _sandbox.DEFAULT_SCRATCH_MB,
+    scratch_root: str | os.PathLike[str] | None = None,
+) -> VerifierOutcome:
+    """Run with the OS jail only (:func:`unhooked_job`), blocking."""
+    job = unhooked_job(code, databases, timeout, scratch_mb=scratch_mb, scratch_root=scratch_root)
     return _sandbox._run_job(job)
+
+
+async def run_unhooked(code: str, databases: dict[str, str], timeout: float = 20.0) -> VerifierOutcome:
+    """As :func:`run_without_audit_hook`, on the running loop (for runs side by side)."""
+    return await _sandbox._run_job_async(unhooked_job(code, databases, timeout))
 
 
 def probes(outcome: VerifierOutcome) -> dict[str, Any]:

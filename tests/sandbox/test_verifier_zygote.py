@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _jail_runs import probes, run_without_audit_hook
+from _jail_runs import probes, run_unhooked, run_without_audit_hook
 from _procs import descendants, processes
 from _waits import PATIENCE, wait_until, wait_until_async
 
@@ -96,21 +96,6 @@ def namespaces(pid: int) -> dict[str, str]:
     return {
         kind: os.readlink(f"/proc/{pid}/ns/{kind}") for kind in ("user", "pid", "net", "mnt", "ipc", "uts")
     }
-
-
-async def run_unhooked(code: str, databases: dict[str, str], timeout: float = PATIENCE) -> VerifierOutcome:
-    """As ``run_without_audit_hook``, on the running loop (for runs side by side)."""
-    job = _sandbox._prepare(
-        code,
-        databases=databases,
-        final_answer=None,
-        function_name=None,
-        timeout=timeout,
-        memory_mb=512,
-        allow_unjailed=False,
-        audit_hook=False,
-    )
-    return await _sandbox._run_job_async(job)
 
 
 # -- what a run sees ------------------------------------------------------------------------------
@@ -266,7 +251,7 @@ async def test_runs_side_by_side_share_no_namespace(databases: dict[str, str]) -
     """Two runs at once: each has its own user, PID, network, mount, IPC and UTS namespace (none
     the zygote's either), so both bind the same abstract unix socket name, which lives in a network
     namespace; the other's scratch and /tmp files are not in either's."""
-    runs = [asyncio.create_task(run_unhooked(HOLDS, databases)) for _ in range(2)]
+    runs = [asyncio.create_task(run_unhooked(HOLDS, databases, PATIENCE)) for _ in range(2)]
     try:
         pids = await wait_until_async(lambda: two if len(two := zygote_runs()) == 2 else None, "two runs")
 
