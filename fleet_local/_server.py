@@ -8,6 +8,8 @@ and the ``ready`` line it prints once it listens.
 
 from __future__ import annotations
 
+import asyncio
+import importlib.util
 import json
 import os
 import socket
@@ -143,6 +145,19 @@ def serve(
         claim.release()
 
 
+def http_protocol() -> type[asyncio.Protocol] | str:
+    """uvicorn's ``http`` setting: httptools (C) when it is installed, with h11's bound on a
+    request's head (``_httptools_protocol``), else uvicorn's pure-Python h11 parser.
+
+    Named rather than left to uvicorn's "auto", which would take httptools without the bound.
+    """
+    if importlib.util.find_spec("httptools") is None:
+        return "h11"
+    from ._httptools_protocol import BoundedHttpToolsProtocol
+
+    return BoundedHttpToolsProtocol
+
+
 def _serve_claimed(
     settings: LocalSettings, claim: ServerClaim, *, announce: bool, ready_fields: Mapping[str, Any] | None
 ) -> None:
@@ -188,6 +203,10 @@ def _serve_claimed(
     config = uvicorn.Config(
         create_app(state),
         log_level="warning",
+        http=http_protocol(),
+        # The standard library's loop, named: uvicorn's "auto" would switch to uvloop whenever
+        # it happens to be installed.
+        loop="asyncio",
         lifespan="on",
         timeout_graceful_shutdown=5,
         access_log=False,
