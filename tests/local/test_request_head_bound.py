@@ -9,8 +9,10 @@ hold whichever parser this interpreter has to the same answers, over a bare sock
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import sys
+from typing import Any
 
 import pytest
 from _waits import PATIENCE
@@ -109,3 +111,78 @@ def test_with_httptools_the_server_parses_with_it_under_the_head_bound() -> None
 
     assert http_protocol() is BoundedHttpToolsProtocol
     assert MAX_HEAD_BYTES == HEAD_LIMIT
+
+
+# ---------------------------------------------------------------- read by read, under httptools
+# The server's own protocol on a real socket pair, fed by the test itself so that where each read
+# ends is chosen, not left to the kernel; the answers are read off the socket's other end.
+
+
+async def _ok(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    more = True
+    while more:
+        more = (await receive()).get("more_body", False)
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+    await send({"type": "http.response.body", "body": b"ok"})
+
+
+async def _fed(reads: list[bytes], answers: int) -> tuple[list[int], list[bool]]:
+    """Feed ``reads`` one ``data_received`` each to the server's httptools protocol; return the
+    statuses of up to ``answers`` responses and whether the connection was closing after each read."""
+    pytest.importorskip("httptools", reason="httptools (the server extra) is not installed here")
+    import uvicorn
+    from uvicorn.server import ServerState
+
+    from fleet_local._httptools_protocol import BoundedHttpToolsProtocol
+
+    config = uvicorn.Config(_ok, http=BoundedHttpToolsProtocol, lifespan="off", log_level="error")
+    config.load()
+    state = ServerState()
+    loop = asyncio.get_running_loop()
+    ours, theirs = socket.socketpair()
+    theirs.setblocking(False)
+    transport, protocol = await loop.connect_accepted_socket(
+        lambda: BoundedHttpToolsProtocol(config=config, server_state=state, app_state={}), ours
+    )
+    closing = []
+    for read in reads:
+        protocol.data_received(read)
+        closing.append(transport.is_closing())
+    received = b""
+    try:
+        async with asyncio.timeout(PATIENCE):
+            while received.count(b"HTTP/1.1 ") < answers or not received.endswith((b"ok", b"received.")):
+                chunk = await loop.sock_recv(theirs, 65536)
+                if not chunk:
+                    break
+                received += chunk
+    finally:
+        transport.close()
+        theirs.close()
+    statuses = [int(part.split(b" ", 1)[0]) for part in received.split(b"HTTP/1.1 ")[1:]]
+    return statuses, closing
+
+
+async def test_a_head_arriving_in_reads_is_refused_once_it_passes_16_kib_incomplete() -> None:
+    start = b"GET / HTTP/1.1\r\nHost: x\r\nX-Pad: "
+    pad = start + b"a" * (HEAD_LIMIT - len(start))  # exactly the bound: still held
+    statuses, closing = await _fed([pad[:8192], pad[8192:], b"a"], 1)
+    assert closing == [False, False, True]
+    assert statuses == [400]
+
+
+async def test_a_20_kib_head_arriving_whole_in_one_read_is_served_as_under_h11() -> None:
+    head = b"GET / HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * (20 * 1024) + b"\r\n\r\n"
+    statuses, closing = await _fed([head], 1)
+    assert (statuses, closing) == ([200], [False])
+
+
+async def test_a_read_ending_a_large_body_does_not_count_it_against_the_next_head() -> None:
+    """A pipelined read holding 60 KiB of one request's body and the first 12 KiB of the next
+    head: only the head counts (counting the whole read would refuse a valid request)."""
+    body = b"x" * (100 * 1024)
+    first = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
+    second = b"GET / HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * (14 * 1024) + b"\r\n\r\n"
+    reads = [first + body[:40960], body[40960:] + second[:12288], second[12288:]]
+    statuses, closing = await _fed(reads, 2)
+    assert (statuses, closing) == ([200, 200], [False, False, False])
