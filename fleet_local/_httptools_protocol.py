@@ -11,11 +11,13 @@ Importing this module needs ``httptools``; ``_server.py`` imports it only when i
 
 from __future__ import annotations
 
+import asyncio
 import enum
+import inspect
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-__all__ = ["MAX_HEAD_BYTES", "BoundedHttpToolsProtocol"]
+__all__ = ["MAX_HEAD_BYTES", "BoundedHttpToolsProtocol", "uvicorn_mismatches"]
 
 MAX_HEAD_BYTES = 16 * 1024
 """The most bytes of a request line and headers the server holds while they are still incomplete
@@ -23,6 +25,45 @@ MAX_HEAD_BYTES = 16 * 1024
 longer, as under h11."""
 
 _INVALID = "Invalid HTTP request received."  # uvicorn's own words for a 400, under either parser
+
+
+# What the bound hooks into: the parser calls these on the protocol it was built with (uvicorn
+# builds ``httptools.HttpRequestParser(self)``), and every read arrives through
+# ``data_received``. A uvicorn that renamed one, or read through ``BufferedProtocol``'s
+# ``buffer_updated``, would leave the subclass's counting uncalled: the bound silently gone.
+_HOOKS = (
+    "data_received",
+    "on_message_begin",
+    "on_headers_complete",
+    "on_message_complete",
+    "send_400_response",
+)
+
+
+def uvicorn_mismatches() -> list[str]:
+    """What the bound needs of uvicorn's ``HttpToolsProtocol`` and this uvicorn lacks (empty when
+    it fits): the methods it overrides or calls, plain ``data_received`` reads, and uvicorn's
+    own 400 text. ``_server.http_protocol`` falls back to h11 when this is not empty."""
+    found = [
+        f"HttpToolsProtocol.{name} is gone"
+        for name in _HOOKS
+        # uvicorn's own: asyncio.Protocol's empty data_received would not feed the parser
+        if not any(
+            name in vars(cls) for cls in HttpToolsProtocol.__mro__ if cls.__module__.startswith("uvicorn.")
+        )
+    ]
+    if issubclass(HttpToolsProtocol, asyncio.BufferedProtocol):
+        found.append("HttpToolsProtocol reads through buffer_updated, not data_received")
+    try:
+        source = inspect.getsource(HttpToolsProtocol)
+    except (OSError, TypeError):  # no source shipped (a compiled or zipped install)
+        source = None
+    if source is not None:
+        if "HttpRequestParser(self)" not in source:
+            found.append("HttpToolsProtocol no longer hands itself to httptools' parser as its callbacks")
+        if _INVALID not in source:
+            found.append(f"HttpToolsProtocol no longer answers {_INVALID!r}")
+    return found
 
 
 class _Part(enum.Enum):

@@ -106,7 +106,7 @@ def test_without_httptools_the_server_parses_with_h11(monkeypatch: pytest.Monkey
 
 
 def test_with_httptools_the_server_parses_with_it_under_the_head_bound() -> None:
-    pytest.importorskip("httptools", reason="httptools (the server extra) is not installed here")
+    # httptools comes with the server extra, which the test extra installs: no skip without it.
     from fleet_local._httptools_protocol import MAX_HEAD_BYTES, BoundedHttpToolsProtocol
 
     assert http_protocol() is BoundedHttpToolsProtocol
@@ -129,7 +129,6 @@ async def _ok(scope: dict[str, Any], receive: Any, send: Any) -> None:
 async def _fed(reads: list[bytes], answers: int) -> tuple[list[int], list[bool]]:
     """Feed ``reads`` one ``data_received`` each to the server's httptools protocol; return the
     statuses of up to ``answers`` responses and whether the connection was closing after each read."""
-    pytest.importorskip("httptools", reason="httptools (the server extra) is not installed here")
     import uvicorn
     from uvicorn.server import ServerState
 
@@ -186,3 +185,67 @@ async def test_a_read_ending_a_large_body_does_not_count_it_against_the_next_hea
     reads = [first + body[:40960], body[40960:] + second[:12288], second[12288:]]
     statuses, closing = await _fed(reads, 2)
     assert (statuses, closing) == ([200, 200], [False, False, False])
+
+
+# ---------------------------------------------------------------- the bound against uvicorn's code
+# The bound subclasses uvicorn's httptools protocol, whose internals are not a public API. These
+# fail loudly when a uvicorn upgrade moves what it hooks into, instead of leaving it uncalled.
+
+
+async def test_uvicorn_still_has_what_the_head_bound_hooks_into() -> None:
+    """If this fails after a uvicorn upgrade, the server runs h11 (and warns) until
+    ``fleet_local/_httptools_protocol.py`` is fitted to the new uvicorn."""
+    import uvicorn
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    from fleet_local._httptools_protocol import BoundedHttpToolsProtocol, _Part, uvicorn_mismatches
+
+    assert uvicorn_mismatches() == [], f"uvicorn {uvicorn.__version__}"
+    overridden = ["data_received", "on_message_begin", "on_headers_complete", "on_message_complete"]
+    assert all(name in vars(HttpToolsProtocol) for name in overridden)
+    # and the parser calls the subclass's overrides: a head's first read is counted
+    from uvicorn.server import ServerState
+
+    config = uvicorn.Config(_ok, http=BoundedHttpToolsProtocol, lifespan="off", log_level="error")
+    config.load()
+    ours, theirs = socket.socketpair()
+    transport, protocol = await asyncio.get_running_loop().connect_accepted_socket(
+        lambda: BoundedHttpToolsProtocol(config=config, server_state=ServerState(), app_state={}), ours
+    )
+    try:
+        head = b"GET / HTTP/1.1\r\nHost: x\r\nX-Pad: aaaa"
+        protocol.data_received(head)
+        assert (protocol._part, protocol._head_bytes) == (_Part.HEAD, len(head))
+    finally:
+        transport.close()
+        theirs.close()
+
+
+@pytest.mark.parametrize(
+    "hook",
+    ["data_received", "on_message_begin", "on_headers_complete", "on_message_complete", "send_400_response"],
+)
+def test_a_uvicorn_without_a_hook_of_the_bound_gets_h11_and_a_warning(
+    hook: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    monkeypatch.delattr(HttpToolsProtocol, hook)  # as a uvicorn that renamed it would be
+    with caplog.at_level("WARNING", logger="fleet_local._server"):
+        assert http_protocol() == "h11"
+    assert f"HttpToolsProtocol.{hook} is gone" in caplog.text
+
+
+def test_a_uvicorn_reading_through_buffer_updated_gets_h11(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A ``BufferedProtocol`` never calls ``data_received``: the bound would never count a read."""
+    import uvicorn.protocols.http.httptools_impl as impl
+
+    class Buffered(impl.HttpToolsProtocol, asyncio.BufferedProtocol):
+        pass
+
+    monkeypatch.setattr("fleet_local._httptools_protocol.HttpToolsProtocol", Buffered)
+    with caplog.at_level("WARNING", logger="fleet_local._server"):
+        assert http_protocol() == "h11"
+    assert "reads through buffer_updated" in caplog.text
