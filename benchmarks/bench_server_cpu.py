@@ -16,7 +16,9 @@ far less disturbed by a busy machine than wall time. The phases, in an episode's
 - ``mcp close``: every session's ``DELETE``;
 - ``delete``: ``DELETE /v1/env/instances/{id}``;
 
-and ``idle``: the server's own CPU over as long a wall time with nothing sent (timers, the
+and ``request floor``: the server's CPU per request of its cheapest keyed route (HTTP parsing,
+the middleware stack and routing; ``GET /v1/regions`` one at a time on one connection);
+``idle``: the server's own CPU over as long a wall time with nothing sent (timers, the
 reaper), per episode of the block; and ``jailed verifier``: the CPU of the jailed interpreters
 themselves. bubblewrap's inner process outlives the ``bwrap`` the server waits for, so that CPU
 reaches no ancestor's ``cutime`` (nor ``bench_episodes.py``'s server figure); this benchmark
@@ -185,6 +187,20 @@ class Replayer:
         await self.client.aclose()
 
 
+FLOOR_REQUESTS = 2000  # about 40 of the kernel's 10 ms CPU ticks per block
+
+
+async def request_floor(local: LocalFleet, client: httpx.AsyncClient) -> float:
+    """Server CPU ms per request of the cheapest keyed route (``GET /v1/regions``, sent one at a
+    time on one kept-alive connection): HTTP parsing, the middleware stack and routing."""
+    headers = {"Authorization": f"Bearer {local.api_key}"}
+    before = process_cpu(local.pid)
+    for _ in range(FLOOR_REQUESTS):
+        response = await client.get("/v1/regions", headers=headers)
+        response.raise_for_status()
+    return (process_cpu(local.pid) - before) / FLOOR_REQUESTS * 1e3
+
+
 async def idle_cpu(local: LocalFleet, seconds: float) -> float:
     """The server's CPU seconds over ``seconds`` of wall time with nothing sent."""
     before = process_cpu(local.pid)
@@ -225,6 +241,8 @@ async def side_worker() -> None:
             jailed = orphans_cpu() + zygote_cpu(local.pid) - jailed
             figures["jailed verifier"] = jailed / episodes * 1e3 if adopting else float("nan")
             figures["idle"] = await idle_cpu(local, min(wall, 5.0)) * (wall / min(wall, 5.0)) / episodes * 1e3
+            # Right after the idle window, while nothing else runs in the server.
+            figures["request floor"] = await request_floor(local, replayer.client)
             figures["episode"] = await whole(fleet, local, episodes)
             print(json.dumps(figures), flush=True)
         await replayer.aclose()
@@ -243,10 +261,12 @@ def report(runs: dict[str, list[dict[str, Any]]]) -> None:
         print(f"  {'sum (server)':15s} {total:6.2f}")
         whole = statistics.median(r["episode"] for r in rs)
         print(f"  {'episode':15s} {whole:6.2f}  (whole TaskEnv episodes: the server and its waited children)")
+        floor = statistics.median(r["request floor"] for r in rs)
+        print(f"  {'request floor':15s} {floor:6.3f}  (per GET /v1/regions, one at a time)")
     if len(runs) == 2:
         this, base = runs["this"], runs["baseline"]
         print("this / baseline, median of the rounds' ratios (range):")
-        for name in [*names, "episode"]:
+        for name in [*names, "episode", "request floor"]:
             ratios = [a[name] / b[name] for a, b in zip(this, base, strict=True) if b[name] > 0]
             if ratios:
                 print(
@@ -271,7 +291,7 @@ def main() -> None:
             for name, side in order:
                 figures = side.run(args.episodes)
                 runs[name].append(figures)
-                shown = " ".join(f"{k}={v:.1f}" for k, v in figures.items())
+                shown = " ".join(f"{k}={v:.2f}" for k, v in figures.items())
                 print(f"round {round_ + 1} {name}: {shown}", flush=True)
     finally:
         for side in sides.values():

@@ -8,7 +8,10 @@ and the ``ready`` line it prints once it listens.
 
 from __future__ import annotations
 
+import asyncio
+import importlib.util
 import json
+import logging
 import os
 import socket
 import sys
@@ -18,6 +21,8 @@ from typing import Any
 
 from ._claim import ServerClaim, claim_server
 from ._state import LocalSettings, LocalState
+
+_log = logging.getLogger(__name__)
 
 API_KEY_ENV = "FLEET_LOCAL_API_KEY"
 MODEL_API_KEY_ENV = "FLEET_LOCAL_MODEL_API_KEY"
@@ -143,6 +148,27 @@ def serve(
         claim.release()
 
 
+def http_protocol() -> type[asyncio.Protocol] | str:
+    """uvicorn's ``http`` setting: httptools (C) when it is installed, with h11's bound on a
+    request's head (``_httptools_protocol``), else uvicorn's pure-Python h11 parser.
+
+    Named rather than left to uvicorn's "auto", which would take httptools without the bound.
+    A uvicorn whose httptools protocol no longer has what the bound hooks into gets h11 and a
+    warning naming what changed: slower, never unbounded.
+    """
+    if importlib.util.find_spec("httptools") is None:
+        return "h11"
+    from ._httptools_protocol import BoundedHttpToolsProtocol, uvicorn_mismatches
+
+    if mismatches := uvicorn_mismatches():
+        _log.warning(
+            "parsing HTTP with h11: the request head bound does not fit this uvicorn (%s)",
+            "; ".join(mismatches),
+        )
+        return "h11"
+    return BoundedHttpToolsProtocol
+
+
 def _serve_claimed(
     settings: LocalSettings, claim: ServerClaim, *, announce: bool, ready_fields: Mapping[str, Any] | None
 ) -> None:
@@ -188,6 +214,10 @@ def _serve_claimed(
     config = uvicorn.Config(
         create_app(state),
         log_level="warning",
+        http=http_protocol(),
+        # The standard library's loop, named: uvicorn's "auto" would switch to uvloop whenever
+        # it happens to be installed.
+        loop="asyncio",
         lifespan="on",
         timeout_graceful_shutdown=5,
         access_log=False,
