@@ -605,6 +605,7 @@ class _InstanceSessions:
             self._own[session_id] = own
             self._own_by_instance.setdefault(own.instance_id, set()).add(session_id)
         self._state.metrics.mcp_sessions_opened.labels(own.path).inc()
+        self._state.metrics.mcp_endpoint_sessions.labels("opened").inc()
         self._arm(session_id, own, self._idle_timeout())
 
     def adopt(self, instance_id: str, package_id: str, revision: str) -> None:
@@ -1010,6 +1011,7 @@ class _InstanceMCPEndpoint:
                 if status == 202:
                     self._sessions.initialized(own.instance_id, package_id)
             own.package_id = package_id
+            self._state.metrics.mcp_endpoint_sessions.labels("handed_to_package").inc()
             return package_id
 
     async def _internal(self, scope: Scope, body: bytes) -> tuple[int | None, list[tuple[bytes, bytes]]]:
