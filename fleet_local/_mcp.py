@@ -589,11 +589,12 @@ class _InstanceSessions:
 
     def own_count(self) -> int:
         """Sessions the endpoint opened itself and the package does not hold (yet)."""
-        return sum(1 for own in list(self._own.values()) if own.package_id is None)
+        return len(self.own_ids())
 
     def own_ids(self) -> list[str]:
-        """The ids of :meth:`own_count`'s sessions."""
-        return [sid for sid, own in list(self._own.items()) if own.package_id is None]
+        """The ids of :meth:`own_count`'s sessions (any thread: the metrics page reads them)."""
+        with self._lock:
+            return [sid for sid, own in self._own.items() if own.package_id is None]
 
     def own(self, session_id: str) -> _OwnSession | None:
         """A session the endpoint opened itself, or None."""
@@ -857,7 +858,7 @@ class _InstanceMCPEndpoint:
             await Response(body, status_code=503, media_type="application/json")(scope, _no_receive, send)
             return
         session_id = uuid.uuid4().hex
-        opening = {key: value for key, value in scope.items() if key != CHECKED_BODY}
+        opening = {key: scope[key] for key in _OPENING_SCOPE if key in scope}
         own = _OwnSession(instance_id, path, SHORT_REVISION, (opening, payload))
         own.last = asyncio.get_running_loop().time()
         self._sessions.open_own(session_id, own)
@@ -889,7 +890,8 @@ class _InstanceMCPEndpoint:
                     message = _message(scope, payload)
                     revision_ok = _header(headers, b"mcp-protocol-version") in (None, own.revision)
                     if (
-                        not own.initialized
+                        own.lock is None  # a package session is not being made for it
+                        and not own.initialized
                         and message == _INITIALIZED
                         and revision_ok
                         and _json_in_and_out(headers)
@@ -912,6 +914,7 @@ class _InstanceMCPEndpoint:
                     receive = _replay(payload, receive)
                 elif (
                     method == "DELETE"
+                    and own.lock is None
                     and _header(headers, b"mcp-protocol-version") in (None, own.revision)
                     and len([k for k, _ in headers if k.lower() == _SESSION_HEADER]) == 1
                 ):
@@ -1263,6 +1266,11 @@ def _plain_id(request_id: Any) -> TypeGuard[int | str]:
     return isinstance(request_id, int | str) and not isinstance(request_id, bool)
 
 
+_OPENING_SCOPE = (
+    *("type", "asgi", "http_version", "method", "scheme", "path", "raw_path", "query_string"),
+    *("root_path", "headers", "client", "server", "path_params"),
+)
+"""What a session the endpoint opened keeps of its ``initialize`` request's scope, to replay it."""
 _OPENING_KEYS = frozenset({"protocolVersion", "capabilities", "clientInfo"})
 _INFO_KEYS = frozenset({"name", "version"})
 _INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}

@@ -270,3 +270,24 @@ async def test_sessions_end_when_idle_or_when_their_instance_ends() -> None:
 
 async def _none_open(local: LocalFleet) -> bool:
     return await open_sessions(local) == 0
+
+
+async def test_the_sdks_episode_session_never_needs_the_packages(local: LocalFleet) -> None:
+    """The SDK's session of an episode (open, tool calls, end) is the endpoint's from start to
+    end, once the server has learned its ``initialize`` answer."""
+    fleet = local.async_fleet()
+    try:
+        for episode in range(2):
+            opened = await endpoint_sessions(local, "opened")
+            handed = await endpoint_sessions(local, "handed_to_package")
+            async with await fleet.make("orderdesk") as env:
+                order = await env.call_tool("get_order", {"order_id": 1012})
+                assert isinstance(order, dict) and order["id"] == 1012
+                await env.call_tool("add_order_note", {"order_id": 1012, "body": f"episode {episode}"})
+            # The first episode of a fleet also lists the tools (``ToolLists``), which the
+            # package answers; and it may be the session the server learns from.
+            if episode:
+                assert await endpoint_sessions(local, "opened") == opened + 1
+                assert await endpoint_sessions(local, "handed_to_package") == handed
+    finally:
+        await fleet.close()
