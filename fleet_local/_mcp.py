@@ -24,6 +24,18 @@ the session's idle timer held as the package's transport holds it, without the p
 per-request transport streams and dispatcher. Anything else (another method or revision, an
 unknown tool, odd headers, a session the package is ending) goes to the package as before.
 
+A plain session on that revision (the SDK's: an ``initialize`` with exactly the protocol
+version, empty capabilities and a client name and version, JSON in and out) is opened by the
+endpoint itself once the server has seen the package answer one such ``initialize`` (whose result
+it then repeats, :meth:`_InstanceMCPEndpoint._open_own`): its ``notifications/initialized``, short
+``tools/call`` and ``DELETE`` are answered there too, with the package's status, headers and
+bodies, and its idle timeout, live-session count, session limit (``mcp`` 2.x) and end with its
+instance kept as the package keeps them. The first request on it that anything else would answer
+(``tools/list``, a ``GET`` stream, an unknown tool, other headers) makes the package's session
+behind it, by handing the package the session's own ``initialize`` (and
+``notifications/initialized``), and from then on goes there with the session id swapped both
+ways. ``fleet_local_mcp_endpoint_sessions_total`` counts both steps.
+
 An instance's sessions end with it (:class:`_InstanceSessions`): a client that never sends the
 session's ``DELETE`` (a trainer that drops its envs and leaves them to the TTL) would otherwise
 keep each one, and its server task and streams, until the idle timeout.
