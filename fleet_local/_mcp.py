@@ -1025,6 +1025,10 @@ class _InstanceMCPEndpoint:
                 )
                 if status == 202:
                     self._sessions.initialized(own.instance_id, package_id)
+            if self._sessions.own(session_id) is not own:  # ended meanwhile (its instance ended)
+                self._sessions.closed(own.instance_id, package_id)
+                await self._internal(_ending_scope(opening, package_id), b"")
+                return None
             own.package_id = package_id
             self._state.metrics.mcp_endpoint_sessions.labels("handed_to_package").inc()
             return package_id
@@ -1078,6 +1082,12 @@ class _InstanceMCPEndpoint:
             await send(message)
 
         return noting
+
+
+def _ending_scope(opening: Scope, session_id: str) -> Scope:
+    """The scope of a ``DELETE`` of a session, made from its ``initialize`` request's."""
+    headers = [(k, v) for k, v in opening.get("headers", []) if k.lower() not in _REPLACED_HEADERS]
+    return {**opening, "method": "DELETE", "headers": [*headers, (_SESSION_HEADER, session_id.encode())]}
 
 
 def _negotiated_revision(body: bytes) -> str | None:
