@@ -69,6 +69,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 import anyio
+import mcp.server.streamable_http_manager as _manager_module
 from fastapi import FastAPI
 from mcp import types
 from mcp.server.lowlevel import Server
@@ -817,12 +818,23 @@ class _InstanceMCPEndpoint:
                         result=known,
                     )
                     return
+            if self._sessions.own_count() and self._at_session_limit():  # the package counts only its own
+                await _too_many_sessions()(scope, _no_receive, send)
+                return
             await self._state.mcp_sessions.handle_request(
                 tagged, _replay(payload, receive), self._noting_session(instance_id, path, send, requested)
             )
             return
         sessionless = {**tagged, "headers": _accepting_json(tagged.get("headers", []))}
         await self._state.mcp_sessionless.handle_request(sessionless, _replay(payload, receive), send)
+
+    def _at_session_limit(self) -> bool:
+        """Whether the package's session limit (``max_sessions``) is reached, counting the sessions
+        the endpoint holds itself."""
+        manager = self._state.mcp_sessions
+        limit = getattr(manager, "max_sessions", None)
+        held = len(getattr(manager, "_server_instances", None) or {})
+        return limit is not None and held + self._sessions.own_count() >= limit
 
     def _plain_opening(self, scope: Scope, payload: bytes, message: Any) -> str | None:
         """The revision a plain ``initialize`` asks for, when the endpoint may open its session
@@ -859,15 +871,8 @@ class _InstanceMCPEndpoint:
         """Answer a plain ``initialize`` as the package answers it (its result, learned from the
         package's answer to the same request), opening a session the endpoint holds itself: no
         transport, streams or server task until a request on it needs the package's session."""
-        manager = self._state.mcp_sessions
-        limit = getattr(manager, "max_sessions", None)  # mcp 2.x: at the limit, its own 503
-        if (
-            limit is not None
-            and len(getattr(manager, "_server_instances", {})) + self._sessions.own_count() >= limit
-        ):
-            error = {"code": types.INTERNAL_ERROR, "message": "Too many open sessions"}
-            body = to_json({"jsonrpc": "2.0", "id": None, "error": error})
-            await Response(body, status_code=503, media_type="application/json")(scope, _no_receive, send)
+        if self._at_session_limit():
+            await _too_many_sessions()(scope, _no_receive, send)
             return
         session_id = uuid.uuid4().hex
         opening = {key: scope[key] for key in _OPENING_SCOPE if key in scope}
@@ -1082,6 +1087,18 @@ class _InstanceMCPEndpoint:
             await send(message)
 
         return noting
+
+
+def _too_many_sessions() -> Response:
+    """The package's answer to a session opened beyond its limit (its own, where it has one:
+    the two majors word its id differently)."""
+    package_answer = getattr(_manager_module, "_error_response", None)
+    if callable(package_answer):
+        answer: Response = package_answer("Too many open sessions", 503, types.INTERNAL_ERROR)
+        return answer
+    error = {"code": types.INTERNAL_ERROR, "message": "Too many open sessions"}
+    body = to_json({"jsonrpc": "2.0", "id": None, "error": error})
+    return Response(body, status_code=503, media_type="application/json")
 
 
 def _ending_scope(opening: Scope, session_id: str) -> Scope:

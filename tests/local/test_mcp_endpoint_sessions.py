@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,9 +23,13 @@ import pytest
 from _waits import wait_until_async
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import INTERNAL_ERROR
 from prometheus_client.parser import text_string_to_metric_families
 
 from fleet_local import LocalFleet
+from fleet_local._app import create_app
+from fleet_local._server import build_state
+from fleet_local._state import LocalSettings
 from fleet_sdk.types import env_instance as models
 
 JSON_AND_SSE = "application/json, text/event-stream"
@@ -291,3 +296,46 @@ async def test_the_sdks_episode_session_never_needs_the_packages(local: LocalFle
                 assert await endpoint_sessions(local, "handed_to_package") == handed
     finally:
         await fleet.close()
+
+
+async def test_the_session_limit_counts_the_endpoints_sessions(tmp_path: Path) -> None:
+    """The package refuses a session beyond its ``max_sessions`` with 503; the endpoint's own
+    sessions count toward it, whichever of the two would open the next one (in process, with
+    the limit lowered)."""
+    state = build_state(LocalSettings(data_dir=tmp_path, s3=False))
+    manager: Any = state.mcp_sessions
+    if getattr(manager, "max_sessions", None) is None:
+        pytest.skip("this mcp release has no session limit")
+    from mcp.server.streamable_http_manager import _error_response  # the package's own answer
+
+    refusal = _error_response("Too many open sessions", 503, INTERNAL_ERROR)
+    manager.max_sessions = 2
+    app = create_app(state)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http,
+    ):
+        created = await http.post(
+            "/v1/env/instances", json={"env_key": "orderdesk"}, headers={"authorization": "Bearer k"}
+        )
+        assert created.status_code == 200, created.text
+        url = f"/instances/{created.json()['instance_id']}/mcp"
+        await learned(http, url)
+        ours, theirs = Session(http, url, plain=True), Session(http, url, plain=False)
+        await ours.initialize()
+        await theirs.initialize()
+        for plain in (True, False):
+            refused = await http.post(url, json=_opening(plain), headers={"accept": JSON_AND_SSE})
+            assert (refused.status_code, refused.content) == (503, refusal.body)
+            assert refused.headers["content-type"] == "application/json"
+        assert (await ours.delete()).status_code == 200  # room again
+        again = Session(http, url, plain=True)
+        await again.initialize()
+        await again.delete()
+        await theirs.delete()
+
+
+def _opening(plain: bool) -> dict[str, Any]:
+    info = {"name": "t", "version": "0"} if plain else {"name": "t", "version": "0", "title": "T"}
+    params = {"protocolVersion": REVISION, "capabilities": {}, "clientInfo": info}
+    return {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
