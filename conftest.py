@@ -54,6 +54,7 @@ SLOW = (
     "contracts/test_public_sdk_wire.py",
     "contracts/test_schemathesis.py",
     "tests/local/test_local_fleet_settings.py",
+    "tests/local/test_mcp_endpoint_sessions.py::test_sessions_end_when_idle_or_when_their_instance_ends",
     "tests/local/test_verifiers_without_the_jail.py",
     "tests/local/test_instance_resources.py::test_no_cdp_resource_without_chromium",
     "tests/local/test_hostile_input.py::test_runs_beyond_the_concurrency_cap_wait_then_get_503_with_retry_after",

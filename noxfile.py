@@ -58,6 +58,7 @@ MCP_TESTS = (
     "tests/test_tool_shapes.py",
     "tests/local/test_mcp.py",
     "tests/local/test_mcp_short_calls.py",
+    "tests/local/test_mcp_endpoint_sessions.py",
     "tests/e2e/test_mcp_session_reuse.py",
     "tests/e2e/test_mcp_tool_retries.py",
     # The benchmark's ClientSession transport (benchmarks/_pool_transport.py) on both majors.

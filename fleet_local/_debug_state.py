@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _instances
 from ._lease_book import LEASE_KIND, LIVE_STATUSES
+from ._mcp import endpoint_sessions
 from ._records import LeaseRecord
 from ._store import Records
 
@@ -22,7 +23,8 @@ __all__ = ["live_objects"]
 def _sessions(manager: Any) -> list[str]:
     # The MCP session manager keeps its open sessions in a private dict (mcp 1.x and 2.x alike);
     # a version without it shows none rather than failing the route.
-    return sorted(getattr(manager, "_server_instances", {}) or {})
+    # The instance endpoint's own sessions (``_mcp.endpoint_sessions``) count as open too.
+    return sorted([*(getattr(manager, "_server_instances", {}) or {}), *endpoint_sessions(manager)])
 
 
 def live_objects(state: LocalState) -> dict[str, list[str]]:

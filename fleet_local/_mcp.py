@@ -24,6 +24,18 @@ the session's idle timer held as the package's transport holds it, without the p
 per-request transport streams and dispatcher. Anything else (another method or revision, an
 unknown tool, odd headers, a session the package is ending) goes to the package as before.
 
+A plain session on that revision (the SDK's: an ``initialize`` with exactly the protocol
+version, empty capabilities and a client name and version, JSON in and out) is opened by the
+endpoint itself once the server has seen the package answer one such ``initialize`` (whose result
+it then repeats, :meth:`_InstanceMCPEndpoint._open_own`): its ``notifications/initialized``, short
+``tools/call`` and ``DELETE`` are answered there too, with the package's status, headers and
+bodies, and its idle timeout, live-session count, session limit (``mcp`` 2.x) and end with its
+instance kept as the package keeps them. The first request on it that anything else would answer
+(``tools/list``, a ``GET`` stream, an unknown tool, other headers) makes the package's session
+behind it, by handing the package the session's own ``initialize`` (and
+``notifications/initialized``), and from then on goes there with the session id swapped both
+ways. ``fleet_local_mcp_endpoint_sessions_total`` counts both steps.
+
 An instance's sessions end with it (:class:`_InstanceSessions`): a client that never sends the
 session's ``DELETE`` (a trainer that drops its envs and leaves them to the TTL) would otherwise
 keep each one, and its server task and streams, until the idle timeout.
@@ -50,12 +62,14 @@ import logging
 import math
 import os
 import threading
+import uuid
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import anyio
+import mcp.server.streamable_http_manager as _manager_module
 from fastapi import FastAPI
 from mcp import types
 from mcp.server.lowlevel import Server
@@ -461,6 +475,48 @@ def _opens_session(message: Any) -> bool:
 _SESSION_HEADER = b"mcp-session-id"
 
 
+@dataclass(eq=False)
+class _OwnSession:
+    """A session the endpoint opened itself (:meth:`_InstanceMCPEndpoint._open_own`).
+
+    Attributes:
+        instance_id: Its instance.
+        path: The endpoint it was opened on (``mcp`` or ``api/v1/mcp``), the metric's label.
+        revision: The revision negotiated (:data:`SHORT_REVISION`).
+        opening: The ``initialize`` request's scope and body, replayed to the package when a
+            request needs the package's session (:meth:`_InstanceMCPEndpoint._materialize`).
+        initialized: Its ``notifications/initialized`` was accepted.
+        package_id: The package's session standing behind it, once one was needed.
+        in_flight: Requests on it being answered (no idle countdown meanwhile).
+        last: When its last request was answered (the loop's clock).
+    """
+
+    instance_id: str
+    path: str
+    revision: str
+    opening: tuple[Scope, bytes]
+    initialized: bool = False
+    package_id: str | None = None
+    in_flight: int = 0
+    last: float = 0.0
+    timer: asyncio.TimerHandle | None = None
+    lock: asyncio.Lock | None = None
+
+
+_ENDPOINT_SESSIONS: weakref.WeakKeyDictionary[Any, _InstanceSessions] = weakref.WeakKeyDictionary()
+
+
+def endpoint_sessions(manager: Any) -> list[str]:
+    """The ids of the sessions the instance endpoint opened itself on ``manager``'s behalf that
+    the manager does not hold (the debug route and the live-session gauge add them to its own).
+
+    Args:
+        manager: A session manager (``state.mcp_sessions``; any other has none).
+    """
+    sessions = _ENDPOINT_SESSIONS.get(manager) if manager is not None else None
+    return sessions.own_ids() if sessions is not None else []
+
+
 class _InstanceSessions:
     """The stateful MCP sessions open on each instance, ended when the instance ends.
 
@@ -482,6 +538,10 @@ class _InstanceSessions:
         self._negotiated: dict[str, str] = {}  # the same, between ``initialize`` and ``initialized``
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ending: set[asyncio.Task[None]] = set()
+        self._own: dict[str, _OwnSession] = {}  # sessions the endpoint opened itself, by id
+        self._own_by_instance: dict[str, set[str]] = {}
+        self._answers: dict[str, Any] = {}  # the package's ``initialize`` result, by revision asked
+        _ENDPOINT_SESSIONS[state.mcp_sessions] = self
 
     def seen_on(self, loop: asyncio.AbstractEventLoop) -> None:
         """Remember the loop the sessions run on (the endpoint's, on its first request)."""
@@ -523,7 +583,101 @@ class _InstanceSessions:
 
     def __len__(self) -> int:
         with self._lock:
-            return len(self._by_instance)
+            return len(self._by_instance.keys() | self._own_by_instance.keys())
+
+    def learn(self, requested: str, body: bytes) -> None:
+        """Keep the result of the package's answer to a plain ``initialize`` asking for revision
+        ``requested`` (the same for every session of this server), when it agreed to it."""
+        try:
+            message = json.loads(body)
+        except ValueError:
+            return
+        result = message.get("result") if isinstance(message, dict) else None
+        if isinstance(result, dict) and result.get("protocolVersion") == requested:
+            self._answers[requested] = result
+
+    def answer_for(self, requested: str) -> Any:
+        """The package's ``initialize`` result for revision ``requested``, once learned, or None."""
+        return self._answers.get(requested)
+
+    def own_count(self) -> int:
+        """Sessions the endpoint opened itself and the package does not hold (yet)."""
+        return len(self.own_ids())
+
+    def own_ids(self) -> list[str]:
+        """The ids of :meth:`own_count`'s sessions (any thread: the metrics page reads them)."""
+        with self._lock:
+            return [sid for sid, own in self._own.items() if own.package_id is None]
+
+    def own(self, session_id: str) -> _OwnSession | None:
+        """A session the endpoint opened itself, or None."""
+        return self._own.get(session_id)
+
+    def open_own(self, session_id: str, own: _OwnSession) -> None:
+        """Note a session the endpoint opened itself, and start its idle timer (on the loop)."""
+        with self._lock:
+            self._own[session_id] = own
+            self._own_by_instance.setdefault(own.instance_id, set()).add(session_id)
+        self._state.metrics.mcp_sessions_opened.labels(own.path).inc()
+        self._state.metrics.mcp_endpoint_sessions.labels("opened").inc()
+        self._arm(session_id, own, self._idle_timeout())
+
+    def adopt(self, instance_id: str, package_id: str, revision: str) -> None:
+        """Note the package's session that now stands behind one the endpoint opened (it ends
+        with the instance as any other; not counted as opened again)."""
+        with self._lock:
+            self._by_instance.setdefault(instance_id, set()).add(package_id)
+            self._negotiated[package_id] = revision
+
+    def drop_own(self, session_id: str) -> None:
+        """Forget a session the endpoint opened (ended by its client, its idle time or its
+        instance); on the loop's thread."""
+        with self._lock:
+            own = self._own.pop(session_id, None)
+            if own is None:
+                return
+            sessions = self._own_by_instance.get(own.instance_id)
+            if sessions is not None:
+                sessions.discard(session_id)
+                if not sessions:
+                    del self._own_by_instance[own.instance_id]
+        if own.timer is not None:
+            own.timer.cancel()
+            own.timer = None
+
+    def _idle_timeout(self) -> float | None:
+        timeout = self._state.settings.mcp_session_idle_timeout
+        return float(timeout) if timeout is not None and math.isfinite(timeout) and timeout > 0 else None
+
+    def _arm(self, session_id: str, own: _OwnSession, delay: float | None) -> None:
+        if delay is None:
+            return
+        loop = asyncio.get_running_loop()
+        own.timer = loop.call_later(delay, self._expire, session_id)
+
+    def _expire(self, session_id: str) -> None:
+        """The idle timer of a session the endpoint opened: ends it once no request was in
+        flight for the idle timeout (as the package's transport does), or, once the package
+        holds it, forgets it when the package ended it."""
+        own = self._own.get(session_id)
+        timeout = self._idle_timeout()
+        if own is None or timeout is None:
+            return
+        own.timer = None
+        if own.package_id is not None:
+            if own.package_id not in (getattr(self._state.mcp_sessions, "_server_instances", None) or {}):
+                self.drop_own(session_id)
+            else:
+                self._arm(session_id, own, timeout)
+            return
+        if own.in_flight:
+            self._arm(session_id, own, timeout)
+            return
+        remaining = own.last + timeout - asyncio.get_running_loop().time()
+        if remaining <= 0:
+            self.drop_own(session_id)
+        else:
+            self._arm(session_id, own, remaining)
 
     def end(self, instance_id: str) -> None:
         """End the sessions still open on an instance that ended (any thread)."""
@@ -532,12 +686,20 @@ class _InstanceSessions:
             for session_id in sessions or ():
                 self._revisions.pop(session_id, None)
                 self._negotiated.pop(session_id, None)
+            own = set(self._own_by_instance.get(instance_id, ()))
         loop = self._loop
-        if not sessions or loop is None or loop.is_closed():
+        if (not sessions and not own) or loop is None or loop.is_closed():
             return
         path = MCP_PATHS[0].format(instance_id=instance_id)
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: so did the sessions
-            loop.call_soon_threadsafe(self._spawn, path, sessions)
+            if own:
+                loop.call_soon_threadsafe(self._drop_all, own)
+            if sessions:
+                loop.call_soon_threadsafe(self._spawn, path, sessions)
+
+    def _drop_all(self, session_ids: set[str]) -> None:
+        for session_id in session_ids:
+            self.drop_own(session_id)
 
     def _spawn(self, path: str, sessions: set[str]) -> None:
         for session_id in sessions:
@@ -594,6 +756,26 @@ class _InstanceMCPEndpoint:
         self._sessions.seen_on(asyncio.get_running_loop())
         headers = scope.get("headers", [])
         session_id = next((v.decode("latin-1") for k, v in headers if k.lower() == _SESSION_HEADER), None)
+        if session_id is not None:
+            own = self._sessions.own(session_id)
+            if own is not None and own.instance_id == instance_id:
+                await self._serve_own(
+                    scope, receive, send, instance_id=instance_id, env=env, session_id=session_id, own=own
+                )
+                return
+        await self._serve(scope, receive, send, instance_id=instance_id, env=env, session_id=session_id)
+
+    async def _serve(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        *,
+        instance_id: str,
+        env: EnvironmentDefinition,
+        session_id: str | None,
+    ) -> None:
+        """Serve a request of a live instance that is not on a session the endpoint opened."""
         if scope.get("method") == "POST" and session_id is not None:
             payload = await _read_body(receive)  # bounded by the server's body limit (RequestGate)
             message = _message(scope, payload)
@@ -619,18 +801,261 @@ class _InstanceMCPEndpoint:
             await self._state.mcp_sessions.handle_request(tagged, receive, send)
             return
         payload = await _read_body(receive)  # bounded by the server's body limit (RequestGate)
-        if _opens_session(_message(scope, payload)):
+        message = _message(scope, payload)
+        if _opens_session(message):
             path = "api/v1/mcp" if "/api/v1/mcp" in str(scope.get("path", "")) else "mcp"
+            requested = self._plain_opening(scope, payload, message)
+            if requested is not None:
+                known = self._sessions.answer_for(requested)
+                if known is not None:
+                    await self._open_own(
+                        scope,
+                        send,
+                        instance_id=instance_id,
+                        path=path,
+                        payload=payload,
+                        message=message,
+                        result=known,
+                    )
+                    return
+            if self._sessions.own_count() and self._at_session_limit():  # the package counts only its own
+                await _too_many_sessions()(scope, _no_receive, send)
+                return
             await self._state.mcp_sessions.handle_request(
-                tagged, _replay(payload, receive), self._noting_session(instance_id, path, send)
+                tagged, _replay(payload, receive), self._noting_session(instance_id, path, send, requested)
             )
             return
         sessionless = {**tagged, "headers": _accepting_json(tagged.get("headers", []))}
         await self._state.mcp_sessionless.handle_request(sessionless, _replay(payload, receive), send)
 
-    def _noting_session(self, instance_id: str, path: str, send: Send) -> Send:
+    def _at_session_limit(self) -> bool:
+        """Whether the package's session limit (``max_sessions``) is reached, counting the sessions
+        the endpoint holds itself."""
+        manager = self._state.mcp_sessions
+        limit = getattr(manager, "max_sessions", None)
+        held = len(getattr(manager, "_server_instances", None) or {})
+        return limit is not None and held + self._sessions.own_count() >= limit
+
+    def _plain_opening(self, scope: Scope, payload: bytes, message: Any) -> str | None:
+        """The revision a plain ``initialize`` asks for, when the endpoint may open its session
+        itself (see :meth:`_open_own`); else None."""
+        if len(payload) > _SHORT_MAX_BODY or scope.get("user") is not None or not _package_plain(self._state):
+            return None
+        headers = scope.get("headers", [])
+        if _header(headers, b"mcp-protocol-version") is not None or not _json_in_and_out(headers):
+            return None
+        if not isinstance(message, dict) or message.keys() != _CALL_KEYS or message.get("jsonrpc") != "2.0":
+            return None
+        request_id, params = message.get("id"), message.get("params")
+        if message.get("method") != "initialize" or not _plain_id(request_id) or not isinstance(params, dict):
+            return None
+        info = params.get("clientInfo")
+        if params.keys() != _OPENING_KEYS or params.get("capabilities") != {} or not isinstance(info, dict):
+            return None
+        if info.keys() != _INFO_KEYS or not all(isinstance(value, str) for value in info.values()):
+            return None
+        revision = params.get("protocolVersion")
+        return revision if revision == SHORT_REVISION else None
+
+    async def _open_own(
+        self,
+        scope: Scope,
+        send: Send,
+        *,
+        instance_id: str,
+        path: str,
+        payload: bytes,
+        message: dict[str, Any],
+        result: Any,
+    ) -> None:
+        """Answer a plain ``initialize`` as the package answers it (its result, learned from the
+        package's answer to the same request), opening a session the endpoint holds itself: no
+        transport, streams or server task until a request on it needs the package's session."""
+        if self._at_session_limit():
+            await _too_many_sessions()(scope, _no_receive, send)
+            return
+        session_id = uuid.uuid4().hex
+        opening = {key: scope[key] for key in _OPENING_SCOPE if key in scope}
+        own = _OwnSession(instance_id, path, SHORT_REVISION, (opening, payload))
+        own.last = asyncio.get_running_loop().time()
+        self._sessions.open_own(session_id, own)
+        body = to_json({"jsonrpc": "2.0", "id": message["id"], "result": result})
+        await _json_answer(body, 200, session_id)(scope, _no_receive, send)
+
+    async def _serve_own(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        *,
+        instance_id: str,
+        env: EnvironmentDefinition,
+        session_id: str,
+        own: _OwnSession,
+    ) -> None:
+        """Serve a request on a session the endpoint opened: its ``notifications/initialized``,
+        short ``tools/call`` and ``DELETE`` here, anything else by the package's session standing
+        behind it (made on first need), the session id translated both ways."""
+        loop = asyncio.get_running_loop()
+        own.in_flight += 1
+        try:
+            if own.package_id is None:
+                method = scope.get("method")
+                headers = scope.get("headers", [])
+                if method == "POST":
+                    payload = await _read_body(receive)  # bounded by the server's body limit
+                    message = _message(scope, payload)
+                    revision_ok = _header(headers, b"mcp-protocol-version") in (None, own.revision)
+                    if (
+                        own.lock is None  # a package session is not being made for it
+                        and not own.initialized
+                        and message == _INITIALIZED
+                        and revision_ok
+                        and _json_in_and_out(headers)
+                        and len([k for k, _ in headers if k.lower() == _SESSION_HEADER]) == 1
+                    ):
+                        own.initialized = True
+                        await _json_answer(None, 202, session_id)(scope, _no_receive, send)
+                        return
+                    if own.initialized and await self._short.answer(
+                        scope,
+                        instance_id=instance_id,
+                        env=env,
+                        session_id=session_id,
+                        payload=payload,
+                        message=message,
+                        send=send,
+                        own=own,
+                    ):
+                        return
+                    receive = _replay(payload, receive)
+                elif (
+                    method == "DELETE"
+                    and own.lock is None
+                    and _header(headers, b"mcp-protocol-version") in (None, own.revision)
+                    and len([k for k, _ in headers if k.lower() == _SESSION_HEADER]) == 1
+                ):
+                    self._sessions.drop_own(session_id)
+                    await _json_answer(None, 200, session_id)(scope, _no_receive, send)
+                    return
+                if await self._materialize(session_id, own) is None:
+                    # The package could not open it (its session limit): the session is gone,
+                    # and the package answers its id as it answers any unknown one (404).
+                    self._sessions.drop_own(session_id)
+                    await self._serve(
+                        scope, receive, send, instance_id=instance_id, env=env, session_id=session_id
+                    )
+                    return
+            package_id = own.package_id
+            assert package_id is not None
+            status = await self._forward(
+                scope,
+                receive,
+                send,
+                instance_id=instance_id,
+                env=env,
+                session_id=session_id,
+                package_id=package_id,
+            )
+            if status == 404 or (scope.get("method") == "DELETE" and status is not None and status < 300):
+                self._sessions.drop_own(session_id)
+        finally:
+            own.in_flight -= 1
+            own.last = loop.time()
+
+    async def _forward(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        *,
+        instance_id: str,
+        env: EnvironmentDefinition,
+        session_id: str,
+        package_id: str,
+    ) -> int | None:
+        """Serve a request on the package's session ``package_id`` standing behind the
+        endpoint's ``session_id``: the id swapped in the request and back in the answer.
+        Returns the answer's status."""
+        ours, theirs = session_id.encode("latin-1"), package_id.encode("latin-1")
+        headers = [(k, theirs if k.lower() == _SESSION_HEADER else v) for k, v in scope.get("headers", [])]
+        status: int | None = None
+
+        async def swapping(message: Any) -> None:
+            nonlocal status
+            if message.get("type") == "http.response.start":
+                status = message.get("status")
+                swapped = [
+                    (k, ours if k.lower() == _SESSION_HEADER and v == theirs else v)
+                    for k, v in message.get("headers", [])
+                ]
+                message = {**message, "headers": swapped}
+            await send(message)
+
+        await self._serve(
+            {**scope, "headers": headers},
+            receive,
+            swapping,
+            instance_id=instance_id,
+            env=env,
+            session_id=package_id,
+        )
+        return status
+
+    async def _materialize(self, session_id: str, own: _OwnSession) -> str | None:
+        """The package's session standing behind ``own``, opened on first need by replaying its
+        ``initialize`` (and ``notifications/initialized``, when the client sent it) to the
+        package; None when the package refused."""
+        if own.lock is None:
+            own.lock = asyncio.Lock()
+        async with own.lock:
+            if own.package_id is not None or self._sessions.own(session_id) is not own:
+                return own.package_id
+            opening, payload = own.opening
+            status, answer = await self._internal({**opening, _SCOPE_KEY: own.instance_id}, payload)
+            package_id = next((v.decode("latin-1") for k, v in answer if k.lower() == _SESSION_HEADER), None)
+            if status is None or status >= 400 or package_id is None:
+                return None
+            self._sessions.adopt(own.instance_id, package_id, own.revision)
+            if own.initialized:
+                headers = [
+                    (k, v) for k, v in opening.get("headers", []) if k.lower() not in _REPLACED_HEADERS
+                ] + [
+                    (_SESSION_HEADER, package_id.encode("latin-1")),
+                    (b"mcp-protocol-version", own.revision.encode()),
+                    (b"content-length", str(len(_INITIALIZED_BODY)).encode()),
+                ]
+                status, _ = await self._internal(
+                    {**opening, "headers": headers, _SCOPE_KEY: own.instance_id}, _INITIALIZED_BODY
+                )
+                if status == 202:
+                    self._sessions.initialized(own.instance_id, package_id)
+            if self._sessions.own(session_id) is not own:  # ended meanwhile (its instance ended)
+                self._sessions.closed(own.instance_id, package_id)
+                await self._internal(_ending_scope(opening, package_id), b"")
+                return None
+            own.package_id = package_id
+            self._state.metrics.mcp_endpoint_sessions.labels("handed_to_package").inc()
+            return package_id
+
+    async def _internal(self, scope: Scope, body: bytes) -> tuple[int | None, list[tuple[bytes, bytes]]]:
+        """Hand the session manager one request made here; its status and headers."""
+        answer: dict[str, Any] = {}
+
+        async def receive() -> Any:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: Any) -> None:
+            if message.get("type") == "http.response.start":
+                answer.update(message)
+
+        await self._state.mcp_sessions.handle_request(scope, receive, send)
+        return answer.get("status"), list(answer.get("headers", []))
+
+    def _noting_session(self, instance_id: str, path: str, send: Send, requested: str | None = None) -> Send:
         """``send``, noting the session id a successful ``initialize`` answers with, and the
-        revision its JSON answer negotiated."""
+        revision its JSON answer negotiated; and the answer's result, when ``requested`` (the
+        revision of a plain ``initialize``, :meth:`_plain_opening`) is set."""
         opened: str | None = None
         body: list[bytes] = []
 
@@ -647,6 +1072,8 @@ class _InstanceMCPEndpoint:
                     revision = _negotiated_revision(b"".join(body))
                     if revision is not None:
                         self._sessions.negotiated(opened, revision)
+                    if requested is not None:
+                        self._sessions.learn(requested, b"".join(body))
             await send(message)
 
         return noting
@@ -660,6 +1087,24 @@ class _InstanceMCPEndpoint:
             await send(message)
 
         return noting
+
+
+def _too_many_sessions() -> Response:
+    """The package's answer to a session opened beyond its limit (its own, where it has one:
+    the two majors word its id differently)."""
+    package_answer = getattr(_manager_module, "_error_response", None)
+    if callable(package_answer):
+        answer: Response = package_answer("Too many open sessions", 503, types.INTERNAL_ERROR)
+        return answer
+    error = {"code": types.INTERNAL_ERROR, "message": "Too many open sessions"}
+    body = to_json({"jsonrpc": "2.0", "id": None, "error": error})
+    return Response(body, status_code=503, media_type="application/json")
+
+
+def _ending_scope(opening: Scope, session_id: str) -> Scope:
+    """The scope of a ``DELETE`` of a session, made from its ``initialize`` request's."""
+    headers = [(k, v) for k, v in opening.get("headers", []) if k.lower() not in _REPLACED_HEADERS]
+    return {**opening, "method": "DELETE", "headers": [*headers, (_SESSION_HEADER, session_id.encode())]}
 
 
 def _negotiated_revision(body: bytes) -> str | None:
@@ -718,9 +1163,7 @@ class _ShortCalls:
         """The package's transport of an open session that may be answered here, or None."""
         manager = self._state.mcp_sessions
         transports = getattr(manager, "_server_instances", None)
-        if not isinstance(transports, dict) or getattr(manager, "security_settings", None) is not None:
-            return None
-        if getattr(getattr(manager, "app", None), "cache_hints", None):  # results the package would amend
+        if not isinstance(transports, dict) or not _package_plain(self._state):
             return None
         if scope.get("user") is not None:  # sessions tied to a credential: the package checks it
             return None
@@ -746,6 +1189,7 @@ class _ShortCalls:
         payload: bytes,
         message: Any,
         send: Send,
+        own: _OwnSession | None = None,
     ) -> bool:
         """Answer the request and return True, or return False having sent nothing.
 
@@ -757,15 +1201,14 @@ class _ShortCalls:
             payload: Its body.
             message: The body's JSON value (:func:`_message`).
             send: Where the answer goes.
+            own: The session, when the endpoint opened it itself (its caller holds its idle
+                timer; the package holds no transport for it).
         """
-        if self._sessions.revision(session_id) != SHORT_REVISION or len(payload) > _SHORT_MAX_BODY:
+        revision = own.revision if own is not None else self._sessions.revision(session_id)
+        if revision != SHORT_REVISION or len(payload) > _SHORT_MAX_BODY:
             return False
         headers = scope.get("headers", [])
-        if _header(headers, b"mcp-protocol-version") != SHORT_REVISION:
-            return False
-        if _media_types(_header(headers, b"content-type"))[:1] != ["application/json"]:
-            return False
-        if "application/json" not in _media_types(_header(headers, b"accept")):
+        if _header(headers, b"mcp-protocol-version") != SHORT_REVISION or not _json_in_and_out(headers):
             return False
         call = _tool_call(message)
         if call is None:
@@ -773,6 +1216,18 @@ class _ShortCalls:
         request_id, name, arguments = call
         if not any(tool.name == name for tool in env.tools):
             return False  # the package answers an unknown tool (JSON-RPC -32602)
+        if own is not None:
+            await self._respond(
+                scope,
+                instance_id=instance_id,
+                env=env,
+                session_id=session_id,
+                request_id=request_id,
+                name=name,
+                arguments=arguments,
+                send=send,
+            )
+            return True
         transport = self._transport(scope, session_id)
         if transport is None:
             return False
@@ -783,25 +1238,83 @@ class _ShortCalls:
         if idle is not None:
             idle.deadline = math.inf
         try:
-            called = await call_tool_result(self._state, instance_id, name, arguments, env=env)
-            result = called.model_dump(by_alias=True, mode="json", exclude_none=True)
-            if _shape_for_revision is not None:  # as the package's server shapes it (mcp 2.x)
-                result = _shape_for_revision("tools/call", SHORT_REVISION, result)
-            # ``JSONRPCResponse(jsonrpc, id, result).model_dump_json(exclude_unset=True)`` as the
-            # package writes it, by the same serializer, without building the model.
-            body = to_json({"jsonrpc": "2.0", "id": request_id, "result": result})
-            response = Response(
-                body,
-                status_code=200,
-                headers={"Content-Type": "application/json", "mcp-session-id": session_id},
+            await self._respond(
+                scope,
+                instance_id=instance_id,
+                env=env,
+                session_id=session_id,
+                request_id=request_id,
+                name=name,
+                arguments=arguments,
+                send=send,
             )
-            await response(scope, _no_receive, send)
         finally:
             transport._requests_in_flight -= 1
             if idle is not None and not transport._requests_in_flight:
                 idle.deadline = anyio.current_time() + transport._idle_timeout
-        self._state.metrics.mcp_short_calls.inc()
         return True
+
+    async def _respond(
+        self,
+        scope: Scope,
+        *,
+        instance_id: str,
+        env: EnvironmentDefinition,
+        session_id: str,
+        request_id: int | str,
+        name: str,
+        arguments: dict[str, Any] | None,
+        send: Send,
+    ) -> None:
+        called = await call_tool_result(self._state, instance_id, name, arguments, env=env)
+        result = called.model_dump(by_alias=True, mode="json", exclude_none=True)
+        if _shape_for_revision is not None:  # as the package's server shapes it (mcp 2.x)
+            result = _shape_for_revision("tools/call", SHORT_REVISION, result)
+        # ``JSONRPCResponse(jsonrpc, id, result).model_dump_json(exclude_unset=True)`` as the
+        # package writes it, by the same serializer, without building the model.
+        body = to_json({"jsonrpc": "2.0", "id": request_id, "result": result})
+        await _json_answer(body, 200, session_id)(scope, _no_receive, send)
+        self._state.metrics.mcp_short_calls.inc()
+
+
+def _json_answer(body: bytes | None, status: int, session_id: str) -> Response:
+    """An answer of a session's transport as the package writes it (``Content-Type`` and the
+    session id; no body for a notification's 202 or a ``DELETE``'s 200)."""
+    return Response(
+        body, status_code=status, headers={"Content-Type": "application/json", "mcp-session-id": session_id}
+    )
+
+
+def _package_plain(state: LocalState) -> bool:
+    """Whether the instance session manager answers as the endpoint does where it answers in
+    its place: no transport security checks, no results it would amend."""
+    manager = state.mcp_sessions
+    if getattr(manager, "security_settings", None) is not None:
+        return False
+    return not getattr(getattr(manager, "app", None), "cache_hints", None)
+
+
+def _json_in_and_out(headers: list[tuple[bytes, bytes]]) -> bool:
+    """A JSON body (``Content-Type``) whose answer may be JSON (``Accept``)."""
+    if _media_types(_header(headers, b"content-type"))[:1] != ["application/json"]:
+        return False
+    return "application/json" in _media_types(_header(headers, b"accept"))
+
+
+def _plain_id(request_id: Any) -> TypeGuard[int | str]:
+    return isinstance(request_id, int | str) and not isinstance(request_id, bool)
+
+
+_OPENING_SCOPE = (
+    *("type", "asgi", "http_version", "method", "scheme", "path", "raw_path", "query_string"),
+    *("root_path", "headers", "client", "server", "path_params"),
+)
+"""What a session the endpoint opened keeps of its ``initialize`` request's scope, to replay it."""
+_OPENING_KEYS = frozenset({"protocolVersion", "capabilities", "clientInfo"})
+_INFO_KEYS = frozenset({"name", "version"})
+_INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+_INITIALIZED_BODY = json.dumps(_INITIALIZED).encode()
+_REPLACED_HEADERS = frozenset({b"content-length", _SESSION_HEADER, b"mcp-protocol-version"})
 
 
 async def _no_receive() -> Any:
@@ -828,7 +1341,7 @@ def _tool_call(message: Any) -> tuple[int | str, str, dict[str, Any] | None] | N
     request_id, params = message.get("id"), message.get("params")
     if message.get("jsonrpc") != "2.0" or message.get("method") != "tools/call":
         return None
-    if not isinstance(request_id, int | str) or isinstance(request_id, bool):
+    if not _plain_id(request_id):
         return None
     if not isinstance(params, dict) or not params.keys() <= _PARAM_KEYS:
         return None

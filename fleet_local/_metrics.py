@@ -73,6 +73,8 @@ class ServerMetrics:
         mcp_sessions_opened: Stateful MCP sessions opened on instances, by endpoint path
             (``mcp``, ``api/v1/mcp``).
         mcp_short_calls: Tool calls of open MCP sessions the instance endpoint answered itself.
+        mcp_endpoint_sessions: MCP sessions the instance endpoint opened itself (``opened``), and
+            those a request then needed the package's session for (``handed_to_package``).
     """
 
     def __init__(self) -> None:
@@ -115,6 +117,12 @@ class ServerMetrics:
             "Tool calls of open MCP sessions answered by the instance endpoint itself.",
             registry=registry,
         )
+        self.mcp_endpoint_sessions = Counter(
+            "fleet_local_mcp_endpoint_sessions",
+            "MCP sessions the instance endpoint opened itself, by what became of them.",
+            ["outcome"],
+            registry=registry,
+        )
         self.pruned = Counter(
             "fleet_local_records_pruned",
             "Records and files the retention removed (--retention-seconds; replay records always), by kind.",
@@ -123,6 +131,8 @@ class ServerMetrics:
         )
         for reason in ("deleted", "expired"):
             self.instances_ended.labels(reason)
+        for outcome in ("opened", "handed_to_package"):
+            self.mcp_endpoint_sessions.labels(outcome)
         for outcome in ("passed", "failed", "error"):
             self.verifier_runs.labels(outcome)
         for source in ("job", "ingest"):

@@ -21,6 +21,7 @@ from prometheus_client.registry import Collector
 from starlette.responses import Response
 
 from ._instances import KIND as INSTANCE_KIND
+from ._mcp import endpoint_sessions
 from ._state import LocalState
 from ._verifier_exec import verifier_concurrency
 
@@ -76,7 +77,7 @@ def _live_instances(state: LocalState) -> int:
 def _open_sessions(manager: Any) -> int:
     # ``mcp`` keeps a session manager's open sessions in this dict (1.x and 2.x alike); a manager
     # without it (a future release) reads as zero rather than failing the scrape.
-    return len(getattr(manager, "_server_instances", None) or {})
+    return len(getattr(manager, "_server_instances", None) or {}) + len(endpoint_sessions(manager))
 
 
 def _verifier_slots(state: LocalState) -> tuple[int, int]:
