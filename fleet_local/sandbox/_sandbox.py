@@ -677,7 +677,12 @@ async def _run_job_async(job: _Job) -> VerifierOutcome:
             elapsed_ms=elapsed_ms,
         )
     finally:
-        await asyncio.shield(asyncio.to_thread(job.cleanup))
+        if job.cgroup is None and job.root is None:
+            # Only this process's pipe ends to close (a jailed run without a cgroup, the
+            # zygote's usual): a few close() calls, less than a worker-thread hop costs.
+            job.cleanup()
+        else:  # removing a cgroup or a directory tree touches the file system: off the loop
+            await asyncio.shield(asyncio.to_thread(job.cleanup))
 
 
 # -- a run served by the zygote (``_zygote.py``) -----------------------------------------------------
