@@ -363,6 +363,9 @@ def create_instance(
         ),
     )
     record = instance_records(state).put(instance_id, record)
+    # Live from here on: the episode's first MCP request finds its environment without a
+    # worker-thread hop of its own to read this record back (``_live``).
+    state.live_instances.remember(instance_id, record.instance.env_key)
     state.metrics.instances_created.inc()
     return record.instance
 

@@ -36,6 +36,7 @@ import threading
 import zipfile
 from collections import OrderedDict
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,8 @@ from ._records import ExecutionPrivate, ExecutionRecord, ExecutionWire
 from ._state import LocalState, iso, new_id
 from ._store import Records
 from ._verifier_args import Invocation, bad_arguments, from_args_array, from_pickled_args
-from .sandbox import JailUnavailableError, PickledArguments, PlainDataError, run_sandboxed
+from .sandbox import JailUnavailableError, PickledArguments, PlainDataError
+from .sandbox._sandbox import RunPlan, plan_run, run_planned
 
 __all__ = [
     "BUNDLE_KIND",
@@ -370,7 +372,6 @@ async def run_code(
     key: str | None = None,
     sha256: str | None = None,
     keyed: bool,
-    seed: Path | None = None,
 ) -> ExecutionRecord:
     """Run verifier ``code`` against a live instance and store the execution record.
 
@@ -379,8 +380,7 @@ async def run_code(
     ``final_answer``, as do ``pickled_args`` (the public SDK's pickle, which only the run
     decodes); ``convention`` is the sandbox's (``"snapshots"`` for the public SDK's
     ``fn(before, after, transcript)``). ``keyed``: the request bore the server's key (see
-    :func:`may_run_unjailed`). ``seed``: the instance's seed database, when the caller looked it
-    up already (``_instances.database_path``, which also checks the instance is live).
+    :func:`may_run_unjailed`).
 
     Returns:
         The record as stored: ``VerifiersExecuteResponse`` fields, and ``score``, ``sha256``,
@@ -393,49 +393,120 @@ async def run_code(
             was free within the run's timeout; 400 ``bad_request`` naming ``args`` when the run
             could not decode ``pickled_args`` (nothing ran, nothing is stored).
     """
-    if seed is None:
-        seed = await anyio.to_thread.run_sync(_instances.database_path, state, instance_id, "seed")
-    current = seed.with_name("current.db")
-    settings = state.settings
-    limit = float(settings.verifier_timeout)
+
+    def plan() -> _Planned:
+        seed = _instances.database_path(state, instance_id, "seed")
+        return _plan_code(
+            state,
+            code,
+            seed,
+            final_answer=final_answer,
+            arguments=arguments,
+            pickled_args=pickled_args,
+            convention=convention,
+            function_name=function_name,
+            timeout_seconds=timeout_seconds,
+            sha256=sha256,
+            keyed=keyed,
+        )
+
+    # One worker-thread hop for the instance's seed and the run's plan.
+    return await _run_planned(state, instance_id, await anyio.to_thread.run_sync(plan), key=key, keyed=keyed)
+
+
+@dataclass
+class _Planned:
+    """A verifier run worked out (in a worker thread): its plan, or why none could be made."""
+
+    run_timeout: float
+    digest: str
+    plan: RunPlan | None = None
+    failure: Exception | None = None
+
+
+def _plan_code(
+    state: LocalState,
+    code: str,
+    seed: Path,
+    *,
+    final_answer: Any,
+    arguments: tuple[list[Any], dict[str, Any]] | None,
+    pickled_args: PickledArguments | None,
+    convention: CallConvention,
+    function_name: str | None,
+    timeout_seconds: float | None,
+    sha256: str | None,
+    keyed: bool,
+) -> _Planned:
+    """Work out a run of ``code`` against the instance whose seed is ``seed`` (blocking: the
+    payload grows with the request, and a first jail check runs bubblewrap)."""
+    limit = float(state.settings.verifier_timeout)
     run_timeout = min(float(timeout_seconds), limit) if timeout_seconds is not None else limit
-    digest = sha256 or bundle_sha256(code)
-    entry = function_name if function_name and function_name != "verify" else None
-    unjailed = may_run_unjailed(state, code, keyed=keyed)
-    async with _run_slot(state, run_timeout):
-        try:
-            outcome: VerifierOutcome = await run_sandboxed(
-                code,
-                databases={"seed": seed, "current": current},
-                final_answer=final_answer,
-                args=arguments[0] if arguments is not None else None,
-                kwargs=arguments[1] if arguments is not None else None,
-                convention=convention,
-                function_name=entry,
-                timeout=run_timeout,
-                memory_mb=settings.verifier_memory_mb,
-                scratch_mb=settings.verifier_scratch_mb,
-                allow_unjailed=unjailed,
-                scratch_root=scratch_root(state),
-                pickled_args=pickled_args,
+    planned = _Planned(run_timeout, sha256 or bundle_sha256(code))
+    try:
+        planned.plan = plan_run(
+            code,
+            databases={"seed": seed, "current": seed.with_name("current.db")},
+            final_answer=final_answer,
+            args=arguments[0] if arguments is not None else None,
+            kwargs=arguments[1] if arguments is not None else None,
+            convention=convention,
+            function_name=function_name if function_name and function_name != "verify" else None,
+            timeout=run_timeout,
+            memory_mb=state.settings.verifier_memory_mb,
+            scratch_mb=state.settings.verifier_scratch_mb,
+            allow_unjailed=may_run_unjailed(state, code, keyed=keyed),
+            scratch_root=scratch_root(state),
+            pickled_args=pickled_args,
+        )
+    except Exception as exc:  # answered as a failed run would be (:func:`_failed_run`)
+        planned.failure = exc
+    return planned
+
+
+def _failed_run(state: LocalState, exc: Exception, *, keyed: bool) -> models.VerifierError:
+    """The execution's error for a run that could not be made or run, or the request's error.
+
+    Raises:
+        LocalAPIError: 503 ``verifier_jail_unavailable`` when the jail cannot start; 400
+            ``bad_request`` when the run could not decode the pickled arguments.
+    """
+    if isinstance(exc, JailUnavailableError):
+        detail = str(exc)
+        if state.settings.allow_unjailed_verifiers and not keyed:
+            detail += (
+                "; without the jail only requests bearing the server's key run verifiers "
+                "(unjailed runs are for trusted code only)"
             )
-            error = _wire_error(outcome.error) if outcome.error is not None else None
-            success, score, result = outcome.success, outcome.score, _jsonable(outcome.result)
-            stdout, elapsed = outcome.stdout, outcome.execution_time_ms
-        except JailUnavailableError as exc:
-            detail = str(exc)
-            if settings.allow_unjailed_verifiers and not keyed:
-                detail += (
-                    "; without the jail only requests bearing the server's key run verifiers "
-                    "(unjailed runs are for trusted code only)"
-                )
-            raise LocalAPIError(503, detail, code=JAIL_UNAVAILABLE, retryable=False) from None
-        except PlainDataError as exc:  # the pickled arguments, decoded in the run: the request's fault
-            raise bad_arguments(str(exc)) from None
-        except Exception as exc:  # the runner itself failed (e.g. a final_answer that is not JSON)
-            _log.warning("verifier runner failed: %s", exc)
-            error = _error("exception", f"the verifier could not be run: {type(exc).__name__}: {exc}")
-            success, score, result, stdout, elapsed = False, None, None, "", 0.0
+        raise LocalAPIError(503, detail, code=JAIL_UNAVAILABLE, retryable=False) from None
+    if isinstance(exc, PlainDataError):  # the pickled arguments, decoded in the run: the request's fault
+        raise bad_arguments(str(exc)) from None
+    # The runner itself failed (e.g. a final_answer that is not JSON).
+    _log.warning("verifier runner failed: %s", exc)
+    return _error("exception", f"the verifier could not be run: {type(exc).__name__}: {exc}")
+
+
+async def _run_planned(
+    state: LocalState, instance_id: str, planned: _Planned, *, key: str | None, keyed: bool
+) -> ExecutionRecord:
+    """Run a planned verifier run in a run slot and store its execution record."""
+    failure = planned.failure
+    error: models.VerifierError | None = None
+    success, score, result, stdout, elapsed = False, None, None, "", 0.0
+    if planned.plan is not None:
+        async with _run_slot(state, planned.run_timeout):
+            try:
+                outcome: VerifierOutcome = await run_planned(planned.plan)
+            except Exception as exc:
+                failure = exc
+            else:
+                error = _wire_error(outcome.error) if outcome.error is not None else None
+                success, score, result = outcome.success, outcome.score, _jsonable(outcome.result)
+                stdout, elapsed = outcome.stdout, outcome.execution_time_ms
+            if failure is not None:
+                error = _failed_run(state, failure, keyed=keyed)
+    elif failure is not None:
+        error = _failed_run(state, failure, keyed=keyed)
     if score is not None and not math.isfinite(score):
         score = None
     state.metrics.verifier_run(success, score)
@@ -443,8 +514,8 @@ async def run_code(
         state,
         instance_id,
         key=key,
-        sha256=digest,
-        verifier_id=_verifier_id(digest),
+        sha256=planned.digest,
+        verifier_id=_verifier_id(planned.digest),
         success=success,
         result=result,
         error=error,
@@ -597,23 +668,28 @@ async def execute_verifier(
             retryable=False,
         )
     cache_hit = req.bundle is None
-    # One worker-thread hop for both lookups; the code first, as its errors (400, 404 for unknown
-    # code) come before the instance's.
-    code, seed = await anyio.to_thread.run_sync(_code_and_seed, state, req, target)
-    record = await run_code(
-        state,
-        code,
-        target,
-        final_answer=final_answer,
-        arguments=invocation.arguments if invocation is not None else None,
-        pickled_args=invocation.pickled if invocation is not None else None,
-        function_name=req.function_name,
-        timeout_seconds=float(req.timeout),
-        key=req.key,
-        sha256=req.sha256,
-        keyed=keyed,
-        seed=seed,
-    )
+    instance: str = target
+
+    def plan() -> _Planned:
+        # The code first, as its errors (400, 404 for unknown code) come before the instance's.
+        code, seed = _code_and_seed(state, req, instance)
+        return _plan_code(
+            state,
+            code,
+            seed,
+            final_answer=final_answer,
+            arguments=invocation.arguments if invocation is not None else None,
+            pickled_args=invocation.pickled if invocation is not None else None,
+            convention="env",
+            function_name=req.function_name,
+            timeout_seconds=float(req.timeout),
+            sha256=req.sha256,
+            keyed=keyed,
+        )
+
+    # One worker-thread hop for the code, the instance's seed and the run's plan.
+    planned = await anyio.to_thread.run_sync(plan)
+    record = await _run_planned(state, instance, planned, key=req.key, keyed=keyed)
     # Exactly the wire model: no subclass that could carry more.
     return models.VerifiersExecuteResponse.model_validate(
         {**dict(record.execution), "version": 1, "bundle_cache_hit": cache_hit}

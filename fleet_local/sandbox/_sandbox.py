@@ -81,7 +81,10 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "OUTPUT_LIMIT_BYTES",
     "JailUnavailableError",
+    "RunPlan",
     "SandboxError",
+    "plan_run",
+    "run_planned",
     "run_sandboxed",
     "run_sandboxed_sync",
 ]
@@ -140,6 +143,32 @@ class _Fresh:
 
 
 @dataclass
+class RunPlan:
+    """A verifier run worked out (:func:`plan_run`): its arguments checked, its payload made,
+    the jail and runner chosen; no descriptor, cgroup or directory of it exists yet."""
+
+    status: JailStatus
+    layers: SandboxLayers
+    timeout: float
+    memory_mb: int
+    scratch_mb: int
+    scratch_root: str | os.PathLike[str] | None
+    decodes_arguments: bool
+    code_dir: Path
+    runtime_dir: Path
+    databases: dict[str, str]  # name to resolved host path
+    payload: dict[str, Any]  # the job, without its result descriptor
+    roots: tuple[str, ...] | None  # what the zygote's run sees, when the zygote serves it
+    zygote_payload: bytes  # the zygote's job (naming its result descriptor), when it serves it
+
+    def loop_safe(self) -> bool:
+        """Whether making the run touches nothing but a pipe (a jailed zygote run without a
+        cgroup): ``os.pipe()`` neither blocks nor grows with the request, so it runs on the
+        loop, where a worker-thread hop would cost more."""
+        return self.roots is not None and self.status.available and self.status.cgroup_parent is None
+
+
+@dataclass
 class _Job:
     argv: list[str]
     payload: bytes
@@ -177,7 +206,7 @@ class _Job:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _prepare(
+def _plan(
     code: str,
     *,
     databases: Mapping[str, str | os.PathLike[str]],
@@ -193,8 +222,9 @@ def _prepare(
     kwargs: Mapping[str, Any] | None = None,
     convention: CallConvention = "env",
     pickled_args: PickledArguments | None = None,
-) -> _Job:
-    """Check the arguments and make the run's command line, pipes and cgroup (jailed if possible).
+) -> RunPlan:
+    """Check the arguments and work out the run (jailed if possible), making none of its
+    descriptors, cgroup or directories yet (:func:`_materialize` does).
 
     ``audit_hook=False`` leaves the second layer out; only tests use it, to show what the OS
     jail alone stops.
@@ -223,57 +253,89 @@ def _prepare(
     layers: SandboxLayers = "os_jail+audit_hook" if status.available else "audit_hook"
     if not audit_hook:
         layers = "os_jail" if status.available else "none"
-    result_fd, result_write = os.pipe()
-    job = _Job([], b"", float(timeout), memory_mb, layers, result_fd, [result_write])
-    job.decodes_arguments = pickled_args is not None
     try:
         if status.available:
             # The same modules, with their bytecode: the run need not compile them (_bytecode.py).
             code_dir, runtime_dir = staged(_CHILD_SCRIPT.parent.resolve(), RUNTIME_DIR)
             inner = inner_databases(resolved)
+        else:
+            code_dir, runtime_dir, inner = _CHILD_SCRIPT.parent, RUNTIME_DIR, resolved
+    except OSError as exc:
+        raise SandboxError(f"could not prepare the verifier's run: {exc}") from exc
+    payload = {
+        "code": code,
+        "final_answer": final_answer,
+        "arguments": pickled,
+        "pickled_args": pickled_args.payload() if pickled_args is not None else None,
+        "convention": convention,
+        "function_name": function_name,
+        "databases": inner,
+        "audit_hook": audit_hook,
+        "jailed": status.available,
+        "memory_mb": memory_mb,
+        "cpu_seconds": math.ceil(timeout) + 1,
+        "result_limit": OUTPUT_LIMIT_BYTES,
+    }
+    roots = roots_covering(list(resolved.values())) if _zygote_serves(status) else None
+    zygote_payload = b""
+    if roots is not None:
+        # The zygote's run gets no bwrap command line: one is made only if it falls back.
+        try:
+            zygote_payload = json.dumps({**payload, "result_fd": ZYGOTE_RESULT_FD}).encode("utf-8")
+        except (TypeError, ValueError) as exc:
+            raise SandboxError(f"final_answer must be JSON-serializable: {exc}") from None
+    return RunPlan(
+        status=status,
+        layers=layers,
+        timeout=float(timeout),
+        memory_mb=memory_mb,
+        scratch_mb=scratch_mb,
+        scratch_root=scratch_root,
+        decodes_arguments=pickled_args is not None,
+        code_dir=code_dir,
+        runtime_dir=runtime_dir,
+        databases=resolved,
+        payload=payload,
+        roots=roots,
+        zygote_payload=zygote_payload,
+    )
+
+
+def _materialize(plan: RunPlan) -> _Job:
+    """Make a planned run's result pipe, and its cgroup, directory or fresh command line where
+    it needs them (only the pipe: :meth:`RunPlan.loop_safe`).
+
+    Raises:
+        SandboxError: They could not be made (the job's descriptors are closed again).
+    """
+    status = plan.status
+    result_fd, result_write = os.pipe()
+    job = _Job([], b"", plan.timeout, plan.memory_mb, plan.layers, result_fd, [result_write])
+    job.decodes_arguments = plan.decodes_arguments
+    try:
+        if status.available:
             if status.cgroup_parent is not None:
                 job.cgroup = RunCgroup(
                     Path(status.cgroup_parent),
-                    memory_bytes=(memory_mb + 2 * scratch_mb) * _MIB,
+                    memory_bytes=(plan.memory_mb + 2 * plan.scratch_mb) * _MIB,
                     pids=THREAD_LIMIT,
                 )
         else:
-            job.root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=scratch_root))
+            job.root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=plan.scratch_root))
             (job.root / "work").mkdir()
-            code_dir, runtime_dir, inner = _CHILD_SCRIPT.parent, RUNTIME_DIR, resolved
-        payload = {
-            "code": code,
-            "final_answer": final_answer,
-            "arguments": pickled,
-            "pickled_args": pickled_args.payload() if pickled_args is not None else None,
-            "convention": convention,
-            "function_name": function_name,
-            "databases": inner,
-            "audit_hook": audit_hook,
-            "result_fd": result_write,
-            "jailed": status.available,
-            "memory_mb": memory_mb,
-            "cpu_seconds": math.ceil(timeout) + 1,
-            "result_limit": OUTPUT_LIMIT_BYTES,
-        }
-        job.fresh = _Fresh(status, code_dir, runtime_dir, resolved, scratch_mb, payload)
-        roots = roots_covering(list(resolved.values())) if _zygote_serves(status) else None
-        if roots is None:
+        payload = {**plan.payload, "result_fd": result_write}
+        job.fresh = _Fresh(status, plan.code_dir, plan.runtime_dir, plan.databases, plan.scratch_mb, payload)
+        if plan.roots is None:
             _make_fresh(job)
         else:
-            # The zygote's run gets no bwrap command line: one is made only if it falls back.
-            try:
-                zygote_payload = json.dumps({**payload, "result_fd": ZYGOTE_RESULT_FD}).encode("utf-8")
-            except (TypeError, ValueError) as exc:
-                raise SandboxError(f"final_answer must be JSON-serializable: {exc}") from None
             job.zygote = _ZygoteJob(
                 status,
-                code_dir,
-                runtime_dir,
-                roots,
-                list(resolved.values()),
-                scratch_mb * _MIB,
-                zygote_payload,
+                plan.code_dir,
+                plan.runtime_dir,
+                plan.roots,
+                list(plan.databases.values()),
+                plan.scratch_mb * _MIB,
+                plan.zygote_payload,
             )
     except OSError as exc:
         job.cleanup()
@@ -282,6 +344,11 @@ def _prepare(
         job.cleanup()
         raise
     return job
+
+
+def _prepare(code: str, **kwargs: Any) -> _Job:
+    """Plan a run and make what it holds (:func:`_plan`, :func:`_materialize`), blocking."""
+    return _materialize(_plan(code, **kwargs))
 
 
 def _make_fresh(job: _Job) -> None:
@@ -567,10 +634,10 @@ async def run_sandboxed(
             could not be started or confined.
         PlainDataError: The run could not decode ``pickled_args`` (the verifier did not run).
     """
-    # Off the loop: checking the jail may run bubblewrap (seconds, under a lock), and making
-    # the run's cgroup or directory touches the file system.
-    job = await asyncio.to_thread(
-        _prepare,
+    # Off the loop: checking the jail may run bubblewrap (seconds, under a lock), and the
+    # arguments and payload grow with the request.
+    plan = await asyncio.to_thread(
+        _plan,
         code,
         databases=databases,
         final_answer=final_answer,
@@ -585,6 +652,80 @@ async def run_sandboxed(
         convention=convention,
         pickled_args=pickled_args,
     )
+    return await run_planned(plan)
+
+
+def plan_run(
+    code: str,
+    *,
+    databases: Mapping[str, str | os.PathLike[str]],
+    final_answer: Any = None,
+    args: Sequence[Any] | None = None,
+    kwargs: Mapping[str, Any] | None = None,
+    convention: CallConvention = "env",
+    function_name: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    memory_mb: int = DEFAULT_MEMORY_MB,
+    scratch_mb: int = DEFAULT_SCRATCH_MB,
+    allow_unjailed: bool = False,
+    scratch_root: str | os.PathLike[str] | None = None,
+    pickled_args: PickledArguments | None = None,
+) -> RunPlan:
+    """Work out a run as :func:`run_sandboxed` would, blocking (call it in a worker thread, e.g.
+    in the same hop as the caller's own look-ups); :func:`run_planned` runs it.
+
+    Args:
+        code: As :func:`run_sandboxed`'s.
+        databases: As :func:`run_sandboxed`'s.
+        final_answer: As :func:`run_sandboxed`'s.
+        args: As :func:`run_sandboxed`'s.
+        kwargs: As :func:`run_sandboxed`'s.
+        convention: As :func:`run_sandboxed`'s.
+        function_name: As :func:`run_sandboxed`'s.
+        timeout: As :func:`run_sandboxed`'s.
+        memory_mb: As :func:`run_sandboxed`'s.
+        scratch_mb: As :func:`run_sandboxed`'s.
+        allow_unjailed: As :func:`run_sandboxed`'s.
+        scratch_root: As :func:`run_sandboxed`'s.
+        pickled_args: As :func:`run_sandboxed`'s.
+
+    Raises:
+        JailUnavailableError: The OS jail cannot start and ``allow_unjailed`` is false.
+        SandboxError: Invalid arguments.
+    """
+    return _plan(
+        code,
+        databases=databases,
+        final_answer=final_answer,
+        function_name=function_name,
+        timeout=timeout,
+        memory_mb=memory_mb,
+        scratch_mb=scratch_mb,
+        allow_unjailed=allow_unjailed,
+        scratch_root=scratch_root,
+        args=args,
+        kwargs=kwargs,
+        convention=convention,
+        pickled_args=pickled_args,
+    )
+
+
+async def run_planned(plan: RunPlan) -> VerifierOutcome:
+    """Run a planned run (:func:`plan_run`) to its outcome.
+
+    What the run holds (its pipes; a cgroup or directory) is made only now, so a request waiting
+    for a run slot with its plan holds no descriptor: on the loop when that is a pipe alone
+    (:meth:`RunPlan.loop_safe`), else in a worker thread.
+
+    Args:
+        plan: The run.
+
+    Raises:
+        SandboxError: What the run holds could not be made, or the interpreter could not be
+            started or confined.
+        PlainDataError: The run could not decode its pickled arguments.
+    """
+    job = _materialize(plan) if plan.loop_safe() else await asyncio.to_thread(_materialize, plan)
     return await _run_job_async(job)
 
 
@@ -677,7 +818,12 @@ async def _run_job_async(job: _Job) -> VerifierOutcome:
             elapsed_ms=elapsed_ms,
         )
     finally:
-        await asyncio.shield(asyncio.to_thread(job.cleanup))
+        if job.cgroup is None and job.root is None:
+            # Only this process's pipe ends to close (a jailed run without a cgroup, the
+            # zygote's usual): a few close() calls, less than a worker-thread hop costs.
+            job.cleanup()
+        else:  # removing a cgroup or a directory tree touches the file system: off the loop
+            await asyncio.shield(asyncio.to_thread(job.cleanup))
 
 
 # -- a run served by the zygote (``_zygote.py``) -----------------------------------------------------
