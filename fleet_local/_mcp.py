@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import math
@@ -1216,17 +1217,19 @@ class _ShortCalls:
         request_id, name, arguments = call
         if not any(tool.name == name for tool in env.tools):
             return False  # the package answers an unknown tool (JSON-RPC -32602)
+        respond = functools.partial(
+            self._respond,
+            scope,
+            instance_id=instance_id,
+            env=env,
+            session_id=session_id,
+            request_id=request_id,
+            name=name,
+            arguments=arguments,
+            send=send,
+        )
         if own is not None:
-            await self._respond(
-                scope,
-                instance_id=instance_id,
-                env=env,
-                session_id=session_id,
-                request_id=request_id,
-                name=name,
-                arguments=arguments,
-                send=send,
-            )
+            await respond()
             return True
         transport = self._transport(scope, session_id)
         if transport is None:
@@ -1238,16 +1241,7 @@ class _ShortCalls:
         if idle is not None:
             idle.deadline = math.inf
         try:
-            await self._respond(
-                scope,
-                instance_id=instance_id,
-                env=env,
-                session_id=session_id,
-                request_id=request_id,
-                name=name,
-                arguments=arguments,
-                send=send,
-            )
+            await respond()
         finally:
             transport._requests_in_flight -= 1
             if idle is not None and not transport._requests_in_flight:

@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator
 import anyio
 import httpx
 import pytest
+from _http import metric_value
 from _waits import wait_until_async
-from prometheus_client.parser import text_string_to_metric_families
 
 from fleet_local import LocalFleet
 from fleet_sdk import AsyncFleet
@@ -136,17 +136,7 @@ async def test_concurrent_first_calls_share_one_session(user_fleet: AsyncFleet, 
 
 async def _instance_mcp_sessions(local: LocalFleet) -> float:
     """Stateful MCP sessions the server holds open on instance endpoints (``GET /metrics``)."""
-    async with httpx.AsyncClient(timeout=30) as http:
-        page = await http.get(
-            f"{local.base_url}/metrics", headers={"Authorization": f"Bearer {local.api_key}"}
-        )
-    page.raise_for_status()
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(page.text)
-        for sample in family.samples
-        if sample.name == "fleet_local_mcp_sessions" and sample.labels.get("endpoint") == "instance"
-    )
+    return await metric_value(local, "fleet_local_mcp_sessions", endpoint="instance")
 
 
 async def _sessions_ended(local: LocalFleet) -> bool:

@@ -20,11 +20,11 @@ from typing import Any
 
 import httpx
 import pytest
+from _http import metric_value
 from _waits import wait_until_async
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import INTERNAL_ERROR
-from prometheus_client.parser import text_string_to_metric_families
 
 from fleet_local import LocalFleet
 from fleet_local._app import create_app
@@ -93,26 +93,12 @@ def seen(response: httpx.Response, session: Session) -> tuple[int, str, bool, An
     )
 
 
-async def metric(local: LocalFleet, name: str, **labels: str) -> float:
-    async with httpx.AsyncClient(timeout=30) as http:
-        page = await http.get(
-            f"{local.base_url}/metrics", headers={"Authorization": f"Bearer {local.api_key}"}
-        )
-    page.raise_for_status()
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(page.text)
-        for sample in family.samples
-        if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
-    )
-
-
 async def endpoint_sessions(local: LocalFleet, outcome: str) -> float:
-    return await metric(local, "fleet_local_mcp_endpoint_sessions_total", outcome=outcome)
+    return await metric_value(local, "fleet_local_mcp_endpoint_sessions_total", outcome=outcome)
 
 
 async def open_sessions(local: LocalFleet) -> float:
-    return await metric(local, "fleet_local_mcp_sessions", endpoint="instance")
+    return await metric_value(local, "fleet_local_mcp_sessions", endpoint="instance")
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
+from _http import metric_value
 
 from fleet_local import LocalFleet
 from fleet_sdk.types import env_instance as models
@@ -80,17 +80,7 @@ class RawSession:
 
 async def short_calls(local: LocalFleet) -> float:
     """``fleet_local_mcp_short_calls_total``: calls the endpoint answered itself."""
-    async with httpx.AsyncClient(timeout=30) as http:
-        page = await http.get(
-            f"{local.base_url}/metrics", headers={"Authorization": f"Bearer {local.api_key}"}
-        )
-    page.raise_for_status()
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(page.text)
-        for sample in family.samples
-        if sample.name == "fleet_local_mcp_short_calls_total"
-    )
+    return await metric_value(local, "fleet_local_mcp_short_calls_total")
 
 
 @pytest.fixture
