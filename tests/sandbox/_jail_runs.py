@@ -3,12 +3,28 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from fleet_local.sandbox import _sandbox
+import pytest
+
+from fleet_local.sandbox import _sandbox, _zygote
 from fleet_sdk.verifiers import VerifierOutcome
 
-__all__ = ["probes", "run_unhooked", "run_without_audit_hook", "unhooked_job"]
+__all__ = ["probes", "run_unhooked", "run_without_audit_hook", "unhooked_job", "using_runner"]
+
+
+@contextmanager
+def using_runner(runner: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Runs start with ``runner`` (``"zygote"`` or ``"fresh"``), the test session's temporary
+    directories being the zygote's database roots; the server's default runner again after."""
+    _zygote.set_runner(runner)
+    _zygote.set_database_roots([tmp_path_factory.getbasetemp()])
+    try:
+        yield
+    finally:
+        _zygote.set_runner(None)
 
 
 def unhooked_job(

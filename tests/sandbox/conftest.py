@@ -6,6 +6,7 @@ import sqlite3
 from collections.abc import Iterator
 
 import pytest
+from _jail_runs import using_runner
 
 from fleet_local.sandbox import _sandbox, _zygote, jail_status, run_sandboxed_sync
 
@@ -44,13 +45,9 @@ def verifier_runner(
     runner: str = request.param
     if runner == "zygote" and zygote_refused is not None:
         pytest.skip(zygote_refused)
-    _zygote.set_runner(runner)
-    _zygote.set_database_roots([tmp_path_factory.getbasetemp()])
     fallbacks = _sandbox._fallback_count[0]
-    try:
+    with using_runner(runner, tmp_path_factory):
         yield runner
-    finally:
-        _zygote.set_runner(None)
     if runner == "zygote":
         assert _sandbox._fallback_count[0] == fallbacks, f"a run fell back: {list(_sandbox._fallbacks)}"
         assert _zygote.disabled_reason() is None, "the zygote turned itself off"

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _jail_runs import using_runner
 
-from fleet_local.sandbox import _sandbox, _zygote, jail_status
+from fleet_local.sandbox import _sandbox, jail_status
 from fleet_local.sandbox._jail import JailStatus
 
 pytestmark = [
@@ -62,14 +63,10 @@ async def test_a_zygote_run_is_cleaned_up_without_a_thread_hop(
         pytest.skip(zygote_refused)
     if jail_status().cgroup_parent is not None:
         pytest.skip("runs here get a cgroup, removed in a worker thread")
-    _zygote.set_runner("zygote")
-    _zygote.set_database_roots([tmp_path_factory.getbasetemp()])
-    try:
+    with using_runner("zygote", tmp_path_factory):
         job = _prepare(databases)
         assert job.zygote is not None and job.cgroup is None and job.root is None
         outcome = await _sandbox._run_job_async(job)
-    finally:
-        _zygote.set_runner(None)
     assert outcome.score == 0.5, outcome.error
     assert job.result_fd is None and job.child_fds == []
     assert "cleanup" not in hops

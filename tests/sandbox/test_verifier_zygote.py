@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _jail_runs import probes, run_unhooked, run_without_audit_hook
+from _jail_runs import probes, run_unhooked, run_without_audit_hook, using_runner
 from _procs import descendants, processes
 from _waits import PATIENCE, wait_until, wait_until_async
 
@@ -46,13 +46,9 @@ def zygote(tmp_path_factory: pytest.TempPathFactory, zygote_refused: str | None)
     """Every run of these tests goes through the zygote, and none falls back to a fresh one."""
     if zygote_refused is not None:
         pytest.skip(zygote_refused)
-    _zygote.set_runner("zygote")
-    _zygote.set_database_roots([tmp_path_factory.getbasetemp()])
     fallbacks = _sandbox._fallback_count[0]
-    try:
+    with using_runner("zygote", tmp_path_factory):
         yield
-    finally:
-        _zygote.set_runner(None)
     assert _sandbox._fallback_count[0] == fallbacks, f"a run fell back: {list(_sandbox._fallbacks)}"
 
 

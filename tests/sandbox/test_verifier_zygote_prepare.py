@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _jail_runs import probes
+from _jail_runs import probes, using_runner
 
 from fleet_local.sandbox import _runner_choice, _sandbox, _zygote, jail_status
 from fleet_local.sandbox._zygote_child import RESULT_FD
@@ -35,12 +35,8 @@ def verify(env):
 def zygote(tmp_path_factory: pytest.TempPathFactory, zygote_refused: str | None) -> Any:
     if zygote_refused is not None:
         pytest.skip(zygote_refused)
-    _zygote.set_runner("zygote")
-    _zygote.set_database_roots([tmp_path_factory.getbasetemp()])
-    try:
+    with using_runner("zygote", tmp_path_factory):
         yield
-    finally:
-        _zygote.set_runner(None)
 
 
 def prepare(code: str, databases: dict[str, str], *, audit_hook: bool = True) -> Any:
