@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["MAX_IDLE", "InstanceConnections", "Kind", "default_max_idle"]
+__all__ = ["MAX_IDLE", "WRITER_PRAGMAS", "InstanceConnections", "Kind", "default_max_idle"]
 
 Kind = Literal["ro", "rw", "log"]
 """``current.db`` read-only or read-write, or the instance's ``action_log.db``."""
@@ -64,19 +64,34 @@ def default_max_idle() -> int:
 _FILES: dict[Kind, str] = {"ro": "current.db", "rw": "current.db", "log": "action_log.db"}
 
 
+WRITER_PRAGMAS = ("PRAGMA synchronous = OFF", "PRAGMA journal_mode = PERSIST")
+"""What a writing connection (``rw``, ``log``) sets: no ``fsync`` per commit, and the rollback
+journal kept between transactions (its header zeroed at each commit, so never mistaken for a
+hot journal) instead of a file made and removed by each one.
+
+An instance's databases are scratch that ends with it: a crash of the machine (not of the
+server process, whose writes the kernel still holds) may lose its last changes, which no
+episode survives anyway. Each commit used to cost four ``fdatasync`` calls (journal twice,
+database, folder) and a journal file created and unlinked, three of them per tool call with
+the log's; on ext4 a new inode can cost a scan of the recently freed ones, and at 64 episodes
+at once those scans and syncs were a large share of the server's kernel time."""
+
+
 def _open(folder: Path, kind: Kind) -> sqlite3.Connection:
     uri = (folder.absolute() / _FILES[kind]).as_uri()
     # ``mode=rw`` never creates the file: a delete that got there first makes this fail instead.
     if kind == "log":
+        # A log line per tool call: a crash may lose the last lines.
         conn = sqlite3.connect(f"{uri}?mode=rw", uri=True, check_same_thread=False, timeout=10.0)
-        # A log line per tool call: no fsync each time (a crash may lose the last lines).
-        conn.execute("PRAGMA synchronous = OFF")
-        return conn
-    conn = sqlite3.connect(
-        f"{uri}?mode={kind}", uri=True, check_same_thread=False, isolation_level=None, timeout=10.0
-    )
-    if kind == "ro":
-        conn.execute("PRAGMA query_only = ON")
+    else:
+        conn = sqlite3.connect(
+            f"{uri}?mode={kind}", uri=True, check_same_thread=False, isolation_level=None, timeout=10.0
+        )
+        if kind == "ro":
+            conn.execute("PRAGMA query_only = ON")
+            return conn
+    for pragma in WRITER_PRAGMAS:
+        conn.execute(pragma)
     return conn
 
 

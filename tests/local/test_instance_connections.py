@@ -5,7 +5,9 @@ connections open between tool calls. These tests pin what that must not change: 
 connection (the manager's SQL, ``reset``'s backup) sees a call's write at once and can write
 right after it, a call sees their changes, a read-only tool's connection cannot write, every call
 is logged, and an instance's connections end with it (also when a call races its delete), with
-at most ``max_idle`` open in all. Server state is built in this process over real files.
+at most ``max_idle`` open in all. A writing connection keeps its rollback journal between commits
+(``journal_mode=PERSIST``, no ``fsync``): one journal file per database for the instance's life,
+never left hot. Server state is built in this process over real files.
 """
 
 from __future__ import annotations
@@ -69,6 +71,36 @@ def test_a_calls_write_is_committed_and_holds_no_lock(state: LocalState) -> None
         assert other.execute("SELECT status FROM orders WHERE id = 1021").fetchone()[0] == "cancelled"
         other.execute("UPDATE orders SET status = 'shipped' WHERE id = 1008")
         other.commit()
+
+
+def test_writes_keep_one_cold_journal_per_database(state: LocalState) -> None:
+    """Each write commits without making and removing a journal file: after the first call the
+    database's and the log's journals stay the same files (same inodes), their headers zeroed so
+    no reader takes them for a crash to roll back, and a fresh connection (the verifier's, the
+    manager's) sees every change."""
+    instance_id = _instance(state)
+    folder = state.instance_dir(instance_id)
+    _call(state, instance_id, "add_order_note", order_id=1008, body="one")
+    journals = [folder / "current.db-journal", folder / "action_log.db-journal"]
+    inodes = [path.stat().st_ino for path in journals]
+    for body in ("two", "three"):
+        _call(state, instance_id, "add_order_note", order_id=1008, body=body)
+    assert [path.stat().st_ino for path in journals] == inodes
+    for path in journals:
+        header = path.read_bytes()[:28]
+        assert header == bytes(28), path.name
+    with contextlib.closing(_fresh(state, instance_id)) as other:
+        bodies = other.execute("SELECT body FROM order_notes WHERE order_id = 1008 ORDER BY id").fetchall()
+        assert [b for (b,) in bodies][-3:] == ["one", "two", "three"]
+    with contextlib.closing(_fresh(state, instance_id, "action_log")) as log:
+        assert log.execute("SELECT COUNT(*) FROM action_log").fetchone()[0] >= 3
+    for kind in ("rw", "log"):
+        with state.instance_connections.borrow(instance_id, folder, kind) as conn:
+            assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "persist"
+            assert conn.execute("PRAGMA synchronous").fetchone()[0] == 0
+    writer = _instances.open_db(state, instance_id, "current", read_only=False)  # the SQL routes, reset
+    with contextlib.closing(writer):
+        assert writer.execute("PRAGMA journal_mode").fetchone()[0] == "persist"
 
 
 def test_a_call_sees_what_other_connections_changed(state: LocalState) -> None:
