@@ -64,17 +64,20 @@ def default_max_idle() -> int:
 _FILES: dict[Kind, str] = {"ro": "current.db", "rw": "current.db", "log": "action_log.db"}
 
 
-WRITER_PRAGMAS = ("PRAGMA synchronous = OFF", "PRAGMA journal_mode = PERSIST")
-"""What a writing connection (``rw``, ``log``) sets: no ``fsync`` per commit, and the rollback
-journal kept between transactions (its header zeroed at each commit, so never mistaken for a
-hot journal) instead of a file made and removed by each one.
+WRITER_PRAGMAS = ("PRAGMA synchronous = OFF",)
+"""What a writing connection (``rw``, ``log``, ``_instances.open_db``'s) sets: no ``fsync``.
 
 An instance's databases are scratch that ends with it: a crash of the machine (not of the
 server process, whose writes the kernel still holds) may lose its last changes, which no
-episode survives anyway. Each commit used to cost four ``fdatasync`` calls (journal twice,
-database, folder) and a journal file created and unlinked, three of them per tool call with
-the log's; on ext4 a new inode can cost a scan of the recently freed ones, and at 64 episodes
-at once those scans and syncs were a large share of the server's kernel time."""
+episode survives anyway. Each commit of ``current.db`` cost four ``fdatasync`` calls (the
+journal twice, the database, the folder), each blocking a worker thread on the disk.
+
+The journal stays in SQLite's default mode (``DELETE``). ``PERSIST`` would keep one journal
+file instead of making and removing one per commit, but then every read-only connection
+(``mode=ro``) finds a journal at each read, and one read between a writer's lock and its first
+journal write takes it for a crash to roll back, which it cannot: ``attempt to write a readonly
+database``. The new inodes it would save cost little once instance folders are spread over the
+file system (``_folder_spread``)."""
 
 
 def _open(folder: Path, kind: Kind) -> sqlite3.Connection:
