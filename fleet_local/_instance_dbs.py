@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["MAX_IDLE", "InstanceConnections", "Kind", "default_max_idle"]
+__all__ = ["MAX_IDLE", "WRITER_PRAGMAS", "InstanceConnections", "Kind", "default_max_idle"]
 
 Kind = Literal["ro", "rw", "log"]
 """``current.db`` read-only or read-write, or the instance's ``action_log.db``."""
@@ -64,19 +64,37 @@ def default_max_idle() -> int:
 _FILES: dict[Kind, str] = {"ro": "current.db", "rw": "current.db", "log": "action_log.db"}
 
 
+WRITER_PRAGMAS = ("PRAGMA synchronous = OFF",)
+"""What a writing connection (``rw``, ``log``, ``_instances.open_db``'s) sets: no ``fsync``.
+
+An instance's databases are scratch that ends with it: a crash of the machine (not of the
+server process, whose writes the kernel still holds) may lose its last changes, which no
+episode survives anyway. Each commit of ``current.db`` cost four ``fdatasync`` calls (the
+journal twice, the database, the folder), each blocking a worker thread on the disk.
+
+The journal stays in SQLite's default mode (``DELETE``). ``PERSIST`` would keep one journal
+file instead of making and removing one per commit, but then every read-only connection
+(``mode=ro``) finds a journal at each read, and one read between a writer's lock and its first
+journal write takes it for a crash to roll back, which it cannot: ``attempt to write a readonly
+database``. The new inodes it would save cost little once instance folders are spread over the
+file system (``_folder_spread``)."""
+
+
 def _open(folder: Path, kind: Kind) -> sqlite3.Connection:
     uri = (folder.absolute() / _FILES[kind]).as_uri()
     # ``mode=rw`` never creates the file: a delete that got there first makes this fail instead.
     if kind == "log":
+        # A log line per tool call: a crash may lose the last lines.
         conn = sqlite3.connect(f"{uri}?mode=rw", uri=True, check_same_thread=False, timeout=10.0)
-        # A log line per tool call: no fsync each time (a crash may lose the last lines).
-        conn.execute("PRAGMA synchronous = OFF")
-        return conn
-    conn = sqlite3.connect(
-        f"{uri}?mode={kind}", uri=True, check_same_thread=False, isolation_level=None, timeout=10.0
-    )
-    if kind == "ro":
-        conn.execute("PRAGMA query_only = ON")
+    else:
+        conn = sqlite3.connect(
+            f"{uri}?mode={kind}", uri=True, check_same_thread=False, isolation_level=None, timeout=10.0
+        )
+        if kind == "ro":
+            conn.execute("PRAGMA query_only = ON")
+            return conn
+    for pragma in WRITER_PRAGMAS:
+        conn.execute(pragma)
     return conn
 
 

@@ -22,6 +22,7 @@ import logging
 import os
 import shutil
 import sqlite3
+import stat
 import time
 from pathlib import Path
 from typing import Literal
@@ -35,6 +36,7 @@ from . import _memory
 from ._action_log import ACTION_LOG
 from ._action_log import create as create_action_log
 from ._errors import LocalAPIError, not_found
+from ._instance_dbs import WRITER_PRAGMAS
 from ._records import InstancePrivate, InstanceRecord
 from ._state import LocalState, iso, new_id, utcnow
 from ._store import Records
@@ -164,6 +166,10 @@ def ensure_seed(state: LocalState, env_key: str, version: str) -> Path:
         if not fresh:
             spec.build_seed(path)
             marker.write_text(digest + "\n")
+        # Read-only, so instances can link it as their seed.db (``_link_seed``). A rebuild
+        # replaces the file (a new inode), never writes into the one instances link.
+        with contextlib.suppress(OSError):  # not ours to change: instances copy it instead
+            os.chmod(path, 0o444)
         _CHECKED_SEEDS.add(known)
     return path
 
@@ -198,6 +204,25 @@ def _copy_seed(seed: Path, target: Path, *, read_only: bool) -> None:
                     os.write(fd, chunk)
         finally:
             os.close(fd)
+
+
+def _link_seed(seed: Path, target: Path) -> None:
+    """Make ``target`` the instance's read-only ``seed.db``: a hard link to the built seed when
+    it is read-only (0444) and on the same file system, else a 0444 copy (``_copy_seed``).
+
+    A link allocates no inode and copies nothing. Nothing writes an instance's seed (it is opened
+    ``mode=ro``, and bound read-only into the verifier's jail), and a rebuild replaces the built
+    seed instead of writing into it, so a link reads the same bytes a copy would.
+    """
+    # Never write through an old link: a copy onto it (``O_TRUNC``) would empty the shared seed.
+    target.unlink(missing_ok=True)
+    if stat.S_IMODE(seed.stat().st_mode) == 0o444:
+        try:
+            os.link(seed, target)
+            return
+        except OSError:  # another file system, the link limit, no hard links here
+            pass
+    _copy_seed(seed, target, read_only=True)
 
 
 def _to_model(state: LocalState, record: InstanceRecord) -> models.InstanceResponse:
@@ -325,7 +350,7 @@ def create_instance(
     folder = state.instance_dir(instance_id)
     folder.mkdir(parents=True, exist_ok=True)
     _copy_seed(seed, folder / "current.db", read_only=False)
-    _copy_seed(seed, folder / "seed.db", read_only=True)
+    _link_seed(seed, folder / "seed.db")
     # No request reaches the folder before the record below is stored.
     create_action_log(folder / f"{ACTION_LOG}.db", unseen=True)
 
@@ -536,7 +561,10 @@ def open_db(state: LocalState, instance_id: str, name: str, read_only: bool) -> 
         )
         conn.execute("PRAGMA query_only = ON")
         return conn
-    return sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=10.0)
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=10.0)
+    for pragma in WRITER_PRAGMAS:
+        conn.execute(pragma)
+    return conn
 
 
 def reset_instance(state: LocalState, instance_id: str, seed: int | None = None) -> models.ResetResponse:

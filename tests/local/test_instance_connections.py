@@ -5,7 +5,8 @@ connections open between tool calls. These tests pin what that must not change: 
 connection (the manager's SQL, ``reset``'s backup) sees a call's write at once and can write
 right after it, a call sees their changes, a read-only tool's connection cannot write, every call
 is logged, and an instance's connections end with it (also when a call races its delete), with
-at most ``max_idle`` open in all. Server state is built in this process over real files.
+at most ``max_idle`` open in all. Writing connections commit without ``fsync``, in SQLite's
+default journal mode. Server state is built in this process over real files.
 """
 
 from __future__ import annotations
@@ -69,6 +70,30 @@ def test_a_calls_write_is_committed_and_holds_no_lock(state: LocalState) -> None
         assert other.execute("SELECT status FROM orders WHERE id = 1021").fetchone()[0] == "cancelled"
         other.execute("UPDATE orders SET status = 'shipped' WHERE id = 1008")
         other.commit()
+
+
+def test_writers_skip_fsync_and_keep_the_default_journal(state: LocalState) -> None:
+    """The connections that write an instance's databases (the pool's ``rw`` and ``log``, and
+    ``open_db``'s for the SQL routes and ``reset``) commit without ``fsync`` and in SQLite's
+    default journal mode: a read-only connection reading during a write must never find a
+    journal file to take for a crash (``test_concurrent_calls_on_one_instance_each_get_a_connection``).
+    After the writes no journal is left, and a fresh connection sees them all."""
+    instance_id = _instance(state)
+    folder = state.instance_dir(instance_id)
+    for body in ("one", "two", "three"):
+        _call(state, instance_id, "add_order_note", order_id=1008, body=body)
+    assert not (folder / "current.db-journal").exists()
+    assert not (folder / "action_log.db-journal").exists()
+    with contextlib.closing(_fresh(state, instance_id)) as other:
+        bodies = other.execute("SELECT body FROM order_notes WHERE order_id = 1008 ORDER BY id").fetchall()
+        assert [b for (b,) in bodies][-3:] == ["one", "two", "three"]
+    for kind in ("rw", "log"):
+        with state.instance_connections.borrow(instance_id, folder, kind) as conn:
+            assert conn.execute("PRAGMA synchronous").fetchone()[0] == 0
+            assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    with contextlib.closing(_instances.open_db(state, instance_id, "current", read_only=False)) as writer:
+        assert writer.execute("PRAGMA synchronous").fetchone()[0] == 0
+        assert writer.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
 
 
 def test_a_call_sees_what_other_connections_changed(state: LocalState) -> None:
