@@ -10,8 +10,10 @@ the largest part of the server's kernel time, and it grows with the pace of the 
 
 With the top-directory flag (``FS_TOPDIR_FL``, what ``chattr +T`` sets) ext4 places each new
 subfolder in a lightly used group (its Orlov allocator), and the folder's files follow it, so
-no group gathers a run's freed inodes. Where the flag cannot be set (another file system, a
-folder this process does not own, not Linux) nothing changes and nothing is raised.
+no group gathers a run's freed inodes. The flag is set only where that scan happens, an ext4
+without a journal (:func:`skips_recently_freed_inodes`): elsewhere it would only cost the search
+for a group on each new folder. Where it cannot be set (another file system, a folder this
+process does not own, not Linux) nothing changes and nothing is raised.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["TOPDIR_FLAG", "has_spread_flag", "spread_subfolders"]
+__all__ = ["TOPDIR_FLAG", "has_spread_flag", "skips_recently_freed_inodes", "spread_subfolders"]
 
 TOPDIR_FLAG = 0x00020000
 """``FS_TOPDIR_FL`` (``linux/fs.h``)."""
@@ -36,6 +38,36 @@ def _flags(fd: int) -> int:
     flags = array.array("i", [0])  # the kernel reads and writes an int, whatever the ioctl's size says
     fcntl.ioctl(fd, _GET_FLAGS, flags, True)
     return flags[0]
+
+
+def skips_recently_freed_inodes(
+    folder: Path, *, proc: Path = Path("/proc"), sys_root: Path = Path("/sys")
+) -> bool:
+    """Whether ``folder`` is on an ext4 without a journal: the one that passes over recently
+    freed inodes when it makes a file (read from ``/sys`` and ``/proc``; False when unsure).
+
+    Args:
+        folder: An existing folder.
+        proc: Where procfs is mounted (tests give a stand-in tree).
+        sys_root: Where sysfs is mounted (tests give a stand-in tree).
+    """
+    try:
+        device = os.stat(folder).st_dev
+        # /sys/dev/block/MAJ:MIN links to the block device (vda, vda1, dm-0); none for overlayfs,
+        # tmpfs and other devices without a disk.
+        name = (
+            (sys_root / "dev" / "block" / f"{os.major(device)}:{os.minor(device)}").resolve(strict=True).name
+        )
+    except OSError:
+        return False
+    if not (proc / "fs" / "ext4" / name).is_dir():
+        return False  # not ext4
+    try:  # a journaled ext4 has a jbd2 entry named after its device: vda-8, dm-0-8
+        return not any(entry.name.startswith(f"{name}-") for entry in (proc / "fs" / "jbd2").iterdir())
+    except FileNotFoundError:  # no jbd2 loaded: no file system here has a journal
+        return True
+    except OSError:
+        return False
 
 
 def has_spread_flag(folder: Path) -> bool:

@@ -34,7 +34,7 @@ def build_state(settings: LocalSettings) -> LocalState:
     """Create the server state for ``settings``: store, environments, fault injector, services."""
     from . import _instance_browser, _lease_endpoints, _metrics_page
     from ._faults import FaultInjector
-    from ._folder_spread import spread_subfolders
+    from ._folder_spread import skips_recently_freed_inodes, spread_subfolders
     from ._lease_book import LeaseBook
     from ._mcp import session_manager, sessionless_manager
     from ._metrics import ServerMetrics
@@ -45,7 +45,8 @@ def build_state(settings: LocalSettings) -> LocalState:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     instances = settings.data_dir / "instances"  # LocalState.instance_dir's parent
     instances.mkdir(exist_ok=True)
-    spread_subfolders(instances)  # each instance's folder in its own ext4 block group
+    if skips_recently_freed_inodes(instances):
+        spread_subfolders(instances)  # each instance's folder in its own ext4 block group
     set_database_roots([settings.data_dir])  # where the zygote's runs find their databases
     state = LocalState(
         settings=settings,

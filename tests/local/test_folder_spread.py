@@ -1,10 +1,12 @@
-"""The instances folder carries ext4's top-directory flag where the file system has it.
+"""The instances folder carries ext4's top-directory flag where ext4 has no journal.
 
 ``_folder_spread.spread_subfolders`` sets ``FS_TOPDIR_FL`` so that ext4 places each instance's
 folder (and so its files) in a lightly used block group instead of the one all instances shared,
-where every new file scanned past the inodes the last minutes' instances freed. These tests run
-on the real file systems of the machine: the one under pytest's temporary folder (ext4 in CI)
-and a tmpfs, which has no such flag and must be left alone without an error.
+where, without a journal, every new file scanned past the inodes the last minutes' instances
+freed; ``skips_recently_freed_inodes`` tells that file system from others. These tests run on the
+real file systems of the machine (the one under pytest's temporary folder, ext4 without a journal
+in CI, and a tmpfs, which has no such flag and must be left alone without an error), and on
+stand-in ``/proc`` and ``/sys`` trees for the file systems the machine does not have.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet_local._folder_spread import has_spread_flag, spread_subfolders
+from fleet_local._folder_spread import has_spread_flag, skips_recently_freed_inodes, spread_subfolders
 from fleet_local._server import build_state
 from fleet_local._state import LocalSettings
 
@@ -63,13 +65,57 @@ def test_a_missing_folder_is_no_error(tmp_path: Path) -> None:
     assert has_spread_flag(tmp_path / "absent") is False
 
 
+def _stand_ins(tmp_path: Path, *, ext4: bool, journals: list[str] | None) -> tuple[Path, Path]:
+    """``/sys`` with this folder's device as ``vda1``, and ``/proc`` with what ``ext4`` and
+    ``journals`` say (None: no ``/proc/fs/jbd2`` at all)."""
+    device = os.stat(tmp_path).st_dev
+    sys_root, proc = tmp_path / "sys", tmp_path / "proc"
+    disk = sys_root / "devices" / "virtio0" / "block" / "vda" / "vda1"
+    disk.mkdir(parents=True)
+    (sys_root / "dev" / "block").mkdir(parents=True)
+    (sys_root / "dev" / "block" / f"{os.major(device)}:{os.minor(device)}").symlink_to(disk)
+    (proc / "fs").mkdir(parents=True)
+    if ext4:
+        (proc / "fs" / "ext4" / "vda1").mkdir(parents=True)
+    if journals is not None:
+        (proc / "fs" / "jbd2").mkdir()
+        for name in journals:
+            (proc / "fs" / "jbd2" / name).mkdir()
+    return proc, sys_root
+
+
+@pytest.mark.parametrize(
+    ("ext4", "journals", "expected"),
+    [
+        (True, [], True),  # ext4, jbd2 loaded, no journal for this disk (this project's machines)
+        (True, None, True),  # ext4 and no jbd2 at all
+        (True, ["vda1-8"], False),  # a journaled ext4
+        (True, ["vda-8", "vda12-8", "dm-0-8"], True),  # journals of other devices only
+        (False, [], False),  # not ext4
+    ],
+)
+def test_which_file_systems_scan_past_freed_inodes(
+    tmp_path: Path, ext4: bool, journals: list[str] | None, expected: bool
+) -> None:
+    proc, sys_root = _stand_ins(tmp_path, ext4=ext4, journals=journals)
+    assert skips_recently_freed_inodes(tmp_path, proc=proc, sys_root=sys_root) is expected
+
+
+def test_a_device_without_a_disk_is_not_flagged(tmp_path: Path) -> None:
+    """overlayfs, tmpfs: no ``/sys/dev/block`` entry for the folder's device."""
+    (tmp_path / "sys").mkdir()
+    assert skips_recently_freed_inodes(tmp_path, proc=tmp_path / "proc", sys_root=tmp_path / "sys") is False
+    assert skips_recently_freed_inodes(Path("/dev/shm")) is False
+
+
 @_LINUX
-def test_the_server_spreads_its_instances_folder(tmp_path: Path) -> None:
-    """``build_state`` makes ``<data_dir>/instances`` and flags it where it can."""
+def test_the_server_spreads_its_instances_folder_only_where_it_helps(tmp_path: Path) -> None:
+    """``build_state`` makes ``<data_dir>/instances`` and flags it on an ext4 without a journal
+    (as in CI), and leaves it alone elsewhere."""
     state = build_state(LocalSettings(data_dir=tmp_path / "data"))
     try:
         folder = state.instance_dir("inst_x").parent
         assert folder.is_dir()
-        assert has_spread_flag(folder) is (_file_system(tmp_path) in {"ext2/ext3", "ext4"})
+        assert has_spread_flag(folder) is skips_recently_freed_inodes(folder)
     finally:
         state.store.close()
