@@ -22,10 +22,7 @@ there is no scan, and the server does not set the flag (``skips_recently_freed_i
 from __future__ import annotations
 
 import argparse
-import array
 import collections
-import fcntl
-import os
 import resource
 import statistics
 import tempfile
@@ -35,23 +32,10 @@ from pathlib import Path
 from _side import spread
 
 from fleet_local import _instances
-from fleet_local._folder_spread import TOPDIR_FLAG, has_spread_flag, spread_subfolders
+from fleet_local._folder_spread import has_spread_flag, spread_subfolders
 from fleet_local._server import build_state
 from fleet_local._state import LocalSettings, LocalState
 from fleet_sdk.types import env_instance as models
-
-_GET_FLAGS, _SET_FLAGS = 0x80086601, 0x40086602  # FS_IOC_GETFLAGS / FS_IOC_SETFLAGS
-
-
-def clear_spread_flag(folder: Path) -> None:
-    """The baseline: ``chattr -T`` on ``folder``."""
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        flags = array.array("i", [0])
-        fcntl.ioctl(fd, _GET_FLAGS, flags, True)
-        fcntl.ioctl(fd, _SET_FLAGS, array.array("i", [flags[0] & ~TOPDIR_FLAG]))
-    finally:
-        os.close(fd)
 
 
 def cpu_seconds() -> float:
@@ -86,10 +70,7 @@ def main(*, instances: int, warm: int, live: int, threads: int, rounds: int, roo
         for name in ("this", "baseline"):
             sides[name] = build_state(LocalSettings(data_dir=Path(tmp) / name))
             folder = sides[name].instance_dir("x").parent
-            if name == "this":
-                spread_subfolders(folder)
-            elif has_spread_flag(folder):
-                clear_spread_flag(folder)
+            spread_subfolders(folder, spread=name == "this")
         flagged = {name: has_spread_flag(state.instance_dir("x").parent) for name, state in sides.items()}
         print(f"under {tmp}: spread flag on this side {flagged['this']}, baseline {flagged['baseline']}")
         for name, state in sides.items():

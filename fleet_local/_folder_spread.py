@@ -32,14 +32,6 @@ _GET_FLAGS = 0x80086601  # FS_IOC_GETFLAGS
 _SET_FLAGS = 0x40086602  # FS_IOC_SETFLAGS
 
 
-def _flags(fd: int) -> int:
-    import fcntl
-
-    flags = array.array("i", [0])  # the kernel reads and writes an int, whatever the ioctl's size says
-    fcntl.ioctl(fd, _GET_FLAGS, flags, True)
-    return flags[0]
-
-
 def skips_recently_freed_inodes(
     folder: Path, *, proc: Path = Path("/proc"), sys_root: Path = Path("/sys")
 ) -> bool:
@@ -76,29 +68,24 @@ def has_spread_flag(folder: Path) -> bool:
     Args:
         folder: An existing folder.
     """
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        return bool(_flags(fd) & TOPDIR_FLAG)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
+    return _top_directory_flag(folder, None)
 
 
-def spread_subfolders(folder: Path) -> bool:
-    """Set the top-directory flag on ``folder`` so that ext4 spreads its new subfolders.
+def spread_subfolders(folder: Path, spread: bool = True) -> bool:
+    """Set (or clear) the top-directory flag on ``folder``, so that ext4 spreads its new subfolders.
 
     Args:
         folder: An existing folder.
+        spread: Set the flag; False clears it.
 
     Returns:
         Whether the flag is set now (False on a file system without it, or without the right).
     """
+    return _top_directory_flag(folder, spread)
+
+
+def _top_directory_flag(folder: Path, wanted: bool | None) -> bool:
+    """Read the flag (``wanted`` None) or set it to ``wanted``; whether it is set afterwards."""
     if not sys.platform.startswith("linux"):
         return False
     import fcntl
@@ -108,10 +95,13 @@ def spread_subfolders(folder: Path) -> bool:
     except OSError:
         return False
     try:
-        flags = _flags(fd)
-        if not flags & TOPDIR_FLAG:
-            fcntl.ioctl(fd, _SET_FLAGS, array.array("i", [flags | TOPDIR_FLAG]))
-        return bool(_flags(fd) & TOPDIR_FLAG)
+        flags = array.array("i", [0])  # the kernel reads and writes an int, whatever the ioctl's size says
+        fcntl.ioctl(fd, _GET_FLAGS, flags, True)
+        if wanted is not None and bool(flags[0] & TOPDIR_FLAG) != wanted:
+            changed = flags[0] | TOPDIR_FLAG if wanted else flags[0] & ~TOPDIR_FLAG
+            fcntl.ioctl(fd, _SET_FLAGS, array.array("i", [changed]))
+            fcntl.ioctl(fd, _GET_FLAGS, flags, True)
+        return bool(flags[0] & TOPDIR_FLAG)
     except OSError:  # ENOTTY / EOPNOTSUPP elsewhere than ext2/3/4, EPERM not the owner
         return False
     finally:

@@ -31,8 +31,8 @@ def _file_system(path: Path) -> str:
 
 @_LINUX
 def test_the_flag_is_set_and_read_back_where_the_file_system_has_it(tmp_path: Path) -> None:
-    """On ext2/3/4 the flag is set (``lsattr`` shows ``T``), once, and setting it again keeps
-    it; on any other file system the call answers False and changes nothing."""
+    """On ext2/3/4 the flag is set (``lsattr`` shows ``T``), once, setting it again keeps it and
+    clearing it clears it; on any other file system the calls answer False and change nothing."""
     folder = tmp_path / "instances"
     folder.mkdir()
     supported = _file_system(tmp_path) in {"ext2/ext3", "ext4"}
@@ -42,6 +42,8 @@ def test_the_flag_is_set_and_read_back_where_the_file_system_has_it(tmp_path: Pa
     if supported:
         shown = subprocess.run(["lsattr", "-d", str(folder)], capture_output=True, text=True, check=True)
         assert "T" in shown.stdout.split()[0]
+    assert spread_subfolders(folder, spread=False) is False  # cleared (the benchmark's baseline)
+    assert has_spread_flag(folder) is False
 
 
 @_LINUX
