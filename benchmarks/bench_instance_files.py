@@ -69,9 +69,9 @@ def main(*, instances: int, warm: int, live: int, threads: int, rounds: int, roo
         sides: dict[str, LocalState] = {}
         for name in ("this", "baseline"):
             sides[name] = build_state(LocalSettings(data_dir=Path(tmp) / name))
-            folder = sides[name].instance_dir("x").parent
+            folder = sides[name].instances_dir
             spread_subfolders(folder, spread=name == "this")
-        flagged = {name: has_spread_flag(state.instance_dir("x").parent) for name, state in sides.items()}
+        flagged = {name: has_spread_flag(state.instances_dir) for name, state in sides.items()}
         print(f"under {tmp}: spread flag on this side {flagged['this']}, baseline {flagged['baseline']}")
         for name, state in sides.items():
             print(

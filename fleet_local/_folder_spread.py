@@ -47,9 +47,8 @@ def skips_recently_freed_inodes(
         device = os.stat(folder).st_dev
         # /sys/dev/block/MAJ:MIN links to the block device (vda, vda1, dm-0); none for overlayfs,
         # tmpfs and other devices without a disk.
-        name = (
-            (sys_root / "dev" / "block" / f"{os.major(device)}:{os.minor(device)}").resolve(strict=True).name
-        )
+        link = sys_root / "dev" / "block" / f"{os.major(device)}:{os.minor(device)}"
+        name = link.resolve(strict=True).name
     except OSError:
         return False
     if not (proc / "fs" / "ext4" / name).is_dir():

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["MAX_IDLE", "WRITER_PRAGMAS", "InstanceConnections", "Kind", "default_max_idle"]
+__all__ = ["MAX_IDLE", "WRITER_PRAGMA", "InstanceConnections", "Kind", "default_max_idle"]
 
 Kind = Literal["ro", "rw", "log"]
 """``current.db`` read-only or read-write, or the instance's ``action_log.db``."""
@@ -64,7 +64,7 @@ def default_max_idle() -> int:
 _FILES: dict[Kind, str] = {"ro": "current.db", "rw": "current.db", "log": "action_log.db"}
 
 
-WRITER_PRAGMAS = ("PRAGMA synchronous = OFF",)
+WRITER_PRAGMA = "PRAGMA synchronous = OFF"
 """What a writing connection (``rw``, ``log``, ``_instances.open_db``'s) sets: no ``fsync``.
 
 An instance's databases are scratch that ends with it: a crash of the machine (not of the
@@ -93,8 +93,7 @@ def _open(folder: Path, kind: Kind) -> sqlite3.Connection:
         if kind == "ro":
             conn.execute("PRAGMA query_only = ON")
             return conn
-    for pragma in WRITER_PRAGMAS:
-        conn.execute(pragma)
+    conn.execute(WRITER_PRAGMA)
     return conn
 
 

@@ -36,7 +36,7 @@ from . import _memory
 from ._action_log import ACTION_LOG
 from ._action_log import create as create_action_log
 from ._errors import LocalAPIError, not_found
-from ._instance_dbs import WRITER_PRAGMAS
+from ._instance_dbs import WRITER_PRAGMA
 from ._records import InstancePrivate, InstanceRecord
 from ._state import LocalState, iso, new_id, utcnow
 from ._store import Records
@@ -562,8 +562,7 @@ def open_db(state: LocalState, instance_id: str, name: str, read_only: bool) -> 
         conn.execute("PRAGMA query_only = ON")
         return conn
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=10.0)
-    for pragma in WRITER_PRAGMAS:
-        conn.execute(pragma)
+    conn.execute(WRITER_PRAGMA)
     return conn
 
 

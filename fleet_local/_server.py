@@ -43,10 +43,6 @@ def build_state(settings: LocalSettings) -> LocalState:
     from .sandbox._zygote import set_database_roots
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    instances = settings.data_dir / "instances"  # LocalState.instance_dir's parent
-    instances.mkdir(exist_ok=True)
-    if skips_recently_freed_inodes(instances):
-        spread_subfolders(instances)  # each instance's folder in its own ext4 block group
     set_database_roots([settings.data_dir])  # where the zygote's runs find their databases
     state = LocalState(
         settings=settings,
@@ -54,6 +50,9 @@ def build_state(settings: LocalSettings) -> LocalState:
         environments=registry(),
         faults=FaultInjector(enabled=settings.faults_enabled),
     )
+    state.instances_dir.mkdir(exist_ok=True)
+    if skips_recently_freed_inodes(state.instances_dir):
+        spread_subfolders(state.instances_dir)  # each instance's folder in its own ext4 block group
     state.metrics = ServerMetrics()
     state.browser_leases = LeaseBook(
         state.store, state.data_dir, lambda: state.public_url, max_browsers=settings.max_browsers

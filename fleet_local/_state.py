@@ -183,9 +183,14 @@ class LocalState:
         """
         return frozenset(task["verifier_code"] for env in self.environments.values() for task in env.tasks)
 
+    @property
+    def instances_dir(self) -> Path:
+        """Folder holding every instance's folder (:meth:`instance_dir`)."""
+        return self.data_dir / "instances"
+
     def instance_dir(self, instance_id: str) -> Path:
         """Folder holding an instance's ``seed.db`` and ``current.db``."""
-        return self.data_dir / "instances" / instance_id
+        return self.instances_dir / instance_id
 
     def seed_path(self, env_key: str, version: str) -> Path:
         """Built seed database of an environment version."""

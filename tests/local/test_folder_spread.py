@@ -116,7 +116,7 @@ def test_the_server_spreads_its_instances_folder_only_where_it_helps(tmp_path: P
     (as in CI), and leaves it alone elsewhere."""
     state = build_state(LocalSettings(data_dir=tmp_path / "data"))
     try:
-        folder = state.instance_dir("inst_x").parent
+        folder = state.instances_dir
         assert folder.is_dir()
         assert has_spread_flag(folder) is skips_recently_freed_inodes(folder)
     finally:
